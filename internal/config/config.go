@@ -1,0 +1,223 @@
+// Package config turns the function's environment into a validated Config.
+// Every variable, its default and its meaning is listed in Vars, which the
+// README's configuration table and the deploy templates follow.
+package config
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Action is what to do with a node on an advisory event.
+type Action string
+
+// The advisory actions.
+const (
+	ActionIgnore Action = "ignore" // log only
+	ActionCordon Action = "cordon" // mark unschedulable, leave pods
+	ActionDrain  Action = "drain"  // cordon and evict
+)
+
+// Config is the function's configuration.
+type Config struct {
+	ClusterName string // EKS cluster name, or the cluster id of a self-managed cluster's authenticator
+
+	// Self-managed clusters: the endpoint and CA, skipping eks:DescribeCluster.
+	ClusterEndpoint string
+	ClusterCAData   []byte
+	// Kubeconfig mode: one of these names a kubeconfig to use instead.
+	KubeconfigPath         string
+	KubeconfigSSMParameter string
+	KubeconfigSecretID     string
+
+	ASGNames      []string // lifecycle hooks of other ASGs are ignored (empty: any ASG)
+	ClusterTagKey string   // instances without this tag are ignored
+
+	DryRun                   bool
+	DrainTimeout             time.Duration // overall, across continuations
+	SpotDrainTimeout         time.Duration // must fit the 2-minute notice
+	RebalanceAction          Action
+	ScheduledChangeAction    Action
+	LifecycleResultOnFailure string // CONTINUE or ABANDON
+	EvictUnmanagedPods       bool
+	VolumeDetachTimeout      time.Duration
+	StoppingWaitTimeout      time.Duration
+	OutOfServiceTaint        bool
+	DeleteTerminatedNodes    bool
+	KubeQPS                  float32
+	KubeBurst                int
+	DeadlineMargin           time.Duration // kept back from the deadline to complete the hook
+	ContinueLongDrains       bool
+	FunctionName             string // set by Lambda; the target of continuations
+}
+
+// Var documents one environment variable.
+type Var struct {
+	Name, Default, Help string
+}
+
+// Vars lists every variable the function reads (besides the AWS SDK's own,
+// such as AWS_REGION and AWS_ENDPOINT_URL_<SERVICE>).
+var Vars = []Var{
+	{"CLUSTER_NAME", "", "EKS cluster name (or the cluster id of a self-managed cluster's aws-iam-authenticator). Required unless a kubeconfig is given."},
+	{"CLUSTER_ENDPOINT", "", "Self-managed clusters: API server URL; skips eks:DescribeCluster."},
+	{"CLUSTER_CA_DATA", "", "Self-managed clusters: base64 PEM of the API server's CA (with CLUSTER_ENDPOINT)."},
+	{"KUBECONFIG_PATH", "", "Kubeconfig file to use instead of an STS token (local runs)."},
+	{"KUBECONFIG_SSM_PARAMETER", "", "SSM parameter (SecureString) holding a kubeconfig."},
+	{"KUBECONFIG_SECRET_ID", "", "Secrets Manager secret holding a kubeconfig."},
+	{"ASG_NAMES", "", "Comma-separated Auto Scaling groups whose hooks are handled; empty: any."},
+	{"CLUSTER_TAG_KEY", "", "EC2 tag that marks this cluster's instances; empty: kubernetes.io/cluster/<CLUSTER_NAME>."},
+	{"DRY_RUN", "false", "Log what would be done; change nothing, complete no hook."},
+	{"DRAIN_TIMEOUT", "30m", "Longest a drain may take, across continuations; then the hook is completed with LIFECYCLE_RESULT_ON_FAILURE."},
+	{"SPOT_DRAIN_TIMEOUT", "100s", "Longest drain on a spot interruption warning (2 minutes' notice)."},
+	{"REBALANCE_ACTION", "cordon", "On a rebalance recommendation: ignore, cordon or drain."},
+	{"SCHEDULED_CHANGE_ACTION", "drain", "On an AWS Health scheduled change: ignore, cordon or drain."},
+	{"LIFECYCLE_RESULT_ON_FAILURE", "CONTINUE", "Lifecycle action result when the drain fails or times out: CONTINUE or ABANDON."},
+	{"EVICT_UNMANAGED_PODS", "true", "Evict pods that no controller owns (they are not recreated)."},
+	{"VOLUME_DETACH_TIMEOUT", "2m", "How long to wait for the drained pods' VolumeAttachments to be deleted."},
+	{"STOPPING_WAIT_TIMEOUT", "3m", "How long to wait for a stopping/shutting-down instance to be stopped/terminated before forcing anything."},
+	{"OUT_OF_SERVICE_TAINT", "true", "Taint a node confirmed down with node.kubernetes.io/out-of-service."},
+	{"DELETE_TERMINATED_NODES", "false", "Delete the Node of a terminated instance (clusters without a cloud controller)."},
+	{"KUBE_CLIENT_QPS", "100", "Kubernetes client queries per second."},
+	{"KUBE_CLIENT_BURST", "200", "Kubernetes client burst."},
+	{"DEADLINE_MARGIN", "20s", "Time kept back from the Lambda deadline to complete the hook or continue."},
+	{"CONTINUE_LONG_DRAINS", "true", "Re-invoke the function asynchronously to continue a drain that outlasts one invocation."},
+}
+
+// FromEnv reads and validates the configuration; getenv is os.Getenv in the
+// function and a map lookup in tests.
+func FromEnv(getenv func(string) string) (Config, error) {
+	get := func(name string) string {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return v
+		}
+		for _, v := range Vars {
+			if v.Name == name {
+				return v.Default
+			}
+		}
+		return ""
+	}
+	var errs []error
+	duration := func(name string) time.Duration {
+		d, err := time.ParseDuration(get(name))
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration such as 90s or 5m", name, get(name)))
+		}
+		return d
+	}
+	boolean := func(name string) bool {
+		b, err := strconv.ParseBool(get(name))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: want true or false", name, get(name)))
+		}
+		return b
+	}
+	action := func(name string) Action {
+		a := Action(strings.ToLower(get(name)))
+		switch a {
+		case ActionIgnore, ActionCordon, ActionDrain:
+			return a
+		}
+		errs = append(errs, fmt.Errorf("%s=%q: want ignore, cordon or drain", name, get(name)))
+		return ""
+	}
+
+	c := Config{
+		ClusterName:            get("CLUSTER_NAME"),
+		ClusterEndpoint:        get("CLUSTER_ENDPOINT"),
+		KubeconfigPath:         get("KUBECONFIG_PATH"),
+		KubeconfigSSMParameter: get("KUBECONFIG_SSM_PARAMETER"),
+		KubeconfigSecretID:     get("KUBECONFIG_SECRET_ID"),
+		ClusterTagKey:          get("CLUSTER_TAG_KEY"),
+		DryRun:                 boolean("DRY_RUN"),
+		DrainTimeout:           duration("DRAIN_TIMEOUT"),
+		SpotDrainTimeout:       duration("SPOT_DRAIN_TIMEOUT"),
+		RebalanceAction:        action("REBALANCE_ACTION"),
+		ScheduledChangeAction:  action("SCHEDULED_CHANGE_ACTION"),
+		EvictUnmanagedPods:     boolean("EVICT_UNMANAGED_PODS"),
+		VolumeDetachTimeout:    duration("VOLUME_DETACH_TIMEOUT"),
+		StoppingWaitTimeout:    duration("STOPPING_WAIT_TIMEOUT"),
+		OutOfServiceTaint:      boolean("OUT_OF_SERVICE_TAINT"),
+		DeleteTerminatedNodes:  boolean("DELETE_TERMINATED_NODES"),
+		DeadlineMargin:         duration("DEADLINE_MARGIN"),
+		ContinueLongDrains:     boolean("CONTINUE_LONG_DRAINS"),
+		FunctionName:           getenv("AWS_LAMBDA_FUNCTION_NAME"),
+	}
+	for _, n := range strings.Split(get("ASG_NAMES"), ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			c.ASGNames = append(c.ASGNames, n)
+		}
+	}
+	if ca := get("CLUSTER_CA_DATA"); ca != "" {
+		b, err := base64.StdEncoding.DecodeString(ca)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("CLUSTER_CA_DATA: not base64: %w", err))
+		}
+		c.ClusterCAData = b
+	}
+	switch r := strings.ToUpper(get("LIFECYCLE_RESULT_ON_FAILURE")); r {
+	case "CONTINUE", "ABANDON":
+		c.LifecycleResultOnFailure = r
+	default:
+		errs = append(errs, fmt.Errorf("LIFECYCLE_RESULT_ON_FAILURE=%q: want CONTINUE or ABANDON", r))
+	}
+	qps, err := strconv.ParseFloat(get("KUBE_CLIENT_QPS"), 32)
+	if err != nil || qps <= 0 {
+		errs = append(errs, fmt.Errorf("KUBE_CLIENT_QPS=%q: want a positive number", get("KUBE_CLIENT_QPS")))
+	}
+	c.KubeQPS = float32(qps)
+	if c.KubeBurst, err = strconv.Atoi(get("KUBE_CLIENT_BURST")); err != nil || c.KubeBurst <= 0 {
+		errs = append(errs, fmt.Errorf("KUBE_CLIENT_BURST=%q: want a positive integer", get("KUBE_CLIENT_BURST")))
+	}
+
+	kubeconfigs := 0
+	for _, v := range []string{c.KubeconfigPath, c.KubeconfigSSMParameter, c.KubeconfigSecretID} {
+		if v != "" {
+			kubeconfigs++
+		}
+	}
+	switch {
+	case kubeconfigs > 1:
+		errs = append(errs, errors.New("set at most one of KUBECONFIG_PATH, KUBECONFIG_SSM_PARAMETER, KUBECONFIG_SECRET_ID"))
+	case kubeconfigs == 0 && c.ClusterName == "":
+		errs = append(errs, errors.New("CLUSTER_NAME is required (or a kubeconfig)"))
+	case (c.ClusterEndpoint == "") != (len(c.ClusterCAData) == 0):
+		errs = append(errs, errors.New("CLUSTER_ENDPOINT and CLUSTER_CA_DATA go together"))
+	}
+	if c.ClusterTagKey == "" && c.ClusterName != "" {
+		c.ClusterTagKey = "kubernetes.io/cluster/" + c.ClusterName
+	}
+	if c.ClusterTagKey == "" {
+		errs = append(errs, errors.New("CLUSTER_TAG_KEY is required when CLUSTER_NAME is not set"))
+	}
+	if c.SpotDrainTimeout > 2*time.Minute {
+		errs = append(errs, fmt.Errorf("SPOT_DRAIN_TIMEOUT=%s: must fit the 2-minute spot notice", c.SpotDrainTimeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, fmt.Errorf("invalid configuration: %w", err)
+	}
+	return c, nil
+}
+
+// Mode says how the function reaches the cluster.
+func (c Config) Mode() string {
+	switch {
+	case c.KubeconfigPath != "" || c.KubeconfigSSMParameter != "" || c.KubeconfigSecretID != "":
+		return "kubeconfig"
+	case c.ClusterEndpoint != "":
+		return "self-managed"
+	default:
+		return "eks"
+	}
+}
+
+// AllowsASG reports whether hooks of the named ASG are ours.
+func (c Config) AllowsASG(name string) bool {
+	return len(c.ASGNames) == 0 || slices.Contains(c.ASGNames, name)
+}

@@ -1,0 +1,41 @@
+package event
+
+import "encoding/json"
+
+// EventBridge sources and detail-types node-drainer handles (the §2 table of
+// the architecture notes).
+const (
+	sourceAutoScaling = "aws.autoscaling"
+	sourceEC2         = "aws.ec2"
+	sourceHealth      = "aws.health"
+
+	detailTypeTerminate        = "EC2 Instance-terminate Lifecycle Action"
+	detailTypeLaunch           = "EC2 Instance-launch Lifecycle Action"
+	detailTypeSpotInterruption = "EC2 Spot Instance Interruption Warning"
+	detailTypeRebalance        = "EC2 Instance Rebalance Recommendation"
+	detailTypeStateChange      = "EC2 Instance State-change Notification"
+	detailTypeHealth           = "AWS Health Event"
+)
+
+// detailKey selects the parser of an event.
+type detailKey struct {
+	source     string
+	detailType string
+}
+
+// detailParser decodes and validates the detail of one EventBridge schema.
+// It receives the Event filled from the envelope (Kind KindUnknown) and
+// returns it completed. Its errors describe what is wrong; Parse wraps them
+// with ErrMalformed.
+type detailParser func(ev Event, detail json.RawMessage) (Event, error)
+
+// registry holds one parser per (source, detail-type); anything else is
+// KindUnknown.
+var registry = map[detailKey]detailParser{
+	{sourceAutoScaling, detailTypeTerminate}: parseTerminate,
+	{sourceAutoScaling, detailTypeLaunch}:    parseLaunch,
+	{sourceEC2, detailTypeSpotInterruption}:  parseSpotInterruption,
+	{sourceEC2, detailTypeRebalance}:         parseRebalance,
+	{sourceEC2, detailTypeStateChange}:       parseStateChange,
+	{sourceHealth, detailTypeHealth}:         parseScheduledChange,
+}
