@@ -1,0 +1,691 @@
+package deploy
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// LoadSAM reads a SAM/CloudFormation template (YAML, short tags such as !Ref,
+// !Sub, !GetAtt and !If included) into a Spec.
+func LoadSAM(path string) (*Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading SAM template: %w", err)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("parsing SAM template %s: %w", path, err)
+	}
+	doc, err := cfnValue(&root)
+	if err != nil {
+		return nil, fmt.Errorf("parsing SAM template %s: %w", path, err)
+	}
+	top, ok := doc.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("SAM template %s: not a mapping", path)
+	}
+	t, err := newCfnTemplate(top)
+	if err != nil {
+		return nil, fmt.Errorf("SAM template %s: %w", path, err)
+	}
+	spec, err := t.spec()
+	if err != nil {
+		return nil, fmt.Errorf("SAM template %s: %w", path, err)
+	}
+	return spec, nil
+}
+
+// cfnValue turns a YAML node into plain Go values, rewriting CloudFormation's
+// short tags into their long forms (!Ref x -> {"Ref": x}, !GetAtt a.b ->
+// {"Fn::GetAtt": [a, b]}, !Sub s -> {"Fn::Sub": s}, ...).
+func cfnValue(n *yaml.Node) (any, error) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return nil, nil
+		}
+		return cfnValue(n.Content[0])
+	case yaml.AliasNode:
+		return cfnValue(n.Alias)
+	}
+
+	var v any
+	switch n.Kind {
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			val, err := cfnValue(n.Content[i+1])
+			if err != nil {
+				return nil, err
+			}
+			m[k] = val
+		}
+		v = m
+	case yaml.SequenceNode:
+		l := make([]any, 0, len(n.Content))
+		for _, c := range n.Content {
+			val, err := cfnValue(c)
+			if err != nil {
+				return nil, err
+			}
+			l = append(l, val)
+		}
+		v = l
+	case yaml.ScalarNode:
+		if strings.HasPrefix(n.Tag, "!") && !strings.HasPrefix(n.Tag, "!!") {
+			v = n.Value // a short tag's scalar argument is a string
+		} else if err := n.Decode(&v); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n.Line, err)
+		}
+	default:
+		return nil, fmt.Errorf("line %d: unexpected YAML node kind %v", n.Line, n.Kind)
+	}
+
+	if !strings.HasPrefix(n.Tag, "!") || strings.HasPrefix(n.Tag, "!!") {
+		return v, nil
+	}
+	switch tag := strings.TrimPrefix(n.Tag, "!"); tag {
+	case "Ref", "Condition":
+		return map[string]any{tag: v}, nil
+	case "GetAtt":
+		if s, ok := v.(string); ok {
+			obj, attr, _ := strings.Cut(s, ".")
+			v = []any{obj, attr}
+		}
+		return map[string]any{"Fn::GetAtt": v}, nil
+	default:
+		return map[string]any{"Fn::" + tag: v}, nil
+	}
+}
+
+type cfnParam struct {
+	typ        string
+	def        any
+	hasDefault bool
+}
+
+type cfnResource struct {
+	id    string
+	typ   string
+	body  map[string]any
+	props map[string]any
+	// loop maps the Fn::ForEach identifiers in scope to their markers.
+	loop map[string]string
+}
+
+type cfnTemplate struct {
+	params     map[string]cfnParam
+	conditions map[string]any
+	resources  []*cfnResource
+	byID       map[string]*cfnResource
+	outputs    map[string]any
+	globals    map[string]any
+}
+
+func newCfnTemplate(top map[string]any) (*cfnTemplate, error) {
+	t := &cfnTemplate{
+		params:     map[string]cfnParam{},
+		conditions: asMap(top["Conditions"]),
+		byID:       map[string]*cfnResource{},
+		outputs:    asMap(top["Outputs"]),
+		globals:    asMap(top["Globals"]),
+	}
+	for name, raw := range asMap(top["Parameters"]) {
+		p := asMap(raw)
+		def, has := p["Default"]
+		t.params[name] = cfnParam{typ: fmt.Sprint(p["Type"]), def: def, hasDefault: has}
+	}
+	if err := t.addResources(asMap(top["Resources"]), nil); err != nil {
+		return nil, err
+	}
+	sort.Slice(t.resources, func(i, j int) bool { return t.resources[i].id < t.resources[j].id })
+	return t, nil
+}
+
+// addResources records resources, descending into Fn::ForEach loops: a loop's
+// fragment is recorded once, its identifier standing for any item.
+func (t *cfnTemplate) addResources(res map[string]any, loop map[string]string) error {
+	for id, raw := range res {
+		if strings.HasPrefix(id, "Fn::ForEach::") {
+			args, ok := raw.([]any)
+			if !ok || len(args) != 3 {
+				return fmt.Errorf("%s: want [identifier, collection, fragment]", id)
+			}
+			ident, _ := args[0].(string)
+			inner := map[string]string{}
+			for k, v := range loop {
+				inner[k] = v
+			}
+			// An item of a parameter list stands for that parameter, as in
+			// terraform's for expressions over the variable.
+			inner[ident] = "${each:" + ident + "}"
+			if ref, ok := asMap(args[1])["Ref"].(string); ok {
+				if _, isParam := t.params[ref]; isParam {
+					inner[ident] = paramMarker(SnakeCase(ref))
+				}
+			}
+			if err := t.addResources(asMap(args[2]), inner); err != nil {
+				return err
+			}
+			continue
+		}
+		body := asMap(raw)
+		r := &cfnResource{id: id, typ: fmt.Sprint(body["Type"]), body: body, props: asMap(body["Properties"]), loop: loop}
+		t.resources = append(t.resources, r)
+		t.byID[id] = r
+	}
+	return nil
+}
+
+func (t *cfnTemplate) ofType(types ...string) []*cfnResource {
+	var out []*cfnResource
+	for _, r := range t.resources {
+		for _, typ := range types {
+			if r.typ == typ {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+func (t *cfnTemplate) spec() (*Spec, error) {
+	s := &Spec{
+		Source:   "sam",
+		Function: map[string]string{},
+		Env:      map[string]EnvVar{},
+		Rules:    map[string]string{},
+		Hooks:    map[string]Hook{},
+		Params:   map[string]Param{},
+	}
+
+	fns := t.ofType("AWS::Serverless::Function", "AWS::Lambda::Function")
+	if len(fns) != 1 {
+		return nil, fmt.Errorf("want exactly one function, found %d", len(fns))
+	}
+	fn := fns[0]
+	r := t.resolver(fn)
+	props := map[string]any{}
+	if fn.typ == "AWS::Serverless::Function" {
+		for k, v := range asMap(t.globals["Function"]) {
+			props[k] = v
+		}
+	}
+	for k, v := range fn.props {
+		props[k] = v
+	}
+	for cfnName, name := range map[string]string{
+		"Runtime": "runtime", "Architectures": "architectures", "Handler": "handler",
+		"Timeout": "timeout", "MemorySize": "memory_size",
+	} {
+		if v, ok := props[cfnName]; ok {
+			s.Function[name] = stringify(r.resolve(v))
+		}
+	}
+
+	for name, raw := range asMap(asMap(props["Environment"])["Variables"]) {
+		s.Env[name] = EnvVar{Default: stringify(r.resolve(raw)), Params: t.paramRefs(raw)}
+	}
+
+	for key, raw := range asMap(props["Events"]) {
+		ev := asMap(raw)
+		if typ := ev["Type"]; typ != "EventBridgeRule" && typ != "CloudWatchEvent" {
+			continue
+		}
+		ep := asMap(ev["Properties"])
+		name := fn.id + key
+		if n, ok := ep["RuleName"]; ok {
+			name = stringify(r.resolve(n))
+		}
+		pattern, err := canonicalJSON(r.resolve(ep["Pattern"]))
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", key, err)
+		}
+		s.Rules[name] = pattern
+	}
+	for _, rule := range t.ofType("AWS::Events::Rule") {
+		rr := t.resolver(rule)
+		name := rule.id
+		if n, ok := rule.props["Name"]; ok {
+			name = stringify(rr.resolve(n))
+		}
+		pattern, err := canonicalJSON(rr.resolve(rule.props["EventPattern"]))
+		if err != nil {
+			return nil, fmt.Errorf("rule %s: %w", rule.id, err)
+		}
+		s.Rules[name] = pattern
+	}
+
+	if err := t.roleSpec(s, props); err != nil {
+		return nil, err
+	}
+
+	for _, h := range t.ofType("AWS::AutoScaling::LifecycleHook") {
+		hr := t.resolver(h)
+		tr := stringify(hr.resolve(h.props["LifecycleTransition"]))
+		if _, dup := s.Hooks[tr]; dup {
+			return nil, fmt.Errorf("two lifecycle hooks for %s", tr)
+		}
+		s.Hooks[tr] = Hook{
+			Name:             stringify(hr.resolve(h.props["LifecycleHookName"])),
+			HeartbeatTimeout: stringify(hr.resolve(h.props["HeartbeatTimeout"])),
+			DefaultResult:    stringify(hr.resolve(h.props["DefaultResult"])),
+		}
+	}
+
+	for _, e := range t.ofType("AWS::EKS::AccessEntry") {
+		for _, g := range asList(t.resolver(e).resolve(e.props["KubernetesGroups"])) {
+			s.AccessEntryGroups = append(s.AccessEntryGroups, stringify(g))
+		}
+	}
+
+	for name, p := range t.params {
+		s.Params[SnakeCase(name)] = Param{Default: stringify(p.def), Required: !p.hasDefault}
+	}
+	for name := range t.outputs {
+		s.Outputs = append(s.Outputs, SnakeCase(name))
+	}
+	sort.Strings(s.Outputs)
+	return s, nil
+}
+
+// roleSpec collects the permission statements and managed policies of the
+// function's role: its inline Policies and every RolePolicy/Policy attached to it.
+func (t *cfnTemplate) roleSpec(s *Spec, fnProps map[string]any) error {
+	att, ok := asMap(fnProps["Role"])["Fn::GetAtt"].([]any)
+	if !ok || len(att) != 2 || att[1] != "Arn" {
+		return errors.New("the function's Role must be !GetAtt <role>.Arn of a role in the template")
+	}
+	roleID := fmt.Sprint(att[0])
+	role, ok := t.byID[roleID]
+	if !ok || role.typ != "AWS::IAM::Role" {
+		return fmt.Errorf("role %s: not an AWS::IAM::Role of the template", roleID)
+	}
+	r := t.resolver(role)
+	for _, pol := range asList(role.props["Policies"]) {
+		s.Statements = append(s.Statements, t.statements(r, asMap(pol)["PolicyDocument"])...)
+	}
+	for _, alt := range alternatives(role.props["ManagedPolicyArns"]) {
+		for _, arn := range asList(r.resolve(alt)) {
+			s.ManagedPolicies = append(s.ManagedPolicies, stringify(arn))
+		}
+	}
+	s.ManagedPolicies = sortedUnique(s.ManagedPolicies)
+
+	refsRole := func(v any) bool { return asMap(v)["Ref"] == roleID }
+	for _, p := range t.ofType("AWS::IAM::RolePolicy", "AWS::IAM::Policy", "AWS::IAM::ManagedPolicy") {
+		attached := refsRole(p.props["RoleName"])
+		for _, x := range asList(p.props["Roles"]) {
+			attached = attached || refsRole(x)
+		}
+		if attached {
+			s.Statements = append(s.Statements, t.statements(t.resolver(p), p.props["PolicyDocument"])...)
+		}
+	}
+	return nil
+}
+
+// statements returns the Allow statements of a policy document, every branch
+// of an !If included.
+func (t *cfnTemplate) statements(r cfnResolver, doc any) []Statement {
+	var out []Statement
+	for _, stAlt := range alternatives(asMap(doc)["Statement"]) {
+		items, isList := stAlt.([]any)
+		if !isList {
+			items = []any{stAlt}
+		}
+		for _, item := range items {
+			for _, raw := range alternatives(item) {
+				st := asMap(raw)
+				if st == nil || stringify(r.resolve(st["Effect"])) != "Allow" {
+					continue
+				}
+				var s Statement
+				s.Sid = stringify(r.resolve(st["Sid"]))
+				for _, a := range alternatives(st["Action"]) {
+					for _, x := range listOrOne(r.resolve(a)) {
+						s.Actions = append(s.Actions, stringify(x))
+					}
+				}
+				s.Conditional = containsIf(st["Resource"])
+				for _, a := range alternatives(st["Resource"]) {
+					for _, x := range listOrOne(r.resolve(a)) {
+						s.Resources = append(s.Resources, stringify(x))
+					}
+				}
+				s.Actions = sortedUnique(s.Actions)
+				s.Resources = sortedUnique(s.Resources)
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// alternatives expands !If into both branches (recursively) and drops
+// AWS::NoValue: every value the property can take.
+func alternatives(v any) []any {
+	m := asMap(v)
+	if args, ok := m["Fn::If"].([]any); ok && len(m) == 1 && len(args) == 3 {
+		return append(alternatives(args[1]), alternatives(args[2])...)
+	}
+	if len(m) == 1 && m["Ref"] == "AWS::NoValue" {
+		return nil
+	}
+	if v == nil {
+		return nil
+	}
+	return []any{v}
+}
+
+func containsIf(v any) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, val := range x {
+			if k == "Fn::If" || containsIf(val) {
+				return true
+			}
+		}
+	case []any:
+		for _, val := range x {
+			if containsIf(val) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// paramRefs lists the template parameters (snake_case) a value is built from.
+func (t *cfnTemplate) paramRefs(v any) []string {
+	var refs []string
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, val := range x {
+				if k == "Ref" {
+					if name, ok := val.(string); ok {
+						if _, isParam := t.params[name]; isParam {
+							refs = append(refs, SnakeCase(name))
+						}
+					}
+				}
+				if k == "Fn::Sub" {
+					tmpl := val
+					if l, ok := val.([]any); ok && len(l) > 0 {
+						tmpl = l[0]
+						walk(l[1:])
+					}
+					if s, ok := tmpl.(string); ok {
+						for _, m := range subVar.FindAllStringSubmatch(s, -1) {
+							if _, isParam := t.params[m[1]]; isParam {
+								refs = append(refs, SnakeCase(m[1]))
+							}
+						}
+					}
+					continue
+				}
+				walk(val)
+			}
+		case []any:
+			for _, val := range x {
+				walk(val)
+			}
+		}
+	}
+	walk(v)
+	return sortedUnique(refs)
+}
+
+type noValueType struct{}
+
+// noValue is what AWS::NoValue resolves to: the property is left out.
+var noValue = noValueType{}
+
+type cfnResolver struct {
+	t    *cfnTemplate
+	loop map[string]string
+}
+
+func (t *cfnTemplate) resolver(r *cfnResource) cfnResolver {
+	return cfnResolver{t: t, loop: r.loop}
+}
+
+var subVar = regexp.MustCompile(`\$\{([^}!][^}]*)\}`)
+
+// resolve evaluates intrinsic functions with the parameters' defaults.
+func (r cfnResolver) resolve(v any) any {
+	switch x := v.(type) {
+	case []any:
+		out := make([]any, 0, len(x))
+		for _, item := range x {
+			if res := r.resolve(item); res != noValue {
+				out = append(out, res)
+			}
+		}
+		return out
+	case map[string]any:
+		if len(x) == 1 {
+			for k, arg := range x {
+				if res, ok := r.intrinsic(k, arg); ok {
+					return res
+				}
+			}
+		}
+		out := make(map[string]any, len(x))
+		for k, item := range x {
+			if res := r.resolve(item); res != noValue {
+				out[k] = res
+			}
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+func (r cfnResolver) intrinsic(fn string, arg any) (any, bool) {
+	switch fn {
+	case "Ref":
+		return r.ref(fmt.Sprint(arg)), true
+	case "Fn::GetAtt":
+		return markerRef, true
+	case "Fn::Sub":
+		tmpl, vars := arg, map[string]any{}
+		if l, ok := arg.([]any); ok && len(l) == 2 {
+			tmpl = l[0]
+			for k, val := range asMap(l[1]) {
+				vars[k] = r.resolve(val)
+			}
+		}
+		s, _ := tmpl.(string)
+		return r.sub(s, vars), true
+	case "Fn::Join":
+		l, ok := arg.([]any)
+		if !ok || len(l) != 2 {
+			return "${unknown}", true
+		}
+		var parts []string
+		for _, p := range listOrOne(r.resolve(l[1])) {
+			parts = append(parts, stringify(p))
+		}
+		return strings.Join(parts, stringify(l[0])), true
+	case "Fn::Split":
+		l, ok := arg.([]any)
+		if !ok || len(l) != 2 {
+			return "${unknown}", true
+		}
+		var out []any
+		for _, p := range strings.Split(stringify(r.resolve(l[1])), stringify(l[0])) {
+			out = append(out, p)
+		}
+		return out, true
+	case "Fn::Select":
+		l, ok := arg.([]any)
+		if !ok || len(l) != 2 {
+			return "${unknown}", true
+		}
+		i, err := strconv.Atoi(stringify(r.resolve(l[0])))
+		items := listOrOne(r.resolve(l[1]))
+		if err != nil || i < 0 || i >= len(items) {
+			return "${unknown}", true
+		}
+		return items[i], true
+	case "Fn::If":
+		l, ok := arg.([]any)
+		if !ok || len(l) != 3 {
+			return "${unknown}", true
+		}
+		if r.condition(map[string]any{"Condition": l[0]}) {
+			return r.resolve(l[1]), true
+		}
+		return r.resolve(l[2]), true
+	}
+	if strings.HasPrefix(fn, "Fn::") {
+		return "${unknown}", true
+	}
+	return nil, false
+}
+
+func (r cfnResolver) ref(name string) any {
+	if m, ok := r.loop[name]; ok {
+		return m
+	}
+	switch name {
+	case "AWS::NoValue":
+		return noValue
+	case "AWS::Partition":
+		return markerPartition
+	case "AWS::Region":
+		return markerRegion
+	case "AWS::AccountId":
+		return markerAccount
+	}
+	if strings.HasPrefix(name, "AWS::") {
+		return "${aws:" + strings.ToLower(strings.TrimPrefix(name, "AWS::")) + "}"
+	}
+	if p, ok := r.t.params[name]; ok {
+		list := p.typ == "CommaDelimitedList" || strings.HasPrefix(p.typ, "List<")
+		if !p.hasDefault {
+			if list {
+				return []any{paramMarker(SnakeCase(name))}
+			}
+			return paramMarker(SnakeCase(name))
+		}
+		if list {
+			var out []any
+			for _, item := range strings.Split(stringify(p.def), ",") {
+				out = append(out, strings.TrimSpace(item))
+			}
+			return out
+		}
+		return stringify(p.def)
+	}
+	return markerRef // another resource
+}
+
+func (r cfnResolver) sub(s string, vars map[string]any) string {
+	out := subVar.ReplaceAllStringFunc(s, func(m string) string {
+		name := m[2 : len(m)-1]
+		if v, ok := vars[name]; ok {
+			return stringify(v)
+		}
+		if strings.Contains(name, ".") {
+			return markerRef // ${Resource.Attribute}
+		}
+		return stringify(r.ref(name))
+	})
+	return strings.ReplaceAll(out, "${!", "${")
+}
+
+func (r cfnResolver) condition(v any) bool {
+	m := asMap(v)
+	if name, ok := m["Condition"].(string); ok && len(m) == 1 {
+		return r.condition(r.t.conditions[name])
+	}
+	args, _ := func() ([]any, bool) {
+		for _, k := range []string{"Fn::Equals", "Fn::Not", "Fn::And", "Fn::Or"} {
+			if a, ok := m[k].([]any); ok {
+				return a, true
+			}
+		}
+		return nil, false
+	}()
+	switch {
+	case m["Fn::Equals"] != nil && len(args) == 2:
+		return stringify(r.resolve(args[0])) == stringify(r.resolve(args[1]))
+	case m["Fn::Not"] != nil && len(args) == 1:
+		return !r.condition(args[0])
+	case m["Fn::And"] != nil:
+		for _, a := range args {
+			if !r.condition(a) {
+				return false
+			}
+		}
+		return true
+	case m["Fn::Or"] != nil:
+		for _, a := range args {
+			if r.condition(a) {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
+// stringify renders a resolved value as CloudFormation would pass it to a
+// string property: lists joined with commas.
+func stringify(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case bool:
+		return strconv.FormatBool(x)
+	case int:
+		return strconv.Itoa(x)
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case []any:
+		parts := make([]string, 0, len(x))
+		for _, item := range x {
+			parts = append(parts, stringify(item))
+		}
+		return strings.Join(parts, ",")
+	case noValueType:
+		return ""
+	default:
+		return markerRef
+	}
+}
+
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+func listOrOne(v any) []any {
+	if l, ok := v.([]any); ok {
+		return l
+	}
+	if v == nil || v == noValue {
+		return nil
+	}
+	return []any{v}
+}

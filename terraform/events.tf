@@ -1,0 +1,102 @@
+# One EventBridge rule per kind of event the function handles; the same
+# patterns as the Events of NodeDrainerFunction in template.yaml. Rule names are
+# "<function_name>-<key>".
+
+locals {
+  event_rules = {
+    terminate-hook = {
+      description = "ASG terminate lifecycle actions of the listed groups"
+      pattern = {
+        source        = ["aws.autoscaling"]
+        "detail-type" = ["EC2 Instance-terminate Lifecycle Action"]
+        detail = {
+          AutoScalingGroupName = var.asg_names
+          LifecycleHookName    = [var.terminate_hook_name]
+        }
+      }
+    }
+    launch-hook = {
+      description = "ASG launch lifecycle actions of the listed groups"
+      pattern = {
+        source        = ["aws.autoscaling"]
+        "detail-type" = ["EC2 Instance-launch Lifecycle Action"]
+        detail = {
+          AutoScalingGroupName = var.asg_names
+          LifecycleHookName    = [var.launch_hook_name]
+        }
+      }
+    }
+    spot-interruption = {
+      description = "EC2 spot interruption warnings"
+      pattern = {
+        source        = ["aws.ec2"]
+        "detail-type" = ["EC2 Spot Instance Interruption Warning"]
+      }
+    }
+    rebalance = {
+      description = "EC2 instance rebalance recommendations"
+      pattern = {
+        source        = ["aws.ec2"]
+        "detail-type" = ["EC2 Instance Rebalance Recommendation"]
+      }
+    }
+    state-change = {
+      description = "EC2 instance state changes that take a node away or bring it back"
+      pattern = {
+        source        = ["aws.ec2"]
+        "detail-type" = ["EC2 Instance State-change Notification"]
+        detail = {
+          state = ["stopping", "stopped", "shutting-down", "terminated", "running"]
+        }
+      }
+    }
+    scheduled-change = {
+      description = "AWS Health scheduled changes for EC2"
+      pattern = {
+        source        = ["aws.health"]
+        "detail-type" = ["AWS Health Event"]
+        detail = {
+          service           = ["EC2"]
+          eventTypeCategory = ["scheduledChange"]
+        }
+      }
+    }
+  }
+}
+
+resource "aws_cloudwatch_event_rule" "this" {
+  for_each = local.event_rules
+
+  name          = "${var.function_name}-${each.key}"
+  description   = "node-drainer: ${each.value.description}"
+  event_pattern = jsonencode(each.value.pattern)
+  tags          = var.tags
+}
+
+resource "aws_cloudwatch_event_target" "this" {
+  for_each = aws_cloudwatch_event_rule.this
+
+  rule = each.value.name
+  arn  = aws_lambda_function.this.arn
+
+  retry_policy {
+    maximum_event_age_in_seconds = var.maximum_event_age_seconds
+    maximum_retry_attempts       = 185
+  }
+
+  dead_letter_config {
+    arn = aws_sqs_queue.dlq.arn
+  }
+
+  depends_on = [aws_lambda_permission.events]
+}
+
+resource "aws_lambda_permission" "events" {
+  for_each = aws_cloudwatch_event_rule.this
+
+  statement_id  = "events-${each.key}"
+  action        = "lambda:InvokeFunction"
+  function_name = aws_lambda_function.this.function_name
+  principal     = "events.amazonaws.com"
+  source_arn    = each.value.arn
+}

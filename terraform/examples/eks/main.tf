@@ -1,0 +1,42 @@
+# node-drainer on an existing EKS cluster whose authentication mode allows
+# access entries (API or API_AND_CONFIG_MAP). Build the package first:
+#   make package            # -> dist/node-drainer-arm64.zip
+#   cd terraform/examples/eks
+#   terraform init && terraform apply -var cluster_name=my-cluster -var 'asg_names=["my-nodes-a","my-nodes-b"]'
+
+provider "aws" {
+  region = var.region
+}
+
+# The cluster exists already: the kubernetes provider is configured from it at
+# plan time, which kubernetes_manifest (manage_rbac) needs.
+data "aws_eks_cluster" "this" {
+  name = var.cluster_name
+}
+
+# Token from the AWS CLI (`aws eks get-token`) on the machine running terraform.
+provider "kubernetes" {
+  host                   = data.aws_eks_cluster.this.endpoint
+  cluster_ca_certificate = base64decode(data.aws_eks_cluster.this.certificate_authority[0].data)
+
+  exec {
+    api_version = "client.authentication.k8s.io/v1beta1"
+    command     = "aws"
+    args        = ["eks", "get-token", "--cluster-name", var.cluster_name, "--region", var.region]
+  }
+}
+
+module "node_drainer" {
+  source = "../.."
+
+  cluster_name = var.cluster_name
+  asg_names    = var.asg_names
+  package_path = "${path.module}/../../../dist/node-drainer-arm64.zip"
+
+  # EKS access entry for the function's role -> Kubernetes group node-drainer,
+  # and the ClusterRole/ClusterRoleBinding for that group.
+  create_access_entry = true
+  manage_rbac         = true
+
+  dry_run = var.dry_run
+}

@@ -1,0 +1,153 @@
+# The function's role: least privilege, no wildcard actions. The same actions
+# as FunctionRole and the LifecyclePolicy* role policies of template.yaml.
+
+locals {
+  asg_arns = [
+    for name in var.asg_names :
+    "arn:${local.partition}:autoscaling:${local.region}:${local.account}:autoScalingGroup:*:autoScalingGroupName/${name}"
+  ]
+
+  kubeconfig_parameter_arn = (
+    startswith(var.kubeconfig_ssm_parameter, "arn:")
+    ? var.kubeconfig_ssm_parameter
+    : "arn:${local.partition}:ssm:${local.region}:${local.account}:parameter${startswith(var.kubeconfig_ssm_parameter, "/") ? "" : "/"}${var.kubeconfig_ssm_parameter}"
+  )
+
+  # a secret's ARN ends in -<6 random characters>
+  kubeconfig_secret_arn = (
+    startswith(var.kubeconfig_secret_id, "arn:")
+    ? var.kubeconfig_secret_id
+    : "arn:${local.partition}:secretsmanager:${local.region}:${local.account}:secret:${var.kubeconfig_secret_id}-??????"
+  )
+}
+
+data "aws_iam_policy_document" "assume" {
+  statement {
+    effect  = "Allow"
+    actions = ["sts:AssumeRole"]
+
+    principals {
+      type        = "Service"
+      identifiers = ["lambda.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_iam_role" "function" {
+  name_prefix        = substr("${var.function_name}-", 0, 38)
+  description        = "node-drainer function ${var.function_name}"
+  assume_role_policy = data.aws_iam_policy_document.assume.json
+  tags               = var.tags
+}
+
+data "aws_iam_policy_document" "function" {
+  statement {
+    sid       = "Logs"
+    effect    = "Allow"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${aws_cloudwatch_log_group.function.arn}:*"]
+  }
+
+  # Complete / heartbeat lifecycle actions, only on the listed ASGs.
+  statement {
+    sid       = "LifecycleAction"
+    effect    = "Allow"
+    actions   = ["autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"]
+    resources = local.asg_arns
+  }
+
+  # Instance state confirmation and cluster-tag check; Describe* has no resource scope.
+  statement {
+    sid       = "DescribeInstances"
+    effect    = "Allow"
+    actions   = ["ec2:DescribeInstances"]
+    resources = ["*"]
+  }
+
+  dynamic "statement" {
+    for_each = var.cluster_mode == "eks" ? [1] : []
+    content {
+      sid       = "DescribeCluster"
+      effect    = "Allow"
+      actions   = ["eks:DescribeCluster"]
+      resources = ["arn:${local.partition}:eks:${local.region}:${local.account}:cluster/${var.cluster_name}"]
+    }
+  }
+
+  # Self-continuation of long drains.
+  dynamic "statement" {
+    for_each = var.continue_long_drains ? [1] : []
+    content {
+      sid       = "ContinueDrain"
+      effect    = "Allow"
+      actions   = ["lambda:InvokeFunction"]
+      resources = [local.function_arn]
+    }
+  }
+
+  statement {
+    sid       = "DeadLetters"
+    effect    = "Allow"
+    actions   = ["sqs:SendMessage"]
+    resources = [aws_sqs_queue.dlq.arn]
+  }
+
+  dynamic "statement" {
+    for_each = var.kubeconfig_ssm_parameter != "" ? [1] : []
+    content {
+      sid       = "KubeconfigParameter"
+      effect    = "Allow"
+      actions   = ["ssm:GetParameter"]
+      resources = [local.kubeconfig_parameter_arn]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.kubeconfig_secret_id != "" ? [1] : []
+    content {
+      sid       = "KubeconfigSecret"
+      effect    = "Allow"
+      actions   = ["secretsmanager:GetSecretValue"]
+      resources = [local.kubeconfig_secret_arn]
+    }
+  }
+}
+
+resource "aws_iam_role_policy" "function" {
+  name   = "node-drainer"
+  role   = aws_iam_role.function.id
+  policy = data.aws_iam_policy_document.function.json
+}
+
+resource "aws_iam_role_policy_attachment" "vpc" {
+  count = local.has_vpc ? 1 : 0
+
+  role       = aws_iam_role.function.name
+  policy_arn = "arn:${local.partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole"
+}
+
+# EventBridge delivers to the DLQ with its own service principal, limited to our rules.
+data "aws_iam_policy_document" "dlq" {
+  statement {
+    sid       = "EventBridgeRuleDeadLetters"
+    effect    = "Allow"
+    actions   = ["sqs:SendMessage"]
+    resources = [aws_sqs_queue.dlq.arn]
+
+    principals {
+      type        = "Service"
+      identifiers = ["events.amazonaws.com"]
+    }
+
+    condition {
+      test     = "ArnLike"
+      variable = "aws:SourceArn"
+      values   = ["arn:${local.partition}:events:${local.region}:${local.account}:rule/${var.function_name}-*"]
+    }
+  }
+}
+
+resource "aws_sqs_queue_policy" "dlq" {
+  queue_url = aws_sqs_queue.dlq.id
+  policy    = data.aws_iam_policy_document.dlq.json
+}

@@ -1,0 +1,174 @@
+# node-drainer: the same function, rules, hooks, queue and permissions as the
+# SAM template (template.yaml); internal/deploy's test keeps the two in step.
+
+data "aws_partition" "current" {}
+data "aws_region" "current" {}
+data "aws_caller_identity" "current" {}
+
+locals {
+  partition = data.aws_partition.current.partition
+  region    = data.aws_region.current.region
+  account   = data.aws_caller_identity.current.account_id
+
+  # The function's own ARN, built from its name so the role does not depend on the function.
+  function_arn = "arn:${local.partition}:lambda:${local.region}:${local.account}:function:${var.function_name}"
+
+  has_vpc = length(var.subnet_ids) > 0
+
+  # The function's configuration contract (internal/config reads these).
+  environment = {
+    CLUSTER_NAME                = var.cluster_name
+    CLUSTER_ENDPOINT            = var.cluster_endpoint
+    CLUSTER_CA_DATA             = var.cluster_ca_data
+    KUBECONFIG_SSM_PARAMETER    = var.kubeconfig_ssm_parameter
+    KUBECONFIG_SECRET_ID        = var.kubeconfig_secret_id
+    ASG_NAMES                   = join(",", var.asg_names)
+    CLUSTER_TAG_KEY             = var.cluster_tag_key
+    DRY_RUN                     = tostring(var.dry_run)
+    DRAIN_TIMEOUT               = var.drain_timeout
+    SPOT_DRAIN_TIMEOUT          = var.spot_drain_timeout
+    REBALANCE_ACTION            = var.rebalance_action
+    SCHEDULED_CHANGE_ACTION     = var.scheduled_change_action
+    LIFECYCLE_RESULT_ON_FAILURE = var.lifecycle_result_on_failure
+    EVICT_UNMANAGED_PODS        = tostring(var.evict_unmanaged_pods)
+    VOLUME_DETACH_TIMEOUT       = var.volume_detach_timeout
+    STOPPING_WAIT_TIMEOUT       = var.stopping_wait_timeout
+    OUT_OF_SERVICE_TAINT        = tostring(var.out_of_service_taint)
+    DELETE_TERMINATED_NODES     = tostring(var.delete_terminated_nodes)
+    KUBE_CLIENT_QPS             = tostring(var.kube_client_qps)
+    KUBE_CLIENT_BURST           = tostring(var.kube_client_burst)
+    DEADLINE_MARGIN             = var.deadline_margin
+    CONTINUE_LONG_DRAINS        = tostring(var.continue_long_drains)
+  }
+}
+
+resource "aws_cloudwatch_log_group" "function" {
+  name              = "/aws/lambda/${var.function_name}"
+  retention_in_days = var.log_retention_days
+  tags              = var.tags
+}
+
+resource "aws_sqs_queue" "dlq" {
+  name                      = "${var.function_name}-dlq"
+  message_retention_seconds = 1209600
+  sqs_managed_sse_enabled   = true
+  tags                      = var.tags
+}
+
+resource "aws_lambda_function" "this" {
+  function_name                  = var.function_name
+  description                    = "Drains the Kubernetes node of an EC2 instance before it goes away."
+  role                           = aws_iam_role.function.arn
+  filename                       = var.package_path
+  source_code_hash               = filebase64sha256(var.package_path)
+  runtime                        = "provided.al2023"
+  architectures                  = ["arm64"]
+  handler                        = "bootstrap"
+  timeout                        = 900
+  memory_size                    = var.memory_size
+  reserved_concurrent_executions = var.reserved_concurrency > 0 ? var.reserved_concurrency : -1
+
+  environment {
+    variables = local.environment
+  }
+
+  logging_config {
+    log_format            = "JSON"
+    application_log_level = var.log_level
+    system_log_level      = "WARN"
+    log_group             = aws_cloudwatch_log_group.function.name
+  }
+
+  dynamic "vpc_config" {
+    for_each = local.has_vpc ? [1] : []
+    content {
+      subnet_ids         = var.subnet_ids
+      security_group_ids = var.security_group_ids
+    }
+  }
+
+  tags = var.tags
+
+  depends_on = [
+    aws_iam_role_policy.function,
+    aws_iam_role_policy_attachment.vpc,
+  ]
+
+  lifecycle {
+    precondition {
+      condition     = var.cluster_mode != "self-managed" || var.cluster_endpoint != ""
+      error_message = "cluster_mode self-managed needs cluster_endpoint (and cluster_ca_data)."
+    }
+    precondition {
+      condition     = var.cluster_mode != "kubeconfig" || var.kubeconfig_ssm_parameter != "" || var.kubeconfig_secret_id != ""
+      error_message = "cluster_mode kubeconfig needs kubeconfig_ssm_parameter or kubeconfig_secret_id."
+    }
+  }
+}
+
+# Asynchronous invocations (EventBridge, self-continuation): 2 retries, then the DLQ.
+resource "aws_lambda_function_event_invoke_config" "this" {
+  function_name                = aws_lambda_function.this.function_name
+  maximum_retry_attempts       = 2
+  maximum_event_age_in_seconds = var.maximum_event_age_seconds
+
+  destination_config {
+    on_failure {
+      destination = aws_sqs_queue.dlq.arn
+    }
+  }
+}
+
+resource "aws_autoscaling_lifecycle_hook" "terminate" {
+  for_each = var.create_terminate_hook ? toset(var.asg_names) : toset([])
+
+  name                   = var.terminate_hook_name
+  autoscaling_group_name = each.value
+  lifecycle_transition   = "autoscaling:EC2_INSTANCE_TERMINATING"
+  heartbeat_timeout      = var.heartbeat_timeout
+  default_result         = "CONTINUE"
+
+  # the function and its permission exist before the first lifecycle action can arrive
+  depends_on = [aws_lambda_function.this, aws_cloudwatch_event_target.this]
+}
+
+resource "aws_autoscaling_lifecycle_hook" "launch" {
+  for_each = var.create_launch_hook ? toset(var.asg_names) : toset([])
+
+  name                   = var.launch_hook_name
+  autoscaling_group_name = each.value
+  lifecycle_transition   = "autoscaling:EC2_INSTANCE_LAUNCHING"
+  heartbeat_timeout      = var.heartbeat_timeout
+  default_result         = "CONTINUE"
+
+  depends_on = [aws_lambda_function.this, aws_cloudwatch_event_target.this]
+}
+
+resource "aws_eks_access_entry" "function" {
+  count = var.cluster_mode == "eks" && var.create_access_entry ? 1 : 0
+
+  cluster_name      = var.cluster_name
+  principal_arn     = aws_iam_role.function.arn
+  type              = "STANDARD"
+  kubernetes_groups = ["node-drainer"]
+  tags              = var.tags
+}
+
+# The ClusterRole and its binding to the group node-drainer, one manifest per
+# YAML document of kubernetes/rbac.yaml. kubernetes_manifest reads the cluster's
+# API at plan time: the cluster must exist before this module is planned with
+# manage_rbac = true (see README.md, "Two phases").
+locals {
+  rbac_documents = {
+    for doc in [
+      for text in split("\n---", file("${path.module}/kubernetes/rbac.yaml")) : yamldecode(text)
+      if try(yamldecode(text).kind, null) != null
+    ] : "${doc.kind}/${doc.metadata.name}" => doc
+  }
+}
+
+resource "kubernetes_manifest" "rbac" {
+  for_each = var.manage_rbac ? local.rbac_documents : {}
+
+  manifest = each.value
+}

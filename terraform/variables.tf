@@ -1,0 +1,306 @@
+# Each variable is the snake_case twin of a parameter of the SAM template
+# (template.yaml) with the same default; internal/deploy's test fails when they
+# drift. package_path, manage_rbac and tags exist only here.
+
+variable "package_path" {
+  description = "The Lambda zip built by `make package` (bootstrap at its root), relative to the directory terraform runs in."
+  type        = string
+  default     = "dist/node-drainer-arm64.zip"
+}
+
+variable "manage_rbac" {
+  description = "Apply kubernetes/rbac.yaml (ClusterRole and ClusterRoleBinding node-drainer) with the kubernetes provider. Needs a reachable cluster at plan time: see README.md."
+  type        = bool
+  default     = false
+}
+
+variable "tags" {
+  description = "Tags for every taggable resource."
+  type        = map(string)
+  default     = {}
+}
+
+variable "function_name" {
+  description = "Lambda function name; also the prefix of the rule names, the queue and the log group."
+  type        = string
+  default     = "node-drainer"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_-]{1,40}$", var.function_name))
+    error_message = "function_name: 1-40 characters from A-Z a-z 0-9 _ -."
+  }
+}
+
+variable "cluster_name" {
+  description = "EKS cluster name, or the cluster id of a self-managed cluster (aws-iam-authenticator)."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[0-9A-Za-z][A-Za-z0-9_-]*$", var.cluster_name))
+    error_message = "cluster_name must be a cluster name."
+  }
+}
+
+variable "cluster_mode" {
+  description = "eks (endpoint and CA from eks:DescribeCluster), self-managed (cluster_endpoint and cluster_ca_data, aws-iam-authenticator token) or kubeconfig (from SSM or Secrets Manager)."
+  type        = string
+  default     = "eks"
+
+  validation {
+    condition     = contains(["eks", "self-managed", "kubeconfig"], var.cluster_mode)
+    error_message = "cluster_mode must be eks, self-managed or kubeconfig."
+  }
+}
+
+variable "cluster_endpoint" {
+  description = "API server URL (self-managed clusters; skips eks:DescribeCluster)."
+  type        = string
+  default     = ""
+}
+
+variable "cluster_ca_data" {
+  description = "Base64 PEM of the API server's CA (self-managed clusters)."
+  type        = string
+  default     = ""
+}
+
+variable "kubeconfig_ssm_parameter" {
+  description = "Name or ARN of an SSM parameter holding a kubeconfig (kubeconfig mode)."
+  type        = string
+  default     = ""
+}
+
+variable "kubeconfig_secret_id" {
+  description = "Name or ARN of a Secrets Manager secret holding a kubeconfig (kubeconfig mode)."
+  type        = string
+  default     = ""
+}
+
+variable "asg_names" {
+  description = "Auto Scaling groups whose instances belong to the cluster (the allow-list). Lifecycle hooks are created on each; the function may complete lifecycle actions only on these."
+  type        = list(string)
+
+  validation {
+    condition     = length(var.asg_names) > 0 && alltrue([for n in var.asg_names : n != ""])
+    error_message = "asg_names needs at least one non-empty name."
+  }
+}
+
+variable "cluster_tag_key" {
+  description = "Tag an instance must carry to be acted on; empty = kubernetes.io/cluster/<cluster_name>."
+  type        = string
+  default     = ""
+}
+
+variable "dry_run" {
+  description = "Log what would be done; change nothing."
+  type        = bool
+  default     = false
+}
+
+variable "drain_timeout" {
+  description = "Overall drain timeout across continuations (Go duration)."
+  type        = string
+  default     = "30m"
+}
+
+variable "spot_drain_timeout" {
+  description = "Drain timeout after a spot interruption warning (~120 s notice)."
+  type        = string
+  default     = "100s"
+}
+
+variable "rebalance_action" {
+  description = "What a rebalance recommendation does: cordon, drain or ignore."
+  type        = string
+  default     = "cordon"
+
+  validation {
+    condition     = contains(["cordon", "drain", "ignore"], var.rebalance_action)
+    error_message = "rebalance_action must be cordon, drain or ignore."
+  }
+}
+
+variable "scheduled_change_action" {
+  description = "What an AWS Health scheduled change for an instance does: cordon, drain or ignore."
+  type        = string
+  default     = "drain"
+
+  validation {
+    condition     = contains(["cordon", "drain", "ignore"], var.scheduled_change_action)
+    error_message = "scheduled_change_action must be cordon, drain or ignore."
+  }
+}
+
+variable "lifecycle_result_on_failure" {
+  description = "Lifecycle action result when the drain fails or times out: CONTINUE or ABANDON."
+  type        = string
+  default     = "CONTINUE"
+
+  validation {
+    condition     = contains(["CONTINUE", "ABANDON"], var.lifecycle_result_on_failure)
+    error_message = "lifecycle_result_on_failure must be CONTINUE or ABANDON."
+  }
+}
+
+variable "evict_unmanaged_pods" {
+  description = "Evict pods that no controller owns (kubectl drain --force)."
+  type        = bool
+  default     = true
+}
+
+variable "volume_detach_timeout" {
+  description = "How long a graceful drain waits for the node's VolumeAttachments to go."
+  type        = string
+  default     = "2m"
+}
+
+variable "stopping_wait_timeout" {
+  description = "How long the abrupt path waits for a stopping/shutting-down instance to be stopped/terminated."
+  type        = string
+  default     = "3m"
+}
+
+variable "out_of_service_taint" {
+  description = "Taint a node whose instance is confirmed down node.kubernetes.io/out-of-service."
+  type        = bool
+  default     = true
+}
+
+variable "delete_terminated_nodes" {
+  description = "Delete the Node of a terminated instance (clusters without a cloud controller)."
+  type        = bool
+  default     = false
+}
+
+variable "kube_client_qps" {
+  description = "Kubernetes client QPS."
+  type        = number
+  default     = 100
+}
+
+variable "kube_client_burst" {
+  description = "Kubernetes client burst."
+  type        = number
+  default     = 200
+}
+
+variable "deadline_margin" {
+  description = "Time kept before the Lambda deadline for completing the hook / continuing."
+  type        = string
+  default     = "20s"
+}
+
+variable "continue_long_drains" {
+  description = "Continue a drain that outlives one invocation in a new asynchronous invocation (grants lambda:InvokeFunction on the function itself)."
+  type        = bool
+  default     = true
+}
+
+variable "memory_size" {
+  description = "Function memory (MB)."
+  type        = number
+  default     = 256
+
+  validation {
+    condition     = var.memory_size >= 128 && var.memory_size <= 10240
+    error_message = "memory_size must be 128-10240."
+  }
+}
+
+variable "reserved_concurrency" {
+  description = "Reserved concurrent executions; 0 = unreserved (reserving 0 would stop the function)."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.reserved_concurrency >= 0
+    error_message = "reserved_concurrency must be >= 0."
+  }
+}
+
+variable "log_retention_days" {
+  description = "CloudWatch Logs retention of the function's log group."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = contains([1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653], var.log_retention_days)
+    error_message = "log_retention_days must be a CloudWatch Logs retention value."
+  }
+}
+
+variable "log_level" {
+  description = "Application log level (JSON logs)."
+  type        = string
+  default     = "INFO"
+
+  validation {
+    condition     = contains(["DEBUG", "INFO", "WARN", "ERROR"], var.log_level)
+    error_message = "log_level must be DEBUG, INFO, WARN or ERROR."
+  }
+}
+
+variable "heartbeat_timeout" {
+  description = "Lifecycle hook heartbeat timeout in seconds (the function heartbeats while it drains)."
+  type        = number
+  default     = 300
+
+  validation {
+    condition     = var.heartbeat_timeout >= 30 && var.heartbeat_timeout <= 7200
+    error_message = "heartbeat_timeout must be 30-7200."
+  }
+}
+
+variable "create_terminate_hook" {
+  description = "Create the terminate lifecycle hook on each ASG (false = you manage a hook named terminate_hook_name)."
+  type        = bool
+  default     = true
+}
+
+variable "terminate_hook_name" {
+  description = "Name of the terminate hook; the rule forwards only this hook's actions."
+  type        = string
+  default     = "node-drainer-terminate"
+}
+
+variable "create_launch_hook" {
+  description = "Create a launch lifecycle hook on each ASG."
+  type        = bool
+  default     = false
+}
+
+variable "launch_hook_name" {
+  description = "Name of the launch hook; the rule forwards only this hook's actions."
+  type        = string
+  default     = "node-drainer-launch"
+}
+
+variable "maximum_event_age_seconds" {
+  description = "Oldest event EventBridge delivers / Lambda runs asynchronously before it goes to the DLQ."
+  type        = number
+  default     = 3600
+
+  validation {
+    condition     = var.maximum_event_age_seconds >= 60 && var.maximum_event_age_seconds <= 21600
+    error_message = "maximum_event_age_seconds must be 60-21600."
+  }
+}
+
+variable "subnet_ids" {
+  description = "Subnets for the function (private cluster endpoint); empty = no VPC."
+  type        = list(string)
+  default     = []
+}
+
+variable "security_group_ids" {
+  description = "Security groups for the function (must reach the cluster security group on 443)."
+  type        = list(string)
+  default     = []
+}
+
+variable "create_access_entry" {
+  description = "cluster_mode eks only: create an EKS access entry mapping the function's role to the Kubernetes group node-drainer (authentication mode API or API_AND_CONFIG_MAP)."
+  type        = bool
+  default     = true
+}
