@@ -1,0 +1,321 @@
+// Package drain evicts a node's pods, honouring PodDisruptionBudgets, and
+// waits until they are gone. Pod selection and the eviction call are
+// kubectl's (k8s.io/kubectl/pkg/drain), built in exactly one constructor that
+// sets every field; the retry loop around a 429 is node-drainer's own, so a
+// pod held by a PDB is evicted again as soon as the PDB allows it (a watch on
+// the namespace's PDBs), not after a fixed sleep.
+package drain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	kubectl "k8s.io/kubectl/pkg/drain"
+)
+
+// Options tune a drain.
+type Options struct {
+	// GracePeriodSeconds for evicted pods; -1 keeps each pod's own.
+	GracePeriodSeconds int
+	// EvictUnmanaged also evicts pods no controller owns (they are not recreated).
+	EvictUnmanaged bool
+	// RetryCap is the longest wait between two evictions of a pod that a PDB
+	// holds, should the PDB's watch say nothing (default 2 s).
+	RetryCap time.Duration
+	// DryRun lists what would be evicted and evicts nothing.
+	DryRun bool
+}
+
+// Pod names one pod and why it is reported.
+type Pod struct {
+	Namespace, Name string
+	UID             types.UID `json:"-"`
+	Reason          string    `json:"reason,omitempty"`
+}
+
+func (p Pod) String() string { return p.Namespace + "/" + p.Name }
+
+// Result tells what a drain did.
+type Result struct {
+	Evicted   []Pod // eviction accepted and the pod is gone
+	Remaining []Pod // still on the node, with the reason (PDB, error, deadline)
+	// Warnings is kubectl's summary of pods left in place by design
+	// (DaemonSet pods, unmanaged pods when not evicted); mirror pods are
+	// skipped silently.
+	Warnings string
+	// Claims are the PersistentVolumeClaims (namespace/name) the evicted pods used.
+	Claims []string
+}
+
+// Done reports whether nothing remains on the node.
+func (r Result) Done() bool { return len(r.Remaining) == 0 }
+
+// Drainer drains nodes with one client.
+type Drainer struct {
+	client kubernetes.Interface
+	opts   Options
+	out    io.Writer
+}
+
+// New returns a Drainer; out receives kubectl's warnings (never nil).
+func New(client kubernetes.Interface, opts Options, out io.Writer) *Drainer {
+	if opts.RetryCap <= 0 {
+		opts.RetryCap = 2 * time.Second
+	}
+	if out == nil {
+		out = io.Discard
+	}
+	return &Drainer{client: client, opts: opts, out: out}
+}
+
+// helper is the one place a kubectl drain.Helper is built. Its zero values are
+// traps (GracePeriodSeconds 0 deletes at once, Timeout 0 waits forever,
+// EvictErrorRetryDelay 0 spins, nil writers panic), so every field is set.
+func (d *Drainer) helper(ctx context.Context) *kubectl.Helper {
+	h := &kubectl.Helper{
+		Ctx:                             ctx,
+		Client:                          d.client,
+		Force:                           true, // unmanaged pods: decided by our own filter below
+		GracePeriodSeconds:              d.opts.GracePeriodSeconds,
+		IgnoreAllDaemonSets:             true,
+		Timeout:                         time.Minute, // unused: we wait ourselves
+		DeleteEmptyDirData:              true,        // the node is going away with its disks
+		Selector:                        "",
+		PodSelector:                     "",
+		ChunkSize:                       500,
+		DisableEviction:                 false,
+		SkipWaitForDeleteTimeoutSeconds: 0,
+		EvictErrorRetryDelay:            d.opts.RetryCap,
+		Out:                             d.out,
+		ErrOut:                          d.out,
+		DryRunStrategy:                  0, // none: dry-run is ours, nothing is sent
+		OnPodDeletedOrEvicted:           func(*corev1.Pod, bool) {},
+		OnPodDeletionOrEvictionStarted:  func(*corev1.Pod, bool) {},
+		OnPodDeletionOrEvictionFinished: func(*corev1.Pod, bool, error) {},
+	}
+	if !d.opts.EvictUnmanaged {
+		h.AdditionalFilters = []kubectl.PodFilter{skipUnmanaged}
+	}
+	return h
+}
+
+func skipUnmanaged(p corev1.Pod) kubectl.PodDeleteStatus {
+	if metav1.GetControllerOf(&p) == nil {
+		return kubectl.MakePodDeleteStatusWithWarning(false, "unmanaged pod left in place (EVICT_UNMANAGED_PODS=false)")
+	}
+	return kubectl.MakePodDeleteStatusOkay()
+}
+
+// Plan lists the pods a drain of node would evict, and those it would skip.
+func (d *Drainer) Plan(ctx context.Context, node string) (evict []corev1.Pod, warnings string, err error) {
+	list, errs := d.helper(ctx).GetPodsForDeletion(node)
+	if list == nil {
+		return nil, "", fmt.Errorf("listing pods of node %s: %w", node, errors.Join(errs...))
+	}
+	evict = list.Pods()
+	if len(errs) > 0 {
+		return evict, list.Warnings(), fmt.Errorf("pods of node %s cannot be drained: %w", node, errors.Join(errs...))
+	}
+	return evict, list.Warnings(), nil
+}
+
+// Drain evicts the pods of node concurrently, each retried while a PDB holds
+// it, until all are gone or ctx ends. It never deletes a pod: a PDB is never
+// violated. The error is about the drain itself (listing failed); pods that
+// could not be evicted in time are in Result.Remaining.
+func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
+	pods, warnings, err := d.Plan(ctx, node)
+	res := Result{Warnings: warnings, Claims: claimsOf(pods)}
+	if err != nil {
+		return res, err
+	}
+	if d.opts.DryRun {
+		for _, p := range pods {
+			res.Remaining = append(res.Remaining, Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Reason: "dry run: would evict"})
+		}
+		return res, nil
+	}
+	h := d.helper(ctx)
+	gv := policyv1.SchemeGroupVersion
+	var (
+		mu      sync.Mutex
+		reasons = map[types.UID]string{}
+		wg      sync.WaitGroup
+	)
+	for _, p := range pods {
+		wg.Go(func() {
+			if err := d.evict(ctx, h, gv, p); err != nil {
+				mu.Lock()
+				reasons[p.UID] = err.Error()
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	gone := d.waitGone(ctx, node, pods)
+	for _, p := range pods {
+		pp := Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+		if gone[p.UID] {
+			res.Evicted = append(res.Evicted, pp)
+			continue
+		}
+		pp.Reason = reasons[p.UID]
+		if pp.Reason == "" {
+			pp.Reason = "evicted, still terminating"
+		}
+		res.Remaining = append(res.Remaining, pp)
+	}
+	return res, nil
+}
+
+// evict evicts one pod, retrying while a PDB refuses (429) or the apiserver
+// has a transient failure, until ctx ends.
+func (d *Drainer) evict(ctx context.Context, h *kubectl.Helper, gv schema.GroupVersion, p corev1.Pod) error {
+	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: d.opts.RetryCap}
+	for {
+		err := h.EvictPod(p, gv)
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			return nil
+		case apierrors.IsTooManyRequests(err):
+			// a PDB holds it: wait until a PDB of the namespace allows a disruption
+			if werr := d.waitPDBAllows(ctx, p.Namespace, d.opts.RetryCap); werr != nil {
+				return fmt.Errorf("blocked by PodDisruptionBudget: %s", pdbMessage(err))
+			}
+		case apierrors.IsForbidden(err) && isNamespaceTerminating(err):
+			return h.DeletePod(p) // what kubectl does: eviction is refused in a terminating namespace
+		case isTransient(err):
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("evicting: %w", err)
+			case <-time.After(backoff.Step()):
+			}
+		default:
+			return fmt.Errorf("evicting: %w", err)
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("evicting: %w", ctx.Err())
+		}
+	}
+}
+
+// waitPDBAllows waits until some PDB in ns reports a disruption allowed, or
+// limit passes (then the eviction is simply tried again). It fails only when
+// ctx ends.
+func (d *Drainer) waitPDBAllows(ctx context.Context, ns string, limit time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	w, err := d.client.PolicyV1().PodDisruptionBudgets(ns).Watch(wctx, metav1.ListOptions{})
+	if err == nil {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if pdb, ok := ev.Object.(*policyv1.PodDisruptionBudget); ok && pdb.Status.DisruptionsAllowed > 0 {
+				break
+			}
+		}
+	} else {
+		<-wctx.Done()
+	}
+	return ctx.Err()
+}
+
+// waitGone polls the node's pods until every one of pods is gone (deleted, or
+// replaced by a pod of the same name with another UID) or ctx ends.
+func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod) map[types.UID]bool {
+	gone := map[types.UID]bool{}
+	if len(pods) == 0 {
+		return gone
+	}
+	sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
+	_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		list, err := d.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
+		if err != nil {
+			return false, nil // transient: poll again until ctx ends
+		}
+		present := make(map[types.UID]bool, len(list.Items))
+		for _, p := range list.Items {
+			present[p.UID] = true
+		}
+		all := true
+		for _, p := range pods {
+			if present[p.UID] {
+				all = false
+			} else {
+				gone[p.UID] = true
+			}
+		}
+		return all, nil
+	})
+	return gone
+}
+
+// claimsOf returns the PVCs (namespace/name) the pods mount, including
+// generic ephemeral volumes' claims (<pod>-<volume>).
+func claimsOf(pods []corev1.Pod) []string {
+	set := map[string]bool{}
+	for _, p := range pods {
+		for _, v := range p.Spec.Volumes {
+			switch {
+			case v.PersistentVolumeClaim != nil:
+				set[p.Namespace+"/"+v.PersistentVolumeClaim.ClaimName] = true
+			case v.Ephemeral != nil:
+				set[p.Namespace+"/"+p.Name+"-"+v.Name] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for c := range set {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func pdbMessage(err error) string {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return st.Status().Message
+	}
+	return err.Error()
+}
+
+func isNamespaceTerminating(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) || st.Status().Details == nil {
+		return false
+	}
+	for _, c := range st.Status().Details.Causes {
+		if c.Type == corev1.NamespaceTerminatingCause {
+			return true
+		}
+	}
+	return false
+}
+
+func isTransient(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsInternalError(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err) || apierrors.IsConflict(err) ||
+		isConnectionError(err)
+}
+
+func isConnectionError(err error) bool {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return false
+	}
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}

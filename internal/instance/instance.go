@@ -1,0 +1,125 @@
+// Package instance is the EC2 view of an instance: its state, private DNS name
+// and tags, read with DescribeInstances. It is the evidence the abrupt path
+// needs before forcing anything: only an instance EC2 reports stopped,
+// terminated or gone is treated as down.
+package instance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// EC2API is the part of EC2 the function uses.
+type EC2API interface {
+	DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+}
+
+// Instance is what EC2 says of one instance at one moment.
+type Instance struct {
+	ID             string
+	Found          bool   // false: EC2 does not know it (terminated long ago, or never ours)
+	State          string // pending, running, stopping, stopped, shutting-down, terminated
+	PrivateDNSName string
+	Zone           string
+	Tags           map[string]string
+	SeenAt         time.Time
+}
+
+// ASG returns the Auto Scaling group the instance belongs to, if any.
+func (i Instance) ASG() string { return i.Tags["aws:autoscaling:groupName"] }
+
+// HasTag reports whether the instance carries the tag key.
+func (i Instance) HasTag(key string) bool {
+	_, ok := i.Tags[key]
+	return ok
+}
+
+// Down reports whether EC2 confirms the instance cannot be running workloads:
+// stopped, terminated, or unknown to EC2.
+func (i Instance) Down() bool {
+	return !i.Found || i.State == string(types.InstanceStateNameStopped) || i.State == string(types.InstanceStateNameTerminated)
+}
+
+// GoingDown reports a transition that ends in Down.
+func (i Instance) GoingDown() bool {
+	return i.Found && (i.State == string(types.InstanceStateNameStopping) || i.State == string(types.InstanceStateNameShuttingDown))
+}
+
+// String is the evidence line logged and recorded with destructive actions.
+func (i Instance) String() string {
+	if !i.Found {
+		return fmt.Sprintf("EC2 reports no instance %s (as of %s)", i.ID, i.SeenAt.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("EC2 reports instance %s %s (as of %s)", i.ID, i.State, i.SeenAt.UTC().Format(time.RFC3339))
+}
+
+// Describe reads one instance. An instance EC2 does not know is returned with
+// Found false and no error; any other failure is an error (state unreadable).
+func Describe(ctx context.Context, api EC2API, id string) (Instance, error) {
+	out, err := api.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	now := time.Now()
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "InvalidInstanceID.NotFound" {
+		return Instance{ID: id, SeenAt: now}, nil
+	}
+	if err != nil {
+		return Instance{}, fmt.Errorf("describing instance %s: %w", id, err)
+	}
+	for _, r := range out.Reservations {
+		for _, in := range r.Instances {
+			if in.InstanceId == nil || *in.InstanceId != id {
+				continue
+			}
+			i := Instance{ID: id, Found: true, SeenAt: now, Tags: map[string]string{}}
+			if in.State != nil {
+				i.State = string(in.State.Name)
+			}
+			if in.PrivateDnsName != nil {
+				i.PrivateDNSName = *in.PrivateDnsName
+			}
+			if in.Placement != nil && in.Placement.AvailabilityZone != nil {
+				i.Zone = *in.Placement.AvailabilityZone
+			}
+			for _, t := range in.Tags {
+				if t.Key != nil {
+					i.Tags[*t.Key] = deref(t.Value)
+				}
+			}
+			return i, nil
+		}
+	}
+	return Instance{ID: id, SeenAt: now}, nil
+}
+
+// WaitDown polls EC2 while the instance is stopping or shutting down, until it
+// is down or timeout passes (or ctx ends); it returns the last state seen. An
+// unreadable state ends the wait with an error.
+func WaitDown(ctx context.Context, api EC2API, id string, interval, timeout time.Duration) (Instance, error) {
+	var last Instance
+	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
+		i, err := Describe(ctx, api, id)
+		if err != nil {
+			return false, err
+		}
+		last = i
+		return !i.GoingDown(), nil
+	})
+	if err != nil && (last.ID == "" || !wait.Interrupted(err)) {
+		return last, err
+	}
+	return last, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

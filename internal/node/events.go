@@ -1,0 +1,71 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Event reasons node-drainer records on a Node.
+const (
+	ReasonDrainStarted      = "NodeDrainerDrainStarted"
+	ReasonDrainCompleted    = "NodeDrainerDrainCompleted"
+	ReasonDrainBlocked      = "NodeDrainerDrainBlocked"
+	ReasonDrainFailed       = "NodeDrainerDrainFailed"
+	ReasonVolumesReleased   = "NodeDrainerVolumesReleased"
+	ReasonCordoned          = "NodeDrainerCordoned"
+	ReasonOutOfService      = "NodeDrainerOutOfService"
+	ReasonNotForced         = "NodeDrainerNotForced"
+	ReasonRecovered         = "NodeDrainerRecovered"
+	ReasonLifecycleComplete = "NodeDrainerLifecycleCompleted"
+	ReasonContinued         = "NodeDrainerContinued"
+)
+
+// Recorder writes Events on Nodes synchronously. client-go's broadcaster
+// sends them from a goroutine after the call returns, which a Lambda may
+// freeze or end first; an Event is evidence here, so it is written in line.
+type Recorder struct {
+	Client kubernetes.Interface
+	DryRun bool
+}
+
+// Record writes one Event on the node; a failure to write is returned for
+// logging, never fatal to the caller's flow.
+func (r Recorder) Record(ctx context.Context, n *corev1.Node, warning bool, reason, format string, args ...any) error {
+	if r.DryRun || n == nil {
+		return nil
+	}
+	typ := corev1.EventTypeNormal
+	if warning {
+		typ = corev1.EventTypeWarning
+	}
+	now := metav1.NewTime(time.Now())
+	msg := fmt.Sprintf(format, args...)
+	if len(msg) > 1000 {
+		msg = msg[:997] + "..."
+	}
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: n.Name + ".", Namespace: metav1.NamespaceDefault},
+		InvolvedObject: corev1.ObjectReference{
+			Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID,
+		},
+		Reason:              reason,
+		Message:             msg,
+		Type:                typ,
+		Source:              corev1.EventSource{Component: "node-drainer"},
+		ReportingController: "node-drainer.io/node-drainer",
+		ReportingInstance:   "node-drainer",
+		FirstTimestamp:      now,
+		LastTimestamp:       now,
+		Count:               1,
+		Action:              reason,
+	}
+	if _, err := r.Client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("recording event %s on node %s: %w", reason, n.Name, err)
+	}
+	return nil
+}

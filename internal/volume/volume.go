@@ -1,0 +1,161 @@
+// Package volume releases a node's ReadWriteOnce volumes. On the graceful
+// path it waits until the VolumeAttachments of the drained pods' volumes are
+// deleted (the CSI driver detached them, so the next node attaches at once);
+// on the abrupt path, for a node EC2 confirms down, it force-deletes the pods
+// still bound to the node and deletes its VolumeAttachments, without waiting
+// for the controller-manager's six-minute timeout.
+package volume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+)
+
+// PersistentVolumes maps claims (namespace/name) to their bound PVs' names;
+// unbound or missing claims are left out.
+func PersistentVolumes(ctx context.Context, c kubernetes.Interface, claims []string) ([]string, error) {
+	var pvs []string
+	var errs []error
+	for _, claim := range claims {
+		ns, name, ok := strings.Cut(claim, "/")
+		if !ok {
+			continue
+		}
+		pvc, err := c.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("getting claim %s: %w", claim, err))
+			continue
+		}
+		if pvc.Spec.VolumeName != "" {
+			pvs = append(pvs, pvc.Spec.VolumeName)
+		}
+	}
+	return pvs, errors.Join(errs...)
+}
+
+// Attachments lists the VolumeAttachments on node; with pvs non-empty, only
+// those of these PersistentVolumes.
+func Attachments(ctx context.Context, c kubernetes.Interface, node string, pvs []string) ([]storagev1.VolumeAttachment, error) {
+	list, err := c.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing volume attachments: %w", err)
+	}
+	want := map[string]bool{}
+	for _, pv := range pvs {
+		want[pv] = true
+	}
+	var out []storagev1.VolumeAttachment
+	for _, va := range list.Items {
+		if va.Spec.NodeName != node {
+			continue
+		}
+		if len(pvs) > 0 && (va.Spec.Source.PersistentVolumeName == nil || !want[*va.Spec.Source.PersistentVolumeName]) {
+			continue
+		}
+		out = append(out, va)
+	}
+	return out, nil
+}
+
+// WaitDetached waits until node has no VolumeAttachment left for pvs (none
+// given: returns at once) or ctx ends; it returns those still there.
+func WaitDetached(ctx context.Context, c kubernetes.Interface, node string, pvs []string) ([]string, error) {
+	if len(pvs) == 0 {
+		return nil, nil
+	}
+	var left []string
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		vas, err := Attachments(ctx, c, node, pvs)
+		if err != nil {
+			return false, nil // transient: try again until ctx ends
+		}
+		left = describe(vas)
+		return len(vas) == 0, nil
+	})
+	if err != nil && len(left) > 0 {
+		return left, fmt.Errorf("volume attachments still on node %s: %s", node, strings.Join(left, ", "))
+	}
+	return nil, nil
+}
+
+// Release is what ForceRelease did (or, dry-run, would do).
+type Release struct {
+	PodsDeleted        []string // namespace/name
+	AttachmentsDeleted []string // name (pv)
+}
+
+// ForceRelease force-deletes (grace 0) every pod bound to node and deletes
+// its VolumeAttachments. Only call it for a node whose instance EC2 confirms
+// is not running: a volume detached from a live machine can be corrupted.
+func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryRun bool) (Release, error) {
+	var rel Release
+	var errs []error
+	pods, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
+	})
+	if err != nil {
+		return rel, fmt.Errorf("listing pods of node %s: %w", node, err)
+	}
+	zero := int64(0)
+	for _, p := range pods.Items {
+		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+			continue // the kubelet owns it; it goes with the node
+		}
+		if !dryRun {
+			err := c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+				GracePeriodSeconds: &zero,
+				Preconditions:      &metav1.Preconditions{UID: &p.UID},
+			})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				errs = append(errs, fmt.Errorf("force-deleting pod %s/%s: %w", p.Namespace, p.Name, err))
+				continue
+			}
+		}
+		rel.PodsDeleted = append(rel.PodsDeleted, p.Namespace+"/"+p.Name)
+	}
+	vas, err := Attachments(ctx, c, node, nil)
+	if err != nil {
+		return rel, errors.Join(append(errs, err)...)
+	}
+	for _, va := range vas {
+		if !dryRun {
+			err := c.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{
+				Preconditions: &metav1.Preconditions{UID: &va.UID},
+			})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				errs = append(errs, fmt.Errorf("deleting volume attachment %s: %w", va.Name, err))
+				continue
+			}
+		}
+		rel.AttachmentsDeleted = append(rel.AttachmentsDeleted, describe([]storagev1.VolumeAttachment{va})...)
+	}
+	sort.Strings(rel.PodsDeleted)
+	return rel, errors.Join(errs...)
+}
+
+func describe(vas []storagev1.VolumeAttachment) []string {
+	out := make([]string, 0, len(vas))
+	for _, va := range vas {
+		pv := "inline"
+		if va.Spec.Source.PersistentVolumeName != nil {
+			pv = *va.Spec.Source.PersistentVolumeName
+		}
+		out = append(out, fmt.Sprintf("%s (pv %s)", va.Name, pv))
+	}
+	return out
+}
