@@ -1,0 +1,88 @@
+// Command node-drainer is the Lambda function: it wires configuration and
+// clients and hands every invocation to internal/handler.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/node-drainer/node-drainer/internal/cluster"
+	"github.com/node-drainer/node-drainer/internal/config"
+	"github.com/node-drainer/node-drainer/internal/handler"
+)
+
+func main() {
+	log := slog.New(lambdacontext.NewLogHandler())
+	h, err := setup(context.Background(), log)
+	if err != nil {
+		log.Error("node-drainer cannot start", "error", err)
+		os.Exit(1)
+	}
+	lambda.Start(func(ctx context.Context, payload json.RawMessage) (handler.Outcome, error) {
+		return h.Handle(ctx, payload)
+	})
+}
+
+// setup reads the configuration and builds the clients once per execution
+// environment, so the Kubernetes token cache outlives single invocations.
+func setup(ctx context.Context, log *slog.Logger) (*handler.Handler, error) {
+	cfg, err := config.FromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRetryer(func() aws.Retryer {
+		// throttling is retried with backoff; the handler's deadline bounds it
+		return retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts = 8
+			o.MaxBackoff = 5 * time.Second
+		})
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("loading AWS configuration: %w", err)
+	}
+	kubeconfig, err := cluster.LoadKubeconfig(ctx, cfg.KubeconfigPath, cfg.KubeconfigSSMParameter, cfg.KubeconfigSecretID,
+		ssm.NewFromConfig(awsCfg), secretsmanager.NewFromConfig(awsCfg))
+	if err != nil {
+		return nil, err
+	}
+	rest, err := cluster.RESTConfig(ctx, cluster.Source{
+		ClusterName:  cfg.ClusterName,
+		Endpoint:     cfg.ClusterEndpoint,
+		CAData:       cfg.ClusterCAData,
+		Kubeconfig:   kubeconfig,
+		QPS:          cfg.KubeQPS,
+		Burst:        cfg.KubeBurst,
+		RequestLimit: 30 * time.Second,
+	}, eks.NewFromConfig(awsCfg), sts.NewFromConfig(awsCfg))
+	if err != nil {
+		return nil, err
+	}
+	kube, err := cluster.NewClientset(rest)
+	if err != nil {
+		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	log.Info("node-drainer configured", "mode", cfg.Mode(), "cluster", cfg.ClusterName, "dryRun", cfg.DryRun)
+	return handler.New(cfg, handler.Clients{
+		Kube:   kube,
+		EC2:    ec2.NewFromConfig(awsCfg),
+		ASG:    autoscaling.NewFromConfig(awsCfg),
+		Lambda: awslambda.NewFromConfig(awsCfg),
+	}, log), nil
+}

@@ -1,0 +1,145 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/node-drainer/node-drainer/internal/event"
+	"github.com/node-drainer/node-drainer/internal/instance"
+	"github.com/node-drainer/node-drainer/internal/node"
+	"github.com/node-drainer/node-drainer/internal/volume"
+)
+
+// stateChange handles EC2 instance state changes: an instance going down
+// takes the abrupt path (only once EC2 confirms it is down); one running
+// again gets back what node-drainer changed on its node.
+func (r *run) stateChange(ctx context.Context) error {
+	id := r.ev.InstanceIDs[0]
+	r.log = r.log.With("instance", id)
+	switch r.ev.State {
+	case event.StateRunning:
+		return r.recover(ctx, id)
+	case event.StateStopping, event.StateStopped, event.StateShuttingDown, event.StateTerminated:
+		return r.abrupt(ctx, id)
+	default:
+		r.out.Action, r.out.Detail = ActionIgnored, "state "+string(r.ev.State)+" needs nothing"
+		return nil
+	}
+}
+
+// abrupt releases a node whose instance is gone: confirm with EC2 that it is
+// not running (waiting, bounded, while it stops), then force-release.
+func (r *run) abrupt(ctx context.Context, id string) error {
+	inst, ours, err := r.ours(ctx, id)
+	if err != nil || !ours {
+		return err // unreadable state: nothing is done, a retry may read it
+	}
+	if inst.GoingDown() {
+		wait := r.h.cfg.StoppingWaitTimeout
+		if left := time.Until(r.budget(ctx)); left < wait {
+			wait = left
+		}
+		if inst, err = instance.WaitDown(ctx, r.h.c.EC2, id, r.h.StoppingPollInterval, wait); err != nil {
+			return err
+		}
+	}
+	n, err := r.findNode(ctx, inst)
+	if errors.Is(err, node.ErrNotFound) {
+		r.out.Action, r.out.Detail = ActionNoNode, "instance has no node in this cluster"
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return r.release(ctx, n, inst)
+}
+
+// release is the abrupt path's destructive part, guarded by the EC2 evidence:
+// only for an instance EC2 reports stopped, terminated or gone.
+func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instance) error {
+	if !inst.Down() {
+		r.out.Action = ActionNotForced
+		r.out.Detail = inst.String() + ": not forcing anything while it may still run"
+		r.log.WarnContext(ctx, "not forcing release", "evidence", inst.String())
+		r.record(ctx, n, true, node.ReasonNotForced, "%s; the node is left as it is (no out-of-service taint, no force-deletion)", inst)
+		return nil
+	}
+	begin := r.h.now()
+	mark := node.Mark{Reason: "out-of-service", Cordon: true, OutOfService: r.h.cfg.OutOfServiceTaint}
+	if _, err := node.Apply(ctx, r.h.c.Kube, n.Name, mark, begin, r.h.cfg.DryRun); err != nil {
+		return err
+	}
+	rel, relErr := volume.ForceRelease(ctx, r.h.c.Kube, n.Name, r.h.cfg.DryRun)
+	r.out.PodsDeleted, r.out.AttachmentsDeleted = rel.PodsDeleted, rel.AttachmentsDeleted
+	r.out.Action = ActionReleased
+	r.log.InfoContext(ctx, "force-released node", "evidence", inst.String(),
+		"podsDeleted", rel.PodsDeleted, "attachmentsDeleted", rel.AttachmentsDeleted, "dryRun", r.h.cfg.DryRun)
+	if len(rel.PodsDeleted) > 0 || len(rel.AttachmentsDeleted) > 0 {
+		r.record(ctx, n, true, node.ReasonOutOfService, "%s: cordoned%s, force-deleted pods [%s], deleted volume attachments [%s] in %s",
+			inst, map[bool]string{true: ", tainted " + node.TaintOutOfService}[r.h.cfg.OutOfServiceTaint],
+			strings.Join(rel.PodsDeleted, ", "), strings.Join(rel.AttachmentsDeleted, ", "), r.h.now().Sub(begin).Round(time.Millisecond))
+	}
+	if relErr != nil {
+		return relErr
+	}
+	terminated := !inst.Found || inst.State == "terminated"
+	if terminated && r.h.cfg.DeleteTerminatedNodes && !r.h.cfg.DryRun {
+		err := r.h.c.Kube.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting node %s of terminated instance: %w", n.Name, err)
+		}
+		r.out.Detail = "node of terminated instance deleted"
+	}
+	return nil
+}
+
+// recover undoes what node-drainer changed on the node of an instance that is
+// running again, and only that; a stale event (older than our changes) or an
+// instance EC2 does not report running changes nothing.
+func (r *run) recover(ctx context.Context, id string) error {
+	inst, ours, err := r.ours(ctx, id)
+	if err != nil || !ours {
+		return err
+	}
+	if !inst.Found || inst.State != "running" {
+		r.out.Action, r.out.Detail = ActionIgnored, inst.String()+": not running, nothing to undo"
+		return nil
+	}
+	n, err := r.findNode(ctx, inst)
+	if errors.Is(err, node.ErrNotFound) {
+		r.out.Action, r.out.Detail = ActionNoNode, "instance has no node in this cluster"
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	owned, ok := node.Owned(n)
+	switch {
+	case !ok:
+		r.out.Action, r.out.Detail = ActionIgnored, "node-drainer changed nothing on this node"
+		return nil
+	case owned.Reason != "out-of-service":
+		// a drain in progress (the instance still runs while its hook is
+		// handled): a running event must not undo it
+		r.out.Action, r.out.Detail = ActionIgnored, "node is being drained ("+owned.Reason+"), not undone"
+		return nil
+	case !r.ev.Time.IsZero() && r.ev.Time.Before(owned.Since.Add(-time.Second)):
+		r.out.Action, r.out.Detail = ActionIgnored, "event is older than node-drainer's changes"
+		return nil
+	}
+	undone, err := node.Revert(ctx, r.h.c.Kube, n.Name, r.h.cfg.DryRun)
+	if err != nil {
+		return err
+	}
+	r.out.Action = ActionRecovered
+	r.out.Detail = fmt.Sprintf("undid node-drainer's changes: cordon=%v out-of-service taint=%v", undone.Cordoned, undone.OutOfService)
+	r.record(ctx, n, false, node.ReasonRecovered, "%s: %s", inst, r.out.Detail)
+	return nil
+}

@@ -1,0 +1,354 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/node-drainer/node-drainer/internal/config"
+	"github.com/node-drainer/node-drainer/internal/event"
+	"github.com/node-drainer/node-drainer/internal/lifecycle"
+	"github.com/node-drainer/node-drainer/internal/node"
+	"github.com/node-drainer/node-drainer/internal/volume"
+)
+
+// terminate handles the ASG terminate hook: drain, release volumes, complete.
+// From the moment the hook is known to be ours it is completed on every path.
+func (r *run) terminate(ctx context.Context) error {
+	la := r.ev.Lifecycle
+	act := lifecycle.Action{ASG: la.AutoScalingGroupName, Hook: la.HookName, Token: la.Token, InstanceID: la.InstanceID}
+	r.log = r.log.With("asg", act.ASG, "hook", act.Hook, "instance", act.InstanceID)
+	if !r.h.cfg.AllowsASG(act.ASG) {
+		r.out.Action, r.out.Detail = ActionIgnored, "ASG "+act.ASG+" is not in ASG_NAMES"
+		return nil
+	}
+	inst, ours, err := r.ours(ctx, act.InstanceID)
+	if err != nil {
+		return err // nothing done; a retry may read EC2
+	}
+	if !ours {
+		return nil
+	}
+	n, err := r.findNode(ctx, inst)
+	switch {
+	case errors.Is(err, node.ErrNotFound):
+		r.out.Action = ActionNoNode
+		r.out.Detail = "instance has no node in this cluster; lifecycle action completed"
+		return r.complete(ctx, act, lifecycle.Continue, nil)
+	case err != nil:
+		r.out.Detail = err.Error()
+		return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, nil)
+	}
+	if inst.Down() {
+		// the instance is already gone: nothing can be evicted gracefully
+		if err := r.release(ctx, n, inst); err != nil {
+			r.out.Detail = err.Error()
+			return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, n)
+		}
+		return r.complete(ctx, act, lifecycle.Continue, n)
+	}
+
+	stop := r.keepAlive(ctx, act)
+	deadline := r.started.Add(r.h.cfg.DrainTimeout)
+	done, err := r.drainNode(ctx, n, "terminate", deadline)
+	stop()
+	switch {
+	case err != nil:
+		r.out.Detail = err.Error()
+		return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, n)
+	case done:
+		return r.complete(ctx, act, lifecycle.Continue, n)
+	case r.canContinue(deadline):
+		if err := r.continueLater(ctx, act, n); err == nil {
+			return nil
+		} else {
+			r.out.Detail = "could not continue: " + err.Error()
+		}
+	}
+	r.record(ctx, n, true, node.ReasonDrainBlocked, "drain not finished after %s; pods still on the node: %s",
+		r.h.now().Sub(r.started).Round(time.Second), strings.Join(r.out.Remaining, "; "))
+	if r.out.Detail == "" {
+		r.out.Detail = "drain timed out; lifecycle action completed with " + r.h.cfg.LifecycleResultOnFailure
+	}
+	return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, n)
+}
+
+// advisory handles spot warnings, rebalance recommendations and scheduled
+// changes: cordon or drain the node, as configured; no hook to complete.
+func (r *run) advisory(ctx context.Context, id string, action config.Action, timeout time.Duration) error {
+	r.log = r.log.With("instance", id)
+	if action == config.ActionIgnore {
+		r.out.Action, r.out.Detail = ActionIgnored, "configured to ignore "+string(r.ev.Kind)
+		return nil
+	}
+	inst, ours, err := r.ours(ctx, id)
+	if err != nil || !ours {
+		return err
+	}
+	n, err := r.findNode(ctx, inst)
+	if errors.Is(err, node.ErrNotFound) {
+		r.out.Action, r.out.Detail = ActionNoNode, "instance has no node in this cluster"
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if inst.Down() {
+		return r.release(ctx, n, inst)
+	}
+	if action == config.ActionCordon {
+		made, err := node.Apply(ctx, r.h.c.Kube, n.Name, node.Mark{Reason: "cordon", Cordon: true}, r.h.now(), r.h.cfg.DryRun)
+		if err != nil {
+			return err
+		}
+		r.out.Action = ActionCordoned
+		if made.Cordoned {
+			r.record(ctx, n, false, node.ReasonCordoned, "cordoned on %s", r.ev.DetailType)
+		}
+		return nil
+	}
+	deadline := r.started.Add(timeout)
+	done, err := r.drainNode(ctx, n, string(r.ev.Kind), deadline)
+	if err != nil || done {
+		return err
+	}
+	r.record(ctx, n, true, node.ReasonDrainBlocked, "drain not finished; pods still on the node: %s", strings.Join(r.out.Remaining, "; "))
+	return nil
+}
+
+// drainNode marks the node, evicts its pods until deadline (or this
+// invocation's budget) and waits for their volumes to be detached. It reports
+// whether the node is fully drained; what remains is in r.out.Remaining.
+func (r *run) drainNode(ctx context.Context, n *corev1.Node, reason string, deadline time.Time) (bool, error) {
+	made, err := node.Apply(ctx, r.h.c.Kube, n.Name, node.Mark{Reason: reason, Cordon: true, ExcludeLB: true, Draining: true}, r.h.now(), r.h.cfg.DryRun)
+	if err != nil {
+		return false, err
+	}
+	if made != (node.Changes{Reason: reason, Since: made.Since}) {
+		r.record(ctx, n, false, node.ReasonDrainStarted, "draining on %s (cordoned, NoSchedule taint %s, excluded from load balancers)", r.ev.DetailType, node.TaintDraining)
+	}
+	if budget := r.budget(ctx); budget.Before(deadline) {
+		deadline = budget
+	}
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	res, err := r.drainer().Drain(dctx, n.Name)
+	for _, p := range res.Evicted {
+		r.out.Evicted = append(r.out.Evicted, p.String())
+	}
+	for _, p := range res.Remaining {
+		r.out.Remaining = append(r.out.Remaining, p.String()+": "+p.Reason)
+	}
+	if err != nil {
+		return false, fmt.Errorf("draining node %s: %w", n.Name, err)
+	}
+	r.out.Action = ActionDrained
+	if r.h.cfg.DryRun {
+		r.out.Detail = "dry run: would evict the pods listed as remaining"
+		return true, nil
+	}
+	if !res.Done() {
+		return false, nil
+	}
+	if len(res.Evicted) > 0 {
+		r.record(ctx, n, false, node.ReasonDrainCompleted, "evicted %d pods: %s", len(res.Evicted), strings.Join(r.out.Evicted, ", "))
+	}
+	return true, r.waitVolumes(ctx, n, deadline)
+}
+
+// waitVolumes waits (bounded) until the node has no VolumeAttachment left but
+// those of pods that stay on it (DaemonSets, mirror pods), so the next node
+// attaches the drained pods' volumes at once.
+func (r *run) waitVolumes(ctx context.Context, n *corev1.Node, deadline time.Time) error {
+	vas, err := volume.Attachments(ctx, r.h.c.Kube, n.Name, nil)
+	if err != nil || len(vas) == 0 {
+		return err
+	}
+	keep, err := r.claimsStaying(ctx, n.Name)
+	if err != nil {
+		return err
+	}
+	var pvs []string
+	for _, va := range vas {
+		if pv := va.Spec.Source.PersistentVolumeName; pv != nil && !keep[*pv] {
+			pvs = append(pvs, *pv)
+		}
+	}
+	if limit := r.h.now().Add(r.h.cfg.VolumeDetachTimeout); limit.Before(deadline) {
+		deadline = limit
+	}
+	if budget := r.budget(ctx); budget.Before(deadline) {
+		deadline = budget
+	}
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	begin := r.h.now()
+	left, err := volume.WaitDetached(wctx, r.h.c.Kube, n.Name, pvs)
+	if err != nil {
+		r.record(ctx, n, true, node.ReasonVolumesReleased, "volumes not detached in time: %s", strings.Join(left, ", "))
+		return nil // the pods are gone; the attacher finishes on its own
+	}
+	r.record(ctx, n, false, node.ReasonVolumesReleased, "volumes detached in %s: %s", r.h.now().Sub(begin).Round(time.Millisecond), strings.Join(pvs, ", "))
+	return nil
+}
+
+// claimsStaying returns the PVs used by pods that stay on the node.
+func (r *run) claimsStaying(ctx context.Context, nodeName string) (map[string]bool, error) {
+	pods, err := r.h.c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods of node %s: %w", nodeName, err)
+	}
+	var claims []string
+	for _, p := range pods.Items {
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil {
+				claims = append(claims, p.Namespace+"/"+v.PersistentVolumeClaim.ClaimName)
+			}
+		}
+	}
+	pvs, err := volume.PersistentVolumes(ctx, r.h.c.Kube, claims)
+	keep := map[string]bool{}
+	for _, pv := range pvs {
+		keep[pv] = true
+	}
+	return keep, err
+}
+
+// keepAlive heartbeats the hook while the drain runs, at half the hook's
+// heartbeat timeout (read in the background: nothing waits for it).
+func (r *run) keepAlive(ctx context.Context, act lifecycle.Action) (stop func()) {
+	if r.h.cfg.DryRun {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stopped := make(chan func(), 1)
+	go func() {
+		interval := lifecycle.HeartbeatInterval(ctx, r.h.c.ASG, act, time.Minute)
+		stopped <- lifecycle.KeepAlive(ctx, r.h.c.ASG, act, interval, func(err error) {
+			r.log.WarnContext(ctx, "heartbeat failed", "error", err)
+		})
+	}()
+	return func() {
+		cancel()
+		(<-stopped)()
+	}
+}
+
+// canContinue says whether a drain cut short by this invocation's deadline
+// may go on in a fresh invocation.
+func (r *run) canContinue(deadline time.Time) bool {
+	return r.h.cfg.ContinueLongDrains && r.h.c.Lambda != nil && r.h.cfg.FunctionName != "" &&
+		!r.h.cfg.DryRun && r.h.now().Before(deadline.Add(-time.Second))
+}
+
+// continueLater heartbeats the hook and invokes the function again,
+// asynchronously, with the original event, the drain's start and the next
+// attempt number. Should the continuation be lost, the hook's heartbeat
+// timeout and default result are the backstop.
+func (r *run) continueLater(ctx context.Context, act lifecycle.Action, n *corev1.Node) error {
+	if err := lifecycle.Heartbeat(ctx, r.h.c.ASG, act); err != nil {
+		if lifecycle.IsNotActive(err) {
+			r.out.Action, r.out.Detail = ActionCompleted, "lifecycle action no longer active"
+			return nil
+		}
+		return err
+	}
+	payload, err := event.NewContinuation(r.raw, r.started, r.attempt+1)
+	if err != nil {
+		return err
+	}
+	_, err = r.h.c.Lambda.Invoke(ctx, &lambda.InvokeInput{
+		FunctionName:   aws.String(r.h.cfg.FunctionName),
+		InvocationType: types.InvocationTypeEvent,
+		Payload:        payload,
+	})
+	if err != nil {
+		return fmt.Errorf("invoking %s to continue: %w", r.h.cfg.FunctionName, err)
+	}
+	r.out.Action = ActionContinued
+	r.out.Detail = fmt.Sprintf("drain continues in attempt %d", r.attempt+1)
+	r.record(ctx, n, false, node.ReasonContinued, "drain running for %s continues in a new invocation (attempt %d); still on the node: %s",
+		r.h.now().Sub(r.started).Round(time.Second), r.attempt+1, strings.Join(r.out.Remaining, "; "))
+	return nil
+}
+
+// complete completes the lifecycle action with result (dry run: says so).
+func (r *run) complete(ctx context.Context, act lifecycle.Action, result string, n *corev1.Node) error {
+	switch {
+	case result != lifecycle.Continue:
+		r.out.Action = ActionFailed
+	case r.out.Action == "":
+		r.out.Action = ActionCompleted
+	}
+	r.out.LifecycleResult = result
+	if r.h.cfg.DryRun {
+		r.out.Detail = strings.TrimSpace(r.out.Detail + " (dry run: lifecycle action not completed)")
+		return nil
+	}
+	// a context of its own: the margin kept from the deadline is for this call
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	completed, err := lifecycle.Complete(cctx, r.h.c.ASG, act, result)
+	if err != nil {
+		return err
+	}
+	if !completed {
+		r.out.Detail = strings.TrimSpace(r.out.Detail + " (lifecycle action was no longer active)")
+	}
+	if n != nil {
+		r.record(cctx, n, result != lifecycle.Continue, node.ReasonLifecycleComplete, "lifecycle action %s/%s completed with %s", act.ASG, act.Hook, result)
+	}
+	return nil
+}
+
+// launch completes the launch hook once the instance's node has joined and is
+// Ready, or with the failure result at the deadline.
+func (r *run) launch(ctx context.Context) error {
+	la := r.ev.Lifecycle
+	act := lifecycle.Action{ASG: la.AutoScalingGroupName, Hook: la.HookName, Token: la.Token, InstanceID: la.InstanceID}
+	r.log = r.log.With("asg", act.ASG, "hook", act.Hook, "instance", act.InstanceID)
+	if !r.h.cfg.AllowsASG(act.ASG) {
+		r.out.Action, r.out.Detail = ActionIgnored, "ASG "+act.ASG+" is not in ASG_NAMES"
+		return nil
+	}
+	inst, ours, err := r.ours(ctx, act.InstanceID)
+	if err != nil || !ours {
+		return err
+	}
+	wctx, cancel := context.WithDeadline(ctx, r.budget(ctx))
+	defer cancel()
+	var joined *corev1.Node
+	err = wait.PollUntilContextCancel(wctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := node.Find(ctx, r.h.c.Kube, inst.PrivateDNSName, inst.ID)
+		if err != nil {
+			return false, nil
+		}
+		joined = n
+		return nodeReady(n), nil
+	})
+	if err != nil {
+		r.out.Detail = "node did not become Ready before the deadline"
+		return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, joined)
+	}
+	r.out.Node = joined.Name
+	r.out.Action = ActionNodeJoined
+	return r.complete(ctx, act, lifecycle.Continue, joined)
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

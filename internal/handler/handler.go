@@ -1,0 +1,211 @@
+// Package handler is node-drainer's orchestration: it turns one invocation
+// (an EventBridge event, or a continuation of a long drain) into the steps of
+// the graceful or the abrupt path and completes the lifecycle action. Only
+// this package knows the flows; every step it calls is idempotent, so
+// duplicate and out-of-order events are safe.
+package handler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/node-drainer/node-drainer/internal/config"
+	"github.com/node-drainer/node-drainer/internal/drain"
+	"github.com/node-drainer/node-drainer/internal/event"
+	"github.com/node-drainer/node-drainer/internal/instance"
+	"github.com/node-drainer/node-drainer/internal/lifecycle"
+	"github.com/node-drainer/node-drainer/internal/node"
+)
+
+// Invoker re-invokes the function to continue a long drain.
+type Invoker interface {
+	Invoke(ctx context.Context, in *lambda.InvokeInput, opts ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
+}
+
+// Clients are the APIs the handler uses.
+type Clients struct {
+	Kube   kubernetes.Interface
+	EC2    instance.EC2API
+	ASG    lifecycle.API
+	Lambda Invoker // nil: long drains are not continued
+}
+
+// Handler handles invocations.
+type Handler struct {
+	cfg config.Config
+	c   Clients
+	log *slog.Logger
+	now func() time.Time
+	// StoppingPollInterval is how often EC2 is asked while an instance stops.
+	StoppingPollInterval time.Duration
+}
+
+// New returns a Handler.
+func New(cfg config.Config, c Clients, log *slog.Logger) *Handler {
+	if log == nil {
+		log = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	return &Handler{cfg: cfg, c: c, log: log, now: time.Now, StoppingPollInterval: 2 * time.Second}
+}
+
+// Outcome is the function's response: what was done and why.
+type Outcome struct {
+	Event              event.Kind `json:"event"`
+	Instance           string     `json:"instance,omitempty"`
+	Node               string     `json:"node,omitempty"`
+	Action             string     `json:"action"`
+	Detail             string     `json:"detail,omitempty"`
+	Evicted            []string   `json:"evicted,omitempty"`
+	Remaining          []string   `json:"remaining,omitempty"`
+	PodsDeleted        []string   `json:"podsDeleted,omitempty"`
+	AttachmentsDeleted []string   `json:"attachmentsDeleted,omitempty"`
+	LifecycleResult    string     `json:"lifecycleResult,omitempty"`
+	Attempt            int        `json:"attempt,omitempty"`
+	DryRun             bool       `json:"dryRun,omitempty"`
+	DurationMS         int64      `json:"durationMs"`
+}
+
+// Actions an Outcome reports.
+const (
+	ActionIgnored    = "ignored"
+	ActionDrained    = "drained"
+	ActionCordoned   = "cordoned"
+	ActionReleased   = "released"
+	ActionNotForced  = "not-forced"
+	ActionRecovered  = "recovered"
+	ActionContinued  = "continued"
+	ActionCompleted  = "lifecycle-completed"
+	ActionFailed     = "failed"
+	ActionNoNode     = "node-not-found"
+	ActionNodeJoined = "node-joined"
+)
+
+// Handle runs one invocation. A malformed event is an error and changes
+// nothing; an error is also returned when nothing was done and a retry may
+// help (EC2 or the cluster unreadable). Once a lifecycle action is ours it is
+// always completed, and the failure is reported in the Outcome instead.
+func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome, error) {
+	start := h.now()
+	ev, cont, err := event.ParseInvocation(payload)
+	if err != nil {
+		h.log.ErrorContext(ctx, "rejected invocation", "error", err)
+		return Outcome{Action: ActionIgnored, Detail: err.Error()}, err
+	}
+	r := &run{h: h, ev: ev, raw: payload, started: start, attempt: 1,
+		out: Outcome{Event: ev.Kind, DryRun: h.cfg.DryRun}}
+	if cont != nil {
+		r.raw, r.started, r.attempt = cont.Event, cont.StartedAt, cont.Attempt
+		r.out.Attempt = cont.Attempt
+	}
+	if len(ev.InstanceIDs) > 0 {
+		r.out.Instance = ev.InstanceIDs[0]
+	}
+	r.log = h.log.With("event", ev)
+	err = r.dispatch(ctx)
+	r.out.DurationMS = h.now().Sub(start).Milliseconds()
+	level := slog.LevelInfo
+	if err != nil || r.out.Action == ActionFailed {
+		level = slog.LevelError
+	}
+	r.log.Log(ctx, level, "handled", "outcome", r.out, "error", err)
+	return r.out, err
+}
+
+// run is one invocation's state.
+type run struct {
+	h       *Handler
+	ev      event.Event
+	raw     []byte    // the original EventBridge event, for continuations
+	started time.Time // when the drain began (first attempt)
+	attempt int
+	out     Outcome
+	log     *slog.Logger
+}
+
+func (r *run) dispatch(ctx context.Context) error {
+	switch r.ev.Kind {
+	case event.KindTerminate:
+		return r.terminate(ctx)
+	case event.KindLaunch:
+		return r.launch(ctx)
+	case event.KindSpotInterruption:
+		return r.advisory(ctx, r.ev.InstanceIDs[0], config.ActionDrain, r.h.cfg.SpotDrainTimeout)
+	case event.KindRebalance:
+		return r.advisory(ctx, r.ev.InstanceIDs[0], r.h.cfg.RebalanceAction, r.h.cfg.DrainTimeout)
+	case event.KindScheduledChange:
+		var errs []error
+		for _, id := range r.ev.InstanceIDs {
+			r.out.Instance = id
+			errs = append(errs, r.advisory(ctx, id, r.h.cfg.ScheduledChangeAction, r.h.cfg.DrainTimeout))
+		}
+		return errors.Join(errs...)
+	case event.KindStateChange:
+		return r.stateChange(ctx)
+	default: // unknown and test notifications
+		r.out.Action, r.out.Detail = ActionIgnored, "not an event node-drainer acts on: "+r.ev.Source+" / "+r.ev.DetailType
+		return nil
+	}
+}
+
+// budget is the invocation's deadline less the margin kept to complete the
+// hook or hand over to a continuation.
+func (r *run) budget(ctx context.Context) time.Time {
+	d, ok := ctx.Deadline()
+	if !ok {
+		d = r.h.now().Add(15 * time.Minute)
+	}
+	return d.Add(-r.h.cfg.DeadlineMargin)
+}
+
+// ours describes the instance and says whether it belongs to this cluster.
+// An instance EC2 no longer knows cannot be checked; the node lookup (in this
+// cluster only) decides then.
+func (r *run) ours(ctx context.Context, id string) (instance.Instance, bool, error) {
+	inst, err := instance.Describe(ctx, r.h.c.EC2, id)
+	if err != nil {
+		return inst, false, err
+	}
+	if inst.Found && !inst.HasTag(r.h.cfg.ClusterTagKey) {
+		r.out.Action = ActionIgnored
+		r.out.Detail = fmt.Sprintf("instance %s has no tag %s: not this cluster's", id, r.h.cfg.ClusterTagKey)
+		return inst, false, nil
+	}
+	return inst, true, nil
+}
+
+func (r *run) findNode(ctx context.Context, inst instance.Instance) (*corev1.Node, error) {
+	n, err := node.Find(ctx, r.h.c.Kube, inst.PrivateDNSName, inst.ID)
+	if err != nil {
+		return nil, err
+	}
+	r.out.Node = n.Name
+	r.log = r.log.With("node", n.Name)
+	return n, nil
+}
+
+func (r *run) recorder() node.Recorder {
+	return node.Recorder{Client: r.h.c.Kube, DryRun: r.h.cfg.DryRun}
+}
+
+func (r *run) record(ctx context.Context, n *corev1.Node, warning bool, reason, format string, args ...any) {
+	if err := r.recorder().Record(ctx, n, warning, reason, format, args...); err != nil {
+		r.log.WarnContext(ctx, "could not record event", "error", err)
+	}
+}
+
+func (r *run) drainer() *drain.Drainer {
+	return drain.New(r.h.c.Kube, drain.Options{
+		GracePeriodSeconds: -1,
+		EvictUnmanaged:     r.h.cfg.EvictUnmanagedPods,
+		DryRun:             r.h.cfg.DryRun,
+	}, nil)
+}

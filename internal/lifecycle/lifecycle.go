@@ -1,0 +1,112 @@
+// Package lifecycle completes ASG lifecycle actions and keeps them alive with
+// heartbeats while a drain runs. Completing an action that is no longer
+// active (a duplicate event, a hook already completed or timed out) is not an
+// error: the ASG is not waiting on us any more.
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/smithy-go"
+)
+
+// Results of a lifecycle action.
+const (
+	Continue = "CONTINUE"
+	Abandon  = "ABANDON"
+)
+
+// API is the part of Auto Scaling the function uses.
+type API interface {
+	CompleteLifecycleAction(ctx context.Context, in *autoscaling.CompleteLifecycleActionInput, opts ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error)
+	RecordLifecycleActionHeartbeat(ctx context.Context, in *autoscaling.RecordLifecycleActionHeartbeatInput, opts ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error)
+	DescribeLifecycleHooks(ctx context.Context, in *autoscaling.DescribeLifecycleHooksInput, opts ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error)
+}
+
+// Action identifies one lifecycle action.
+type Action struct {
+	ASG, Hook, Token, InstanceID string
+}
+
+// Complete completes the action with result. It reports whether this call
+// completed it (false: no active action any more, which is not an error).
+func Complete(ctx context.Context, api API, a Action, result string) (bool, error) {
+	_, err := api.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
+		AutoScalingGroupName:  aws.String(a.ASG),
+		LifecycleHookName:     aws.String(a.Hook),
+		LifecycleActionToken:  aws.String(a.Token),
+		InstanceId:            aws.String(a.InstanceID),
+		LifecycleActionResult: aws.String(result),
+	})
+	if IsNotActive(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("completing lifecycle action (%s, %s, %s): %w", a.ASG, a.Hook, a.InstanceID, err)
+	}
+	return true, nil
+}
+
+// IsNotActive reports the error AWS returns for an action that is no longer
+// active ("No active Lifecycle Action found").
+func IsNotActive(err error) bool {
+	var apiErr smithy.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationError" &&
+		strings.Contains(apiErr.ErrorMessage(), "No active Lifecycle Action found")
+}
+
+// Heartbeat records one heartbeat, extending the hook's timeout.
+func Heartbeat(ctx context.Context, api API, a Action) error {
+	_, err := api.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
+		AutoScalingGroupName: aws.String(a.ASG),
+		LifecycleHookName:    aws.String(a.Hook),
+		LifecycleActionToken: aws.String(a.Token),
+		InstanceId:           aws.String(a.InstanceID),
+	})
+	if err != nil {
+		return fmt.Errorf("recording lifecycle heartbeat: %w", err)
+	}
+	return nil
+}
+
+// HeartbeatInterval is half the hook's heartbeat timeout, so one missed beat
+// still leaves time; fallback when the hook cannot be read.
+func HeartbeatInterval(ctx context.Context, api API, a Action, fallback time.Duration) time.Duration {
+	out, err := api.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{
+		AutoScalingGroupName: aws.String(a.ASG),
+		LifecycleHookNames:   []string{a.Hook},
+	})
+	if err != nil || len(out.LifecycleHooks) == 0 || out.LifecycleHooks[0].HeartbeatTimeout == nil {
+		return fallback
+	}
+	return time.Duration(*out.LifecycleHooks[0].HeartbeatTimeout) * time.Second / 2
+}
+
+// KeepAlive records a heartbeat every interval until ctx ends or stop is
+// called; failures go to onErr. It returns stop.
+func KeepAlive(ctx context.Context, api API, a Action, interval time.Duration, onErr func(error)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := Heartbeat(ctx, api, a); err != nil && ctx.Err() == nil {
+					onErr(err)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}

@@ -1,0 +1,223 @@
+"""moto's server with node-drainer's lifecycle-action extension.
+
+moto 5.2.1 does not implement the Auto Scaling operations CompleteLifecycleAction
+and RecordLifecycleActionHeartbeat (HTTP 500, NotImplementedError). This script
+adds them to moto.autoscaling.responses.AutoScalingResponse with the semantics of
+real AWS: an action must be active (the test harness registers it, as a real Auto
+Scaling group would create it when an instance starts terminating or launching),
+the group and the hook must exist, and a completed action is gone.
+
+Extra HTTP endpoints, beside moto's own:
+  POST /node-drainer/lifecycle-actions  JSON {asg, hook, instanceId, token, transition}
+  GET  /node-drainer/lifecycle-calls    every lifecycle call, as JSON
+  POST /moto-api/reset                  moto's reset, which also clears the above
+
+Usage: python3 motoext.py --host 127.0.0.1 --port-file FILE
+The server binds a free port and writes it to FILE once it listens. It exits
+when its standard input is closed, so it does not outlive its parent.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import threading
+
+from moto.autoscaling.exceptions import ValidationError
+from moto.autoscaling.responses import AutoScalingResponse
+from moto.core.responses import EmptyResult
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication,
+    create_backend_app,
+)
+from werkzeug.serving import make_server
+from werkzeug.wrappers import Request, Response
+
+PARAMS = (
+    "AutoScalingGroupName",
+    "LifecycleHookName",
+    "LifecycleActionToken",
+    "InstanceId",
+    "LifecycleActionResult",
+)
+DEFAULT_TRANSITION = "autoscaling:EC2_INSTANCE_TERMINATING"
+
+
+class Store:
+    """Active lifecycle actions and the record of every lifecycle call."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.actions = []
+        self.calls = []
+
+    def reset(self):
+        with self.lock:
+            self.actions = []
+            self.calls = []
+
+    def register(self, action):
+        with self.lock:
+            self.actions.append(action)
+
+    def record(self, operation, params, outcome):
+        now = datetime.datetime.now(datetime.timezone.utc)
+        with self.lock:
+            self.calls.append(
+                {
+                    "time": now.isoformat().replace("+00:00", "Z"),
+                    "operation": operation,
+                    "params": params,
+                    "outcome": outcome,
+                }
+            )
+
+    def find(self, params, remove):
+        """Returns the active action the call names, or raises ValidationError."""
+        asg = params.get("AutoScalingGroupName", "")
+        hook = params.get("LifecycleHookName", "")
+        token = params.get("LifecycleActionToken", "")
+        instance = params.get("InstanceId", "")
+        with self.lock:
+            for i, a in enumerate(self.actions):
+                if a["asg"] != asg or a["hook"] != hook:
+                    continue
+                if token and a["token"] != token:
+                    continue
+                if instance and a["instanceId"] != instance:
+                    continue
+                if remove:
+                    del self.actions[i]
+                return a
+        if token:
+            raise ValidationError(f"No active Lifecycle Action found with token {token}")
+        raise ValidationError(
+            f"No active Lifecycle Action found with instance ID {instance}"
+        )
+
+
+STORE = Store()
+
+
+def _lifecycle_call(response, operation, complete):
+    params = {}
+    for name in PARAMS:
+        value = response._get_param(name)
+        if value is not None:
+            params[name] = str(value)
+    try:
+        _validate(response.autoscaling_backend, params, complete)
+        STORE.find(params, remove=complete)
+    except ValidationError as err:
+        STORE.record(operation, params, err.message)
+        raise
+    STORE.record(operation, params, "ok")
+    return EmptyResult()
+
+
+def _validate(backend, params, complete):
+    asg = params.get("AutoScalingGroupName")
+    hook = params.get("LifecycleHookName")
+    if not asg or not hook:
+        raise ValidationError(
+            "AutoScalingGroupName and LifecycleHookName are required"
+        )
+    if not params.get("LifecycleActionToken") and not params.get("InstanceId"):
+        raise ValidationError(
+            "Either LifecycleActionToken or InstanceId must be specified"
+        )
+    if complete and params.get("LifecycleActionResult") not in ("CONTINUE", "ABANDON"):
+        raise ValidationError(
+            "LifecycleActionResult must be CONTINUE or ABANDON, got "
+            f"{params.get('LifecycleActionResult')!r}"
+        )
+    if asg not in backend.autoscaling_groups:
+        raise ValidationError(
+            f"AutoScalingGroup name not found - AutoScalingGroup {asg} not found"
+        )
+    if not backend.describe_lifecycle_hooks(asg, [hook]):
+        raise ValidationError(f"No Lifecycle Hook found with name {hook} in group {asg}")
+
+
+def complete_lifecycle_action(self):
+    return _lifecycle_call(self, "CompleteLifecycleAction", complete=True)
+
+
+def record_lifecycle_action_heartbeat(self):
+    return _lifecycle_call(self, "RecordLifecycleActionHeartbeat", complete=False)
+
+
+AutoScalingResponse.complete_lifecycle_action = complete_lifecycle_action
+AutoScalingResponse.record_lifecycle_action_heartbeat = record_lifecycle_action_heartbeat
+
+
+def _json(status, body):
+    return Response(json.dumps(body), status=status, mimetype="application/json")
+
+
+def _register(request):
+    try:
+        body = json.loads(request.get_data(as_text=True) or "{}")
+    except ValueError as err:
+        return _json(400, {"error": f"invalid JSON: {err}"})
+    action = {
+        "asg": body.get("asg", ""),
+        "hook": body.get("hook", ""),
+        "instanceId": body.get("instanceId", ""),
+        "token": body.get("token", ""),
+        "transition": body.get("transition") or DEFAULT_TRANSITION,
+    }
+    missing = [k for k in ("asg", "hook", "instanceId", "token") if not action[k]]
+    if missing:
+        return _json(400, {"error": "missing fields: " + ", ".join(missing)})
+    STORE.register(action)
+    return _json(201, action)
+
+
+class Extension:
+    """WSGI middleware: our endpoints first, then moto."""
+
+    def __init__(self, moto_app):
+        self.moto_app = moto_app
+
+    def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        method = environ.get("REQUEST_METHOD", "")
+        if path == "/node-drainer/lifecycle-actions" and method == "POST":
+            return _register(Request(environ))(environ, start_response)
+        if path == "/node-drainer/lifecycle-calls" and method == "GET":
+            with STORE.lock:
+                calls = list(STORE.calls)
+            return _json(200, calls)(environ, start_response)
+        if path == "/moto-api/reset" and method == "POST":
+            STORE.reset()
+        return self.moto_app(environ, start_response)
+
+
+def _exit_when_stdin_closes():
+    sys.stdin.buffer.read()
+    os._exit(0)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port-file", required=True)
+    args = parser.parse_args()
+
+    app = Extension(DomainDispatcherApplication(create_backend_app))
+    server = make_server(args.host, args.port, app, threaded=True)
+    os.environ["MOTO_PORT"] = str(server.server_port)
+    tmp = args.port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(server.server_port))
+    os.rename(tmp, args.port_file)
+    print(f"motoext listening on {args.host}:{server.server_port}", flush=True)
+    threading.Thread(target=_exit_when_stdin_closes, daemon=True).start()
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
