@@ -162,7 +162,10 @@ func New(t testing.TB) *Env {
 
 type testLog struct{ t testing.TB }
 
-func (l testLog) Write(p []byte) (int, error) { l.t.Log(strings.TrimRight(string(p), "\n")); return len(p), nil }
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
 
 // Stop stops every component (newest first) and removes the working files.
 // It is safe to call more than once.
