@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,13 +46,13 @@ func (r *run) terminate(ctx context.Context) error {
 		r.out.Detail = "instance has no node in this cluster; lifecycle action completed"
 		return r.complete(ctx, act, lifecycle.Continue, nil)
 	case err != nil:
-		r.out.Detail = err.Error()
+		r.out.Action, r.out.Detail = ActionFailed, err.Error()
 		return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, nil)
 	}
 	if inst.Down() {
 		// the instance is already gone: nothing can be evicted gracefully
 		if err := r.release(ctx, n, inst); err != nil {
-			r.out.Detail = err.Error()
+			r.out.Action, r.out.Detail = ActionFailed, err.Error()
 			return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, n)
 		}
 		return r.complete(ctx, act, lifecycle.Continue, n)
@@ -63,7 +64,7 @@ func (r *run) terminate(ctx context.Context) error {
 	stop()
 	switch {
 	case err != nil:
-		r.out.Detail = err.Error()
+		r.out.Action, r.out.Detail = ActionFailed, err.Error()
 		return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, n)
 	case done:
 		return r.complete(ctx, act, lifecycle.Continue, n)
@@ -76,6 +77,7 @@ func (r *run) terminate(ctx context.Context) error {
 	}
 	r.record(ctx, n, true, node.ReasonDrainBlocked, "drain not finished after %s; pods still on the node: %s",
 		r.h.now().Sub(r.started).Round(time.Second), strings.Join(r.out.Remaining, "; "))
+	r.out.Action = ActionFailed
 	if r.out.Detail == "" {
 		r.out.Detail = "drain timed out; lifecycle action completed with " + r.h.cfg.LifecycleResultOnFailure
 	}
@@ -162,26 +164,34 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, reason string, dead
 	if len(res.Evicted) > 0 {
 		r.record(ctx, n, false, node.ReasonDrainCompleted, "evicted %d pods: %s", len(res.Evicted), strings.Join(r.out.Evicted, ", "))
 	}
-	return true, r.waitVolumes(ctx, n, deadline)
+	return true, r.waitVolumes(ctx, n, res.Claims, deadline)
 }
 
-// waitVolumes waits (bounded) until the node has no VolumeAttachment left but
-// those of pods that stay on it (DaemonSets, mirror pods), so the next node
-// attaches the drained pods' volumes at once.
-func (r *run) waitVolumes(ctx context.Context, n *corev1.Node, deadline time.Time) error {
+// waitVolumes waits (bounded) until the VolumeAttachments of the drained
+// pods' volumes are deleted, and those of any other volume on the node but
+// the ones of pods that stay (DaemonSets, mirror pods): a continuation does
+// not know the pods an earlier attempt evicted. Then the next node attaches
+// the volumes at once.
+func (r *run) waitVolumes(ctx context.Context, n *corev1.Node, claims []string, deadline time.Time) error {
+	pvs, err := volume.PersistentVolumes(ctx, r.h.c.Kube, claims)
+	if err != nil {
+		return err
+	}
 	vas, err := volume.Attachments(ctx, r.h.c.Kube, n.Name, nil)
-	if err != nil || len(vas) == 0 {
+	if err != nil {
 		return err
 	}
 	keep, err := r.claimsStaying(ctx, n.Name)
 	if err != nil {
 		return err
 	}
-	var pvs []string
 	for _, va := range vas {
-		if pv := va.Spec.Source.PersistentVolumeName; pv != nil && !keep[*pv] {
+		if pv := va.Spec.Source.PersistentVolumeName; pv != nil && !keep[*pv] && !slices.Contains(pvs, *pv) {
 			pvs = append(pvs, *pv)
 		}
+	}
+	if len(pvs) == 0 {
+		return nil
 	}
 	if limit := r.h.now().Add(r.h.cfg.VolumeDetachTimeout); limit.Before(deadline) {
 		deadline = limit
@@ -197,7 +207,7 @@ func (r *run) waitVolumes(ctx context.Context, n *corev1.Node, deadline time.Tim
 		r.record(ctx, n, true, node.ReasonVolumesReleased, "volumes not detached in time: %s", strings.Join(left, ", "))
 		return nil // the pods are gone; the attacher finishes on its own
 	}
-	r.record(ctx, n, false, node.ReasonVolumesReleased, "volumes detached in %s: %s", r.h.now().Sub(begin).Round(time.Millisecond), strings.Join(pvs, ", "))
+	r.record(ctx, n, false, node.ReasonVolumesReleased, "volumes detached (waited %s): %s", r.h.now().Sub(begin).Round(time.Millisecond), strings.Join(pvs, ", "))
 	return nil
 }
 
@@ -283,10 +293,7 @@ func (r *run) continueLater(ctx context.Context, act lifecycle.Action, n *corev1
 
 // complete completes the lifecycle action with result (dry run: says so).
 func (r *run) complete(ctx context.Context, act lifecycle.Action, result string, n *corev1.Node) error {
-	switch {
-	case result != lifecycle.Continue:
-		r.out.Action = ActionFailed
-	case r.out.Action == "":
+	if r.out.Action == "" {
 		r.out.Action = ActionCompleted
 	}
 	r.out.LifecycleResult = result
@@ -336,7 +343,7 @@ func (r *run) launch(ctx context.Context) error {
 		return nodeReady(n), nil
 	})
 	if err != nil {
-		r.out.Detail = "node did not become Ready before the deadline"
+		r.out.Action, r.out.Detail = ActionFailed, "node did not become Ready before the deadline"
 		return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, joined)
 	}
 	r.out.Node = joined.Name

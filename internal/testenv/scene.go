@@ -317,3 +317,14 @@ func (e *Env) WaitPodsRunning(ctx context.Context, ns, selector string, want int
 	}
 	return pods, nil
 }
+
+// SetUnschedulable cordons or uncordons a node (scenes use it to place pods).
+func (e *Env) SetUnschedulable(ctx context.Context, name string, unschedulable bool) error {
+	n, err := e.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	n.Spec.Unschedulable = unschedulable
+	_, err = e.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+	return err
+}
