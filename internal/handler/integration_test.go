@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/node-drainer/node-drainer/internal/node"
 	"github.com/node-drainer/node-drainer/internal/testenv"
@@ -196,7 +195,7 @@ func TestTerminateDrainsSafely(t *testing.T) {
 	if _, err := env.WaitPodsRunning(ctx, s.ns, "app=agent", 3, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	waitAttached(t, ctx, target.PrivateDNSName, pv)
+	waitAttached(t, ctx, s.ns, "db-0", pv)
 
 	// watch the PDB's guarantee during the drain: at least 3 of 4 web pods
 	// ready and not terminating at every sample; and when the VA went away
@@ -319,12 +318,13 @@ func attachmentPresent(ctx context.Context, nodeName, pv string) bool {
 	return false
 }
 
-func waitAttached(t *testing.T, ctx context.Context, nodeName, pv string) {
+// waitAttached waits until the pod's volume is attached on its node as the
+// attach/detach controller sees it (its attach operation finished).
+func waitAttached(t *testing.T, ctx context.Context, ns, pod, pv string) string {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		return attachmentPresent(ctx, nodeName, pv), nil
-	})
+	node, err := env.WaitPodVolumeAttached(ctx, ns, pod, pv, time.Minute)
 	if err != nil {
-		t.Fatalf("volume %s never attached to %s: %v", pv, nodeName, err)
+		t.Fatal(err)
 	}
+	return node
 }

@@ -226,7 +226,7 @@ func (e *Env) StatefulSet(ctx context.Context, w Workload, zone string) (string,
 			VolumeMode:                    &fs,
 			ClaimRef:                      &corev1.ObjectReference{Namespace: w.Namespace, Name: claim},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-				Driver: CSIDriver, VolumeHandle: "vol-" + w.Name, FSType: "ext4",
+				Driver: CSIDriver, VolumeHandle: "vol-" + w.Namespace + "-" + w.Name, FSType: "ext4",
 			}},
 			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}},
@@ -327,4 +327,47 @@ func (e *Env) SetUnschedulable(ctx context.Context, name string, unschedulable b
 	n.Spec.Unschedulable = unschedulable
 	_, err = e.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 	return err
+}
+
+// WaitPodVolumeAttached waits until the pod ns/name (whichever incarnation
+// exists) runs on a node where its volume pv is attached as the
+// attach/detach controller sees it: the VolumeAttachment reports attached
+// and the controller recorded SuccessfulAttachVolume for this pod (its
+// attach operation finished). It returns the node.
+func (e *Env) WaitPodVolumeAttached(ctx context.Context, ns, name, pv string, timeout time.Duration) (string, error) {
+	var node string
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ok, n, err := e.podVolumeAttached(ctx, ns, name, pv)
+		node = n
+		return ok, err
+	})
+	if err != nil {
+		return "", fmt.Errorf("pod %s/%s: volume %s not attached where it runs (%q): %w", ns, name, pv, node, err)
+	}
+	return node, nil
+}
+
+func (e *Env) podVolumeAttached(ctx context.Context, ns, name, pv string) (bool, string, error) {
+	p, err := e.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil || p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		return false, "", nil
+	}
+	node := p.Spec.NodeName
+	vas, err := e.Client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, node, nil
+	}
+	attached := false
+	for _, va := range vas.Items {
+		if va.Spec.NodeName == node && va.Spec.Source.PersistentVolumeName != nil && *va.Spec.Source.PersistentVolumeName == pv {
+			attached = va.Status.Attached && va.DeletionTimestamp == nil
+		}
+	}
+	if !attached {
+		return false, node, nil
+	}
+	evs, err := e.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.uid=" + string(p.UID) + ",reason=SuccessfulAttachVolume",
+	})
+	return err == nil && len(evs.Items) > 0, node, nil
 }
