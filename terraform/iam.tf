@@ -56,11 +56,20 @@ data "aws_iam_policy_document" "function" {
     resources = local.asg_arns
   }
 
-  # Instance state confirmation and cluster-tag check; Describe* has no resource scope.
+  # Instance state confirmation and cluster-tag check; this action has no resource types.
   statement {
     sid       = "DescribeInstances"
     effect    = "Allow"
     actions   = ["ec2:DescribeInstances"]
+    resources = ["*"]
+  }
+
+  # The hook's HeartbeatTimeout, to heartbeat at half of it; this action has no
+  # resource types or condition keys, so it cannot be scoped to the listed ASGs.
+  statement {
+    sid       = "DescribeLifecycleHooks"
+    effect    = "Allow"
+    actions   = ["autoscaling:DescribeLifecycleHooks"]
     resources = ["*"]
   }
 

@@ -71,6 +71,7 @@ var wantRules = map[string]string{
 
 var wantActions = []string{
 	"autoscaling:CompleteLifecycleAction",
+	"autoscaling:DescribeLifecycleHooks",
 	"autoscaling:RecordLifecycleActionHeartbeat",
 	"ec2:DescribeInstances",
 	"eks:DescribeCluster",
@@ -150,8 +151,15 @@ func TestLeastPrivilege(t *testing.T) {
 		for _, p := range LeastPrivilegeProblems(s) {
 			t.Error(p)
 		}
-		// The lifecycle actions are scoped to the listed groups only.
+		// The lifecycle actions are scoped to the listed groups only; an
+		// action without resource types is granted on "*" (an ARN would never
+		// match it, and the call would be denied).
 		for _, st := range s.Statements {
+			for _, a := range st.Actions {
+				if UnscopedActions[a] && !slices.Equal(st.Resources, []string{"*"}) {
+					t.Errorf("%s: statement %q: %s has no resource types and needs Resource \"*\", has %v", s.Source, st.Sid, a, st.Resources)
+				}
+			}
 			if slices.Contains(st.Actions, "autoscaling:CompleteLifecycleAction") {
 				want := []string{"arn:${aws:partition}:autoscaling:${aws:region}:${aws:account}:autoScalingGroup:*:autoScalingGroupName/${param:asg_names}"}
 				if !slices.Equal(st.Resources, want) {
@@ -262,6 +270,9 @@ func TestDetectsDrift(t *testing.T) {
 			"IAM action ec2:DescribeInstances: only in sam"},
 		{"IAM action dropped in SAM", samFile, "                  - autoscaling:RecordLifecycleActionHeartbeat\n", "",
 			"IAM action autoscaling:RecordLifecycleActionHeartbeat: only in terraform"},
+		{"DescribeLifecycleHooks dropped in SAM", samFile,
+			"              - Sid: DescribeLifecycleHooks\n                Effect: Allow\n                Action: autoscaling:DescribeLifecycleHooks\n                Resource: \"*\"\n",
+			"", "IAM action autoscaling:DescribeLifecycleHooks: only in terraform"},
 		{"DescribeCluster widened in terraform", iamTF,
 			`resources = ["arn:${local.partition}:eks:${local.region}:${local.account}:cluster/${var.cluster_name}"]`,
 			`resources = ["*"]`,
@@ -336,6 +347,21 @@ func TestDetectsWildcards(t *testing.T) {
 		sam, _ := load(t, root)
 		if p := strings.Join(LeastPrivilegeProblems(sam), "\n"); !strings.Contains(p, `"sqs:SendMessage" on Resource "*"`) {
 			t.Errorf("problems = %q, want sqs:SendMessage on *", p)
+		}
+	})
+	t.Run("DescribeCluster on any cluster in both", func(t *testing.T) {
+		root := copyTree(t)
+		mutate(t, root, iamTF,
+			`resources = ["arn:${local.partition}:eks:${local.region}:${local.account}:cluster/${var.cluster_name}"]`,
+			`resources = ["*"]`)
+		mutate(t, root, samFile,
+			`Resource: !Sub "arn:${AWS::Partition}:eks:${AWS::Region}:${AWS::AccountId}:cluster/${ClusterName}"`,
+			`Resource: "*"`)
+		sam, tf := load(t, root)
+		for _, s := range []*Spec{sam, tf} {
+			if p := strings.Join(LeastPrivilegeProblems(s), "\n"); !strings.Contains(p, `"eks:DescribeCluster" on Resource "*"`) {
+				t.Errorf("%s problems = %q, want eks:DescribeCluster on *", s.Source, p)
+			}
 		}
 	})
 	t.Run("ClusterRole wildcard verb", func(t *testing.T) {

@@ -16,7 +16,6 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 )
@@ -228,10 +227,17 @@ func diffStatements(a, b *Spec, add func(string, ...any)) {
 	}
 }
 
-var describeAction = regexp.MustCompile(`^[a-z0-9-]+:Describe[A-Za-z0-9]*$`)
+// UnscopedActions are the actions the function's role may hold on Resource
+// "*": those the Service Authorization Reference lists with no resource type
+// (so a resource ARN cannot scope them). A Describe* that does have one, such
+// as eks:DescribeCluster (cluster), must stay scoped.
+var UnscopedActions = map[string]bool{
+	"ec2:DescribeInstances":              true, // no resource types
+	"autoscaling:DescribeLifecycleHooks": true, // no resource types, no condition keys
+}
 
 // LeastPrivilegeProblems reports wildcard actions, and Resource "*" on any
-// action other than a Describe* (which has no resource-level scope).
+// action that is not in UnscopedActions.
 func LeastPrivilegeProblems(s *Spec) []string {
 	var out []string
 	for _, st := range s.Statements {
@@ -245,7 +251,7 @@ func LeastPrivilegeProblems(s *Spec) []string {
 				continue
 			}
 			for _, a := range st.Actions {
-				if !describeAction.MatchString(a) {
+				if !UnscopedActions[a] {
 					out = append(out, fmt.Sprintf("%s: statement %q: action %q on Resource \"*\"", s.Source, st.Sid, a))
 				}
 			}
