@@ -379,19 +379,7 @@ func kubeCalls(t *testing.T, root string) map[grant][]use {
 // code does not use (checked by TestClusterRoleMatchesCode). The ClusterRole
 // is not this package's to change: they are reported, not removed. A grant
 // that becomes used, or is dropped from rbac.yaml, must leave this list.
-var knownUnusedGrants = map[grant]string{
-	{"", "nodes", "watch"}:                           "nodes are read with get and list only",
-	{"", "nodes", "patch"}:                           "node.Apply/Revert write with get+update (conflict retry), not patch",
-	{"", "pods", "get"}:                              "pods are only listed (by spec.nodeName); kubectl's DeleteOrEvictPods, which gets them, is not used",
-	{"", "pods", "watch"}:                            "drain.waitGone polls with list",
-	{"policy", "poddisruptionbudgets", "list"}:       "drain.waitPDBAllows watches only (a watch from no resourceVersion needs the watch verb alone)",
-	{"", "persistentvolumes", "get"}:                 "volume.PersistentVolumes reads the PV name from the claim's spec.volumeName",
-	{"storage.k8s.io", "volumeattachments", "get"}:   "attachments are listed (volume.Attachments), never read one by one",
-	{"storage.k8s.io", "volumeattachments", "watch"}: "volume.WaitDetached polls with list",
-	{"", "events", "patch"}:                          "node.Recorder creates a new Event each time, never patches one",
-	{"events.k8s.io", "events", "create"}:            "node.Recorder writes core/v1 Events",
-	{"events.k8s.io", "events", "patch"}:             "node.Recorder writes core/v1 Events",
-}
+var knownUnusedGrants = map[grant]string{}
 
 // clusterRoleProblems lists the requests of calls that rbac does not grant
 // (each a 403 in production), and the grants nothing uses that are not in
@@ -502,7 +490,7 @@ func f(ctx context.Context, api *as.Client, c kubernetes.Interface) {
 			"Action: autoscaling:DescribeLifecycleHooks", "Action: [autoscaling:DescribeLifecycleHooks, autoscaling:DescribeAutoScalingGroups]",
 			"sam grants autoscaling:DescribeAutoScalingGroups, which neither"},
 		{"nodes update dropped from the ClusterRole", rbacYAML,
-			`verbs: ["get", "list", "watch", "update", "patch", "delete"]`, `verbs: ["get", "list", "watch", "patch", "delete"]`,
+			`verbs: ["get", "list", "update", "delete"]`, `verbs: ["get", "list", "delete"]`,
 			"rbac.yaml does not grant nodes update, used by [internal/node/node.go:Apply internal/node/node.go:Revert]"},
 		{"PDB watch dropped from the ClusterRole", rbacYAML,
 			"resources: [\"poddisruptionbudgets\"]\n    verbs: [\"list\", \"watch\"]",

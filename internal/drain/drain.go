@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -193,7 +194,7 @@ func (d *Drainer) evict(ctx context.Context, h *kubectl.Helper, gv schema.GroupV
 			return nil
 		case apierrors.IsTooManyRequests(err):
 			// a PDB holds it: wait until a PDB of the namespace allows a disruption
-			if werr := d.waitPDBAllows(ctx, p.Namespace, d.opts.RetryCap); werr != nil {
+			if werr := d.waitPDBAllows(ctx, p, d.opts.RetryCap); werr != nil {
 				return fmt.Errorf("blocked by PodDisruptionBudget: %s", pdbMessage(err))
 			}
 		case apierrors.IsForbidden(err) && isNamespaceTerminating(err):
@@ -213,22 +214,57 @@ func (d *Drainer) evict(ctx context.Context, h *kubectl.Helper, gv schema.GroupV
 	}
 }
 
-// waitPDBAllows waits until some PDB in ns reports a disruption allowed, or
-// limit passes (then the eviction is simply tried again). It fails only when
+// waitPDBAllows waits until every PDB covering the pod reports a disruption
+// allowed (a watch on the namespace's PDBs, from the list's version), or
+// limit passes; then the eviction is simply tried again. It fails only when
 // ctx ends.
-func (d *Drainer) waitPDBAllows(ctx context.Context, ns string, limit time.Duration) error {
+func (d *Drainer) waitPDBAllows(ctx context.Context, p corev1.Pod, limit time.Duration) error {
 	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	w, err := d.client.PolicyV1().PodDisruptionBudgets(ns).Watch(wctx, metav1.ListOptions{})
-	if err == nil {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if pdb, ok := ev.Object.(*policyv1.PodDisruptionBudget); ok && pdb.Status.DisruptionsAllowed > 0 {
+	list, err := d.client.PolicyV1().PodDisruptionBudgets(p.Namespace).List(wctx, metav1.ListOptions{})
+	if err != nil {
+		<-wctx.Done()
+		return ctx.Err()
+	}
+	allowed := map[string]bool{} // the pod's PDBs, and whether each allows a disruption now
+	for _, pdb := range list.Items {
+		if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labels.Set(p.Labels)) {
+			allowed[pdb.Name] = pdb.Status.DisruptionsAllowed > 0
+		}
+	}
+	all := func() bool {
+		for _, ok := range allowed {
+			if !ok {
+				return false
+			}
+		}
+		return true
+	}
+	if len(allowed) == 0 || all() {
+		// no PDB of ours, or its status is ahead of the refusal: a short pause
+		select {
+		case <-wctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+		return ctx.Err()
+	}
+	w, err := d.client.PolicyV1().PodDisruptionBudgets(p.Namespace).Watch(wctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		<-wctx.Done()
+		return ctx.Err()
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		pdb, ok := ev.Object.(*policyv1.PodDisruptionBudget)
+		if !ok {
+			continue
+		}
+		if _, ours := allowed[pdb.Name]; ours {
+			allowed[pdb.Name] = pdb.Status.DisruptionsAllowed > 0
+			if all() {
 				break
 			}
 		}
-	} else {
-		<-wctx.Done()
 	}
 	return ctx.Err()
 }
