@@ -26,6 +26,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	kubectl "k8s.io/kubectl/pkg/drain"
+
+	"github.com/node-drainer/node-drainer/internal/cluster"
 )
 
 // Options tune a drain.
@@ -199,7 +201,7 @@ func (d *Drainer) evict(ctx context.Context, h *kubectl.Helper, gv schema.GroupV
 			}
 		case apierrors.IsForbidden(err) && isNamespaceTerminating(err):
 			return h.DeletePod(p) // what kubectl does: eviction is refused in a terminating namespace
-		case isTransient(err):
+		case cluster.Retriable(err):
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("evicting: %w", err)
@@ -340,18 +342,4 @@ func isNamespaceTerminating(err error) bool {
 		}
 	}
 	return false
-}
-
-func isTransient(err error) bool {
-	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsInternalError(err) ||
-		apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err) || apierrors.IsConflict(err) ||
-		isConnectionError(err)
-}
-
-func isConnectionError(err error) bool {
-	var st apierrors.APIStatus
-	if errors.As(err, &st) {
-		return false
-	}
-	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }

@@ -17,7 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
+
+	"github.com/node-drainer/node-drainer/internal/cluster"
 )
 
 const (
@@ -39,7 +40,11 @@ var ErrNotFound = errors.New("node not found")
 // private DNS name), else by spec.providerID (aws:///<az>/<instance-id>).
 func Find(ctx context.Context, c kubernetes.Interface, privateDNS, instanceID string) (*corev1.Node, error) {
 	if privateDNS != "" {
-		n, err := c.CoreV1().Nodes().Get(ctx, privateDNS, metav1.GetOptions{})
+		var n *corev1.Node
+		err := cluster.Retry(func() (err error) {
+			n, err = c.CoreV1().Nodes().Get(ctx, privateDNS, metav1.GetOptions{})
+			return err
+		})
 		if err == nil && (n.Spec.ProviderID == "" || ProviderInstanceID(n.Spec.ProviderID) == instanceID) {
 			return n, nil
 		}
@@ -47,7 +52,11 @@ func Find(ctx context.Context, c kubernetes.Interface, privateDNS, instanceID st
 			return nil, fmt.Errorf("getting node %s: %w", privateDNS, err)
 		}
 	}
-	list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	var list *corev1.NodeList
+	err := cluster.Retry(func() (err error) {
+		list, err = c.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
@@ -106,7 +115,7 @@ func Owned(n *corev1.Node) (Changes, bool) {
 // changes made now (empty when the node was already marked: idempotent).
 func Apply(ctx context.Context, c kubernetes.Interface, name string, m Mark, now time.Time, dryRun bool) (Changes, error) {
 	var made Changes
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := cluster.Retry(func() error {
 		n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -165,7 +174,7 @@ func Apply(ctx context.Context, c kubernetes.Interface, name string, m Mark, now
 // cordon or taint someone else set stays. It returns what was undone.
 func Revert(ctx context.Context, c kubernetes.Interface, name string, dryRun bool) (Changes, error) {
 	var undone Changes
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := cluster.Retry(func() error {
 		n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err

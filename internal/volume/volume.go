@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/node-drainer/node-drainer/internal/cluster"
 )
 
 // PersistentVolumes maps claims (namespace/name) to their bound PVs' names;
@@ -33,7 +35,11 @@ func PersistentVolumes(ctx context.Context, c kubernetes.Interface, claims []str
 		if !ok {
 			continue
 		}
-		pvc, err := c.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+		var pvc *corev1.PersistentVolumeClaim
+		err := cluster.Retry(func() (err error) {
+			pvc, err = c.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+			return err
+		})
 		if apierrors.IsNotFound(err) {
 			continue
 		}
@@ -51,7 +57,11 @@ func PersistentVolumes(ctx context.Context, c kubernetes.Interface, claims []str
 // Attachments lists the VolumeAttachments on node; with pvs non-empty, only
 // those of these PersistentVolumes.
 func Attachments(ctx context.Context, c kubernetes.Interface, node string, pvs []string) ([]storagev1.VolumeAttachment, error) {
-	list, err := c.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+	var list *storagev1.VolumeAttachmentList
+	err := cluster.Retry(func() (err error) {
+		list, err = c.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("listing volume attachments: %w", err)
 	}
@@ -105,8 +115,12 @@ type Release struct {
 func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryRun bool) (Release, error) {
 	var rel Release
 	var errs []error
-	pods, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
+	var pods *corev1.PodList
+	err := cluster.Retry(func() (err error) {
+		pods, err = c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
+		})
+		return err
 	})
 	if err != nil {
 		return rel, fmt.Errorf("listing pods of node %s: %w", node, err)
@@ -117,9 +131,11 @@ func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryR
 			continue // the kubelet owns it; it goes with the node
 		}
 		if !dryRun {
-			err := c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
-				GracePeriodSeconds: &zero,
-				Preconditions:      &metav1.Preconditions{UID: &p.UID},
+			err := cluster.Retry(func() error {
+				return c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+					GracePeriodSeconds: &zero,
+					Preconditions:      &metav1.Preconditions{UID: &p.UID},
+				})
 			})
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				errs = append(errs, fmt.Errorf("force-deleting pod %s/%s: %w", p.Namespace, p.Name, err))
@@ -134,8 +150,10 @@ func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryR
 	}
 	for _, va := range vas {
 		if !dryRun {
-			err := c.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{
-				Preconditions: &metav1.Preconditions{UID: &va.UID},
+			err := cluster.Retry(func() error {
+				return c.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{
+					Preconditions: &metav1.Preconditions{UID: &va.UID},
+				})
 			})
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				errs = append(errs, fmt.Errorf("deleting volume attachment %s: %w", va.Name, err))

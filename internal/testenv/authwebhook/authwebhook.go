@@ -89,6 +89,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	reviews []Review
+	expire  time.Time // tokens signed before this are treated as expired
 }
 
 // Start listens on a free port of 127.0.0.1 and serves TokenReviews until
@@ -122,6 +123,16 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		_ = s.srv.Serve(ln)
 	}()
 	return s, nil
+}
+
+// ExpireTokensSignedBefore makes every token signed before t count as
+// expired, as if 15 minutes had passed for them: tests force a client's
+// cached token to expire mid-drain this way. (X-Amz-Date has a resolution of
+// a second: a token signed in the same second as t stays valid.)
+func (s *Server) ExpireTokensSignedBefore(t time.Time) {
+	s.mu.Lock()
+	s.expire = t.Truncate(time.Second)
+	s.mu.Unlock()
 }
 
 // URL is the TokenReview endpoint, http://127.0.0.1:PORT/authenticate.
@@ -193,6 +204,13 @@ func (s *Server) review(ctx context.Context, token string) Review {
 	p, err := VerifyToken(token, rev.Time, s.opts.AllowedHosts)
 	if err != nil {
 		rev.Reason = err.Error()
+		return rev
+	}
+	s.mu.Lock()
+	expire := s.expire
+	s.mu.Unlock()
+	if p.Date.Before(expire) {
+		rev.Reason = fmt.Sprintf("token expired: signed at %s, before the forced expiry at %s", p.Date.UTC().Format(time.RFC3339), expire.UTC().Format(time.RFC3339))
 		return rev
 	}
 	if rev.ARN, err = s.callerARN(ctx, p); err != nil {

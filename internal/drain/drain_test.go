@@ -1,0 +1,397 @@
+package drain
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	kubectl "k8s.io/kubectl/pkg/drain"
+)
+
+const nodeName = "ip-10-0-1-23.ec2.internal"
+
+// podOpt changes a test pod.
+type podOpt func(*corev1.Pod)
+
+func pod(ns, name string, opts ...podOpt) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name)},
+		Spec:       corev1.PodSpec{NodeName: nodeName},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func ownedBy(kind, name string, controller bool) podOpt {
+	return func(p *corev1.Pod) {
+		p.OwnerReferences = append(p.OwnerReferences, metav1.OwnerReference{
+			APIVersion: "apps/v1", Kind: kind, Name: name, UID: types.UID(kind + name), Controller: &controller,
+		})
+	}
+}
+
+func managed(p *corev1.Pod) { ownedBy("ReplicaSet", "web-abc", true)(p) }
+
+func claim(volume, claimName string) podOpt {
+	return func(p *corev1.Pod) {
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: volume, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName},
+		}})
+	}
+}
+
+func ephemeral(volume string) podOpt {
+	return func(p *corev1.Pod) {
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: volume, VolumeSource: corev1.VolumeSource{
+			Ephemeral: &corev1.EphemeralVolumeSource{VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{}},
+		}})
+	}
+}
+
+func emptyDir(volume string) podOpt {
+	return func(p *corev1.Pod) {
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: volume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	}
+}
+
+func mirror(p *corev1.Pod) {
+	p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "static"}
+}
+
+func TestClaimsOf(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pods []*corev1.Pod
+		want []string
+	}{
+		{"none", nil, []string{}},
+		{"no volumes", []*corev1.Pod{pod("a", "p")}, []string{}},
+		{"other volume kinds", []*corev1.Pod{pod("a", "p", emptyDir("scratch"), func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}})
+		})}, []string{}},
+		{"claim", []*corev1.Pod{pod("db", "db-0", claim("data", "data-db-0"))}, []string{"db/data-db-0"}},
+		{"ephemeral: <pod>-<volume>", []*corev1.Pod{pod("ci", "runner-x7", ephemeral("work"))}, []string{"ci/runner-x7-work"}},
+		{"mixed, sorted, deduplicated, per namespace", []*corev1.Pod{
+			pod("b", "p1", claim("data", "shared"), ephemeral("cache"), emptyDir("tmp")),
+			pod("b", "p2", claim("data", "shared")),
+			pod("a", "p3", claim("data", "shared")),
+			pod("a", "p4", claim("one", "c1"), claim("two", "c2")),
+		}, []string{"a/c1", "a/c2", "a/shared", "b/p1-cache", "b/shared"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pods []corev1.Pod
+			for _, p := range tc.pods {
+				pods = append(pods, *p)
+			}
+			if got := claimsOf(pods); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("claimsOf = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSkipUnmanaged(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		pod    *corev1.Pod
+		delete bool
+	}{
+		{"bare pod", pod("a", "bare"), false},
+		{"owner that is not its controller", pod("a", "adopted", ownedBy("ReplicaSet", "rs", false)), false},
+		{"ReplicaSet pod", pod("a", "web", managed), true},
+		{"StatefulSet pod", pod("a", "db-0", ownedBy("StatefulSet", "db", true)), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := skipUnmanaged(*tc.pod)
+			if st.Delete != tc.delete {
+				t.Errorf("Delete = %v, want %v", st.Delete, tc.delete)
+			}
+			if !tc.delete && (st.Reason != kubectl.PodDeleteStatusTypeWarning || !strings.Contains(st.Message, "EVICT_UNMANAGED_PODS=false")) {
+				t.Errorf("a skipped pod must be reported as a warning naming the setting, got %+v", st)
+			}
+		})
+	}
+}
+
+func TestHelperIsFullyConfigured(t *testing.T) {
+	for _, evictUnmanaged := range []bool{true, false} {
+		d := New(fake.NewClientset(), Options{GracePeriodSeconds: -1, EvictUnmanaged: evictUnmanaged}, nil)
+		h := d.helper(context.Background())
+		if h.Out == nil || h.ErrOut == nil || h.Timeout <= 0 || h.EvictErrorRetryDelay <= 0 || h.GracePeriodSeconds != -1 ||
+			!h.IgnoreAllDaemonSets || !h.DeleteEmptyDirData || h.DisableEviction {
+			t.Errorf("helper has a trap left unset: %+v", h)
+		}
+		if got := len(h.AdditionalFilters); got != map[bool]int{true: 0, false: 1}[evictUnmanaged] {
+			t.Errorf("EvictUnmanaged=%v: %d additional filters", evictUnmanaged, got)
+		}
+	}
+}
+
+// nodePods is one node's pods of every kind the filters tell apart.
+func nodePods() []runtime.Object {
+	return []runtime.Object{
+		pod("apps", "web-1", managed, emptyDir("scratch")),
+		pod("apps", "db-0", ownedBy("StatefulSet", "db", true), claim("data", "data-db-0")),
+		pod("apps", "bare", claim("data", "bare-data")),
+		pod("kube-system", "agent-x", ownedBy("DaemonSet", "agent", true)),
+		pod("kube-system", "static-etcd", mirror),
+		pod("apps", "done", managed, func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "agent"}},
+	}
+}
+
+func names(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Namespace+"/"+p.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestPlan(t *testing.T) {
+	for _, tc := range []struct {
+		evictUnmanaged bool
+		want           []string
+		warnings       []string
+	}{
+		{true, []string{"apps/bare", "apps/db-0", "apps/done", "apps/web-1"}, []string{"DaemonSet", "apps/bare"}},
+		{false, []string{"apps/db-0", "apps/done", "apps/web-1"}, []string{"DaemonSet", "EVICT_UNMANAGED_PODS=false", "apps/bare"}},
+	} {
+		t.Run(map[bool]string{true: "evict unmanaged", false: "keep unmanaged"}[tc.evictUnmanaged], func(t *testing.T) {
+			d := New(fake.NewClientset(nodePods()...), Options{GracePeriodSeconds: -1, EvictUnmanaged: tc.evictUnmanaged}, nil)
+			pods, warnings, err := d.Plan(context.Background(), nodeName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := names(pods); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("would evict %v, want %v", got, tc.want)
+			}
+			for _, w := range tc.warnings {
+				if !strings.Contains(warnings, w) {
+					t.Errorf("warnings %q do not mention %q", warnings, w)
+				}
+			}
+		})
+	}
+}
+
+func TestDrainDryRun(t *testing.T) {
+	c := fake.NewClientset(nodePods()...)
+	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: false, DryRun: true}, nil)
+	res, err := d.Drain(context.Background(), nodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Evicted) != 0 || res.Done() {
+		t.Errorf("dry run evicted %v", res.Evicted)
+	}
+	var remaining []string
+	for _, p := range res.Remaining {
+		remaining = append(remaining, p.String())
+		if !strings.Contains(p.Reason, "would evict") {
+			t.Errorf("%s: reason %q", p, p.Reason)
+		}
+	}
+	if want := []string{"apps/db-0", "apps/done", "apps/web-1"}; !reflect.DeepEqual(remaining, want) && !reflect.DeepEqual(sorted(remaining), want) {
+		t.Errorf("would evict %v, want %v", remaining, want)
+	}
+	if want := []string{"apps/data-db-0"}; !reflect.DeepEqual(res.Claims, want) {
+		t.Errorf("claims %v, want %v (the unmanaged pod stays, so does its claim)", res.Claims, want)
+	}
+	for _, a := range c.Actions() {
+		if a.GetVerb() == "create" || a.GetVerb() == "delete" {
+			t.Errorf("dry run sent %s %s/%s", a.GetVerb(), a.GetResource().Resource, a.GetSubresource())
+		}
+	}
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+// evictions makes the fake clientset act on evictions: a pod named in
+// blocked is refused with 429 as a PDB would; any other is deleted.
+func evictions(c *fake.Clientset, blocked ...string) *[]string {
+	var evicted []string
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+		if slices.Contains(blocked, ev.Name) {
+			err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+			return true, nil, err
+		}
+		evicted = append(evicted, ev.Namespace+"/"+ev.Name)
+		if err := c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name); err != nil {
+			return true, nil, err
+		}
+		return true, nil, nil
+	})
+	return &evicted
+}
+
+func TestDrainEvictsAndReportsBlocked(t *testing.T) {
+	c := fake.NewClientset(nodePods()...)
+	evicted := evictions(c, "db-0")
+	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 50 * time.Millisecond}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	res, err := d.Drain(ctx, nodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range res.Evicted {
+		got = append(got, p.String())
+	}
+	if want := []string{"apps/bare", "apps/done", "apps/web-1"}; !reflect.DeepEqual(sorted(got), want) {
+		t.Errorf("evicted %v, want %v", got, want)
+	}
+	if len(res.Remaining) != 1 || res.Remaining[0].String() != "apps/db-0" || !strings.Contains(res.Remaining[0].Reason, "PodDisruptionBudget") {
+		t.Errorf("remaining %+v: want apps/db-0 blocked by its PodDisruptionBudget", res.Remaining)
+	}
+	if res.Done() {
+		t.Error("Done() with a pod remaining")
+	}
+	if want := []string{"apps/bare-data", "apps/data-db-0"}; !reflect.DeepEqual(res.Claims, want) {
+		t.Errorf("claims %v, want %v", res.Claims, want)
+	}
+	// the blocked pod was never deleted: a PDB is never violated
+	if _, err := c.CoreV1().Pods("apps").Get(context.Background(), "db-0", metav1.GetOptions{}); err != nil {
+		t.Errorf("the PDB-protected pod is gone: %v", err)
+	}
+	for _, a := range c.Actions() {
+		if a.GetVerb() == "delete" && a.GetResource().Resource == "pods" {
+			t.Errorf("drain deleted a pod instead of evicting it: %v", a)
+		}
+	}
+	// DaemonSet and mirror pods were left alone
+	for _, name := range []string{"agent-x", "static-etcd"} {
+		if slices.Contains(*evicted, "kube-system/"+name) {
+			t.Errorf("%s evicted", name)
+		}
+	}
+}
+
+func TestDrainEmptyNode(t *testing.T) {
+	d := New(fake.NewClientset(), Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil)
+	res, err := d.Drain(context.Background(), nodeName)
+	if err != nil || !res.Done() || len(res.Evicted) != 0 {
+		t.Errorf("empty node: %+v, %v", res, err)
+	}
+}
+
+// pdbWatches serves watches of PodDisruptionBudgets from fake watchers, as the
+// fake clientset's own never end (they ignore the context). The first watch
+// gets first (if not nil); every watcher is closed after closeAfter, as a
+// server ends a watch whose request context ended.
+func pdbWatches(c *fake.Clientset, closeAfter time.Duration, first func(*watch.FakeWatcher)) {
+	var calls atomic.Int32
+	c.PrependWatchReactor("poddisruptionbudgets", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewFakeWithChanSize(10, false)
+		if calls.Add(1) == 1 && first != nil {
+			go first(w)
+		}
+		time.AfterFunc(closeAfter, w.Stop)
+		return true, w, nil
+	})
+}
+
+func heldPod() (*corev1.Pod, *policyv1.PodDisruptionBudget) {
+	p := pod("apps", "web-1", managed, func(p *corev1.Pod) { p.Labels = map[string]string{"app": "web"} })
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Status:     policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 0},
+	}
+	return p, pdb
+}
+
+// A pod held by its PDB is evicted as soon as the PDB allows a disruption,
+// not after the retry cap.
+func TestDrainRetriesWhenPDBAllows(t *testing.T) {
+	p, pdb := heldPod()
+	c := fake.NewClientset(p, pdb)
+	var allow atomic.Bool
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		if !allow.Load() {
+			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		}
+		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+		return true, nil, c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
+	})
+	pdbWatches(c, time.Minute, func(w *watch.FakeWatcher) {
+		time.Sleep(100 * time.Millisecond)
+		allow.Store(true)
+		ok := pdb.DeepCopy()
+		ok.Status.DisruptionsAllowed = 1
+		w.Modify(ok)
+	})
+	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 20 * time.Second}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	res, err := d.Drain(ctx, nodeName)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Done() || len(res.Evicted) != 1 || res.Evicted[0].String() != "apps/web-1" {
+		t.Fatalf("result %+v: want apps/web-1 evicted", res)
+	}
+	if took > 5*time.Second {
+		t.Errorf("evicted after %s: the PDB's change was not acted upon (retry cap 20s)", took)
+	}
+}
+
+// A pod whose PDB never allows a disruption stays, reported as blocked, and
+// is never deleted.
+func TestDrainPDBNeverAllows(t *testing.T) {
+	p, pdb := heldPod()
+	c := fake.NewClientset(p, pdb)
+	evictions(c, "web-1")
+	pdbWatches(c, 30*time.Millisecond, nil)
+	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 50 * time.Millisecond}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	res, err := d.Drain(ctx, nodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Done() || len(res.Remaining) != 1 || !strings.Contains(res.Remaining[0].Reason, "blocked by PodDisruptionBudget") {
+		t.Fatalf("result %+v: want apps/web-1 remaining, blocked by its PDB", res)
+	}
+	if _, err := c.CoreV1().Pods("apps").Get(context.Background(), "web-1", metav1.GetOptions{}); err != nil {
+		t.Errorf("the PDB-protected pod is gone: %v", err)
+	}
+	for _, a := range c.Actions() {
+		if a.GetVerb() == "delete" {
+			t.Errorf("drain deleted: %v", a)
+		}
+	}
+}
