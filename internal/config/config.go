@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -168,7 +169,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("LIFECYCLE_RESULT_ON_FAILURE=%q: want CONTINUE or ABANDON", r))
 	}
 	qps, err := strconv.ParseFloat(get("KUBE_CLIENT_QPS"), 32)
-	if err != nil || qps <= 0 {
+	if err != nil || !(qps > 0) || math.IsInf(qps, 0) { // also NaN: it would turn rate limiting off
 		errs = append(errs, fmt.Errorf("KUBE_CLIENT_QPS=%q: want a positive number", get("KUBE_CLIENT_QPS")))
 	}
 	c.KubeQPS = float32(qps)

@@ -72,11 +72,22 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 		return nil
 	}
 	begin := r.h.now()
-	mark := node.Mark{Reason: "out-of-service", Cordon: true, OutOfService: r.h.cfg.OutOfServiceTaint}
-	if _, err := node.Apply(ctx, r.h.c.Kube, n.Name, mark, begin, r.h.cfg.DryRun); err != nil {
+	// cordon first, so nothing new lands on the node; force-delete; then the
+	// out-of-service taint. Tainting first would let the taint manager queue
+	// the old pod's deletion by name, and its queue then deletes the
+	// StatefulSet's replacement, which has the same name (seen on 1.35).
+	if _, err := node.Apply(ctx, r.h.c.Kube, n.Name, node.Mark{Reason: "out-of-service", Cordon: true}, begin, r.h.cfg.DryRun); err != nil {
 		return err
 	}
 	rel, relErr := volume.ForceRelease(ctx, r.h.c.Kube, n.Name, r.h.cfg.DryRun)
+	if r.h.cfg.OutOfServiceTaint {
+		// still needed: the attach/detach controller force-detaches at once
+		// for a tainted node, and later pods are evicted by the taint manager
+		mark := node.Mark{Reason: "out-of-service", Cordon: true, OutOfService: true}
+		if _, err := node.Apply(ctx, r.h.c.Kube, n.Name, mark, begin, r.h.cfg.DryRun); err != nil {
+			relErr = errors.Join(relErr, err)
+		}
+	}
 	r.out.PodsDeleted, r.out.AttachmentsDeleted = rel.PodsDeleted, rel.AttachmentsDeleted
 	r.out.Action = ActionReleased
 	r.log.InfoContext(ctx, "force-released node", "evidence", inst.String(),

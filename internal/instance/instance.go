@@ -42,8 +42,12 @@ func (i Instance) HasTag(key string) bool {
 }
 
 // Down reports whether EC2 confirms the instance cannot be running workloads:
-// stopped, terminated, or unknown to EC2.
+// stopped, terminated, or unknown to EC2. The zero Instance (no reading) is
+// never down.
 func (i Instance) Down() bool {
+	if i.ID == "" || i.SeenAt.IsZero() {
+		return false
+	}
 	return !i.Found || i.State == string(types.InstanceStateNameStopped) || i.State == string(types.InstanceStateNameTerminated)
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -98,4 +99,21 @@ func newPKI(dir string) (*pki, error) {
 		}
 	}
 	return p, nil
+}
+
+// ServingTLS serves with the apiserver's certificate (valid for 127.0.0.1,
+// signed by the harness CA), so a proxy in front of it is trusted as it is.
+func (e *Env) ServingTLS() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(e.pki.certFile, e.pki.keyFile)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// ClientTLS trusts the harness CA.
+func (e *Env) ClientTLS() *tls.Config {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(e.pki.caPEM)
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 )
 
 // CSIDriver is the CSI driver name of the scenes' volumes (EBS's).
@@ -250,6 +251,14 @@ func (e *Env) StatefulSet(ctx context.Context, w Workload, zone string) (string,
 	if _, err := e.Client.CoreV1().PersistentVolumeClaims(w.Namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("creating PVC %s: %w", claim, err)
 	}
+	// bound before the pod exists, or the scheduler backs off for seconds
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := e.Client.CoreV1().PersistentVolumeClaims(w.Namespace).Get(ctx, claim, metav1.GetOptions{})
+		return err == nil && c.Status.Phase == corev1.ClaimBound, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("claim %s not bound: %w", claim, err)
+	}
 	replicas := int32(1)
 	s := &appsv1.StatefulSet{
 		ObjectMeta: w.meta(),
@@ -320,13 +329,15 @@ func (e *Env) WaitPodsRunning(ctx context.Context, ns, selector string, want int
 
 // SetUnschedulable cordons or uncordons a node (scenes use it to place pods).
 func (e *Env) SetUnschedulable(ctx context.Context, name string, unschedulable bool) error {
-	n, err := e.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := e.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Spec.Unschedulable = unschedulable
+		_, err = e.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
-	}
-	n.Spec.Unschedulable = unschedulable
-	_, err = e.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
-	return err
+	})
 }
 
 // WaitPodVolumeAttached waits until the pod ns/name (whichever incarnation

@@ -1,0 +1,230 @@
+package instance
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
+)
+
+const id = "i-0b1f6e8d2c4a9f371"
+
+// fakeEC2 answers DescribeInstances with one step of a script per call (the
+// last step repeats).
+type fakeEC2 struct {
+	mu    sync.Mutex
+	steps []step
+	calls []*ec2.DescribeInstancesInput
+}
+
+type step struct {
+	out *ec2.DescribeInstancesOutput
+	err error
+}
+
+func (f *fakeEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, in)
+	s := f.steps[min(len(f.calls), len(f.steps))-1]
+	return s.out, s.err
+}
+
+func described(insts ...types.Instance) step {
+	return step{out: &ec2.DescribeInstancesOutput{Reservations: []types.Reservation{{Instances: insts}}}}
+}
+
+func ec2Instance(instanceID string, state types.InstanceStateName) types.Instance {
+	return types.Instance{
+		InstanceId:     aws.String(instanceID),
+		State:          &types.InstanceState{Name: state},
+		PrivateDnsName: aws.String("ip-10-0-1-23.ec2.internal"),
+		Placement:      &types.Placement{AvailabilityZone: aws.String("us-east-1a")},
+		Tags: []types.Tag{
+			{Key: aws.String("kubernetes.io/cluster/prod"), Value: aws.String("owned")},
+			{Key: aws.String("aws:autoscaling:groupName"), Value: aws.String("eks-general")},
+			{Key: aws.String("empty"), Value: nil},
+		},
+	}
+}
+
+func notFound() error {
+	return &smithy.GenericAPIError{Code: "InvalidInstanceID.NotFound", Message: "The instance ID '" + id + "' does not exist"}
+}
+
+func TestDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		step    step
+		found   bool
+		state   string
+		wantErr bool
+	}{
+		{"running", described(ec2Instance(id, types.InstanceStateNameRunning)), true, "running", false},
+		{"pending", described(ec2Instance(id, types.InstanceStateNamePending)), true, "pending", false},
+		{"stopping", described(ec2Instance(id, types.InstanceStateNameStopping)), true, "stopping", false},
+		{"stopped", described(ec2Instance(id, types.InstanceStateNameStopped)), true, "stopped", false},
+		{"shutting-down", described(ec2Instance(id, types.InstanceStateNameShuttingDown)), true, "shutting-down", false},
+		{"terminated", described(ec2Instance(id, types.InstanceStateNameTerminated)), true, "terminated", false},
+		{"not found error", step{err: notFound()}, false, "", false},
+		{"not found, wrapped by the SDK", step{err: &smithy.OperationError{ServiceID: "EC2", OperationName: "DescribeInstances", Err: notFound()}}, false, "", false},
+		{"no reservations", step{out: &ec2.DescribeInstancesOutput{}}, false, "", false},
+		{"another instance only", described(ec2Instance("i-0fedcba9876543210", types.InstanceStateNameStopped)), false, "", false},
+		{"ours among others", described(ec2Instance("i-0fedcba9876543210", types.InstanceStateNameStopped), ec2Instance(id, types.InstanceStateNameRunning)), true, "running", false},
+		{"access denied", step{err: &smithy.GenericAPIError{Code: "UnauthorizedOperation", Message: "not authorized"}}, false, "", true},
+		{"network", step{err: errors.New("dial tcp: i/o timeout")}, false, "", true},
+		{"malformed id", step{err: &smithy.GenericAPIError{Code: "InvalidInstanceID.Malformed", Message: "Invalid id"}}, false, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeEC2{steps: []step{tc.step}}
+			before := time.Now()
+			i, err := Describe(context.Background(), f, id)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Describe error %v, want error %v", err, tc.wantErr)
+			}
+			if len(f.calls) != 1 || len(f.calls[0].InstanceIds) != 1 || f.calls[0].InstanceIds[0] != id {
+				t.Errorf("calls %+v: want one DescribeInstances of %s", f.calls, id)
+			}
+			if err != nil {
+				if !errors.Is(err, tc.step.err) || !strings.Contains(err.Error(), id) {
+					t.Errorf("error %q: want the cause wrapped with the instance", err)
+				}
+				return
+			}
+			if i.ID != id || i.Found != tc.found || i.State != tc.state {
+				t.Errorf("got %+v, want found=%v state=%q", i, tc.found, tc.state)
+			}
+			if i.SeenAt.Before(before) {
+				t.Errorf("SeenAt %v not set", i.SeenAt)
+			}
+			if tc.found {
+				if i.PrivateDNSName != "ip-10-0-1-23.ec2.internal" || i.Zone != "us-east-1a" {
+					t.Errorf("dns %q zone %q", i.PrivateDNSName, i.Zone)
+				}
+				if !i.HasTag("kubernetes.io/cluster/prod") || !i.HasTag("empty") || i.HasTag("kubernetes.io/cluster/other") {
+					t.Errorf("tags %v", i.Tags)
+				}
+				if i.ASG() != "eks-general" {
+					t.Errorf("ASG %q", i.ASG())
+				}
+			}
+		})
+	}
+}
+
+func TestDescribeMissingFields(t *testing.T) {
+	f := &fakeEC2{steps: []step{described(types.Instance{InstanceId: aws.String(id)})}}
+	i, err := Describe(context.Background(), f, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !i.Found || i.State != "" || i.PrivateDNSName != "" || i.Zone != "" || i.HasTag("x") {
+		t.Errorf("got %+v", i)
+	}
+	if i.Down() || i.GoingDown() {
+		t.Errorf("an instance without a state must not read as down: %+v", i)
+	}
+}
+
+func TestDownAndGoingDown(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		i         Instance
+		down      bool
+		goingDown bool
+	}{
+		{"pending", read(Instance{Found: true, State: "pending"}), false, false},
+		{"running", read(Instance{Found: true, State: "running"}), false, false},
+		{"stopping", read(Instance{Found: true, State: "stopping"}), false, true},
+		{"stopped", read(Instance{Found: true, State: "stopped"}), true, false},
+		{"shutting-down", read(Instance{Found: true, State: "shutting-down"}), false, true},
+		{"terminated", read(Instance{Found: true, State: "terminated"}), true, false},
+		{"unknown to EC2", read(Instance{Found: false}), true, false},
+		{"no state", read(Instance{Found: true}), false, false},
+		{"capitalised state", read(Instance{Found: true, State: "Stopped"}), false, false},
+		{"unknown state", read(Instance{Found: true, State: "hibernated"}), false, false},
+		{"zero value: no reading", Instance{}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.i.Down(); got != tc.down {
+				t.Errorf("Down() = %v, want %v", got, tc.down)
+			}
+			if got := tc.i.GoingDown(); got != tc.goingDown {
+				t.Errorf("GoingDown() = %v, want %v", got, tc.goingDown)
+			}
+		})
+	}
+}
+
+func TestString(t *testing.T) {
+	at := time.Date(2026, 11, 19, 8, 31, 4, 0, time.FixedZone("CET", 3600))
+	if got, want := (Instance{ID: id, Found: true, State: "stopped", SeenAt: at}).String(),
+		"EC2 reports instance "+id+" stopped (as of 2026-11-19T07:31:04Z)"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	if got, want := (Instance{ID: id, SeenAt: at}).String(), "EC2 reports no instance "+id+" (as of 2026-11-19T07:31:04Z)"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+}
+
+func TestWaitDown(t *testing.T) {
+	stopping := described(ec2Instance(id, types.InstanceStateNameStopping))
+	stopped := described(ec2Instance(id, types.InstanceStateNameStopped))
+	running := described(ec2Instance(id, types.InstanceStateNameRunning))
+	for _, tc := range []struct {
+		name    string
+		steps   []step
+		timeout time.Duration
+		state   string
+		found   bool
+		wantErr bool
+	}{
+		{"stops", []step{stopping, stopping, stopped}, 5 * time.Second, "stopped", true, false},
+		{"already stopped", []step{stopped}, 5 * time.Second, "stopped", true, false},
+		{"gone while waiting", []step{stopping, {err: notFound()}}, 5 * time.Second, "", false, false},
+		{"back to running", []step{stopping, running}, 5 * time.Second, "running", true, false},
+		{"still stopping at the timeout", []step{stopping}, 50 * time.Millisecond, "stopping", true, false},
+		{"unreadable", []step{stopping, {err: errors.New("throttled")}}, 5 * time.Second, "", false, true},
+		{"unreadable from the start", []step{{err: errors.New("throttled")}}, 5 * time.Second, "", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeEC2{steps: tc.steps}
+			i, err := WaitDown(context.Background(), f, id, 5*time.Millisecond, tc.timeout)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("WaitDown error %v, want error %v", err, tc.wantErr)
+			}
+			if tc.wantErr {
+				if !strings.Contains(err.Error(), "throttled") {
+					t.Errorf("error %q does not carry the cause", err)
+				}
+				return
+			}
+			if i.State != tc.state || i.Found != tc.found {
+				t.Errorf("got %+v, want state %q found %v", i, tc.state, tc.found)
+			}
+		})
+	}
+}
+
+func TestWaitDownContextEnded(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	f := &fakeEC2{steps: []step{described(ec2Instance(id, types.InstanceStateNameStopping))}}
+	i, err := WaitDown(ctx, f, id, 5*time.Millisecond, time.Second)
+	if err == nil && i.Down() {
+		t.Errorf("a cancelled wait returned a down instance without error: %+v", i)
+	}
+}
+
+// read fills in what Describe sets on every reading.
+func read(i Instance) Instance {
+	i.ID, i.SeenAt = "i-0123456789abcdef0", time.Unix(1700000000, 0)
+	return i
+}

@@ -1,0 +1,222 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/smithy-go"
+)
+
+// fakeASG records calls and answers with the configured errors.
+type fakeASG struct {
+	mu          sync.Mutex
+	completes   []*autoscaling.CompleteLifecycleActionInput
+	heartbeats  []*autoscaling.RecordLifecycleActionHeartbeatInput
+	completeErr error
+	beatErr     error
+	hooks       *autoscaling.DescribeLifecycleHooksOutput
+	hooksErr    error
+}
+
+func (f *fakeASG) CompleteLifecycleAction(_ context.Context, in *autoscaling.CompleteLifecycleActionInput, _ ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.completes = append(f.completes, in)
+	if f.completeErr != nil {
+		return nil, f.completeErr
+	}
+	return &autoscaling.CompleteLifecycleActionOutput{}, nil
+}
+
+func (f *fakeASG) RecordLifecycleActionHeartbeat(_ context.Context, in *autoscaling.RecordLifecycleActionHeartbeatInput, _ ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.heartbeats = append(f.heartbeats, in)
+	if f.beatErr != nil {
+		return nil, f.beatErr
+	}
+	return &autoscaling.RecordLifecycleActionHeartbeatOutput{}, nil
+}
+
+func (f *fakeASG) DescribeLifecycleHooks(_ context.Context, in *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
+	if f.hooksErr != nil {
+		return nil, f.hooksErr
+	}
+	if f.hooks == nil {
+		return &autoscaling.DescribeLifecycleHooksOutput{}, nil
+	}
+	return f.hooks, nil
+}
+
+func (f *fakeASG) beats() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.heartbeats)
+}
+
+var act = Action{ASG: "eks-general", Hook: "node-drainer-terminate", Token: "c613620e-07e2-4ed2-a9e2-ef8258911ade", InstanceID: "i-0b1f6e8d2c4a9f371"}
+
+func notActive(token string) error {
+	return &smithy.GenericAPIError{Code: "ValidationError", Message: "No active Lifecycle Action found with token " + token, Fault: smithy.FaultClient}
+}
+
+func TestIsNotActive(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"not active, by token", notActive(act.Token), true},
+		{"not active, by instance", &smithy.GenericAPIError{Code: "ValidationError", Message: "No active Lifecycle Action found with instance ID i-0b1f6e8d2c4a9f371"}, true},
+		{"wrapped", fmt.Errorf("completing: %w", notActive(act.Token)), true},
+		{"operation error as the SDK wraps it", &smithy.OperationError{ServiceID: "Auto Scaling", OperationName: "CompleteLifecycleAction", Err: notActive(act.Token)}, true},
+		{"other validation error", &smithy.GenericAPIError{Code: "ValidationError", Message: "AutoScalingGroup name not found"}, false},
+		{"same message, other code", &smithy.GenericAPIError{Code: "Throttling", Message: "No active Lifecycle Action found"}, false},
+		{"plain error with the message", errors.New("ValidationError: No active Lifecycle Action found"), false},
+		{"throttled", &smithy.GenericAPIError{Code: "Throttling", Message: "Rate exceeded"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := IsNotActive(tc.err); got != tc.want {
+				t.Errorf("IsNotActive(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestComplete(t *testing.T) {
+	boom := &smithy.GenericAPIError{Code: "Throttling", Message: "Rate exceeded"}
+	for _, tc := range []struct {
+		name      string
+		err       error
+		result    string
+		completed bool
+		wantErr   bool
+	}{
+		{"continue", nil, Continue, true, false},
+		{"abandon", nil, Abandon, true, false},
+		{"no longer active is done", notActive(act.Token), Continue, false, false},
+		{"no longer active, wrapped", &smithy.OperationError{ServiceID: "Auto Scaling", OperationName: "CompleteLifecycleAction", Err: notActive(act.Token)}, Abandon, false, false},
+		{"other failure", boom, Continue, false, true},
+		{"other validation failure", &smithy.GenericAPIError{Code: "ValidationError", Message: "No Lifecycle Hook found"}, Continue, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeASG{completeErr: tc.err}
+			completed, err := Complete(context.Background(), f, act, tc.result)
+			if completed != tc.completed || (err != nil) != tc.wantErr {
+				t.Fatalf("Complete = %v, %v; want %v, error %v", completed, err, tc.completed, tc.wantErr)
+			}
+			if err != nil {
+				if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), "completing lifecycle action") || !strings.Contains(err.Error(), act.InstanceID) {
+					t.Errorf("error %q: want the cause wrapped with the operation and instance", err)
+				}
+				if strings.Contains(err.Error(), act.Token) {
+					t.Errorf("error %q carries the token", err)
+				}
+			}
+			if len(f.completes) != 1 {
+				t.Fatalf("want one call, got %d", len(f.completes))
+			}
+			in := f.completes[0]
+			if aws.ToString(in.AutoScalingGroupName) != act.ASG || aws.ToString(in.LifecycleHookName) != act.Hook ||
+				aws.ToString(in.LifecycleActionToken) != act.Token || aws.ToString(in.InstanceId) != act.InstanceID ||
+				aws.ToString(in.LifecycleActionResult) != tc.result {
+				t.Errorf("input %+v does not name the action and result %s", in, tc.result)
+			}
+		})
+	}
+}
+
+func TestHeartbeat(t *testing.T) {
+	f := &fakeASG{}
+	if err := Heartbeat(context.Background(), f, act); err != nil {
+		t.Fatal(err)
+	}
+	in := f.heartbeats[0]
+	if aws.ToString(in.AutoScalingGroupName) != act.ASG || aws.ToString(in.LifecycleHookName) != act.Hook ||
+		aws.ToString(in.LifecycleActionToken) != act.Token || aws.ToString(in.InstanceId) != act.InstanceID {
+		t.Errorf("input %+v", in)
+	}
+	f.beatErr = notActive(act.Token)
+	err := Heartbeat(context.Background(), f, act)
+	if err == nil || !IsNotActive(err) {
+		t.Errorf("heartbeat error %v: want the not-active error kept recognisable", err)
+	}
+}
+
+func TestHeartbeatInterval(t *testing.T) {
+	hook := func(timeout *int32) *autoscaling.DescribeLifecycleHooksOutput {
+		return &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: []types.LifecycleHook{{LifecycleHookName: aws.String(act.Hook), HeartbeatTimeout: timeout}}}
+	}
+	for _, tc := range []struct {
+		name string
+		f    *fakeASG
+		want time.Duration
+	}{
+		{"half the hook's timeout", &fakeASG{hooks: hook(aws.Int32(300))}, 150 * time.Second},
+		{"long hook", &fakeASG{hooks: hook(aws.Int32(7200))}, time.Hour},
+		{"unreadable", &fakeASG{hooksErr: errors.New("denied")}, time.Minute},
+		{"no such hook", &fakeASG{}, time.Minute},
+		{"no timeout", &fakeASG{hooks: hook(nil)}, time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := HeartbeatInterval(context.Background(), tc.f, act, time.Minute); got != tc.want {
+				t.Errorf("interval %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestKeepAlive(t *testing.T) {
+	f := &fakeASG{}
+	stop := KeepAlive(context.Background(), f, act, 10*time.Millisecond, func(err error) { t.Errorf("unexpected error: %v", err) })
+	deadline := time.Now().Add(5 * time.Second)
+	for f.beats() < 3 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	n := f.beats()
+	if n < 3 {
+		t.Fatalf("only %d heartbeats", n)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if f.beats() != n {
+		t.Errorf("heartbeats after stop: %d then %d", n, f.beats())
+	}
+}
+
+func TestKeepAliveReportsErrorsAndStopsWithContext(t *testing.T) {
+	f := &fakeASG{beatErr: errors.New("throttled")}
+	var mu sync.Mutex
+	var errs []error
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := KeepAlive(ctx, f, act, 10*time.Millisecond, func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for f.beats() < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	stop() // returns once the loop is done, after ctx ended too
+	mu.Lock()
+	defer mu.Unlock()
+	if len(errs) == 0 || !strings.Contains(errs[0].Error(), "throttled") {
+		t.Errorf("errors not reported: %v", errs)
+	}
+	n := f.beats()
+	time.Sleep(40 * time.Millisecond)
+	if f.beats() != n {
+		t.Error("heartbeats after the context ended")
+	}
+}
