@@ -125,7 +125,12 @@ func skipUnmanaged(p corev1.Pod) kubectl.PodDeleteStatus {
 
 // Plan lists the pods a drain of node would evict, and those it would skip.
 func (d *Drainer) Plan(ctx context.Context, node string) (evict []corev1.Pod, warnings string, err error) {
-	list, errs := d.helper(ctx).GetPodsForDeletion(node)
+	var list *kubectl.PodDeleteList
+	var errs []error
+	_ = cluster.Retry(func() error { // transient API errors while listing or filtering
+		list, errs = d.helper(ctx).GetPodsForDeletion(node)
+		return errors.Join(errs...)
+	})
 	if list == nil {
 		return nil, "", fmt.Errorf("listing pods of node %s: %w", node, errors.Join(errs...))
 	}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
@@ -213,7 +214,11 @@ func (r *run) waitVolumes(ctx context.Context, n *corev1.Node, claims []string, 
 
 // claimsStaying returns the PVs used by pods that stay on the node.
 func (r *run) claimsStaying(ctx context.Context, nodeName string) (map[string]bool, error) {
-	pods, err := r.h.c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
+	var pods *corev1.PodList
+	err := cluster.Retry(func() (err error) {
+		pods, err = r.h.c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("listing pods of node %s: %w", nodeName, err)
 	}

@@ -44,6 +44,7 @@ type Options struct {
 	Rate        float64     // fraction of requests faulted, 0..1
 	Faults      []Fault     // chosen uniformly for a faulted request
 	Seed        uint64      // for a repeatable sequence
+	FaultFirst  int         // the first N requests are always faulted
 	ServeTLS    *tls.Config // serve HTTPS with this (nil: HTTP)
 	UpstreamTLS *tls.Config // for an HTTPS upstream
 }
@@ -104,7 +105,7 @@ func (p *Proxy) pick() Fault {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.total++
-	if len(p.o.Faults) == 0 || p.rng.Float64() >= p.o.Rate {
+	if len(p.o.Faults) == 0 || (p.total > p.o.FaultFirst && p.rng.Float64() >= p.o.Rate) {
 		return ""
 	}
 	f := p.o.Faults[p.rng.IntN(len(p.o.Faults))]

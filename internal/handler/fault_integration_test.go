@@ -1,0 +1,139 @@
+package handler_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/node-drainer/node-drainer/internal/testenv"
+	fp "github.com/node-drainer/node-drainer/internal/testenv/faultproxy"
+)
+
+// TestDrainSurvivesFaults: the function reaches the apiserver and the AWS
+// emulator through proxies that fail a fifth of the requests (and the first AWS calls) (503, 429,
+// dropped connections before and after forwarding, latency). The drain still
+// ends with the lifecycle action completed once, the PDB never violated and
+// the StatefulSet's volume moved.
+func TestDrainSurvivesFaults(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s := newScene(t, ctx, "faults", 3, testenv.ASGSpec{})
+	target := s.insts[0]
+	web := s.workload("web", 4)
+	var pv string
+	s.onlyOn(ctx, target, func() {
+		if _, err := env.Deployment(ctx, web, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := env.PDB(ctx, web, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if pv, err = env.StatefulSet(ctx, s.workload("db", 1), testenv.Zone); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := env.WaitPodsRunning(ctx, s.ns, "app=web", 4, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	})
+	waitAttached(t, ctx, s.ns, "db-0", pv)
+
+	faults := []fp.Fault{fp.ServerError, fp.Throttle, fp.Drop, fp.DropAfter, fp.Latency}
+	serving, err := env.ServingTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := fp.Start(fp.Options{Upstream: env.Server, Flavor: fp.Kubernetes, Rate: 0.2, Faults: faults, Seed: 1,
+		ServeTLS: serving, UpstreamTLS: env.ClientTLS()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Stop()
+	// few AWS calls are made (describe, heartbeat, complete): fault the first
+	// three of them for sure, a third of the rest
+	aws, err := fp.Start(fp.Options{Upstream: env.AWS.URL(), Flavor: fp.AWSQuery, Rate: 0.34, Faults: faults, Seed: 2, FaultFirst: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer aws.Stop()
+
+	var minReady atomic.Int32
+	minReady.Store(4)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			pods, err := env.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+			if err == nil {
+				if n := int32(readyPods(pods.Items)); n < minReady.Load() {
+					minReady.Store(n)
+				}
+			}
+		}
+	})
+	rt := s.function(ctx, 2*time.Minute,
+		"CLUSTER_ENDPOINT="+api.URL,
+		"AWS_ENDPOINT_URL_EC2="+aws.URL,
+		"AWS_ENDPOINT_URL_AUTO_SCALING="+aws.URL,
+	)
+	payload, err := env.StartTerminating(ctx, s.asg, target, "token-faults")
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	out, err := testenv.Invoke(ctx, rt, payload)
+	took := time.Since(began)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("invocation under faults: %v", err)
+	}
+	completed, _ := s.completions(ctx, target.ID)
+	if len(completed) != 1 || completed[0].Params["LifecycleActionResult"] != "CONTINUE" {
+		t.Errorf("want exactly one CONTINUE completion, got %+v (outcome %+v)", completed, out)
+	}
+	if out.Action != "drained" {
+		t.Errorf("outcome %+v: want drained", out)
+	}
+	if got := minReady.Load(); got < 3 {
+		t.Errorf("PDB violated under faults: %d web pods ready at one point", got)
+	}
+	if _, err := env.WaitPodVolumeAttached(ctx, s.ns, "db-0", pv, time.Minute); err != nil {
+		t.Error(err)
+	}
+
+	// the table for the closing note
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n| upstream | requests | 5xx | 429 | drop | drop-after | latency | outcome |\n|---|---|---|---|---|---|---|---|\n")
+	for _, p := range []struct {
+		name string
+		px   *fp.Proxy
+	}{{"kube-apiserver", api}, {"AWS (EC2, autoscaling)", aws}} {
+		total, c := p.px.Counts()
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %s in %s, min web ready %d/4, completions %d |\n",
+			p.name, total, c[fp.ServerError], c[fp.Throttle], c[fp.Drop], c[fp.DropAfter], c[fp.Latency],
+			out.Action, took.Round(10*time.Millisecond), minReady.Load(), len(completed))
+	}
+	t.Log(b.String())
+	var kinds []string
+	_, c := api.Counts()
+	for k := range c {
+		kinds = append(kinds, string(k))
+	}
+	sort.Strings(kinds)
+	if len(kinds) < 3 {
+		t.Errorf("too few kinds of fault reached the apiserver path (%v): the test proves little", kinds)
+	}
+}
