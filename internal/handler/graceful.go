@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -252,9 +253,12 @@ func (r *run) keepAlive(ctx context.Context, act lifecycle.Action) (stop func())
 			r.log.WarnContext(ctx, "heartbeat failed", "error", err)
 		})
 	}()
+	var once sync.Once
 	return func() {
-		cancel()
-		(<-stopped)()
+		once.Do(func() {
+			cancel()
+			(<-stopped)()
+		})
 	}
 }
 
@@ -336,6 +340,7 @@ func (r *run) launch(ctx context.Context) error {
 	if err != nil || !ours {
 		return err
 	}
+	stop := r.keepAlive(ctx, act) // node registration can outlast a short heartbeat timeout
 	wctx, cancel := context.WithDeadline(ctx, r.budget(ctx))
 	defer cancel()
 	var joined *corev1.Node
@@ -347,6 +352,7 @@ func (r *run) launch(ctx context.Context) error {
 		joined = n
 		return nodeReady(n), nil
 	})
+	stop()
 	if err != nil {
 		r.out.Action, r.out.Detail = ActionFailed, "node did not become Ready before the deadline"
 		return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, joined)
