@@ -5,7 +5,7 @@ ARCH ?= arm64
 BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags='-s -w'
 DIST := dist
 
-.PHONY: help build package tools test test-unit test-integration bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
+.PHONY: help build package tools test test-integration bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -30,9 +30,6 @@ test: tools ## all tests: unit, deploy checks, and integration on the real harne
 	$(GO) vet ./...
 	bash internal/deploy/check.sh
 	$(GO) test -count=1 -timeout 60m ./...
-
-test-unit: ## tests that need no harness
-	$(GO) test -count=1 -short ./...
 
 bench: tools ## the benchmark table (drain speed, PDB wait, RSS, zip size, RWO failover)
 	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime 1x ./internal/bench/ -args -table

@@ -523,22 +523,22 @@ func f(ctx context.Context, api *as.Client, c kubernetes.Interface) {
 	}
 }
 
-// TestPermissionTablesNameEveryGrant: README-deploy.md's tables list every IAM
+// TestPermissionTablesNameEveryGrant: the README's permission tables list every IAM
 // action and every Kubernetes resource the code uses.
 func TestPermissionTablesNameEveryGrant(t *testing.T) {
-	data, err := os.ReadFile("README-deploy.md")
+	data, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(data)
 	for _, a := range wantActions {
 		if !strings.Contains(doc, "`"+a+"`") {
-			t.Errorf("README-deploy.md does not list `%s`", a)
+			t.Errorf("README.md does not list `%s`", a)
 		}
 	}
 	for g := range kubeCalls(t, repoRoot) {
 		if !strings.Contains(doc, "`"+g.resource+"`") {
-			t.Errorf("README-deploy.md does not list `%s` (%s)", g.resource, g)
+			t.Errorf("README.md does not list `%s` (%s)", g.resource, g)
 		}
 	}
 }

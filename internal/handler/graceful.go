@@ -67,6 +67,7 @@ func (r *run) terminate(ctx context.Context) error {
 	switch {
 	case err != nil:
 		r.out.Action, r.out.Detail = ActionFailed, err.Error()
+		r.record(ctx, n, true, node.ReasonDrainFailed, "drain failed: %v", err)
 		return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, n)
 	case done:
 		return r.complete(ctx, act, lifecycle.Continue, n)
@@ -120,8 +121,11 @@ func (r *run) advisory(ctx context.Context, id string, action config.Action, tim
 		}
 		return nil
 	}
-	deadline := r.started.Add(timeout)
-	done, err := r.drainNode(ctx, n, string(r.ev.Kind), deadline)
+	start := r.started
+	if r.ev.Kind == event.KindSpotInterruption && !r.ev.Time.IsZero() && r.ev.Time.Before(start) {
+		start = r.ev.Time // the 2-minute notice runs from the warning, not from our start
+	}
+	done, err := r.drainNode(ctx, n, string(r.ev.Kind), start.Add(timeout))
 	if err != nil || done {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/aws-iam-authenticator/pkg/token"
 
 	"github.com/node-drainer/node-drainer/internal/testenv"
@@ -95,6 +96,10 @@ func TestHarnessIsReal(t *testing.T) {
 			t.Fatal(err)
 		}
 		nodeName := pods[0].Spec.NodeName
+		// attached as the attach/detach controller sees it (its operation finished)
+		if _, err := env.WaitPodVolumeAttached(ctx, ns, pods[0].Name, pv, time.Minute); err != nil {
+			t.Fatal(err)
+		}
 		va := waitAttachment(t, ctx, c, nodeName, pv, true)
 		if !va.Status.Attached {
 			t.Fatalf("attachment %s not attached", va.Name)
@@ -107,12 +112,16 @@ func TestHarnessIsReal(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("node %s NotReady %s after its kubelet stopped", nodeName, time.Since(begin).Round(time.Second))
-		n, err := c.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error { // the controller-manager taints it too
+			n, err := c.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "node.kubernetes.io/out-of-service", Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+			_, err = c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
-			t.Fatal(err)
-		}
-		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "node.kubernetes.io/out-of-service", Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
-		if _, err := c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		begin = time.Now()
