@@ -51,11 +51,7 @@ func (r *run) abrupt(ctx context.Context, id string) error {
 		}
 	}
 	n, err := r.findNode(ctx, inst)
-	if errors.Is(err, node.ErrNotFound) {
-		r.out.Action, r.out.Detail = ActionNoNode, "instance has no node in this cluster"
-		return nil
-	}
-	if err != nil {
+	if n == nil || err != nil {
 		return err
 	}
 	return r.release(ctx, n, inst)
@@ -124,11 +120,7 @@ func (r *run) recover(ctx context.Context, id string) error {
 		return nil
 	}
 	n, err := r.findNode(ctx, inst)
-	if errors.Is(err, node.ErrNotFound) {
-		r.out.Action, r.out.Detail = ActionNoNode, "instance has no node in this cluster"
-		return nil
-	}
-	if err != nil {
+	if n == nil || err != nil {
 		return err
 	}
 	owned, ok := node.Owned(n)

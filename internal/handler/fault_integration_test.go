@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/node-drainer/node-drainer/internal/testenv"
 	fp "github.com/node-drainer/node-drainer/internal/testenv/faultproxy"
@@ -26,23 +23,8 @@ func TestDrainSurvivesFaults(t *testing.T) {
 	defer cancel()
 	s := newScene(t, ctx, "faults", 3, testenv.ASGSpec{})
 	target := s.insts[0]
-	web := s.workload("web", 4)
 	var pv string
-	s.onlyOn(ctx, target, func() {
-		if _, err := env.Deployment(ctx, web, false); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := env.PDB(ctx, web, 1, 0); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		if pv, err = env.StatefulSet(ctx, s.workload("db", 1), testenv.Zone); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := env.WaitPodsRunning(ctx, s.ns, "app=web", 4, time.Minute); err != nil {
-			t.Fatal(err)
-		}
-	})
+	s.onlyOn(ctx, target, func() { pv = s.webAndDB(ctx) })
 	waitAttached(t, ctx, s.ns, "db-0", pv)
 
 	faults := []fp.Fault{fp.ServerError, fp.Throttle, fp.Drop, fp.DropAfter, fp.Latency}
@@ -64,25 +46,7 @@ func TestDrainSurvivesFaults(t *testing.T) {
 	}
 	defer aws.Stop()
 
-	var minReady atomic.Int32
-	minReady.Store(4)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			pods, err := env.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
-			if err == nil {
-				if n := int32(readyPods(pods.Items)); n < minReady.Load() {
-					minReady.Store(n)
-				}
-			}
-		}
-	})
+	floor := pdbFloor(ctx, s.ns, "app=web")
 	rt := s.function(ctx, 2*time.Minute,
 		"CLUSTER_ENDPOINT="+api.URL,
 		"AWS_ENDPOINT_URL_EC2="+aws.URL,
@@ -95,8 +59,7 @@ func TestDrainSurvivesFaults(t *testing.T) {
 	began := time.Now()
 	out, err := testenv.Invoke(ctx, rt, payload)
 	took := time.Since(began)
-	close(stop)
-	wg.Wait()
+	minReady := floor()
 	if err != nil {
 		t.Fatalf("invocation under faults: %v", err)
 	}
@@ -107,8 +70,8 @@ func TestDrainSurvivesFaults(t *testing.T) {
 	if out.Action != "drained" {
 		t.Errorf("outcome %+v: want drained", out)
 	}
-	if got := minReady.Load(); got < 3 {
-		t.Errorf("PDB violated under faults: %d web pods ready at one point", got)
+	if minReady < 3 {
+		t.Errorf("PDB violated under faults: %d web pods ready at one point", minReady)
 	}
 	if _, err := env.WaitPodVolumeAttached(ctx, s.ns, "db-0", pv, time.Minute); err != nil {
 		t.Error(err)
@@ -124,7 +87,7 @@ func TestDrainSurvivesFaults(t *testing.T) {
 		total, c := p.px.Counts()
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %s in %s, min web ready %d/4, completions %d |\n",
 			p.name, total, c[fp.ServerError], c[fp.Throttle], c[fp.Drop], c[fp.DropAfter], c[fp.Latency],
-			out.Action, took.Round(10*time.Millisecond), minReady.Load(), len(completed))
+			out.Action, took.Round(10*time.Millisecond), minReady, len(completed))
 	}
 	t.Log(b.String())
 	var kinds []string

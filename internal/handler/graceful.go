@@ -2,7 +2,6 @@ package handler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -43,13 +42,11 @@ func (r *run) terminate(ctx context.Context) error {
 	}
 	n, err := r.findNode(ctx, inst)
 	switch {
-	case errors.Is(err, node.ErrNotFound):
-		r.out.Action = ActionNoNode
-		r.out.Detail = "instance has no node in this cluster; lifecycle action completed"
-		return r.complete(ctx, act, lifecycle.Continue, nil)
 	case err != nil:
 		r.out.Action, r.out.Detail = ActionFailed, err.Error()
 		return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, nil)
+	case n == nil:
+		return r.complete(ctx, act, lifecycle.Continue, nil)
 	}
 	if inst.Down() {
 		// the instance is already gone: nothing can be evicted gracefully
@@ -100,11 +97,7 @@ func (r *run) advisory(ctx context.Context, id string, action config.Action, tim
 		return err
 	}
 	n, err := r.findNode(ctx, inst)
-	if errors.Is(err, node.ErrNotFound) {
-		r.out.Action, r.out.Detail = ActionNoNode, "instance has no node in this cluster"
-		return nil
-	}
-	if err != nil {
+	if n == nil || err != nil {
 		return err
 	}
 	if inst.Down() {

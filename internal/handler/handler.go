@@ -182,8 +182,14 @@ func (r *run) ours(ctx context.Context, id string) (instance.Instance, bool, err
 	return inst, true, nil
 }
 
+// findNode finds the instance's node. A node this cluster does not have is
+// no error: n is nil and the outcome says so.
 func (r *run) findNode(ctx context.Context, inst instance.Instance) (*corev1.Node, error) {
 	n, err := node.Find(ctx, r.h.c.Kube, inst.PrivateDNSName, inst.ID)
+	if errors.Is(err, node.ErrNotFound) {
+		r.out.Action, r.out.Detail = ActionNoNode, "instance has no node in this cluster"
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -166,30 +166,17 @@ func TestTerminateDrainsSafely(t *testing.T) {
 	defer cancel()
 	s := newScene(t, ctx, "drain", 3, testenv.ASGSpec{})
 	target := s.insts[0]
-	web := s.workload("web", 4)
 	var pv string
 	s.onlyOn(ctx, target, func() {
-		if _, err := env.Deployment(ctx, web, false); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := env.PDB(ctx, web, 1, 0); err != nil {
-			t.Fatal(err)
-		}
+		pv = s.webAndDB(ctx)
 		if _, err := env.Deployment(ctx, s.workload("scratch", 1), true); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		if pv, err = env.StatefulSet(ctx, s.workload("db", 1), testenv.Zone); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := env.DaemonSet(ctx, s.workload("agent", 0)); err != nil {
 			t.Fatal(err)
 		}
-		for _, sel := range []string{"app=web", "app=scratch", "app=db"} {
-			want := map[string]int{"app=web": 4, "app=scratch": 1, "app=db": 1}[sel]
-			if _, err := env.WaitPodsRunning(ctx, s.ns, sel, want, time.Minute); err != nil {
-				t.Fatal(err)
-			}
+		if _, err := env.WaitPodsRunning(ctx, s.ns, "app=scratch", 1, time.Minute); err != nil {
+			t.Fatal(err)
 		}
 	})
 	if _, err := env.WaitPodsRunning(ctx, s.ns, "app=agent", 3, time.Minute); err != nil {
@@ -197,27 +184,19 @@ func TestTerminateDrainsSafely(t *testing.T) {
 	}
 	waitAttached(t, ctx, s.ns, "db-0", pv)
 
-	// watch the PDB's guarantee during the drain: at least 3 of 4 web pods
-	// ready and not terminating at every sample; and when the VA went away
-	var minReady atomic.Int32
-	minReady.Store(4)
+	// during the drain: the PDB's floor, and when the VA went away
+	floor := pdbFloor(ctx, s.ns, "app=web")
 	var vaGone atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for {
+		for vaGone.Load() == 0 {
 			select {
 			case <-stop:
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			pods, err := env.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
-			if err == nil {
-				if n := int32(readyPods(pods.Items)); n < minReady.Load() {
-					minReady.Store(n)
-				}
-			}
-			if vaGone.Load() == 0 && !attachmentPresent(ctx, target.PrivateDNSName, pv) {
+			if !attachmentPresent(ctx, target.PrivateDNSName, pv) {
 				vaGone.Store(time.Now().UnixNano())
 			}
 		}
@@ -231,6 +210,7 @@ func TestTerminateDrainsSafely(t *testing.T) {
 	out, err := testenv.Invoke(ctx, rt, payload)
 	close(stop)
 	wg.Wait()
+	minReady := floor()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,8 +218,8 @@ func TestTerminateDrainsSafely(t *testing.T) {
 	if out.Action != "drained" || out.LifecycleResult != "CONTINUE" || out.Node != target.PrivateDNSName {
 		t.Fatalf("outcome %+v: want drained, CONTINUE, node %s", out, target.PrivateDNSName)
 	}
-	if got := minReady.Load(); got < 3 {
-		t.Errorf("PDB violated: only %d web pods ready at one point (maxUnavailable 1 of 4)", got)
+	if minReady < 3 {
+		t.Errorf("PDB violated: only %d web pods ready at one point (maxUnavailable 1 of 4)", minReady)
 	}
 	ok, _ := s.completions(ctx, target.ID)
 	if len(ok) != 1 || ok[0].Params["LifecycleActionResult"] != "CONTINUE" || ok[0].Params["LifecycleActionToken"] != "token-drain-1" {
@@ -288,6 +268,59 @@ func TestTerminateDrainsSafely(t *testing.T) {
 		t.Errorf("duplicate event completed the action again: %+v", ok)
 	}
 	t.Logf("duplicate outcome: %+v", again)
+}
+
+// webAndDB creates the scenes' usual tenants (call it inside onlyOn): a
+// 4-replica Deployment web under a PDB with maxUnavailable 1, and a
+// StatefulSet db whose pod has an RWO CSI volume; it waits until they run
+// and returns db's PV.
+func (s *scene) webAndDB(ctx context.Context) string {
+	s.t.Helper()
+	web := s.workload("web", 4)
+	if _, err := env.Deployment(ctx, web, false); err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := env.PDB(ctx, web, 1, 0); err != nil {
+		s.t.Fatal(err)
+	}
+	pv, err := env.StatefulSet(ctx, s.workload("db", 1), testenv.Zone)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for sel, want := range map[string]int{"app=web": 4, "app=db": 1} {
+		if _, err := env.WaitPodsRunning(ctx, s.ns, sel, want, time.Minute); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	return pv
+}
+
+// pdbFloor samples, every 20 ms until stopped, how many pods matching
+// selector are ready and not terminating; stop returns the fewest seen.
+func pdbFloor(ctx context.Context, ns, selector string) (stop func() int) {
+	fewest := -1
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+			if err == nil {
+				if n := readyPods(pods.Items); fewest < 0 || n < fewest {
+					fewest = n
+				}
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	})
+	return func() int {
+		close(done)
+		wg.Wait()
+		return fewest
+	}
 }
 
 func readyPods(pods []corev1.Pod) int {
