@@ -58,9 +58,9 @@ func waitFailover(t *testing.T, ctx context.Context, s *scene, dead, pv string, 
 	t.Helper()
 	var where string
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		n, err := env.WaitPodVolumeAttached(ctx, s.ns, "db-0", pv, 10*time.Millisecond)
+		attached, n, _ := env.PodVolumeAttached(ctx, s.ns, "db-0", pv)
 		where = n
-		return err == nil && n != dead, nil
+		return attached && n != dead, nil
 	})
 	if err != nil {
 		dumpState(t, s.ns)

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/node-drainer/node-drainer/internal/testenv"
 	fp "github.com/node-drainer/node-drainer/internal/testenv/faultproxy"
 )

@@ -348,7 +348,7 @@ func (e *Env) SetUnschedulable(ctx context.Context, name string, unschedulable b
 func (e *Env) WaitPodVolumeAttached(ctx context.Context, ns, name, pv string, timeout time.Duration) (string, error) {
 	var node string
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ok, n, err := e.podVolumeAttached(ctx, ns, name, pv)
+		ok, n, err := e.PodVolumeAttached(ctx, ns, name, pv)
 		node = n
 		return ok, err
 	})
@@ -358,7 +358,9 @@ func (e *Env) WaitPodVolumeAttached(ctx context.Context, ns, name, pv string, ti
 	return node, nil
 }
 
-func (e *Env) podVolumeAttached(ctx context.Context, ns, name, pv string) (bool, string, error) {
+// PodVolumeAttached is one check of what WaitPodVolumeAttached waits for;
+// it returns the pod's node too.
+func (e *Env) PodVolumeAttached(ctx context.Context, ns, name, pv string) (bool, string, error) {
 	p, err := e.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil || p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
 		return false, "", nil
