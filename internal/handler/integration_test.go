@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -157,7 +158,8 @@ func (s *scene) nodeEvents(ctx context.Context, nodeName, reason string) []corev
 }
 
 // TestTerminateDrainsSafely: a node with a Deployment under a PDB, a
-// StatefulSet with an RWO volume, a DaemonSet and an emptyDir pod is drained
+// StatefulSet with an RWO volume, a DaemonSet, an emptyDir pod, a bare pod
+// and a mirror pod is drained
 // through the real bootstrap; the PDB is never violated, the volume is
 // detached before the lifecycle action is completed, exactly once, with the
 // event's token; a duplicate event is safe.
@@ -175,8 +177,16 @@ func TestTerminateDrainsSafely(t *testing.T) {
 		if _, err := env.DaemonSet(ctx, s.workload("agent", 0)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := env.WaitPodsRunning(ctx, s.ns, "app=scratch", 1, time.Minute); err != nil {
+		if _, err := env.BarePod(ctx, s.workload("bare", 1), target.PrivateDNSName); err != nil {
 			t.Fatal(err)
+		}
+		if _, err := env.MirrorPod(ctx, s.workload("static", 1), target.PrivateDNSName); err != nil {
+			t.Fatal(err)
+		}
+		for sel, want := range map[string]int{"app=scratch": 1, "app=bare": 1, "app=static": 1} {
+			if _, err := env.WaitPodsRunning(ctx, s.ns, sel, want, time.Minute); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 	if _, err := env.WaitPodsRunning(ctx, s.ns, "app=agent", 3, time.Minute); err != nil {
@@ -234,13 +244,17 @@ func TestTerminateDrainsSafely(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	left := map[string]int{}
 	for _, p := range pods.Items {
-		if p.Labels["app"] != "agent" {
-			t.Errorf("pod %s still on the drained node", p.Name)
-		}
+		left[p.Labels["app"]]++
 	}
-	if len(pods.Items) != 1 {
-		t.Errorf("want the DaemonSet pod left on the drained node, got %d pods", len(pods.Items))
+	// the DaemonSet pod and the mirror pod stay; the bare pod was evicted
+	// (EVICT_UNMANAGED_PODS=true), everything else moved
+	if len(pods.Items) != 2 || left["agent"] != 1 || left["static"] != 1 {
+		t.Errorf("want the DaemonSet pod and the mirror pod left on the drained node, got %v", left)
+	}
+	if !slices.Contains(out.Evicted, s.ns+"/bare") {
+		t.Errorf("the bare pod was not evicted: %v", out.Evicted)
 	}
 	if _, err := env.WaitPodsRunning(ctx, s.ns, "app=db", 1, time.Minute); err != nil {
 		t.Fatal(err)

@@ -96,8 +96,9 @@ func NodeReady(n *corev1.Node) bool {
 }
 
 // StopKubelet makes kwok abandon the node as a dead kubelet would: its Lease
-// is taken over by another holder, heartbeats stop, and the controller-manager
-// marks the node NotReady about 20 s later.
+// is taken over by another holder, with a day-long duration so kwok does not
+// take it back when it would expire, and never renewed. Heartbeats stop, and
+// the controller-manager marks the node NotReady about 20 s later.
 func (e *Env) StopKubelet(ctx context.Context, node string) error {
 	leases := e.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -105,8 +106,9 @@ func (e *Env) StopKubelet(ctx context.Context, node string) error {
 		if err != nil {
 			return false, nil // not created yet
 		}
-		holder := "testenv-dead-kubelet"
+		holder, day := "testenv-dead-kubelet", int32(86400)
 		l.Spec.HolderIdentity = &holder
+		l.Spec.LeaseDurationSeconds = &day
 		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 		return err == nil, nil
 	})
