@@ -35,22 +35,11 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	var err error
-	env, err = testenv.Start(ctx, testenv.Options{Log: os.Stderr})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: starting the harness: %v\n", err)
-		return 1
-	}
-	defer env.Stop()
-	dir, err := os.MkdirTemp("", "node-drainer-bootstrap-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if bootstrap, err = testenv.BuildBootstrap(ctx, dir); err != nil {
+	if env, bootstrap, err = testenv.StartWithFunction(ctx, os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
 		return 1
 	}
+	defer env.Stop()
 	return m.Run()
 }
 

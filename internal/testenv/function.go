@@ -75,3 +75,19 @@ func Invoke(ctx context.Context, rt *lambdart.Runtime, payload []byte) (handler.
 	}
 	return o, nil
 }
+
+// StartWithFunction starts a harness and builds the real bootstrap into the
+// harness's directory: what a test package's TestMain needs. On error nothing
+// is left running.
+func StartWithFunction(ctx context.Context, log io.Writer) (*Env, string, error) {
+	e, err := Start(ctx, Options{Log: log})
+	if err != nil {
+		return nil, "", fmt.Errorf("starting the harness: %w", err)
+	}
+	bootstrap, err := BuildBootstrap(ctx, e.Dir)
+	if err != nil {
+		e.Stop()
+		return nil, "", err
+	}
+	return e, bootstrap, nil
+}

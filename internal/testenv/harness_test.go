@@ -18,6 +18,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -71,9 +72,25 @@ func TestHarnessIsReal(t *testing.T) {
 		if err := evict(pods[0]); err != nil {
 			t.Fatalf("first eviction within the budget: %v", err)
 		}
+		// kwok makes the replacement Ready at once, so the budget comes back
+		// within a second: tighten the PDB to minAvailable 2 of 2 instead
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			pdb, err := c.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			two := intstr.FromInt32(2)
+			pdb.Spec.MaxUnavailable, pdb.Spec.MinAvailable = nil, &two
+			_, err = c.PolicyV1().PodDisruptionBudgets(ns).Update(ctx, pdb, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitPDBAllowed(t, ctx, c, ns, "web", 0)
 		err = evict(pods[1])
 		if !apierrors.IsTooManyRequests(err) {
-			t.Fatalf("second eviction: want 429 from the PDB, got %v", err)
+			t.Fatalf("eviction with no disruption allowed: want 429 from the PDB, got %v", err)
 		}
 		// the graceful eviction completes: kwok finishes the pod's deletion
 		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
