@@ -12,6 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -160,5 +163,58 @@ func TestLoadKubeconfigFile(t *testing.T) {
 	}
 	if _, err := cluster.LoadKubeconfig(context.Background(), path+".missing", "", "", nil, nil); err == nil {
 		t.Errorf("missing file: no error")
+	}
+}
+
+// TestLoadKubeconfigFromStores reads a kubeconfig stored in SSM Parameter
+// Store (SecureString) and in Secrets Manager, both in the emulator, and
+// turns it into a client configuration.
+func TestLoadKubeconfigFromStores(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := moto.Start(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	const kubeconfig = `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://10.0.0.1:6443", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t0k3n}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`
+	ssmc, sm := ssm.NewFromConfig(m.AWSConfig()), secretsmanager.NewFromConfig(m.AWSConfig())
+	if _, err := ssmc.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String("/node-drainer/kubeconfig"), Value: aws.String(kubeconfig), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String("node-drainer-kubeconfig"), SecretString: aws.String(kubeconfig)}); err != nil {
+		t.Fatal(err)
+	}
+	for name, load := range map[string]func() ([]byte, error){
+		"ssm": func() ([]byte, error) {
+			return cluster.LoadKubeconfig(ctx, "", "/node-drainer/kubeconfig", "", ssmc, sm)
+		},
+		"secret": func() ([]byte, error) {
+			return cluster.LoadKubeconfig(ctx, "", "", "node-drainer-kubeconfig", ssmc, sm)
+		},
+	} {
+		b, err := load()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		rc, err := cluster.RESTConfig(ctx, cluster.Source{Kubeconfig: b, QPS: 10, Burst: 20}, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if rc.Host != "https://10.0.0.1:6443" || rc.BearerToken != "t0k3n" || rc.QPS != 10 {
+			t.Errorf("%s: host %s token %q qps %v", name, rc.Host, rc.BearerToken, rc.QPS)
+		}
+	}
+	if _, err := cluster.LoadKubeconfig(ctx, "", "/missing", "", ssmc, sm); err == nil {
+		t.Errorf("missing parameter: no error")
+	}
+	if _, err := cluster.LoadKubeconfig(ctx, "", "", "missing", ssmc, sm); err == nil {
+		t.Errorf("missing secret: no error")
 	}
 }
