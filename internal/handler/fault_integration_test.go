@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/node-drainer/node-drainer/internal/node"
 	"github.com/node-drainer/node-drainer/internal/testenv"
 	fp "github.com/node-drainer/node-drainer/internal/testenv/faultproxy"
 )
@@ -97,5 +98,57 @@ func TestDrainSurvivesFaults(t *testing.T) {
 	sort.Strings(kinds)
 	if len(kinds) < 3 {
 		t.Errorf("too few kinds of fault reached the apiserver path (%v): the test proves little", kinds)
+	}
+}
+
+// TestTerminateWithEC2Unreachable: EC2 cannot be read at all. For an ASG
+// listed in ASG_NAMES the node is still drained (found by providerID) and
+// the hook completed, nothing forced; with no ASG list the function cannot
+// tell whether the instance is ours, so it fails the invocation and touches
+// nothing (Lambda retries; the hook's timeout is the backstop).
+func TestTerminateWithEC2Unreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	s := newScene(t, ctx, "noec2", 2, testenv.ASGSpec{})
+	target := s.insts[0]
+	s.onlyOn(ctx, target, func() {
+		if _, err := env.Deployment(ctx, s.workload("web", 2), false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := env.WaitPodsRunning(ctx, s.ns, "app=web", 2, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	})
+	dead := "http://127.0.0.1:1" // nothing listens: every EC2 call fails
+	before := getNode(t, ctx, target.PrivateDNSName)
+
+	unlisted := s.function(ctx, 2*time.Minute, "AWS_ENDPOINT_URL_EC2="+dead)
+	payload, err := env.StartTerminating(ctx, s.asg, target, "token-noec2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testenv.Invoke(ctx, unlisted, payload); err == nil {
+		t.Errorf("EC2 unreadable and no ASG list: want a failed invocation")
+	}
+	if ok, failed := s.completions(ctx, target.ID); len(ok)+len(failed) != 0 {
+		t.Errorf("lifecycle calls made without knowing the instance is ours: %+v %+v", ok, failed)
+	}
+	if n := getNode(t, ctx, target.PrivateDNSName); n.Spec.Unschedulable != before.Spec.Unschedulable || len(n.Spec.Taints) != len(before.Spec.Taints) {
+		t.Errorf("node changed: %+v", n.Spec)
+	}
+
+	listed := s.function(ctx, 2*time.Minute, "AWS_ENDPOINT_URL_EC2="+dead, "ASG_NAMES="+s.asg)
+	out, err := testenv.Invoke(ctx, listed, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Action != "drained" || out.LifecycleResult != "CONTINUE" || len(out.Evicted) != 2 {
+		t.Errorf("outcome %+v: want drained, CONTINUE, 2 evicted", out)
+	}
+	if ok, _ := s.completions(ctx, target.ID); len(ok) != 1 {
+		t.Errorf("want exactly one completion, got %+v", ok)
+	}
+	if n := getNode(t, ctx, target.PrivateDNSName); node.HasTaint(n, node.TaintOutOfService) {
+		t.Errorf("out-of-service taint without EC2's evidence")
 	}
 }

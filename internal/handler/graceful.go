@@ -18,6 +18,7 @@ import (
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/event"
+	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
 	"github.com/node-drainer/node-drainer/internal/node"
 	"github.com/node-drainer/node-drainer/internal/volume"
@@ -34,10 +35,16 @@ func (r *run) terminate(ctx context.Context) error {
 		return nil
 	}
 	inst, ours, err := r.ours(ctx, act.InstanceID)
-	if err != nil {
-		return err // nothing done; a retry may read EC2
-	}
-	if !ours {
+	switch {
+	case err != nil && len(r.h.cfg.ASGNames) == 0:
+		return err // cannot tell whether it is ours: nothing done, a retry may read EC2
+	case err != nil:
+		// the ASG is ours by configuration: drain without EC2's view (the
+		// node is found by providerID), so the hook is still completed in
+		// time; the zero reading is never "down", so nothing is forced
+		r.log.WarnContext(ctx, "EC2 unreadable; ASG is configured: draining gracefully", "error", err)
+		inst = instance.Instance{ID: act.InstanceID}
+	case !ours:
 		return nil
 	}
 	n, err := r.findNode(ctx, inst)
