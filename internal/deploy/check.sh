@@ -7,11 +7,11 @@
 # Runs every check, prints what each one covered, lists what cannot be
 # validated on a machine without internet access, and exits non-zero when any
 # check failed or could not run. tflint is built once into
-# ${NODE_DRAINER_TOOLS_CACHE:-$HOME/.cache/node-drainer/tools} (~3 min).
+# ${NODE_DRAINER_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/node-drainer/tools} (~3 min).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-TOOLS="${NODE_DRAINER_TOOLS_CACHE:-$HOME/.cache/node-drainer/tools}"
+TOOLS="${NODE_DRAINER_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/node-drainer/tools}"
 TFLINT_VERSION=v0.64.0
 TFLINT="$TOOLS/tflint-$TFLINT_VERSION/tflint"
 export TF_CLI_CONFIG_FILE=/dev/null # no ~/.terraformrc: silence terraform's warning
