@@ -354,7 +354,7 @@ func (r *run) launch(ctx context.Context) error {
 			return false, nil
 		}
 		joined = n
-		return nodeReady(n), nil
+		return node.Ready(n), nil
 	})
 	stop()
 	if err != nil {
@@ -364,13 +364,4 @@ func (r *run) launch(ctx context.Context) error {
 	r.out.Node = joined.Name
 	r.out.Action = ActionNodeJoined
 	return r.complete(ctx, act, lifecycle.Continue, joined)
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -209,6 +209,16 @@ func Revert(ctx context.Context, c kubernetes.Interface, name string, dryRun boo
 	return undone, nil
 }
 
+// Ready reports whether the node's Ready condition is True.
+func Ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // HasTaint reports whether the node carries a taint with key.
 func HasTaint(n *corev1.Node, key string) bool {
 	for _, t := range n.Spec.Taints {

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/node-drainer/node-drainer/internal/node"
 )
 
 // CSIDriver is the CSI driver name of the scenes' volumes (EBS's).
@@ -77,22 +79,12 @@ func (e *Env) WaitNodeReady(ctx context.Context, name string, ready bool, timeou
 		if err != nil {
 			return false, err
 		}
-		return NodeReady(n) == ready, nil
+		return node.Ready(n) == ready, nil
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for node %s Ready=%v: %w", name, ready, err)
 	}
 	return nil
-}
-
-// NodeReady reports whether the node's Ready condition is True.
-func NodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // StopKubelet makes kwok abandon the node as a dead kubelet would: its Lease
