@@ -5,7 +5,7 @@ ARCH ?= arm64
 BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags='-s -w'
 DIST := dist
 
-.PHONY: help build package tools test test-integration bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
+.PHONY: help build package tools unit integration deploy-check test bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -24,25 +24,38 @@ build-NodeDrainerFunction: ## called by `sam build` (ARTIFACTS_DIR set by SAM)
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/node-drainer
 
 tools: ## build the harness's control plane, kwok (cached; ~8 min the first time)
-	bash internal/testenv/tools/build.sh
+	bash hack/tools/build.sh
 
-test: tools ## all tests: unit, deploy checks, and integration on the real harness
+# The product is internal/ and functions/; test/ holds the harness, the
+# end-to-end scenarios, the bench and the deploy tests; hack/ the tool builds.
+UNIT_PKGS := ./internal/... ./functions/...
+
+unit: ## tests that need nothing but Go (no harness, no tools build), with coverage
+	$(GO) test -count=1 -timeout 10m -cover $(UNIT_PKGS)
+
+integration: tools ## end-to-end scenarios and harness tests on the real control plane (test/)
+	$(GO) test -count=1 -timeout 60m $$($(GO) list ./test/... | grep -v /test/deploy)
+
+deploy-check: ## the deploy descriptions: cfn-lint, terraform fmt, tflint, SAM/terraform parity
+	bash test/deploy/check.sh
+
+test: ## all tests: vet, unit, deploy checks, then integration on the real harness
 	$(GO) vet ./...
-	bash internal/deploy/check.sh
-	$(GO) test -count=1 -timeout 60m ./...
+	$(MAKE) --no-print-directory unit
+	$(MAKE) --no-print-directory deploy-check
+	$(MAKE) --no-print-directory integration
 
 bench: tools ## the benchmark table (drain speed, PDB wait, RSS, zip size, RWO failover)
-	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime 1x ./internal/bench/ -args -table
+	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime 1x ./test/bench/ -args -table
 
 demo: tools ## play the two stories on the real harness with the real bootstrap
-	$(GO) run ./internal/testenv/cmd/demo
+	$(GO) run ./test/demo
 
 lint: lint-deploy ## gofmt, go vet, IaC checks
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 
-lint-deploy: ## cfn-lint, terraform fmt, tflint, (offline)
-	bash internal/deploy/check.sh
+lint-deploy: deploy-check ## alias of deploy-check
 
 fuzz: ## fuzz the event entry point (FUZZTIME=5m)
 	$(GO) test ./internal/event -run '^$$' -fuzz FuzzParseInvocation -fuzztime $${FUZZTIME:-5m}

@@ -1,4 +1,4 @@
-# tflint configuration for the module and its examples (internal/deploy/check.sh).
+# tflint configuration for the module and its examples (test/deploy/check.sh).
 # Offline: only the terraform ruleset bundled in tflint is used; the aws
 # ruleset plugin would need `tflint --init` (a download).
 config {

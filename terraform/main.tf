@@ -1,5 +1,5 @@
 # node-drainer: the same function, rules, hooks, queue and permissions as the
-# SAM template (template.yaml); internal/deploy's test keeps the two in step.
+# SAM template (template.yaml); test/deploy's test keeps the two in step.
 
 data "aws_partition" "current" {}
 data "aws_region" "current" {}

@@ -1,5 +1,5 @@
 # Each variable is the snake_case twin of a parameter of the SAM template
-# (template.yaml) with the same default; internal/deploy's test fails when they
+# (template.yaml) with the same default; test/deploy's test fails when they
 # drift. package_path, manage_rbac and tags exist only here.
 
 variable "package_path" {

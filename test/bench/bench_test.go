@@ -1,0 +1,543 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/node-drainer/node-drainer/internal/handler"
+	"github.com/node-drainer/node-drainer/test/harness"
+)
+
+// The benchmarks run in this file's order: the two drains first (the second
+// adds 5,000 background pods and removes them), the baseline last.
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}
+
+// BenchmarkDrain110Pods: drain_110_pods_s, its invoke round trip and
+// peak_rss_mb.
+func BenchmarkDrain110Pods(b *testing.B) {
+	needHarness(b)
+	defer failedIfFailed(b, "drain_110_pods_s", "drain_110_pods_invoke_s", "peak_rss_mb")
+	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Minute)
+	defer cancel()
+	for i := range *flagRuns {
+		drain, invoke, rss := drain110(b, ctx, "d110")
+		progress("drain_110_pods run %d: %.2f s to hook completed, invoke %.2f s, peak RSS %.1f MiB", i+1, drain, invoke, rss)
+		record("drain_110_pods_s", drain)
+		record("drain_110_pods_invoke_s", invoke)
+		record("peak_rss_mb", rss)
+	}
+	b.ReportMetric(0, "ns/op")
+	report(b, "drain_110_pods_s")
+	report(b, "drain_110_pods_invoke_s")
+	report(b, "peak_rss_mb")
+}
+
+// BenchmarkDrain110PodsOther5000Pods: drain_110_pods_other_5000_pods_s.
+func BenchmarkDrain110PodsOther5000Pods(b *testing.B) {
+	needHarness(b)
+	defer failedIfFailed(b, "drain_110_pods_other_5000_pods_s", "drain_110_pods_other_5000_pods_invoke_s")
+	ctx, cancel := context.WithTimeout(b.Context(), 40*time.Minute)
+	defer cancel()
+	cleanup := background(b, ctx, *flagOtherPods)
+	defer cleanup()
+	for i := range *flagRuns {
+		drain, invoke, _ := drain110(b, ctx, "d110bg")
+		progress("drain_110_pods_other_%d_pods run %d: %.2f s to hook completed, invoke %.2f s", *flagOtherPods, i+1, drain, invoke)
+		record("drain_110_pods_other_5000_pods_s", drain)
+		record("drain_110_pods_other_5000_pods_invoke_s", invoke)
+	}
+	b.ReportMetric(0, "ns/op")
+	report(b, "drain_110_pods_other_5000_pods_s")
+	report(b, "drain_110_pods_other_5000_pods_invoke_s")
+}
+
+// BenchmarkDrainPDBWait: drain_pdb_wait_s.
+func BenchmarkDrainPDBWait(b *testing.B) {
+	needHarness(b)
+	defer failedIfFailed(b, "drain_pdb_wait_s")
+	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Minute)
+	defer cancel()
+	for i := range *flagRuns {
+		drain, invoke := drainPDB(b, ctx)
+		progress("drain_pdb_wait run %d: %.2f s to hook completed, invoke %.2f s", i+1, drain, invoke)
+		record("drain_pdb_wait_s", drain)
+	}
+	b.ReportMetric(0, "ns/op")
+	report(b, "drain_pdb_wait_s")
+}
+
+// BenchmarkBootstrapZip: bootstrap_zip_mb, built as `make package` does for
+// arm64, in a temporary directory (the repository's dist/ is not touched).
+func BenchmarkBootstrapZip(b *testing.B) {
+	defer failedIfFailed(b, "bootstrap_zip_mb", "bootstrap_bin_mb")
+	ctx, cancel := context.WithTimeout(b.Context(), 20*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil || strings.TrimSpace(string(out)) == "" {
+		b.Fatalf("finding the module root: %v", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	const zipper = `import zipfile,sys; z=zipfile.ZipFile(sys.argv[1],"w",zipfile.ZIP_DEFLATED); i=zipfile.ZipInfo("bootstrap"); i.external_attr=0o755<<16; i.compress_type=zipfile.ZIP_DEFLATED; z.writestr(i,open("bootstrap","rb").read()); z.close()`
+	for i := range *flagRuns {
+		dir := b.TempDir()
+		// up to 3 attempts: another go command sharing the build cache can
+		// fail one spuriously ("could not import ... open : no such file")
+		var out []byte
+		for attempt := range 3 {
+			build := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w",
+				"-o", filepath.Join(dir, "bootstrap"), "./functions/node-drainer")
+			build.Dir = root
+			build.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
+			if out, err = build.CombinedOutput(); err == nil {
+				break
+			}
+			progress("bootstrap_zip: build attempt %d failed: %v\n%s", attempt+1, err, out)
+			time.Sleep(2 * time.Second)
+		}
+		if err != nil {
+			b.Fatalf("building the arm64 bootstrap: %v\n%s", err, out)
+		}
+		zip := exec.CommandContext(ctx, "python3", "-c", zipper, filepath.Join(dir, "node-drainer-arm64.zip"))
+		zip.Dir = dir
+		if out, err := zip.CombinedOutput(); err != nil {
+			b.Fatalf("zipping: %v\n%s", err, out)
+		}
+		zst, err := os.Stat(filepath.Join(dir, "node-drainer-arm64.zip"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		bst, err := os.Stat(filepath.Join(dir, "bootstrap"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		zmb, bmb := float64(zst.Size())/(1<<20), float64(bst.Size())/(1<<20)
+		progress("bootstrap_zip run %d: zip %.2f MiB, binary %.2f MiB", i+1, zmb, bmb)
+		record("bootstrap_zip_mb", zmb)
+		record("bootstrap_bin_mb", bmb)
+	}
+	b.ReportMetric(0, "ns/op")
+	report(b, "bootstrap_zip_mb")
+	report(b, "bootstrap_bin_mb")
+}
+
+// BenchmarkRWOFailover: rwo_failover_s.
+func BenchmarkRWOFailover(b *testing.B) {
+	needHarness(b)
+	defer failedIfFailed(b, "rwo_failover_s")
+	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Minute)
+	defer cancel()
+	for i := range *flagRuns {
+		v, invoke, where := rwoFailover(b, ctx)
+		progress("rwo_failover run %d: %.2f s to db-0 running on %s with its volume attached (invoke %.2f s)", i+1, v, where, invoke)
+		record("rwo_failover_s", v)
+	}
+	b.ReportMetric(0, "ns/op")
+	report(b, "rwo_failover_s")
+}
+
+// BenchmarkRWOFailoverBaseline: rwo_failover_baseline_s, the scenes run
+// concurrently so the whole takes about one cap.
+func BenchmarkRWOFailoverBaseline(b *testing.B) {
+	needHarness(b)
+	defer failedIfFailed(b, "rwo_failover_baseline_s")
+	capD := *flagBaselineCap
+	ctx, cancel := context.WithTimeout(b.Context(), capD+20*time.Minute)
+	defer cancel()
+	type scn struct {
+		s      *scene
+		target harness.Instance
+		pv     string
+		begin  time.Time
+	}
+	scenes := make([]*scn, *flagRuns)
+	for i := range scenes {
+		s, target, pv := statefulScene(b, ctx, "rwobase")
+		scenes[i] = &scn{s: s, target: target, pv: pv}
+	}
+	defer func() {
+		for _, sc := range scenes {
+			sc.s.remove(context.WithoutCancel(ctx))
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make([]error, len(scenes))
+	for i, sc := range scenes {
+		wg.Go(func() {
+			sc.begin = time.Now()
+			errs[i] = stopInstance(ctx, sc.target)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	progress("rwo_failover_baseline: %d instances stopped, kubelets stopped, no node-drainer; watching up to %s", len(scenes), capD)
+	values := make([]float64, len(scenes))
+	capped := make([]bool, len(scenes))
+	for i, sc := range scenes {
+		wg.Go(func() {
+			at, where, ok := waitMoved(ctx, sc.s.name, "db-0", sc.pv, sc.target.PrivateDNSName, time.Second, time.Until(sc.begin.Add(capD)))
+			if ok {
+				values[i] = at.Sub(sc.begin).Seconds()
+				progress("rwo_failover_baseline scene %d: %.1f s to db-0 running on %s with its volume attached", i+1, values[i], where)
+			} else {
+				values[i], capped[i] = capD.Seconds(), true
+				state := "gone"
+				if p, err := env.Client.CoreV1().Pods(sc.s.name).Get(ctx, "db-0", metav1.GetOptions{}); err == nil {
+					state = fmt.Sprintf("on %s, phase %s, terminating %v", p.Spec.NodeName, p.Status.Phase, p.DeletionTimestamp != nil)
+				}
+				progress("rwo_failover_baseline scene %d: not moved within %s (cap reached); db-0 %s", i+1, capD, state)
+			}
+		})
+	}
+	wg.Wait()
+	for i, v := range values {
+		record("rwo_failover_baseline_s", v)
+		if capped[i] {
+			markCapped("rwo_failover_baseline_s")
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+	report(b, "rwo_failover_baseline_s")
+}
+
+// drain110 runs one scene: a node with 110 pods of 5 Deployments (no PDB),
+// the terminate lifecycle action active, the event sent to a fresh runtime.
+// It returns event→hook completed, the invoke round trip (s) and the
+// process's peak RSS (MiB).
+func drain110(b *testing.B, ctx context.Context, prefix string) (drain, invoke, rss float64) {
+	b.Helper()
+	s, err := newScene(ctx, sceneName(prefix), 2)
+	if s != nil {
+		defer s.remove(context.WithoutCancel(ctx))
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	target := s.insts[0]
+	const deployments, perDeployment = 5, 22
+	err = s.onlyOn(ctx, target, func() error {
+		for i := range deployments {
+			if _, err := env.Deployment(ctx, s.workload(fmt.Sprintf("app%d", i), perDeployment), false); err != nil {
+				return err
+			}
+		}
+		for i := range deployments {
+			if _, err := env.WaitPodsRunning(ctx, s.name, fmt.Sprintf("app=app%d", i), perDeployment, 3*time.Minute); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if n := podsOn(b, ctx, s.name, target.PrivateDNSName); n != deployments*perDeployment {
+		b.Fatalf("scene: %d pods on the target node, want %d", n, deployments*perDeployment)
+	}
+	return terminate(b, ctx, s, target)
+}
+
+// drainPDB runs one scene: 2 of a 4-replica Deployment's pods on the target,
+// 2 on the other node, a PDB allowing 1 unavailable; event→hook completed
+// and the invoke round trip (s).
+func drainPDB(b *testing.B, ctx context.Context) (drain, invoke float64) {
+	b.Helper()
+	s, err := newScene(ctx, sceneName("pdb"), 2)
+	if s != nil {
+		defer s.remove(context.WithoutCancel(ctx))
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	target, other := s.insts[0], s.insts[1]
+	w := s.workload("web", 2)
+	err = s.onlyOn(ctx, target, func() error {
+		if _, err := env.Deployment(ctx, w, false); err != nil {
+			return err
+		}
+		_, err := env.WaitPodsRunning(ctx, s.name, "app=web", 2, 2*time.Minute)
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	err = s.onlyOn(ctx, other, func() error {
+		d, err := env.Client.AppsV1().Deployments(s.name).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		four := int32(4)
+		d.Spec.Replicas = &four
+		if _, err := env.Client.AppsV1().Deployments(s.name).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		_, err = env.WaitPodsRunning(ctx, s.name, "app=web", 4, 2*time.Minute)
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if n := podsOn(b, ctx, s.name, target.PrivateDNSName); n != 2 {
+		b.Fatalf("scene: %d web pods on the target node, want 2", n)
+	}
+	if _, err := env.PDB(ctx, w, 1, 0); err != nil {
+		b.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := env.Client.PolicyV1().PodDisruptionBudgets(s.name).Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.CurrentHealthy == 4 && p.Status.DisruptionsAllowed == 1, nil
+	})
+	if err != nil {
+		b.Fatalf("scene: the PDB never allowed 1 disruption of 4 healthy pods: %v", err)
+	}
+	drain, invoke, _ = terminate(b, ctx, s, target)
+	return drain, invoke
+}
+
+// terminate sends the terminate lifecycle event for target to a fresh
+// runtime and checks the hook was completed (CONTINUE, the event's token)
+// after a successful drain.
+func terminate(b *testing.B, ctx context.Context, s *scene, target harness.Instance) (drain, invoke, rss float64) {
+	b.Helper()
+	token := "token-" + s.name
+	payload, err := env.StartTerminating(ctx, s.name, target, token)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := startFunction(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.stop()
+	send := time.Now()
+	out, err := harness.Invoke(ctx, f.rt, payload)
+	rtt := time.Since(send)
+	rss, rssErr := peakRSSMiB(f.rt.PID())
+	if err != nil {
+		f.dump(b)
+		b.Fatalf("invoking: %v", err)
+	}
+	c, ok, err := completion(ctx, target.ID, token)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !ok {
+		f.dump(b)
+		b.Fatalf("lifecycle action of %s not completed (outcome %+v)", target.ID, out)
+	}
+	if out.Action != handler.ActionDrained || c.Params["LifecycleActionResult"] != "CONTINUE" {
+		f.dump(b)
+		b.Fatalf("outcome %+v, completed with %s: want %s and CONTINUE", out, c.Params["LifecycleActionResult"], handler.ActionDrained)
+	}
+	if rssErr != nil {
+		b.Fatalf("reading the function's peak RSS: %v", rssErr)
+	}
+	return c.Time.Sub(send).Seconds(), rtt.Seconds(), rss
+}
+
+// statefulScene builds a scene whose first node runs a one-replica
+// StatefulSet pod with an RWO CSI volume, attached; the other node is free
+// to take it over.
+func statefulScene(b *testing.B, ctx context.Context, prefix string) (*scene, harness.Instance, string) {
+	b.Helper()
+	s, err := newScene(ctx, sceneName(prefix), 2)
+	if err != nil {
+		if s != nil {
+			s.remove(ctx)
+		}
+		b.Fatal(err)
+	}
+	target := s.insts[0]
+	var pv string
+	err = s.onlyOn(ctx, target, func() error {
+		var err error
+		if pv, err = env.StatefulSet(ctx, s.workload("db", 1), harness.Zone); err != nil {
+			return err
+		}
+		s.pvs = append(s.pvs, pv)
+		_, err = env.WaitPodsRunning(ctx, s.name, "app=db", 1, 2*time.Minute)
+		return err
+	})
+	if err == nil {
+		var where string
+		where, err = env.WaitPodVolumeAttached(ctx, s.name, "db-0", pv, 2*time.Minute)
+		if err == nil && where != target.PrivateDNSName {
+			err = fmt.Errorf("scene: db-0 on %s, want %s", where, target.PrivateDNSName)
+		}
+	}
+	if err != nil {
+		s.remove(ctx)
+		b.Fatal(err)
+	}
+	return s, target, pv
+}
+
+// rwoFailover runs one scene: the StatefulSet's node stops abruptly, the
+// stopped event goes to a fresh runtime; it returns event→pod running
+// elsewhere with its volume attached, the invoke round trip (s) and where.
+func rwoFailover(b *testing.B, ctx context.Context) (failover, invoke float64, where string) {
+	b.Helper()
+	s, target, pv := statefulScene(b, ctx, "rwo")
+	defer s.remove(context.WithoutCancel(ctx))
+	if err := stopInstance(ctx, target); err != nil {
+		b.Fatal(err)
+	}
+	f, err := startFunction(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.stop()
+	payload, err := harness.StateChangeEvent(target.ID, "stopped")
+	if err != nil {
+		b.Fatal(err)
+	}
+	begin := time.Now()
+	out, err := harness.Invoke(ctx, f.rt, payload)
+	rtt := time.Since(begin)
+	if err != nil || out.Action != handler.ActionReleased {
+		f.dump(b)
+		b.Fatalf("stopped event: outcome %+v, %v; want %s", out, err, handler.ActionReleased)
+	}
+	at, where, ok := waitMoved(ctx, s.name, "db-0", pv, target.PrivateDNSName, 50*time.Millisecond, 2*time.Minute)
+	if !ok {
+		dumpPods(b, ctx, s.name, pv)
+		f.dump(b)
+		b.Fatalf("the StatefulSet pod never ran elsewhere with its volume attached (outcome %+v)", out)
+	}
+	return at.Sub(begin).Seconds(), rtt.Seconds(), where
+}
+
+// stopInstance is an abrupt stop: EC2 says stopped, the kubelet is gone.
+func stopInstance(ctx context.Context, i harness.Instance) error {
+	if err := env.SetInstanceState(ctx, i.ID, "stopped"); err != nil {
+		return err
+	}
+	return env.StopKubelet(ctx, i.PrivateDNSName)
+}
+
+func podsOn(b *testing.B, ctx context.Context, ns, nodeName string) int {
+	b.Helper()
+	l, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for _, p := range l.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			n++
+		}
+	}
+	return n
+}
+
+// background puts n Running pods on 10 other kwok nodes (bound directly,
+// created with the admin client) and returns what removes them.
+func background(b *testing.B, ctx context.Context, n int) func() {
+	b.Helper()
+	const nodes = 10
+	name := sceneName("bg")
+	begin := time.Now()
+	insts, err := env.CreateASG(ctx, harness.ASGSpec{Name: name, Size: nodes})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(insts))
+	for i, inst := range insts {
+		wg.Go(func() { errs[i] = env.AddNodeFor(ctx, inst, map[string]string{"pool": name}) })
+	}
+	wg.Wait()
+	cleanup := func() {
+		c := context.WithoutCancel(ctx)
+		began := time.Now()
+		removeNamespace(c, name, true)
+		for _, i := range insts {
+			_ = env.Client.CoreV1().Nodes().Delete(c, i.PrivateDNSName, metav1.DeleteOptions{})
+		}
+		progress("background removed in %s", time.Since(began).Round(100*time.Millisecond))
+	}
+	for _, err := range errs {
+		if err != nil {
+			cleanup()
+			b.Fatal(err)
+		}
+	}
+	if err := env.Namespace(ctx, name); err != nil {
+		cleanup()
+		b.Fatal(err)
+	}
+	jobs := make(chan int)
+	var mu sync.Mutex
+	var firstErr error
+	for range 64 {
+		wg.Go(func() {
+			for j := range jobs {
+				p := backgroundPod(name, j, insts[j%len(insts)].PrivateDNSName)
+				if _, err := env.Client.CoreV1().Pods(name).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for j := range n {
+		jobs <- j
+	}
+	close(jobs)
+	wg.Wait()
+	if firstErr != nil {
+		cleanup()
+		b.Fatalf("creating background pods: %v", firstErr)
+	}
+	progress("background: %d pods created on %d nodes in %s; waiting for Running", n, nodes, time.Since(begin).Round(100*time.Millisecond))
+	last := 0
+	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 15*time.Minute, true, func(ctx context.Context) (bool, error) {
+		r, err := countRunning(ctx, name)
+		if err != nil {
+			return false, nil
+		}
+		if r/1000 != last/1000 {
+			progress("background: %d of %d Running", r, n)
+		}
+		last = r
+		return r == n, nil
+	})
+	if err != nil {
+		cleanup()
+		b.Fatalf("background: %d of %d pods Running: %v", last, n, err)
+	}
+	progress("background: %d pods Running in %s", n, time.Since(begin).Round(100*time.Millisecond))
+	return cleanup
+}
+
+func backgroundPod(ns string, j int, nodeName string) *corev1.Pod {
+	zero := int64(0)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("bg-%05d", j), Labels: map[string]string{"app": fmt.Sprintf("bg%d", j%10)}},
+		Spec: corev1.PodSpec{
+			NodeName:                      nodeName,
+			TerminationGracePeriodSeconds: &zero,
+			Containers:                    []corev1.Container{{Name: "app", Image: "registry.invalid/app:1"}},
+		},
+	}
+}

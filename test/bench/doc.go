@@ -1,0 +1,66 @@
+// Package bench holds node-drainer's benchmarks: Go benchmarks (in the
+// package's _test files) that run the real bootstrap under the Lambda runtime
+// emulator against the real local harness (test/harness: etcd,
+// kube-apiserver, controller-manager, scheduler, kwok, moto) and print a
+// table of medians against the project's targets.
+//
+// Run them with
+//
+//	make bench
+//
+// which is
+//
+//	go test -count=1 -timeout 60m -run '^$' -bench . -benchtime 1x ./test/bench/ -args -table
+//
+// (about 12-15 minutes on 2 cores, 7 of them the baseline's cap). Package
+// flags, after -args: -table prints the summary table after the benchmarks;
+// -runs N sets the scenes per benchmark (default 5); -baseline-cap D caps the
+// baseline scenes (default 7m); -other-pods N sets the background pod count
+// (default 5000). One harness serves the package (started in TestMain, only
+// when benchmarks are selected); every run builds a fresh scene (its own
+// ASG, nodes, namespace) and a fresh function runtime (a cold start, as a
+// real first invocation has), and removes the scene afterwards.
+//
+// What the numbers mean (each is the median of the runs; the table also has
+// min, max, runs, the target and pass/fail):
+//
+//   - drain_110_pods_s: a node holding 110 pods of 5 Deployments, no PDB
+//     (kwok finishes a pod's deletion as soon as it has a deletionTimestamp),
+//     ASG terminate lifecycle action active; from sending the EventBridge
+//     event to the function to the time moto records the successful
+//     CompleteLifecycleAction. drain_110_pods_invoke_s is the same run's
+//     invoke round trip. Target ≤ 1.0 s (aws-node-termination-handler: 43.9 s
+//     at its default client rate limit, 1.75 s tuned).
+//   - drain_110_pods_other_5000_pods_s: the same, with 5,000 more Running
+//     pods elsewhere in the cluster (10 other kwok nodes × 500 pods, created
+//     once for that benchmark, bound directly with the admin client, removed
+//     afterwards). Target: within 10% of drain_110_pods_s.
+//   - drain_pdb_wait_s: a node holding 2 pods of a 4-replica Deployment whose
+//     PDB allows 1 unavailable (the other 2 replicas on the other node), so
+//     the second eviction waits for the first pod's replacement to be Ready;
+//     event to hook completed. Target ≤ 3 s (peer: 7.1 s).
+//   - peak_rss_mb: VmHWM of the bootstrap process (MiB) read from
+//     /proc/<pid>/status after the 110-pod drain, one fresh process per run.
+//     The process is the host-architecture build. Target ≤ 100.
+//   - bootstrap_zip_mb: size (MiB) of the arm64 deployment zip, built as
+//     `make package` builds it (GOOS=linux GOARCH=arm64 CGO_ENABLED=0,
+//     -tags lambda.norpc -trimpath -ldflags='-s -w', python3 zipfile
+//     deflate), in a temporary directory. Target ≤ 25.
+//   - rwo_failover_s: a StatefulSet pod with an RWO CSI volume attached on a
+//     node; the instance is stopped in moto and its kubelet stopped, then the
+//     EC2 state-change "stopped" event is sent; until the replacement pod runs
+//     on another node with its volume attached there (VolumeAttachment
+//     attached and SuccessfulAttachVolume recorded). Target ≤ 5 s.
+//   - rwo_failover_baseline_s: the same scene with no node-drainer (the
+//     controller-manager alone), timed from the stop, capped at
+//     -baseline-cap (printed "420 (cap reached)" when the median hits it:
+//     the pod is evicted after the 300 s toleration but stays Terminating on
+//     the dead node, so its volume is never released). The baseline scenes
+//     run concurrently, each in its own namespace and ASG.
+//   - rwo_failover_ratio: rwo_failover_baseline_s / rwo_failover_s (a lower
+//     bound when the baseline reached its cap).
+//
+// The benchmarks assert no timing: they fail only when node-drainer does not
+// do its job (hook not completed, pod never moved). Numbers on a loaded
+// 2-core machine are noisy; compare medians, not single runs.
+package bench

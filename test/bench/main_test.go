@@ -1,0 +1,265 @@
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/node-drainer/node-drainer/test/harness"
+)
+
+var (
+	flagTable       = flag.Bool("table", false, "print the summary table after the benchmarks")
+	flagRuns        = flag.Int("runs", 5, "fresh scenes measured per benchmark")
+	flagBaselineCap = flag.Duration("baseline-cap", 420*time.Second, "longest a baseline scene (no node-drainer) is watched")
+	flagOtherPods   = flag.Int("other-pods", 5000, "pods elsewhere in the cluster for drain_110_pods_other_5000_pods_s")
+)
+
+// One harness and one bootstrap for the package.
+var (
+	env       *harness.Env
+	bootstrap string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" || testing.Short() {
+		return m.Run() // no benchmark selected (e.g. go test ./...): no harness
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	var err error
+	if env, bootstrap, err = harness.StartWithFunction(ctx, os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+		return 1
+	}
+	defer env.Stop()
+	code := m.Run()
+	if *flagTable {
+		printTable(os.Stdout)
+	}
+	return code
+}
+
+// needHarness skips a benchmark when the harness was not started (-short).
+func needHarness(b *testing.B) {
+	b.Helper()
+	if env == nil {
+		b.Skip("no harness (-short)")
+	}
+}
+
+// metric is one row of the summary table.
+type metric struct {
+	name   string
+	values []float64
+	target string
+	// pass judges the median; nil means the row is for information.
+	pass   func(median float64) bool
+	capped bool // values reached a cap (the baseline)
+	failed bool // the benchmark failed functionally
+	order  int
+}
+
+var (
+	metricsMu sync.Mutex
+	metrics   = map[string]*metric{}
+)
+
+// Rows in the table's order, with their targets.
+var rows = []struct {
+	name, target string
+	pass         func(median float64) bool
+}{
+	{"drain_110_pods_s", "≤ 1.0", atMost(1.0)},
+	{"drain_110_pods_invoke_s", "-", nil},
+	{"drain_110_pods_other_5000_pods_s", "≤ 1.1 × drain_110_pods_s", func(v float64) bool {
+		base, ok := median("drain_110_pods_s")
+		return ok && v <= 1.1*base
+	}},
+	{"drain_110_pods_other_5000_pods_invoke_s", "-", nil},
+	{"drain_pdb_wait_s", "≤ 3", atMost(3)},
+	{"peak_rss_mb", "≤ 100", atMost(100)},
+	{"bootstrap_zip_mb", "≤ 25", atMost(25)},
+	{"bootstrap_bin_mb", "-", nil},
+	{"rwo_failover_s", "≤ 5", atMost(5)},
+	{"rwo_failover_baseline_s", "-", nil},
+}
+
+// The lines that end the table, in order.
+var summary = []string{
+	"drain_110_pods_s", "drain_110_pods_other_5000_pods_s", "drain_pdb_wait_s", "peak_rss_mb",
+	"bootstrap_zip_mb", "rwo_failover_s", "rwo_failover_baseline_s", "rwo_failover_ratio",
+}
+
+func atMost(limit float64) func(float64) bool { return func(v float64) bool { return v <= limit } }
+
+func get(name string) *metric {
+	m := metrics[name]
+	if m == nil {
+		m = &metric{name: name, order: len(rows)}
+		for i, r := range rows {
+			if r.name == name {
+				m.target, m.pass, m.order = r.target, r.pass, i
+			}
+		}
+		metrics[name] = m
+	}
+	return m
+}
+
+// record adds one run's value of a metric.
+func record(name string, v float64) {
+	metricsMu.Lock()
+	defer metricsMu.Unlock()
+	m := get(name)
+	m.values = append(m.values, v)
+}
+
+func markCapped(name string) {
+	metricsMu.Lock()
+	defer metricsMu.Unlock()
+	get(name).capped = true
+}
+
+// failedIfFailed marks the metrics of a benchmark that failed; defer it.
+func failedIfFailed(b *testing.B, names ...string) {
+	if !b.Failed() {
+		return
+	}
+	metricsMu.Lock()
+	defer metricsMu.Unlock()
+	for _, n := range names {
+		get(n).failed = true
+	}
+}
+
+func median(name string) (float64, bool) {
+	metricsMu.Lock()
+	defer metricsMu.Unlock()
+	m := metrics[name]
+	if m == nil || len(m.values) == 0 {
+		return 0, false
+	}
+	return medianOf(m.values), true
+}
+
+func medianOf(vs []float64) float64 {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// report records the median as the benchmark's metric too.
+func report(b *testing.B, name string) {
+	if v, ok := median(name); ok {
+		b.ReportMetric(v, name)
+	}
+}
+
+func format(name string, v float64) string {
+	switch {
+	case strings.HasSuffix(name, "_mb"):
+		return fmt.Sprintf("%.1f", v)
+	case strings.HasSuffix(name, "_ratio"):
+		return fmt.Sprintf("%.0f", v)
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+// printTable prints every recorded metric (median, min, max, runs, target,
+// pass/fail), then the summary lines.
+func printTable(w io.Writer) {
+	metricsMu.Lock()
+	list := make([]*metric, 0, len(metrics))
+	for _, m := range metrics {
+		list = append(list, m)
+	}
+	metricsMu.Unlock()
+	slices.SortStableFunc(list, func(a, b *metric) int {
+		if a.order != b.order {
+			return a.order - b.order
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	medians := map[string]string{}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "metric\tmedian\tmin\tmax\truns\ttarget\tresult")
+	for _, m := range list {
+		if len(m.values) == 0 {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t0\t%s\t%s\n", m.name, m.target, verdict(m, 0))
+			medians[m.name] = "n/a"
+			continue
+		}
+		med := medianOf(m.values)
+		ms := format(m.name, med)
+		if m.capped && med >= capSeconds() {
+			ms += " (cap reached)"
+		}
+		medians[m.name] = ms
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", m.name, ms,
+			format(m.name, slices.Min(m.values)), format(m.name, slices.Max(m.values)), len(m.values), m.target, verdict(m, med))
+	}
+	// the ratio of the medians
+	ratio := "n/a"
+	if base, ok := median("rwo_failover_baseline_s"); ok {
+		if nd, ok := median("rwo_failover_s"); ok && nd > 0 {
+			r := base / nd
+			ratio = format("rwo_failover_ratio", r)
+			note := "-"
+			if base >= capSeconds() {
+				ratio += " (lower bound: baseline cap reached)"
+				note = "lower bound"
+			}
+			fmt.Fprintf(tw, "rwo_failover_ratio\t%s\t-\t-\t-\t-\t%s\n", format("rwo_failover_ratio", r), note)
+		}
+	}
+	medians["rwo_failover_ratio"] = ratio
+	tw.Flush()
+	fmt.Fprintln(w)
+	for _, name := range summary {
+		v, ok := medians[name]
+		if !ok {
+			v = "n/a"
+		}
+		fmt.Fprintf(w, "%s=%s\n", name, v)
+	}
+}
+
+func verdict(m *metric, med float64) string {
+	switch {
+	case m.failed:
+		return "ERROR (benchmark failed)"
+	case len(m.values) == 0:
+		return "n/a"
+	case m.pass == nil:
+		return "-"
+	case m.pass(med):
+		return "pass"
+	default:
+		return "FAIL"
+	}
+}
+
+func capSeconds() float64 { return math.Round(flagBaselineCap.Seconds()) }

@@ -1,0 +1,540 @@
+package deploy
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The permissions are derived from the code, not kept from memory: these
+// tests read the function's Go source (functions/ and internal/, without
+// tests, the test harness and this package) and compare what it calls with
+// what the role and the ClusterRole grant.
+
+// codeFiles parses the function's non-test Go files under root.
+func codeFiles(t *testing.T, root string) (*token.FileSet, []*ast.File) {
+	t.Helper()
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, dir := range []string{"functions", "internal"} { // the product; test/ and hack/ never ship
+		if _, err := os.Stat(filepath.Join(root, dir)); os.IsNotExist(err) {
+			continue
+		}
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, path)
+			rel = filepath.ToSlash(rel)
+			if d.IsDir() {
+				if d.Name() == "testdata" {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			f, err := parser.ParseFile(fset, rel, src, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			files = append(files, f)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(files) == 0 {
+		t.Fatal("no Go source found")
+	}
+	return fset, files
+}
+
+// use is one place in the code that needs a permission.
+type use struct{ file, fn string }
+
+func (u use) String() string { return u.file + ":" + u.fn }
+
+// funcName names the function declaration that contains pos.
+func funcName(f *ast.File, pos token.Pos) string {
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || pos < fd.Pos() || pos > fd.End() {
+			continue
+		}
+		if fd.Recv != nil && len(fd.Recv.List) > 0 {
+			typ := fd.Recv.List[0].Type
+			if s, ok := typ.(*ast.StarExpr); ok {
+				typ = s.X
+			}
+			if id, ok := typ.(*ast.Ident); ok {
+				return id.Name + "." + fd.Name.Name
+			}
+		}
+		return fd.Name.Name
+	}
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || pos < gd.Pos() || pos > gd.End() {
+			continue
+		}
+		for _, sp := range gd.Specs {
+			if ts, ok := sp.(*ast.TypeSpec); ok && pos >= ts.Pos() && pos <= ts.End() {
+				return ts.Name.Name + " (type)"
+			}
+		}
+	}
+	return "(package level)"
+}
+
+// awsService maps the AWS SDK for Go v2 service packages the function may
+// import to their IAM service prefixes.
+var awsService = map[string]string{
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling":    "autoscaling",
+	"github.com/aws/aws-sdk-go-v2/service/ec2":            "ec2",
+	"github.com/aws/aws-sdk-go-v2/service/eks":            "eks",
+	"github.com/aws/aws-sdk-go-v2/service/lambda":         "lambda",
+	"github.com/aws/aws-sdk-go-v2/service/ssm":            "ssm",
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager": "secretsmanager",
+	"github.com/aws/aws-sdk-go-v2/service/sts":            "sts",
+}
+
+// iamActionOf is the IAM action of an operation where the names differ.
+var iamActionOf = map[string]string{
+	"lambda:Invoke": "lambda:InvokeFunction",
+}
+
+// noPermissionNeeded are operations AWS authorizes without any IAM grant.
+var noPermissionNeeded = map[string]string{
+	// "No permissions are required to perform this operation" (STS API
+	// reference). The function never calls it: aws-iam-authenticator presigns
+	// it into the EKS token (cluster.tokenSource.Token), and the API server
+	// calls it.
+	"sts:GetCallerIdentity": "presigned into the Kubernetes token only",
+}
+
+// platformActions are used with the function's role by the Lambda service
+// itself, not by the code.
+var platformActions = map[string]string{
+	"logs:CreateLogStream": "Lambda writes the function's logs with its role",
+	"logs:PutLogEvents":    "Lambda writes the function's logs with its role",
+	"sqs:SendMessage":      "Lambda sends failed asynchronous invocations to the on-failure destination (the DLQ) with the role",
+}
+
+// awsCalls finds every AWS operation the code refers to: each <Op>Input type
+// of an SDK service package, in a call or in the interface declaring it.
+func awsCalls(t *testing.T, root string) map[string][]use {
+	t.Helper()
+	fset, files := codeFiles(t, root)
+	calls := map[string][]use{}
+	for _, f := range files {
+		imports := map[string]string{} // local name -> IAM prefix
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			if !strings.HasPrefix(path, "github.com/aws/aws-sdk-go-v2/service/") || strings.Count(path, "/") != 4 {
+				continue
+			}
+			prefix, ok := awsService[path]
+			if !ok {
+				t.Errorf("%s imports %s: add its IAM prefix to awsService", fset.Position(imp.Pos()).Filename, path)
+				continue
+			}
+			name := path[strings.LastIndex(path, "/")+1:]
+			if imp.Name != nil {
+				name = imp.Name.Name
+			}
+			imports[name] = prefix
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			pkg, ok := sel.X.(*ast.Ident)
+			if !ok || imports[pkg.Name] == "" || !strings.HasSuffix(sel.Sel.Name, "Input") {
+				return true
+			}
+			action := imports[pkg.Name] + ":" + strings.TrimSuffix(sel.Sel.Name, "Input")
+			if a, ok := iamActionOf[action]; ok {
+				action = a
+			}
+			u := use{fset.Position(sel.Pos()).Filename, funcName(f, sel.Pos())}
+			for _, seen := range calls[action] {
+				if seen == u {
+					return true
+				}
+			}
+			calls[action] = append(calls[action], u)
+			return true
+		})
+	}
+	return calls
+}
+
+// neededActions are the actions the code's calls need, plus those the Lambda
+// service uses with the role.
+func neededActions(calls map[string][]use) map[string]bool {
+	needed := map[string]bool{}
+	for action := range calls {
+		if _, ok := noPermissionNeeded[action]; !ok {
+			needed[action] = true
+		}
+	}
+	for action := range platformActions {
+		needed[action] = true
+	}
+	return needed
+}
+
+// iamProblems lists the actions s lacks for calls, and those it grants that
+// nothing uses.
+func iamProblems(s *Spec, calls map[string][]use) []string {
+	var out []string
+	needed := neededActions(calls)
+	granted := map[string]bool{}
+	for _, a := range s.Actions() {
+		granted[a] = true
+		if !needed[a] {
+			out = append(out, fmt.Sprintf("%s grants %s, which neither the code nor the Lambda service uses", s.Source, a))
+		}
+	}
+	for _, a := range sortedKeys(needed) {
+		if !granted[a] {
+			out = append(out, fmt.Sprintf("%s does not grant %s, used by %v", s.Source, a, calls[a]))
+		}
+	}
+	return out
+}
+
+// TestIAMActionsMatchCode: every AWS call of the code has its action in both
+// descriptions, and every action granted is used (by the code, or by the
+// Lambda service with the role).
+func TestIAMActionsMatchCode(t *testing.T) {
+	calls := awsCalls(t, repoRoot)
+	for _, action := range sortedKeys(calls) {
+		if why, ok := noPermissionNeeded[action]; ok {
+			t.Logf("%s: no IAM permission needed (%s): %v", action, why, calls[action])
+		} else {
+			t.Logf("%s: %v", action, calls[action])
+		}
+	}
+	sam, tf := load(t, repoRoot)
+	for _, s := range []*Spec{sam, tf} {
+		for _, p := range iamProblems(s, calls) {
+			t.Error(p)
+		}
+	}
+	// the contract in wantActions is the same set
+	if got := sortedKeys(neededActions(calls)); strings.Join(got, ",") != strings.Join(wantActions, ",") {
+		t.Errorf("actions the code and Lambda use\n got %v\nwant %v (wantActions)", got, wantActions)
+	}
+	// the calls the templates are built around are still found by the scan
+	for _, a := range []string{"autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat",
+		"autoscaling:DescribeLifecycleHooks", "ec2:DescribeInstances", "eks:DescribeCluster", "lambda:InvokeFunction",
+		"ssm:GetParameter", "secretsmanager:GetSecretValue"} {
+		if len(calls[a]) == 0 {
+			t.Errorf("the code no longer refers to %s: is the scan still finding the calls?", a)
+		}
+	}
+}
+
+// grant is one (API group, resource, verb) of the ClusterRole.
+type grant struct{ group, resource, verb string }
+
+func (g grant) String() string {
+	r := g.resource
+	if g.group != "" {
+		r = g.group + "/" + r
+	}
+	return r + " " + g.verb
+}
+
+// client-go typed clients: the group-version accessor's API group.
+var kubeGroups = map[string]string{
+	"CoreV1": "", "AppsV1": "apps", "PolicyV1": "policy", "PolicyV1beta1": "policy",
+	"StorageV1": "storage.k8s.io", "EventsV1": "events.k8s.io", "CoordinationV1": "coordination.k8s.io",
+}
+
+// client-go typed client methods and the RBAC verb each is authorized as.
+var kubeVerbs = map[string]string{
+	"Get": "get", "List": "list", "Watch": "watch", "Create": "create", "Update": "update",
+	"Patch": "patch", "Apply": "patch", "Delete": "delete", "DeleteCollection": "deletecollection",
+}
+
+// kubectlHelper lists what each k8s.io/kubectl/pkg/drain.Helper method the
+// code calls asks of the API server (read from kubectl's drain.go and
+// filters.go, the version in go.mod).
+var kubectlHelper = map[string][]grant{
+	// Pods("").List by spec.nodeName (chunked), then daemonSetFilter's
+	// AppsV1().DaemonSets(ns).Get for each DaemonSet-owned pod
+	"GetPodsForDeletion": {{"", "pods", "list"}, {"apps", "daemonsets", "get"}},
+	// PolicyV1().Evictions(ns).Evict (the code always passes policy/v1)
+	"EvictPod": {{"", "pods/eviction", "create"}},
+	// Pods(ns).Delete
+	"DeletePod": {{"", "pods", "delete"}},
+}
+
+// kubectlUnsupported are Helper entry points that ask for more (discovery,
+// pods get, node patch) than the table above describes.
+var kubectlUnsupported = []string{"DeleteOrEvictPods", "RunNodeDrain", "RunCordonOrUncordon", "CheckEvictionSupport", "PatchOrReplace", "PatchOrReplaceWithContext"}
+
+// kubeCalls finds every Kubernetes API request of the code: typed client
+// chains such as c.CoreV1().Nodes().Get(...), and the kubectl drain Helper
+// methods called.
+func kubeCalls(t *testing.T, root string) map[grant][]use {
+	t.Helper()
+	fset, files := codeFiles(t, root)
+	calls := map[grant][]use{}
+	add := func(f *ast.File, pos token.Pos, g grant) {
+		u := use{fset.Position(pos).Filename, funcName(f, pos)}
+		for _, seen := range calls[g] {
+			if seen == u {
+				return
+			}
+		}
+		calls[g] = append(calls[g], u)
+	}
+	// method returns the selector name and receiver of a call x.Name(...)
+	method := func(e ast.Expr) (string, ast.Expr, bool) {
+		call, ok := e.(*ast.CallExpr)
+		if !ok {
+			return "", nil, false
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok {
+			return "", nil, false
+		}
+		return sel.Sel.Name, sel.X, true
+	}
+	for _, f := range files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			verbName, recv, ok := method(call)
+			if !ok {
+				return true
+			}
+			if gs, ok := kubectlHelper[verbName]; ok {
+				for _, g := range gs {
+					add(f, call.Pos(), g)
+				}
+				return true
+			}
+			for _, u := range kubectlUnsupported {
+				if verbName == u {
+					t.Errorf("%s: kubectl drain Helper.%s: describe its requests in kubectlHelper", fset.Position(call.Pos()), u)
+				}
+			}
+			resName, gvCall, ok := method(recv)
+			if !ok {
+				return true
+			}
+			gvName, _, ok := method(gvCall)
+			if !ok {
+				return true
+			}
+			group, ok := kubeGroups[gvName]
+			if !ok {
+				return true
+			}
+			verb, resource := kubeVerbs[verbName], strings.ToLower(resName)
+			switch {
+			case resName == "Evictions" && verbName == "Evict":
+				// a subresource of core pods, whatever the Eviction's group
+				group, verb, resource = "", "create", "pods/eviction"
+			case strings.HasSuffix(verbName, "Status") && kubeVerbs[strings.TrimSuffix(verbName, "Status")] != "":
+				verb, resource = kubeVerbs[strings.TrimSuffix(verbName, "Status")], resource+"/status"
+			case verb == "":
+				t.Errorf("%s: %s().%s().%s: unknown client-go method, add it to kubeVerbs", fset.Position(call.Pos()), gvName, resName, verbName)
+				return true
+			}
+			add(f, call.Pos(), grant{group, resource, verb})
+			return true
+		})
+	}
+	return calls
+}
+
+// knownUnusedGrants are what terraform/kubernetes/rbac.yaml grants and the
+// code does not use (checked by TestClusterRoleMatchesCode). The ClusterRole
+// is not this package's to change: they are reported, not removed. A grant
+// that becomes used, or is dropped from rbac.yaml, must leave this list.
+var knownUnusedGrants = map[grant]string{}
+
+// clusterRoleProblems lists the requests of calls that rbac does not grant
+// (each a 403 in production), and the grants nothing uses that are not in
+// knownUnusedGrants.
+func clusterRoleProblems(rbac *RBAC, calls map[grant][]use) []string {
+	var out []string
+	granted := map[grant]bool{}
+	for _, r := range rbac.Rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					granted[grant{g, res, v}] = true
+				}
+			}
+		}
+	}
+	for g, uses := range calls {
+		if !granted[g] {
+			out = append(out, fmt.Sprintf("rbac.yaml does not grant %s, used by %v", g, uses))
+		}
+	}
+	for g := range granted {
+		_, isUsed := calls[g]
+		_, known := knownUnusedGrants[g]
+		switch {
+		case !isUsed && !known:
+			out = append(out, fmt.Sprintf("rbac.yaml grants %s, which the code does not use: report it, or add it with the reason to knownUnusedGrants", g))
+		case isUsed && known:
+			out = append(out, fmt.Sprintf("%s is used now (%v): remove it from knownUnusedGrants", g, calls[g]))
+		}
+	}
+	for g := range knownUnusedGrants {
+		if !granted[g] {
+			out = append(out, fmt.Sprintf("%s is no longer granted: remove it from knownUnusedGrants", g))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestClusterRoleMatchesCode: every Kubernetes request of the code is
+// granted by the ClusterRole; every grant is used or in knownUnusedGrants.
+func TestClusterRoleMatchesCode(t *testing.T) {
+	rbac, err := LoadRBAC(filepath.Join(repoRoot, "terraform", "kubernetes", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := kubeCalls(t, repoRoot)
+	if len(calls) == 0 {
+		t.Fatal("no Kubernetes request found in the code: the scan is broken")
+	}
+	var used []string
+	for g, uses := range calls {
+		used = append(used, fmt.Sprintf("%s: %v", g, uses))
+	}
+	sort.Strings(used)
+	t.Logf("Kubernetes requests of the code:\n%s", strings.Join(used, "\n"))
+	for _, p := range clusterRoleProblems(rbac, calls) {
+		t.Error(p)
+	}
+}
+
+// The scans find a new call, and the checks fail when one side alone changes.
+func TestDetectsPermissionDrift(t *testing.T) {
+	t.Run("scan finds new AWS and Kubernetes calls", func(t *testing.T) {
+		root := t.TempDir()
+		src := `package x
+
+import (
+	"context"
+
+	as "github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"k8s.io/client-go/kubernetes"
+)
+
+func f(ctx context.Context, api *as.Client, c kubernetes.Interface) {
+	api.DescribeAutoScalingGroups(ctx, &as.DescribeAutoScalingGroupsInput{})
+	c.CoreV1().ConfigMaps("ns").Get(ctx, "x", metav1.GetOptions{})
+	c.CoreV1().Nodes().UpdateStatus(ctx, nil, metav1.UpdateOptions{})
+	c.PolicyV1().Evictions("ns").Evict(ctx, nil)
+}
+`
+		if err := os.MkdirAll(filepath.Join(root, "internal", "x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "internal", "x", "x.go"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		aws := awsCalls(t, root)
+		if u := aws["autoscaling:DescribeAutoScalingGroups"]; len(u) != 1 || u[0].String() != "internal/x/x.go:f" {
+			t.Errorf("AWS calls = %v, want autoscaling:DescribeAutoScalingGroups in internal/x/x.go:f", aws)
+		}
+		kube := kubeCalls(t, root)
+		for _, g := range []grant{{"", "configmaps", "get"}, {"", "nodes/status", "update"}, {"", "pods/eviction", "create"}} {
+			if len(kube[g]) != 1 {
+				t.Errorf("Kubernetes calls = %v, want %s", kube, g)
+			}
+		}
+	})
+
+	calls := awsCalls(t, repoRoot)
+	kube := kubeCalls(t, repoRoot)
+	tests := []struct{ name, file, old, new, want string }{
+		{"DescribeLifecycleHooks dropped in terraform", iamTF,
+			`actions   = ["autoscaling:DescribeLifecycleHooks"]`, `actions   = ["ec2:DescribeInstances"]`,
+			"terraform does not grant autoscaling:DescribeLifecycleHooks"},
+		{"unused action in SAM", samFile,
+			"Action: autoscaling:DescribeLifecycleHooks", "Action: [autoscaling:DescribeLifecycleHooks, autoscaling:DescribeAutoScalingGroups]",
+			"sam grants autoscaling:DescribeAutoScalingGroups, which neither"},
+		{"nodes update dropped from the ClusterRole", rbacYAML,
+			`verbs: ["get", "list", "update", "delete"]`, `verbs: ["get", "list", "delete"]`,
+			"rbac.yaml does not grant nodes update, used by [internal/node/node.go:Apply internal/node/node.go:Revert]"},
+		{"PDB watch dropped from the ClusterRole", rbacYAML,
+			"resources: [\"poddisruptionbudgets\"]\n    verbs: [\"list\", \"watch\"]",
+			"resources: [\"poddisruptionbudgets\"]\n    verbs: [\"list\"]",
+			"rbac.yaml does not grant policy/poddisruptionbudgets watch"},
+		{"unused verb added to the ClusterRole", rbacYAML,
+			"    resources: [\"daemonsets\"]\n    verbs: [\"get\"]",
+			"    resources: [\"daemonsets\"]\n    verbs: [\"get\", \"list\"]",
+			"rbac.yaml grants apps/daemonsets list, which the code does not use"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := copyTree(t)
+			mutate(t, root, tt.file, tt.old, tt.new)
+			var problems []string
+			if tt.file == rbacYAML {
+				rbac, err := LoadRBAC(filepath.Join(root, rbacYAML))
+				if err != nil {
+					t.Fatal(err)
+				}
+				problems = clusterRoleProblems(rbac, kube)
+			} else {
+				sam, tf := load(t, root)
+				problems = append(iamProblems(sam, calls), iamProblems(tf, calls)...)
+			}
+			if joined := strings.Join(problems, "\n"); !strings.Contains(joined, tt.want) {
+				t.Errorf("problems do not mention %q:\n%s", tt.want, joined)
+			}
+		})
+	}
+}
+
+// TestPermissionTablesNameEveryGrant: the README's permission tables list every IAM
+// action and every Kubernetes resource the code uses.
+func TestPermissionTablesNameEveryGrant(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	for _, a := range wantActions {
+		if !strings.Contains(doc, "`"+a+"`") {
+			t.Errorf("README.md does not list `%s`", a)
+		}
+	}
+	for g := range kubeCalls(t, repoRoot) {
+		if !strings.Contains(doc, "`"+g.resource+"`") {
+			t.Errorf("README.md does not list `%s` (%s)", g.resource, g)
+		}
+	}
+}

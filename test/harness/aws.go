@@ -1,0 +1,258 @@
+package harness
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/node-drainer/node-drainer/test/harness/authwebhook"
+	"github.com/node-drainer/node-drainer/test/harness/moto"
+)
+
+const (
+	// ClusterName is the harness cluster's name (EKS name / authenticator cluster id).
+	ClusterName = "testenv"
+	// DrainerRole is the IAM role the drainer runs as; the token webhook maps
+	// it to the group the project's ClusterRole is bound to.
+	DrainerRole = "node-drainer"
+	// DrainerGroup is the Kubernetes group of the drainer's identity.
+	DrainerGroup = "node-drainer"
+	// Zone is where the scenes' instances, nodes and volumes live.
+	Zone = "us-east-1a"
+)
+
+// startAuthWebhook starts the token webhook and returns its kubeconfig for
+// the apiserver. The role node-drainer maps to group node-drainer, like an EKS
+// access entry with kubernetesGroups [node-drainer].
+func (e *Env) startAuthWebhook(ctx context.Context) (string, error) {
+	var err error
+	e.Auth, err = authwebhook.Start(ctx, authwebhook.Options{
+		STSEndpoint: e.AWS.URL(),
+		Mappings: []authwebhook.Mapping{{
+			PrincipalARN: fmt.Sprintf("arn:aws:iam::%s:role/%s", moto.AccountID, DrainerRole),
+			Username:     "node-drainer:{{SessionName}}",
+			Groups:       []string{DrainerGroup},
+		}},
+	})
+	if err != nil {
+		return "", fmt.Errorf("starting the token webhook: %w", err)
+	}
+	path := filepath.Join(e.Dir, "webhook.kubeconfig")
+	return path, e.Auth.WriteKubeconfig(path)
+}
+
+// RBACFile is the project's ClusterRole manifest, the one users apply.
+func RBACFile() (string, error) {
+	script, err := buildScript()
+	if err != nil {
+		return "", err
+	}
+	root := filepath.Join(filepath.Dir(script), "..", "..", "..")
+	return filepath.Join(root, "terraform", "kubernetes", "rbac.yaml"), nil
+}
+
+// applyRBAC applies the project's ClusterRole and binding, so the drainer runs
+// with exactly the permissions users grant it.
+func (e *Env) applyRBAC(ctx context.Context) error {
+	path, err := RBACFile()
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading the ClusterRole manifest: %w", err)
+	}
+	for _, doc := range strings.Split(string(b), "\n---") {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			return fmt.Errorf("decoding %s: %w", path, err)
+		}
+		switch o := obj.(type) {
+		case *rbacv1.ClusterRole:
+			_, err = e.Client.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = e.Client.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		default:
+			err = fmt.Errorf("unexpected %T in %s", obj, path)
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("applying %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// DrainerCredentials assumes the drainer's role in the emulator, as Lambda
+// does for the function; the credentials' identity is what the webhook maps.
+func (e *Env) DrainerCredentials(ctx context.Context, session string) (aws.Credentials, error) {
+	out, err := sts.NewFromConfig(e.AWS.AWSConfig()).AssumeRole(ctx, &sts.AssumeRoleInput{
+		RoleArn:         aws.String(fmt.Sprintf("arn:aws:iam::%s:role/%s", moto.AccountID, DrainerRole)),
+		RoleSessionName: aws.String(session),
+	})
+	if err != nil {
+		return aws.Credentials{}, fmt.Errorf("assuming the drainer role: %w", err)
+	}
+	c := out.Credentials
+	return aws.Credentials{AccessKeyID: *c.AccessKeyId, SecretAccessKey: *c.SecretAccessKey, SessionToken: *c.SessionToken}, nil
+}
+
+// DrainerEnv is the function's environment against this harness: the
+// self-managed cluster mode (endpoint + CA, STS tokens through the webhook),
+// every AWS client pointed at the emulator, the drainer role's credentials.
+// extra entries (NAME=value) come last and win.
+func (e *Env) DrainerEnv(ctx context.Context, extra ...string) ([]string, error) {
+	creds, err := e.DrainerCredentials(ctx, "lambda")
+	if err != nil {
+		return nil, err
+	}
+	env := []string{
+		"CLUSTER_NAME=" + ClusterName,
+		"CLUSTER_ENDPOINT=" + e.Server,
+		"CLUSTER_CA_DATA=" + base64.StdEncoding.EncodeToString(e.CAData),
+		"AWS_REGION=" + moto.Region,
+		"AWS_ENDPOINT_URL_EC2=" + e.AWS.URL(),
+		"AWS_ENDPOINT_URL_AUTO_SCALING=" + e.AWS.URL(),
+		"AWS_ENDPOINT_URL_STS=" + e.AWS.URL(),
+		"AWS_ENDPOINT_URL_EKS=" + e.AWS.URL(),
+		"AWS_ACCESS_KEY_ID=" + creds.AccessKeyID,
+		"AWS_SECRET_ACCESS_KEY=" + creds.SecretAccessKey,
+		"AWS_SESSION_TOKEN=" + creds.SessionToken,
+	}
+	return append(env, extra...), nil
+}
+
+// Instance is an EC2 instance of a scene's ASG.
+type Instance struct {
+	ID, PrivateDNSName, Zone string
+}
+
+// ASGSpec describes an Auto Scaling group of this cluster.
+type ASGSpec struct {
+	Name       string
+	Size       int
+	Hooks      bool   // terminate and launch lifecycle hooks
+	ClusterTag string // tag key marking the cluster's instances; default kubernetes.io/cluster/testenv
+}
+
+// Hook names the scenes' ASGs use.
+const (
+	TerminateHook = "node-drainer-terminate"
+	LaunchHook    = "node-drainer-launch"
+)
+
+// CreateASG creates the group in the emulator (launch template, cluster tag
+// propagated to instances, lifecycle hooks) and returns its instances.
+func (e *Env) CreateASG(ctx context.Context, s ASGSpec) ([]Instance, error) {
+	cfg := e.AWS.AWSConfig()
+	ec2c, asc := ec2.NewFromConfig(cfg), autoscaling.NewFromConfig(cfg)
+	if s.ClusterTag == "" {
+		s.ClusterTag = "kubernetes.io/cluster/" + ClusterName
+	}
+	lt := s.Name + "-lt"
+	_, err := ec2c.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+		LaunchTemplateName: aws.String(lt),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String("ami-12c6146b"), InstanceType: ec2types.InstanceTypeM5Large},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating launch template: %w", err)
+	}
+	size := int32(s.Size)
+	_, err = asc.CreateAutoScalingGroup(ctx, &autoscaling.CreateAutoScalingGroupInput{
+		AutoScalingGroupName: aws.String(s.Name),
+		LaunchTemplate:       &astypes.LaunchTemplateSpecification{LaunchTemplateName: aws.String(lt)},
+		MinSize:              aws.Int32(0), MaxSize: aws.Int32(size + 5), DesiredCapacity: aws.Int32(size),
+		AvailabilityZones: []string{Zone},
+		Tags: []astypes.Tag{{Key: aws.String(s.ClusterTag), Value: aws.String("owned"), PropagateAtLaunch: aws.Bool(true),
+			ResourceId: aws.String(s.Name), ResourceType: aws.String("auto-scaling-group")}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating ASG %s: %w", s.Name, err)
+	}
+	if s.Hooks {
+		for hook, transition := range map[string]string{TerminateHook: "autoscaling:EC2_INSTANCE_TERMINATING", LaunchHook: "autoscaling:EC2_INSTANCE_LAUNCHING"} {
+			_, err := asc.PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{
+				AutoScalingGroupName: aws.String(s.Name), LifecycleHookName: aws.String(hook),
+				LifecycleTransition: aws.String(transition), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE"),
+			})
+			if err != nil {
+				return nil, fmt.Errorf("creating hook %s: %w", hook, err)
+			}
+		}
+	}
+	out, err := asc.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{s.Name}})
+	if err != nil || len(out.AutoScalingGroups) != 1 {
+		return nil, fmt.Errorf("describing ASG %s: %v", s.Name, err)
+	}
+	var ids []string
+	for _, i := range out.AutoScalingGroups[0].Instances {
+		ids = append(ids, *i.InstanceId)
+	}
+	desc, err := ec2c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids})
+	if err != nil {
+		return nil, fmt.Errorf("describing instances: %w", err)
+	}
+	var insts []Instance
+	for _, r := range desc.Reservations {
+		for _, i := range r.Instances {
+			insts = append(insts, Instance{ID: *i.InstanceId, PrivateDNSName: *i.PrivateDnsName, Zone: Zone})
+		}
+	}
+	return insts, nil
+}
+
+// AddNodeFor registers the kwok node of an instance (named after its private
+// DNS name, providerID aws:///<zone>/<id>), with extra labels.
+func (e *Env) AddNodeFor(ctx context.Context, i Instance, labels map[string]string) error {
+	_, err := e.AddNode(ctx, NodeSpec{Name: i.PrivateDNSName, InstanceID: i.ID, Zone: i.Zone, Labels: labels})
+	return err
+}
+
+// SetInstanceState stops or starts an instance in the emulator
+// ("stopped"/"running").
+func (e *Env) SetInstanceState(ctx context.Context, id, state string) error {
+	c := ec2.NewFromConfig(e.AWS.AWSConfig())
+	var err error
+	switch state {
+	case "stopped":
+		_, err = c.StopInstances(ctx, &ec2.StopInstancesInput{InstanceIds: []string{id}})
+	case "running":
+		_, err = c.StartInstances(ctx, &ec2.StartInstancesInput{InstanceIds: []string{id}})
+	case "terminated":
+		_, err = c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
+	default:
+		err = fmt.Errorf("unsupported state %q", state)
+	}
+	if err != nil {
+		return fmt.Errorf("setting instance %s %s: %w", id, state, err)
+	}
+	return nil
+}
+
+// StartTerminating registers the active lifecycle action the ASG would create
+// when it starts terminating the instance, and returns the event payload
+// EventBridge would deliver for it, from events/asg-terminate.json.
+func (e *Env) StartTerminating(ctx context.Context, asg string, i Instance, token string) ([]byte, error) {
+	if err := e.AWS.RegisterLifecycleAction(ctx, moto.LifecycleAction{ASG: asg, Hook: TerminateHook, InstanceID: i.ID, Token: token}); err != nil {
+		return nil, err
+	}
+	return EventFile("asg-terminate.json", map[string]string{
+		"AutoScalingGroupName": asg, "LifecycleHookName": TerminateHook, "EC2InstanceId": i.ID, "LifecycleActionToken": token,
+	})
+}

@@ -1,0 +1,162 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// identity is a static-token user of the test apiserver (components and the
+// admin); the drainer itself authenticates through the token webhook instead.
+type identity struct {
+	name, user, token string
+	groups            []string
+}
+
+func newIdentity(name, user string, groups ...string) identity {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return identity{name: name, user: user, token: hex.EncodeToString(b), groups: groups}
+}
+
+// writeTokenFile writes the apiserver's --token-auth-file.
+func writeTokenFile(path string, ids []identity) error {
+	var sb strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&sb, "%s,%s,%s,%q\n", id.token, id.user, id.user, strings.Join(id.groups, ","))
+	}
+	return os.WriteFile(path, []byte(sb.String()), 0o600)
+}
+
+// writeKubeconfig writes a kubeconfig for id against server.
+func writeKubeconfig(path, server string, caPEM []byte, id identity) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["testenv"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
+	cfg.AuthInfos[id.name] = &clientcmdapi.AuthInfo{Token: id.token}
+	cfg.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: id.name}
+	cfg.CurrentContext = "testenv"
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+func (e *Env) startEtcd(ctx context.Context) (string, error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return "", err
+	}
+	client := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	peer := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	p, err := e.start("etcd", e.bins.path("etcd"), []string{
+		"--name=testenv",
+		"--data-dir=" + filepath.Join(e.Dir, "etcd"),
+		"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
+		"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
+		"--initial-cluster=testenv=" + peer,
+		"--unsafe-no-fsync", "--log-level=warn",
+	}, nil)
+	if err != nil {
+		return "", err
+	}
+	return client, p.waitHealthy(ctx, client+"/health", 30*time.Second, nil)
+}
+
+func (e *Env) startAPIServer(ctx context.Context, etcd string, ids []identity, webhookConfig string) error {
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	tokens := filepath.Join(e.Dir, "tokens.csv")
+	if err := writeTokenFile(tokens, ids); err != nil {
+		return err
+	}
+	args := []string{
+		"--etcd-servers=" + etcd,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(ports[0]),
+		"--cert-dir=" + filepath.Join(e.Dir, "apiserver-certs"),
+		"--tls-cert-file=" + e.pki.certFile, "--tls-private-key-file=" + e.pki.keyFile,
+		"--client-ca-file=" + e.pki.caFile,
+		"--token-auth-file=" + tokens,
+		"--authorization-mode=Node,RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + e.pki.saPubFile,
+		"--service-account-signing-key-file=" + e.pki.saKeyFile,
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--allow-privileged=true",
+		"--v=1",
+	}
+	if webhookConfig != "" {
+		args = append(args,
+			"--authentication-token-webhook-config-file="+webhookConfig,
+			"--authentication-token-webhook-version=v1",
+			// short, so a rejected or expired token is re-checked soon
+			"--authentication-token-webhook-cache-ttl=10s",
+		)
+	}
+	p, err := e.start("kube-apiserver", e.bins.path("kube-apiserver"), args, nil)
+	if err != nil {
+		return err
+	}
+	e.Server = "https://127.0.0.1:" + strconv.Itoa(ports[0])
+	return p.waitHealthy(ctx, e.Server+"/readyz", 60*time.Second, http.Header{"Authorization": {"Bearer " + ids[0].token}})
+}
+
+func (e *Env) startControllerManager(ctx context.Context, id identity) error {
+	kc := filepath.Join(e.Dir, "controller-manager.kubeconfig")
+	if err := writeKubeconfig(kc, e.Server, e.pki.caPEM, id); err != nil {
+		return err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	p, err := e.start("kube-controller-manager", e.bins.path("kube-controller-manager"), []string{
+		"--kubeconfig=" + kc,
+		"--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(ports[0]),
+		"--cert-dir=" + filepath.Join(e.Dir, "controller-manager-certs"),
+		"--leader-elect=false",
+		"--use-service-account-credentials=true",
+		"--controllers=*",
+		"--service-account-private-key-file=" + e.pki.saKeyFile,
+		"--root-ca-file=" + e.pki.caFile,
+		// a dead kubelet is noticed in seconds, not the default 40 s
+		"--node-monitor-grace-period=20s", "--node-monitor-period=2s",
+		"--v=1",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	return p.waitHealthy(ctx, "https://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz", 60*time.Second, nil)
+}
+
+func (e *Env) startScheduler(ctx context.Context, id identity) error {
+	kc := filepath.Join(e.Dir, "scheduler.kubeconfig")
+	if err := writeKubeconfig(kc, e.Server, e.pki.caPEM, id); err != nil {
+		return err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	p, err := e.start("kube-scheduler", e.bins.path("kube-scheduler"), []string{
+		"--kubeconfig=" + kc,
+		"--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(ports[0]),
+		"--leader-elect=false",
+		"--v=1",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	return p.waitHealthy(ctx, "https://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz", 60*time.Second, nil)
+}

@@ -1,0 +1,93 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/node-drainer/node-drainer/internal/handler"
+	"github.com/node-drainer/node-drainer/test/harness/lambdart"
+)
+
+// BuildBootstrap builds the real function binary (as `make build` does, for
+// this machine's architecture) into dir and returns its path.
+func BuildBootstrap(ctx context.Context, dir string) (string, error) {
+	script, err := buildScript()
+	if err != nil {
+		return "", err
+	}
+	root := filepath.Join(filepath.Dir(script), "..", "..", "..")
+	out := filepath.Join(dir, "bootstrap")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, "./functions/node-drainer")
+	cmd.Dir = root
+	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building bootstrap: %w\n%s", err, b)
+	}
+	return out, nil
+}
+
+// FunctionOptions configure StartFunction.
+type FunctionOptions struct {
+	Bootstrap string
+	Timeout   time.Duration // the function timeout (default 60 s)
+	Env       []string      // extra configuration, NAME=value
+	Log       io.Writer     // the function's logs
+}
+
+// StartFunction runs the bootstrap under the Lambda runtime emulator, as the
+// drainer role, against this harness (see DrainerEnv).
+func (e *Env) StartFunction(ctx context.Context, o FunctionOptions) (*lambdart.Runtime, error) {
+	env, err := e.DrainerEnv(ctx, o.Env...)
+	if err != nil {
+		return nil, err
+	}
+	if o.Timeout == 0 {
+		o.Timeout = time.Minute
+	}
+	return lambdart.Start(ctx, lambdart.Options{
+		Bootstrap:    o.Bootstrap,
+		Env:          env,
+		Timeout:      o.Timeout,
+		FunctionName: "node-drainer",
+		MemoryMB:     256,
+		Log:          o.Log,
+	})
+}
+
+// Invoke invokes the function synchronously; a function error is returned
+// as an error carrying the function's message.
+func Invoke(ctx context.Context, rt *lambdart.Runtime, payload []byte) (handler.Outcome, error) {
+	res, err := rt.Invoke(ctx, payload)
+	if err != nil {
+		return handler.Outcome{}, err
+	}
+	if res.FunctionError != "" {
+		return handler.Outcome{}, fmt.Errorf("function error: %s", res.Payload)
+	}
+	var o handler.Outcome
+	if err := json.Unmarshal(res.Payload, &o); err != nil {
+		return handler.Outcome{}, fmt.Errorf("decoding outcome %s: %w", res.Payload, err)
+	}
+	return o, nil
+}
+
+// StartWithFunction starts a harness and builds the real bootstrap into the
+// harness's directory: what a test package's TestMain needs. On error nothing
+// is left running.
+func StartWithFunction(ctx context.Context, log io.Writer) (*Env, string, error) {
+	e, err := Start(ctx, Options{Log: log})
+	if err != nil {
+		return nil, "", fmt.Errorf("starting the harness: %w", err)
+	}
+	bootstrap, err := BuildBootstrap(ctx, e.Dir)
+	if err != nil {
+		e.Stop()
+		return nil, "", err
+	}
+	return e, bootstrap, nil
+}

@@ -1,0 +1,220 @@
+// Package harness is node-drainer's real local harness: it starts etcd,
+// kube-apiserver (RBAC on, its own CA), kube-controller-manager, kube-scheduler
+// and kwok (playing kubelets and a CSI attacher) on 127.0.0.1, plus the AWS
+// emulator (moto with our lifecycle-action extension) and an EKS-like token
+// webhook, and stops them all again. Integration tests and `make demo` use it.
+//
+// Nothing is mocked that a user has for real: evictions meet real
+// PodDisruptionBudgets, the attach/detach controller creates real
+// VolumeAttachments, and the drainer talks to the apiserver as an
+// aws-iam-authenticator identity bound to the project's own ClusterRole.
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/node-drainer/node-drainer/test/harness/authwebhook"
+	"github.com/node-drainer/node-drainer/test/harness/moto"
+)
+
+// Env is a running harness.
+type Env struct {
+	Dir        string               // working files and component logs
+	Server     string               // kube-apiserver URL
+	CAData     []byte               // PEM of the apiserver's CA
+	Admin      *rest.Config         // cluster-admin access for tests
+	Client     kubernetes.Interface // cluster-admin client
+	Kubeconfig string               // admin kubeconfig file, for kubectl while debugging
+	AWS        *moto.Server         // the AWS emulator
+	Auth       *authwebhook.Server  // the apiserver's token webhook (EKS-like authentication)
+
+	bins  Binaries
+	pki   *pki
+	log   io.Writer
+	mu    sync.Mutex
+	procs []*process
+	keep  bool
+}
+
+// Options tune Start.
+type Options struct {
+	// Log receives progress lines (component started, timings); nil discards.
+	Log io.Writer
+	// Dir is the working directory; empty means a new temporary one, removed
+	// by Stop unless NODE_DRAINER_KEEP_HARNESS=1.
+	Dir string
+}
+
+// Start builds (first time only) and starts every component, and returns when
+// the cluster can run pods: nodes can be registered, the default
+// ServiceAccount exists. On error everything started so far is stopped.
+func Start(ctx context.Context, opts Options) (_ *Env, err error) {
+	e := &Env{Dir: opts.Dir, log: opts.Log, keep: os.Getenv("NODE_DRAINER_KEEP_HARNESS") == "1"}
+	if e.log == nil {
+		e.log = io.Discard
+	}
+	if e.Dir == "" {
+		if e.Dir, err = os.MkdirTemp("", "node-drainer-testenv-"); err != nil {
+			return nil, err
+		}
+	} else if err := os.MkdirAll(e.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			e.Stop()
+		}
+	}()
+	began := time.Now()
+	if e.bins, err = EnsureBinaries(ctx); err != nil {
+		return nil, err
+	}
+	if e.pki, err = newPKI(e.Dir); err != nil {
+		return nil, fmt.Errorf("creating certificates: %w", err)
+	}
+	e.CAData = e.pki.caPEM
+	admin := newIdentity("admin", "testenv-admin", "system:masters")
+	cm := newIdentity("controller-manager", "system:kube-controller-manager")
+	sched := newIdentity("scheduler", "system:kube-scheduler")
+	kwok := newIdentity("kwok", "testenv-kwok", "system:masters")
+
+	motoDone := make(chan error, 1)
+	go func() {
+		var err error
+		e.AWS, err = moto.Start(ctx, e.Dir)
+		motoDone <- err
+	}()
+	etcd, err := e.startEtcd(ctx)
+	if merr := <-motoDone; merr != nil || err != nil {
+		return nil, errors.Join(err, merr)
+	}
+	e.logf("etcd healthy, AWS emulator at %s", e.AWS.URL())
+	webhook, err := e.startAuthWebhook(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.startAPIServer(ctx, etcd, []identity{admin, cm, sched, kwok}, webhook); err != nil {
+		return nil, err
+	}
+	e.logf("kube-apiserver ready at %s", e.Server)
+	e.Admin = &rest.Config{Host: e.Server, BearerToken: admin.token, QPS: 500, Burst: 1000,
+		TLSClientConfig: rest.TLSClientConfig{CAData: e.pki.caPEM}}
+	if e.Client, err = kubernetes.NewForConfig(e.Admin); err != nil {
+		return nil, err
+	}
+	e.Kubeconfig = filepath.Join(e.Dir, "admin.kubeconfig")
+	if err := writeKubeconfig(e.Kubeconfig, e.Server, e.pki.caPEM, admin); err != nil {
+		return nil, err
+	}
+
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i, f := range []func(context.Context) error{
+		func(ctx context.Context) error { return e.startControllerManager(ctx, cm) },
+		func(ctx context.Context) error { return e.startScheduler(ctx, sched) },
+		func(ctx context.Context) error { return e.startKwok(ctx, kwok) },
+	} {
+		wg.Go(func() { errs[i] = f(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	e.logf("controller-manager, scheduler and kwok healthy")
+	if err := e.applyRBAC(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.waitDefaultServiceAccount(ctx); err != nil {
+		return nil, err
+	}
+	e.logf("harness ready in %s (files in %s)", time.Since(began).Round(100*time.Millisecond), e.Dir)
+	return e, nil
+}
+
+// New starts a harness for a test and stops it when the test ends. A component
+// that cannot be built or started fails the test with what is missing.
+func New(t testing.TB) *Env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	e, err := Start(ctx, Options{Log: testLog{t}})
+	if err != nil {
+		t.Fatalf("starting the harness (etcd, kube-apiserver, controller-manager, scheduler, kwok, moto): %v", err)
+	}
+	t.Cleanup(e.Stop)
+	return e
+}
+
+type testLog struct{ t testing.TB }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// Stop stops every component (newest first) and removes the working files.
+// It is safe to call more than once.
+func (e *Env) Stop() {
+	e.mu.Lock()
+	procs := e.procs
+	e.procs = nil
+	e.mu.Unlock()
+	for i := len(procs) - 1; i >= 0; i-- {
+		procs[i].stop()
+	}
+	if e.Auth != nil {
+		_ = e.Auth.Stop()
+	}
+	if e.AWS != nil {
+		_ = e.AWS.Stop()
+	}
+	if !e.keep && e.Dir != "" {
+		_ = os.RemoveAll(e.Dir)
+	}
+}
+
+func (e *Env) start(name, bin string, args, env []string) (*process, error) {
+	p, err := startProcess(e.Dir, name, bin, args, env)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.procs = append(e.procs, p)
+	e.mu.Unlock()
+	return p, nil
+}
+
+func (e *Env) logf(format string, args ...any) {
+	fmt.Fprintf(e.log, "harness: "+format+"\n", args...)
+}
+
+// waitDefaultServiceAccount waits for the controller-manager to create the
+// default ServiceAccount; until then the apiserver refuses pods.
+func (e *Env) waitDefaultServiceAccount(ctx context.Context) error {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := e.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the default ServiceAccount: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,281 @@
+package moto_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go"
+
+	"github.com/node-drainer/node-drainer/test/harness/moto"
+)
+
+// srv is shared by the package's tests, which Reset it first.
+var srv *moto.Server
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "moto-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	srv, err = moto.Start(ctx, dir)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: starting moto:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := srv.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping moto:", err)
+	}
+	if err := srv.Stop(); err != nil { // idempotent
+		fmt.Fprintln(os.Stderr, "stopping moto twice:", err)
+		code = 1
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func reset(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	if err := srv.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return ctx
+}
+
+// createGroup creates a launch template, an Auto Scaling group of one
+// instance and a terminate lifecycle hook; it returns the instance id.
+func createGroup(ctx context.Context, t *testing.T, asg, hook string) string {
+	t.Helper()
+	cfg := srv.AWSConfig()
+	ec2c := ec2.NewFromConfig(cfg)
+	asc := autoscaling.NewFromConfig(cfg)
+	if _, err := ec2c.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+		LaunchTemplateName: aws.String(asg + "-lt"),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{
+			ImageId:      aws.String("ami-12c6146b"),
+			InstanceType: ec2types.InstanceTypeT3Medium,
+		},
+	}); err != nil {
+		t.Fatalf("CreateLaunchTemplate: %v", err)
+	}
+	if _, err := asc.CreateAutoScalingGroup(ctx, &autoscaling.CreateAutoScalingGroupInput{
+		AutoScalingGroupName: aws.String(asg),
+		LaunchTemplate:       &astypes.LaunchTemplateSpecification{LaunchTemplateName: aws.String(asg + "-lt")},
+		MinSize:              aws.Int32(1),
+		MaxSize:              aws.Int32(2),
+		DesiredCapacity:      aws.Int32(1),
+		AvailabilityZones:    []string{"us-east-1a"},
+	}); err != nil {
+		t.Fatalf("CreateAutoScalingGroup: %v", err)
+	}
+	if _, err := asc.PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{
+		AutoScalingGroupName: aws.String(asg),
+		LifecycleHookName:    aws.String(hook),
+		LifecycleTransition:  aws.String("autoscaling:EC2_INSTANCE_TERMINATING"),
+		HeartbeatTimeout:     aws.Int32(300),
+		DefaultResult:        aws.String("CONTINUE"),
+	}); err != nil {
+		t.Fatalf("PutLifecycleHook: %v", err)
+	}
+	out, err := asc.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{
+		AutoScalingGroupNames: []string{asg},
+	})
+	if err != nil {
+		t.Fatalf("DescribeAutoScalingGroups: %v", err)
+	}
+	if len(out.AutoScalingGroups) != 1 || len(out.AutoScalingGroups[0].Instances) != 1 {
+		t.Fatalf("want one group with one instance, got %+v", out.AutoScalingGroups)
+	}
+	return aws.ToString(out.AutoScalingGroups[0].Instances[0].InstanceId)
+}
+
+func wantValidationError(t *testing.T, err error, msg string) {
+	t.Helper()
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) {
+		t.Fatalf("want smithy.APIError, got %T %v", err, err)
+	}
+	if apiErr.ErrorCode() != "ValidationError" || apiErr.ErrorMessage() != msg {
+		t.Fatalf("want ValidationError %q, got %s %q", msg, apiErr.ErrorCode(), apiErr.ErrorMessage())
+	}
+}
+
+func TestLifecycleActions(t *testing.T) {
+	ctx := reset(t)
+	const asg, hook, token = "nodes", "drain", "6d4a1f0e-0000-4000-8000-000000000001"
+	instance := createGroup(ctx, t, asg, hook)
+	asc := autoscaling.NewFromConfig(srv.AWSConfig())
+
+	if err := srv.RegisterLifecycleAction(ctx, moto.LifecycleAction{
+		ASG: asg, Hook: hook, InstanceID: instance, Token: token,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := asc.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
+		AutoScalingGroupName: aws.String(asg), LifecycleHookName: aws.String(hook), LifecycleActionToken: aws.String(token),
+	}); err != nil {
+		t.Fatalf("RecordLifecycleActionHeartbeat: %v", err)
+	}
+	_, err := asc.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
+		AutoScalingGroupName: aws.String(asg), LifecycleHookName: aws.String("other-hook"),
+		LifecycleActionToken: aws.String(token), LifecycleActionResult: aws.String("CONTINUE"),
+	})
+	wantValidationError(t, err, "No Lifecycle Hook found with name other-hook in group nodes")
+	if _, err := asc.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
+		AutoScalingGroupName: aws.String(asg), LifecycleHookName: aws.String(hook),
+		LifecycleActionToken: aws.String(token), LifecycleActionResult: aws.String("CONTINUE"),
+	}); err != nil {
+		t.Fatalf("CompleteLifecycleAction: %v", err)
+	}
+	_, err = asc.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
+		AutoScalingGroupName: aws.String(asg), LifecycleHookName: aws.String(hook),
+		LifecycleActionToken: aws.String(token), LifecycleActionResult: aws.String("CONTINUE"),
+	})
+	wantValidationError(t, err, "No active Lifecycle Action found with token "+token)
+	_, err = asc.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
+		AutoScalingGroupName: aws.String(asg), LifecycleHookName: aws.String(hook), InstanceId: aws.String(instance),
+	})
+	wantValidationError(t, err, "No active Lifecycle Action found with instance ID "+instance)
+
+	calls, err := srv.LifecycleCalls(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ op, outcome string }{
+		{"RecordLifecycleActionHeartbeat", "ok"},
+		{"CompleteLifecycleAction", "No Lifecycle Hook found with name other-hook in group nodes"},
+		{"CompleteLifecycleAction", "ok"},
+		{"CompleteLifecycleAction", "No active Lifecycle Action found with token " + token},
+		{"RecordLifecycleActionHeartbeat", "No active Lifecycle Action found with instance ID " + instance},
+	}
+	if len(calls) != len(want) {
+		t.Fatalf("want %d calls, got %+v", len(want), calls)
+	}
+	for i, w := range want {
+		c := calls[i]
+		if c.Operation != w.op || c.Outcome != w.outcome || c.OK() != (w.outcome == "ok") {
+			t.Errorf("call %d: want %s %q, got %+v", i, w.op, w.outcome, c)
+		}
+		if time.Since(c.Time) > time.Minute || c.Params["AutoScalingGroupName"] != asg {
+			t.Errorf("call %d: bad time or params: %+v", i, c)
+		}
+	}
+	if p := calls[2].Params; p["LifecycleActionToken"] != token || p["LifecycleActionResult"] != "CONTINUE" || p["LifecycleHookName"] != hook {
+		t.Errorf("completion params: %v", p)
+	}
+
+	if err := srv.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if calls, err := srv.LifecycleCalls(ctx); err != nil || len(calls) != 0 {
+		t.Fatalf("after reset: calls %+v, err %v", calls, err)
+	}
+}
+
+func TestCompleteByInstanceID(t *testing.T) {
+	ctx := reset(t)
+	instance := createGroup(ctx, t, "byid", "hook")
+	asc := autoscaling.NewFromConfig(srv.AWSConfig())
+	if err := srv.RegisterLifecycleAction(ctx, moto.LifecycleAction{
+		ASG: "byid", Hook: "hook", InstanceID: instance, Token: "tok-1",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	in := &autoscaling.CompleteLifecycleActionInput{
+		AutoScalingGroupName: aws.String("byid"), LifecycleHookName: aws.String("hook"),
+		InstanceId: aws.String(instance), LifecycleActionResult: aws.String("ABANDON"),
+	}
+	if _, err := asc.CompleteLifecycleAction(ctx, in); err != nil {
+		t.Fatalf("CompleteLifecycleAction by instance id: %v", err)
+	}
+	_, err := asc.CompleteLifecycleAction(ctx, in)
+	wantValidationError(t, err, "No active Lifecycle Action found with instance ID "+instance)
+}
+
+func TestResetClearsActions(t *testing.T) {
+	ctx := reset(t)
+	createGroup(ctx, t, "g", "h")
+	if err := srv.RegisterLifecycleAction(ctx, moto.LifecycleAction{ASG: "g", Hook: "h", InstanceID: "i-1", Token: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx = reset(t)
+	createGroup(ctx, t, "g", "h") // the group is gone too; recreate it
+	_, err := autoscaling.NewFromConfig(srv.AWSConfig()).CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
+		AutoScalingGroupName: aws.String("g"), LifecycleHookName: aws.String("h"),
+		LifecycleActionToken: aws.String("t"), LifecycleActionResult: aws.String("CONTINUE"),
+	})
+	wantValidationError(t, err, "No active Lifecycle Action found with token t")
+}
+
+func TestRegisterValidates(t *testing.T) {
+	ctx := reset(t)
+	err := srv.RegisterLifecycleAction(ctx, moto.LifecycleAction{ASG: "g", Hook: "h"})
+	if err == nil || !strings.Contains(err.Error(), "missing fields: instanceId, token") {
+		t.Fatalf("want missing fields error, got %v", err)
+	}
+}
+
+// TestAssumeRole documents what moto's STS gives the drainer: AssumeRole
+// needs no IAM role to exist, and GetCallerIdentity with the returned
+// credentials answers arn:aws:sts::123456789012:assumed-role/<role>/<session>.
+func TestAssumeRole(t *testing.T) {
+	ctx := reset(t)
+	cfg := srv.AWSConfig()
+	out, err := sts.NewFromConfig(cfg).AssumeRole(ctx, &sts.AssumeRoleInput{
+		RoleArn:         aws.String("arn:aws:iam::" + moto.AccountID + ":role/node-drainer"),
+		RoleSessionName: aws.String("drainer-1"),
+	})
+	if err != nil {
+		t.Fatalf("AssumeRole: %v", err)
+	}
+	const wantARN = "arn:aws:sts::" + moto.AccountID + ":assumed-role/node-drainer/drainer-1"
+	if got := aws.ToString(out.AssumedRoleUser.Arn); got != wantARN {
+		t.Errorf("AssumedRoleUser.Arn = %s, want %s", got, wantARN)
+	}
+	c := out.Credentials
+	cfg.Credentials = credentials.NewStaticCredentialsProvider(aws.ToString(c.AccessKeyId), aws.ToString(c.SecretAccessKey), aws.ToString(c.SessionToken))
+	id, err := sts.NewFromConfig(cfg).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil {
+		t.Fatalf("GetCallerIdentity: %v", err)
+	}
+	if aws.ToString(id.Arn) != wantARN || aws.ToString(id.Account) != moto.AccountID {
+		t.Errorf("GetCallerIdentity = %s (account %s), want %s", aws.ToString(id.Arn), aws.ToString(id.Account), wantARN)
+	}
+}
+
+func TestStartNamesWhatToInstall(t *testing.T) {
+	bin := t.TempDir()
+	t.Setenv("PATH", bin)
+	_, err := moto.Start(context.Background(), t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "install python3") {
+		t.Fatalf("without python3: want an error naming what to install, got %v", err)
+	}
+
+	// A python3 without moto.
+	fake := "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'moto'\" >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(bin, "python3"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = moto.Start(context.Background(), t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "pip install 'moto[server]'") {
+		t.Fatalf("without moto: want an error naming what to install, got %v", err)
+	}
+}
