@@ -39,6 +39,7 @@ locals {
     KUBE_CLIENT_BURST           = tostring(var.kube_client_burst)
     DEADLINE_MARGIN             = var.deadline_margin
     CONTINUE_LONG_DRAINS        = tostring(var.continue_long_drains)
+    ADVISORY_MARK_TTL           = var.advisory_mark_ttl
   }
 }
 

@@ -54,7 +54,8 @@ type Config struct {
 	KubeBurst                int
 	DeadlineMargin           time.Duration // kept back from the deadline to complete the hook
 	ContinueLongDrains       bool
-	FunctionName             string // set by Lambda; the target of continuations
+	AdvisoryMarkTTL          time.Duration // an advisory cause lapses when the instance still runs after it
+	FunctionName             string        // set by Lambda; the target of continuations
 }
 
 // Var documents one environment variable.
@@ -88,6 +89,7 @@ var Vars = []Var{
 	{"KUBE_CLIENT_BURST", "200", "Kubernetes client burst."},
 	{"DEADLINE_MARGIN", "20s", "Time kept back from the Lambda deadline to complete the hook or continue."},
 	{"CONTINUE_LONG_DRAINS", "true", "Re-invoke the function asynchronously to continue a drain that outlasts one invocation."},
+	{"ADVISORY_MARK_TTL", "1h", "How long the marks of a spot warning or rebalance recommendation hold when the instance keeps running; then the next event or sweep lifts them."},
 }
 
 // FromEnv reads and validates the configuration; getenv is os.Getenv in the
@@ -148,6 +150,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		DeleteTerminatedNodes:  boolean("DELETE_TERMINATED_NODES"),
 		DeadlineMargin:         duration("DEADLINE_MARGIN"),
 		ContinueLongDrains:     boolean("CONTINUE_LONG_DRAINS"),
+		AdvisoryMarkTTL:        duration("ADVISORY_MARK_TTL"),
 		FunctionName:           getenv("AWS_LAMBDA_FUNCTION_NAME"),
 	}
 	for _, n := range strings.Split(get("ASG_NAMES"), ",") {

@@ -43,6 +43,7 @@ func TestFromEnvDefaults(t *testing.T) {
 		KubeBurst:                200,
 		DeadlineMargin:           20 * time.Second,
 		ContinueLongDrains:       true,
+		AdvisoryMarkTTL:          time.Hour,
 		FunctionName:             "node-drainer",
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -101,6 +102,7 @@ func TestFromEnvValues(t *testing.T) {
 		"KUBE_CLIENT_BURST=7",
 		"DEADLINE_MARGIN=30s",
 		"CONTINUE_LONG_DRAINS=false",
+		"ADVISORY_MARK_TTL=10m",
 		"CLUSTER_TAG_KEY=k8s.io/cluster-autoscaler/prod",
 	))
 	if err != nil {
@@ -124,6 +126,7 @@ func TestFromEnvValues(t *testing.T) {
 		KubeBurst:                7,
 		DeadlineMargin:           30 * time.Second,
 		ContinueLongDrains:       false,
+		AdvisoryMarkTTL:          10 * time.Minute,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)

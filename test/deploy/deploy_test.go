@@ -56,6 +56,7 @@ var wantEnv = map[string]string{
 	"KUBE_CLIENT_BURST":           "200",
 	"DEADLINE_MARGIN":             "20s",
 	"CONTINUE_LONG_DRAINS":        "true",
+	"ADVISORY_MARK_TTL":           "1h",
 }
 
 // The event kinds the function handles (ARCHITECTURE.md §2), by rule name
