@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/util/retry"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Retriable reports Kubernetes API errors that a retry may cure: conflicts,
@@ -31,8 +33,95 @@ func Retriable(err error) bool {
 	return errors.As(err, &netErr) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
-// Retry runs fn again while it fails with a Retriable error, with client-go's
-// default backoff (about 1.5 s in all), and returns the last error.
-func Retry(fn func() error) error {
-	return retry.OnError(retry.DefaultBackoff, Retriable, fn)
+// Backoff is the pause between retries of a Kubernetes call: exponential
+// from 100 ms, capped at 5 s, with jitter so that many invocations retrying
+// at once do not come back in step.
+func Backoff() wait.Backoff {
+	return wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 1 << 30, Cap: 5 * time.Second}
+}
+
+// Pause is how long to wait before retrying after err: the backoff's next
+// step, or the server's Retry-After when it asks for longer.
+func Pause(b *wait.Backoff, err error) time.Duration {
+	d := b.Step()
+	if s, ok := apierrors.SuggestsClientDelay(err); ok && time.Duration(s)*time.Second > d {
+		d = time.Duration(s) * time.Second
+	}
+	return d
+}
+
+// Retry runs fn again while it fails with a Retriable error, with Backoff
+// (and Retry-After), until it succeeds, fails for good, or ctx ends: the
+// caller's deadline, not a count, bounds it. Each retry is logged with its
+// cause (see WithLogger). It returns fn's last error.
+func Retry(ctx context.Context, fn func() error) error {
+	return RetryIf(ctx, Retriable, fn)
+}
+
+// RetryIf is Retry for the errors retriable says may be cured.
+func RetryIf(ctx context.Context, retriable func(error) bool, fn func() error) error {
+	b := Backoff()
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || !retriable(err) || ctx.Err() != nil {
+			return err
+		}
+		pause := Pause(&b, err)
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < pause {
+			return err // no time left for another try
+		}
+		loggerFrom(ctx).WarnContext(ctx, "retrying Kubernetes call", "cause", Cause(err), "error", err, "attempt", attempt, "pause", pause.String())
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+	}
+}
+
+// Cause names the kind of a Kubernetes API error for logs and metrics:
+// unauthorized, forbidden, not-found, conflict, throttled, timeout,
+// unavailable, server-error, connection or other.
+func Cause(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case apierrors.IsUnauthorized(err):
+		return "unauthorized"
+	case apierrors.IsForbidden(err):
+		return "forbidden"
+	case apierrors.IsNotFound(err):
+		return "not-found"
+	case apierrors.IsConflict(err):
+		return "conflict"
+	case apierrors.IsTooManyRequests(err):
+		return "throttled"
+	case apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case apierrors.IsServiceUnavailable(err):
+		return "unavailable"
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Code >= 500 {
+		return "server-error"
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "connection"
+	}
+	return "other"
+}
+
+type loggerKey struct{}
+
+// WithLogger returns a context whose Kubernetes retries are logged to log.
+func WithLogger(ctx context.Context, log *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey{}, log)
+}
+
+func loggerFrom(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok && l != nil {
+		return l
+	}
+	return slog.New(slog.DiscardHandler)
 }

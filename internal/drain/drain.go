@@ -127,7 +127,10 @@ func skipUnmanaged(p corev1.Pod) kubectl.PodDeleteStatus {
 func (d *Drainer) Plan(ctx context.Context, node string) (evict []corev1.Pod, warnings string, err error) {
 	var list *kubectl.PodDeleteList
 	var errs []error
-	_ = cluster.Retry(func() error { // transient API errors while listing or filtering
+	// kubectl's filters report a failed lookup (the DaemonSet of a pod, say)
+	// as a message, not as the API error: with this Helper's settings no
+	// filter refuses a pod for good, so every error is retried until ctx ends
+	_ = cluster.RetryIf(ctx, func(error) bool { return true }, func() error {
 		list, errs = d.helper(ctx).GetPodsForDeletion(node)
 		return errors.Join(errs...)
 	})

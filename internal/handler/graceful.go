@@ -246,7 +246,7 @@ func (r *run) waitVolumes(ctx context.Context, n *corev1.Node, claims []string, 
 // claimsStaying returns the PVs used by pods that stay on the node.
 func (r *run) claimsStaying(ctx context.Context, nodeName string) (map[string]bool, error) {
 	var pods *corev1.PodList
-	err := cluster.Retry(func() (err error) {
+	err := cluster.Retry(ctx, func() (err error) {
 		pods, err = r.h.c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
 		return err
 	})

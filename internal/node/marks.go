@@ -224,7 +224,7 @@ func Release(ctx context.Context, c kubernetes.Interface, name string, cause Cau
 // back (with the node's resourceVersion: a conflict reads again) when change
 // reports a change. Dry run writes nothing.
 func update(ctx context.Context, c kubernetes.Interface, name string, dryRun bool, change func(*corev1.Node, *State) bool) error {
-	return cluster.Retry(func() error {
+	return cluster.Retry(ctx, func() error {
 		n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -42,7 +42,7 @@ var ErrNotFound = errors.New("node not found")
 func Find(ctx context.Context, c kubernetes.Interface, privateDNS, instanceID string) (*corev1.Node, error) {
 	if privateDNS != "" {
 		var n *corev1.Node
-		err := cluster.Retry(func() (err error) {
+		err := cluster.Retry(ctx, func() (err error) {
 			n, err = c.CoreV1().Nodes().Get(ctx, privateDNS, metav1.GetOptions{})
 			return err
 		})
@@ -54,7 +54,7 @@ func Find(ctx context.Context, c kubernetes.Interface, privateDNS, instanceID st
 		}
 	}
 	var list *corev1.NodeList
-	err := cluster.Retry(func() (err error) {
+	err := cluster.Retry(ctx, func() (err error) {
 		list, err = c.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		return err
 	})

@@ -36,7 +36,7 @@ func PersistentVolumes(ctx context.Context, c kubernetes.Interface, claims []str
 			continue
 		}
 		var pvc *corev1.PersistentVolumeClaim
-		err := cluster.Retry(func() (err error) {
+		err := cluster.Retry(ctx, func() (err error) {
 			pvc, err = c.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
 			return err
 		})
@@ -58,7 +58,7 @@ func PersistentVolumes(ctx context.Context, c kubernetes.Interface, claims []str
 // those of these PersistentVolumes.
 func Attachments(ctx context.Context, c kubernetes.Interface, node string, pvs []string) ([]storagev1.VolumeAttachment, error) {
 	var list *storagev1.VolumeAttachmentList
-	err := cluster.Retry(func() (err error) {
+	err := cluster.Retry(ctx, func() (err error) {
 		list, err = c.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
 		return err
 	})
@@ -116,7 +116,7 @@ func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryR
 	var rel Release
 	var errs []error
 	var pods *corev1.PodList
-	err := cluster.Retry(func() (err error) {
+	err := cluster.Retry(ctx, func() (err error) {
 		pods, err = c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
 		})
@@ -131,7 +131,7 @@ func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryR
 			continue // the kubelet owns it; it goes with the node
 		}
 		if !dryRun {
-			err := cluster.Retry(func() error {
+			err := cluster.Retry(ctx, func() error {
 				return c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 					GracePeriodSeconds: &zero,
 					Preconditions:      &metav1.Preconditions{UID: &p.UID},
@@ -150,7 +150,7 @@ func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryR
 	}
 	for _, va := range vas {
 		if !dryRun {
-			err := cluster.Retry(func() error {
+			err := cluster.Retry(ctx, func() error {
 				return c.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{
 					Preconditions: &metav1.Preconditions{UID: &va.UID},
 				})

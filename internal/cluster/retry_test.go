@@ -1,0 +1,88 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var pods = schema.GroupResource{Resource: "pods"}
+
+func TestRetryUntilSuccess(t *testing.T) {
+	calls := 0
+	err := Retry(context.Background(), func() error {
+		calls++
+		if calls < 4 {
+			return apierrors.NewServiceUnavailable("blip")
+		}
+		return nil
+	})
+	if err != nil || calls != 4 {
+		t.Fatalf("err %v after %d calls, want success on the 4th", err, calls)
+	}
+}
+
+func TestRetryStopsOnFinalErrors(t *testing.T) {
+	for _, final := range []error{
+		apierrors.NewForbidden(pods, "p", errors.New("no")),
+		apierrors.NewNotFound(pods, "p"),
+		apierrors.NewBadRequest("bad"),
+	} {
+		calls := 0
+		err := Retry(context.Background(), func() error { calls++; return final })
+		if calls != 1 || !errors.Is(err, final) {
+			t.Errorf("%v: %d calls, err %v: want one call and the error", final, calls, err)
+		}
+	}
+}
+
+// The caller's deadline, not a count, bounds the retries: an apiserver down
+// for longer than the old 1.5 s of retries is waited out.
+func TestRetryBoundedByDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	calls, began := 0, time.Now()
+	err := Retry(ctx, func() error { calls++; return io.ErrUnexpectedEOF })
+	took := time.Since(began)
+	if !errors.Is(err, io.ErrUnexpectedEOF) || calls < 4 || took > 1600*time.Millisecond {
+		t.Fatalf("err %v after %d calls in %s: want the last error, several calls, within the deadline", err, calls, took)
+	}
+}
+
+func TestRetryHonoursRetryAfter(t *testing.T) {
+	calls, began := 0, time.Now()
+	err := Retry(context.Background(), func() error {
+		calls++
+		if calls == 1 {
+			return apierrors.NewTooManyRequests("slow down", 1)
+		}
+		return nil
+	})
+	if err != nil || time.Since(began) < time.Second {
+		t.Fatalf("err %v, retried after %s: want at least the 1 s Retry-After", err, time.Since(began))
+	}
+}
+
+func TestCause(t *testing.T) {
+	for want, err := range map[string]error{
+		"unauthorized": apierrors.NewUnauthorized("x"),
+		"forbidden":    apierrors.NewForbidden(pods, "p", errors.New("no")),
+		"not-found":    apierrors.NewNotFound(pods, "p"),
+		"conflict":     apierrors.NewConflict(pods, "p", errors.New("rv")),
+		"throttled":    apierrors.NewTooManyRequests("x", 1),
+		"timeout":      apierrors.NewTimeoutError("x", 1),
+		"unavailable":  apierrors.NewServiceUnavailable("x"),
+		"server-error": apierrors.NewInternalError(errors.New("x")),
+		"connection":   io.EOF,
+		"other":        errors.New("x"),
+	} {
+		if got := Cause(err); got != want {
+			t.Errorf("Cause(%v) = %s, want %s", err, got, want)
+		}
+	}
+}
