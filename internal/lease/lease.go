@@ -1,0 +1,173 @@
+// Package lease makes one invocation the only one acting on an instance: a
+// coordination.k8s.io Lease per instance, taken with the apiserver's
+// optimistic concurrency (create, or update at the resourceVersion read), kept
+// fresh while the invocation works, and taken over only when its holder
+// stopped renewing it. EventBridge delivers at least once and Lambda retries:
+// three copies of one terminate hook arriving together give one drain and one
+// completion.
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// Duration is how long a holder that stopped renewing keeps its lease.
+const Duration = 60 * time.Second
+
+// AnnotationDone records the lifecycle action (its token) whose handling
+// ended, so a late duplicate of its event does nothing.
+const AnnotationDone = "node-drainer.io/done"
+
+var (
+	// ErrHeld means another live invocation holds the instance.
+	ErrHeld = errors.New("held by another invocation")
+	// ErrDone means the work for this key was already finished.
+	ErrDone = errors.New("already handled")
+	// ErrUnavailable means no lease can be kept (its namespace is missing
+	// or not granted): the caller goes on without one, and says so.
+	ErrUnavailable = errors.New("lease unavailable")
+)
+
+// Claim is a held lease.
+type Claim struct {
+	client kubernetes.Interface
+	ns     string
+	name   string
+	holder string
+	now    func() time.Time
+}
+
+// Name is the lease's name for an instance.
+func Name(instanceID string) string { return "node-drainer-" + instanceID }
+
+// Acquire takes the instance's lease for holder, working on key (the
+// lifecycle action's token). It fails with ErrHeld while another holder
+// renews it, ErrDone when key was finished, ErrUnavailable when leases
+// cannot be used at all; other errors are the API's.
+func Acquire(ctx context.Context, c kubernetes.Interface, ns, instanceID, holder, key string, now func() time.Time) (*Claim, error) {
+	cl := &Claim{client: c, ns: ns, name: Name(instanceID), holder: holder, now: now}
+	leases := c.CoordinationV1().Leases(ns)
+	l, err := leases.Get(ctx, cl.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = leases.Create(ctx, cl.fresh(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: cl.name, Namespace: ns,
+			Labels: map[string]string{"app.kubernetes.io/name": "node-drainer"}}}), metav1.CreateOptions{})
+		return cl, cl.classify(err)
+	case err != nil:
+		return nil, cl.classify(err)
+	}
+	if key != "" && l.Annotations[AnnotationDone] == key {
+		return nil, fmt.Errorf("%w: lease %s/%s says %s", ErrDone, ns, cl.name, key)
+	}
+	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" && h != holder && !cl.stale(l) {
+		return nil, fmt.Errorf("%w: %s (lease %s/%s renewed %s)", ErrHeld, h, ns, cl.name, l.Spec.RenewTime)
+	}
+	l = cl.fresh(l.DeepCopy())
+	l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+	_, err = leases.Update(ctx, l, metav1.UpdateOptions{}) // at the version read: a race is a conflict
+	return cl, cl.classify(err)
+}
+
+func (cl *Claim) stale(l *coordinationv1.Lease) bool {
+	if l.Spec.RenewTime == nil {
+		return true
+	}
+	d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, int32(Duration/time.Second))) * time.Second
+	return cl.now().After(l.Spec.RenewTime.Add(d))
+}
+
+func (cl *Claim) fresh(l *coordinationv1.Lease) *coordinationv1.Lease {
+	t := metav1.NewMicroTime(cl.now())
+	l.Spec.HolderIdentity = ptr.To(cl.holder)
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(Duration / time.Second))
+	l.Spec.AcquireTime, l.Spec.RenewTime = &t, &t
+	return l
+}
+
+func (cl *Claim) classify(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err):
+		return fmt.Errorf("%w: lost the race for lease %s/%s", ErrHeld, cl.ns, cl.name)
+	case apierrors.IsForbidden(err), apierrors.IsNotFound(err):
+		return fmt.Errorf("%w: %s/%s: %v", ErrUnavailable, cl.ns, cl.name, err)
+	}
+	return fmt.Errorf("lease %s/%s: %w", cl.ns, cl.name, err)
+}
+
+// update changes the lease if this claim still holds it.
+func (cl *Claim) update(ctx context.Context, change func(*coordinationv1.Lease)) error {
+	if cl == nil {
+		return nil
+	}
+	leases := cl.client.CoordinationV1().Leases(cl.ns)
+	l, err := leases.Get(ctx, cl.name, metav1.GetOptions{})
+	if err != nil {
+		return cl.classify(err)
+	}
+	if ptr.Deref(l.Spec.HolderIdentity, "") != cl.holder {
+		return fmt.Errorf("%w: lease %s/%s taken by %s", ErrHeld, cl.ns, cl.name, ptr.Deref(l.Spec.HolderIdentity, ""))
+	}
+	l = l.DeepCopy()
+	change(l)
+	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	return cl.classify(err)
+}
+
+// Renew marks the lease as still held now.
+func (cl *Claim) Renew(ctx context.Context) error {
+	return cl.update(ctx, func(l *coordinationv1.Lease) {
+		t := metav1.NewMicroTime(cl.now())
+		l.Spec.RenewTime = &t
+	})
+}
+
+// Release gives the lease up (for a continuation to take), recording key as
+// done when it is not empty.
+func (cl *Claim) Release(ctx context.Context, doneKey string) error {
+	return cl.update(ctx, func(l *coordinationv1.Lease) {
+		l.Spec.HolderIdentity = nil
+		if doneKey != "" {
+			if l.Annotations == nil {
+				l.Annotations = map[string]string{}
+			}
+			l.Annotations[AnnotationDone] = doneKey
+		}
+	})
+}
+
+// KeepAlive renews the lease every third of its duration until stop is
+// called; failures go to onErr.
+func (cl *Claim) KeepAlive(ctx context.Context, onErr func(error)) (stop func()) {
+	if cl == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(Duration / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := cl.Renew(ctx); err != nil && ctx.Err() == nil {
+					onErr(err)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}

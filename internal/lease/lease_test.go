@@ -1,0 +1,120 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	ns   = "node-drainer"
+	inst = "i-0123456789abcdef0"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func holderOf(t *testing.T, c *fake.Clientset) string {
+	t.Helper()
+	l, err := c.CoordinationV1().Leases(ns).Get(context.Background(), Name(inst), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ptr.Deref(l.Spec.HolderIdentity, "")
+}
+
+func TestOneHolderAtATime(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientset()
+	clk := &clock{time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
+
+	a, err := Acquire(ctx, c, ns, inst, "req-a", "token-1", clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := holderOf(t, c); h != "req-a" {
+		t.Fatalf("holder %q", h)
+	}
+	// a duplicate while a renews: refused
+	if _, err := Acquire(ctx, c, ns, inst, "req-b", "token-1", clk.now); !errors.Is(err, ErrHeld) {
+		t.Fatalf("duplicate acquired: %v", err)
+	}
+	clk.t = clk.t.Add(Duration / 2)
+	if err := a.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.t = clk.t.Add(Duration - time.Second)
+	if _, err := Acquire(ctx, c, ns, inst, "req-b", "token-1", clk.now); !errors.Is(err, ErrHeld) {
+		t.Fatalf("renewed lease taken: %v", err)
+	}
+	// a stops renewing: taken over once stale
+	clk.t = clk.t.Add(2 * time.Second)
+	b, err := Acquire(ctx, c, ns, inst, "req-b", "token-1", clk.now)
+	if err != nil {
+		t.Fatalf("stale lease not taken over: %v", err)
+	}
+	if err := a.Renew(ctx); !errors.Is(err, ErrHeld) {
+		t.Fatalf("the old holder renewed a lease it lost: %v", err)
+	}
+	// b finishes the action: a late duplicate of it does nothing, a new action may go
+	if err := b.Release(ctx, "token-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Acquire(ctx, c, ns, inst, "req-c", "token-1", clk.now); !errors.Is(err, ErrDone) {
+		t.Fatalf("late duplicate of a finished action: %v", err)
+	}
+	if _, err := Acquire(ctx, c, ns, inst, "req-d", "token-2", clk.now); err != nil {
+		t.Fatalf("next action refused: %v", err)
+	}
+}
+
+// A continuation takes the lease its predecessor released.
+func TestReleaseForContinuation(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientset()
+	clk := &clock{time.Now()}
+	a, err := Acquire(ctx, c, ns, inst, "req-a", "token-1", clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Acquire(ctx, c, ns, inst, "req-cont", "token-1", clk.now); err != nil {
+		t.Fatalf("continuation refused: %v", err)
+	}
+}
+
+func TestRaceLostIsHeld(t *testing.T) {
+	c := fake.NewClientset()
+	c.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewAlreadyExists(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, Name(inst))
+	})
+	if _, err := Acquire(context.Background(), c, ns, inst, "req-a", "t", time.Now); !errors.Is(err, ErrHeld) {
+		t.Fatalf("lost create race: %v", err)
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	c := fake.NewClientset()
+	c.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, Name(inst), errors.New("no role"))
+	})
+	if _, err := Acquire(context.Background(), c, ns, inst, "req-a", "t", time.Now); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("forbidden: %v", err)
+	}
+	var none *Claim
+	if err := none.Renew(context.Background()); err != nil {
+		t.Fatalf("a nil claim renews nothing: %v", err)
+	}
+}
