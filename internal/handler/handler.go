@@ -100,6 +100,15 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome,
 		h.log.ErrorContext(ctx, "rejected invocation", "error", err)
 		return Outcome{Action: ActionIgnored, Detail: err.Error()}, err
 	}
+	if cont != nil {
+		// a continuation is refused whole, before anything is read or changed:
+		// the drain it continues completed its hook when it ran out of attempts
+		// or of time (canContinue), so this one is a replay or a stray
+		if err := cont.Check(start, h.cfg.MaxContinuations, h.cfg.DrainTimeout); err != nil {
+			h.log.ErrorContext(ctx, "rejected invocation", "event", ev, "error", err)
+			return Outcome{Event: ev.Kind, Action: ActionIgnored, Detail: err.Error(), Attempt: cont.Attempt}, err
+		}
+	}
 	r := &run{h: h, ev: ev, raw: payload, started: start, attempt: 1,
 		out: Outcome{Event: ev.Kind, DryRun: h.cfg.DryRun}}
 	if cont != nil {
