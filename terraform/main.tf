@@ -42,6 +42,7 @@ locals {
     CONTINUE_LONG_DRAINS        = tostring(var.continue_long_drains)
     MAX_CONTINUATIONS           = tostring(var.max_continuations)
     HOOK_NAMES                  = var.hook_names
+    ADVISORY_MARK_TTL           = var.advisory_mark_ttl
   }
 }
 

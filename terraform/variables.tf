@@ -104,6 +104,12 @@ variable "drain_timeout" {
   default     = "30m"
 }
 
+variable "advisory_mark_ttl" {
+  description = "How long a spot warning's or rebalance recommendation's marks hold while the instance keeps running (Go duration)."
+  type        = string
+  default     = "1h"
+}
+
 variable "spot_drain_timeout" {
   description = "Drain timeout after a spot interruption warning (~120 s notice)."
   type        = string

@@ -1,7 +1,7 @@
 // The harness's tools module: it builds Kubernetes' own control-plane binaries
 // (and etcd) from the published modules. Kept apart from the main module so
 // its pins never touch node-drainer's dependency graph.
-module github.com/node-drainer/node-drainer/internal/testenv/tools
+module github.com/node-drainer/node-drainer/hack/tools
 
 go 1.25.0
 

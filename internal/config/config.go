@@ -55,9 +55,10 @@ type Config struct {
 	KubeBurst                int
 	DeadlineMargin           time.Duration // kept back from the deadline to complete the hook
 	ContinueLongDrains       bool
-	MaxContinuations         int      // continuations of one drain at most (0: none)
-	HookNames                []string // lifecycle hooks handled (empty: any)
-	FunctionName             string   // set by Lambda; the target of continuations
+	MaxContinuations         int           // continuations of one drain at most (0: none)
+	HookNames                []string      // lifecycle hooks handled (empty: any)
+	AdvisoryMarkTTL          time.Duration // an advisory cause lapses when the instance still runs after it
+	FunctionName             string        // set by Lambda; the target of continuations
 }
 
 // Var documents one environment variable.
@@ -94,6 +95,7 @@ var Vars = []Var{
 	{"CONTINUE_LONG_DRAINS", "true", "Re-invoke the function asynchronously to continue a drain that outlasts one invocation."},
 	{"MAX_CONTINUATIONS", "20", "Most continuations of one drain; a continuation beyond it is refused (0: none)."},
 	{"HOOK_NAMES", "", "Comma-separated lifecycle hook names handled; empty: any."},
+	{"ADVISORY_MARK_TTL", "1h", "How long the marks of a spot warning or rebalance recommendation hold when the instance keeps running; then the next event or sweep lifts them."},
 }
 
 // FromEnv reads and validates the configuration; getenv is os.Getenv in the
@@ -155,6 +157,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		DeleteTerminatedNodes:   boolean("DELETE_TERMINATED_NODES"),
 		DeadlineMargin:          duration("DEADLINE_MARGIN"),
 		ContinueLongDrains:      boolean("CONTINUE_LONG_DRAINS"),
+		AdvisoryMarkTTL:         duration("ADVISORY_MARK_TTL"),
 		FunctionName:            getenv("AWS_LAMBDA_FUNCTION_NAME"),
 	}
 	c.ASGNames = list(get("ASG_NAMES"))

@@ -45,6 +45,7 @@ func TestFromEnvDefaults(t *testing.T) {
 		DeadlineMargin:           20 * time.Second,
 		ContinueLongDrains:       true,
 		MaxContinuations:         20,
+		AdvisoryMarkTTL:          time.Hour,
 		FunctionName:             "node-drainer",
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -103,6 +104,7 @@ func TestFromEnvValues(t *testing.T) {
 		"KUBE_CLIENT_BURST=7",
 		"DEADLINE_MARGIN=30s",
 		"CONTINUE_LONG_DRAINS=false",
+		"ADVISORY_MARK_TTL=10m",
 		"CLUSTER_TAG_KEY=k8s.io/cluster-autoscaler/prod",
 		"SCHEDULED_CHANGE_LEAD_TIME=1h",
 		"MAX_CONTINUATIONS=0",
@@ -132,6 +134,7 @@ func TestFromEnvValues(t *testing.T) {
 		ContinueLongDrains:       false,
 		MaxContinuations:         0,
 		HookNames:                []string{"drain-hook", "other"},
+		AdvisoryMarkTTL:          10 * time.Minute,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)

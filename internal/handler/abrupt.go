@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,14 +73,14 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 	// out-of-service taint. Tainting first would let the taint manager queue
 	// the old pod's deletion by name, and its queue then deletes the
 	// StatefulSet's replacement, which has the same name (seen on 1.35).
-	if _, err := node.Apply(ctx, r.h.c.Kube, n.Name, node.Mark{Reason: "out-of-service", Cordon: true}, begin, r.h.cfg.DryRun); err != nil {
+	if _, err := node.Apply(ctx, r.h.c.Kube, n.Name, node.Mark{Cause: node.CauseOutOfService, Cordon: true}, begin, r.h.cfg.DryRun); err != nil {
 		return err
 	}
 	rel, relErr := volume.ForceRelease(ctx, r.h.c.Kube, n.Name, r.h.cfg.DryRun)
 	if r.h.cfg.OutOfServiceTaint {
 		// still needed: the attach/detach controller force-detaches at once
 		// for a tainted node, and later pods are evicted by the taint manager
-		mark := node.Mark{Reason: "out-of-service", Cordon: true, OutOfService: true}
+		mark := node.Mark{Cause: node.CauseOutOfService, Cordon: true, OutOfService: true}
 		if _, err := node.Apply(ctx, r.h.c.Kube, n.Name, mark, begin, r.h.cfg.DryRun); err != nil {
 			relErr = errors.Join(relErr, err)
 		}
@@ -123,26 +124,27 @@ func (r *run) recover(ctx context.Context, id string) error {
 	if n == nil || err != nil {
 		return err
 	}
-	owned, ok := node.Owned(n)
+	marks, _ := node.Marks(n)
+	hold, down := marks.Causes[node.CauseOutOfService]
 	switch {
-	case !ok:
-		r.out.Action, r.out.Detail = ActionIgnored, "node-drainer changed nothing on this node"
+	case !down:
+		// nothing to undo for this event; a drain in progress (the instance
+		// still runs while its hook is handled) keeps its own causes
+		r.out.Action, r.out.Detail = ActionIgnored, fmt.Sprintf("node-drainer holds no out-of-service mark here (causes held: %v)", marks.CauseList())
 		return nil
-	case owned.Reason != "out-of-service":
-		// a drain in progress (the instance still runs while its hook is
-		// handled): a running event must not undo it
-		r.out.Action, r.out.Detail = ActionIgnored, "node is being drained ("+owned.Reason+"), not undone"
-		return nil
-	case !r.ev.Time.IsZero() && r.ev.Time.Before(owned.Since.Add(-time.Second)):
+	case !r.ev.Time.IsZero() && r.ev.Time.Before(hold.Since.Add(-time.Second)):
 		r.out.Action, r.out.Detail = ActionIgnored, "event is older than node-drainer's changes"
 		return nil
 	}
-	undone, err := node.Revert(ctx, r.h.c.Kube, n.Name, r.h.cfg.DryRun)
+	// EC2 (above) and the Node were read for this event: the instance runs
+	// again, so the out-of-service cause goes; marks other causes hold stay
+	undone, err := node.Release(ctx, r.h.c.Kube, n.Name, node.CauseOutOfService, r.h.now(), r.h.cfg.DryRun)
 	if err != nil {
 		return err
 	}
 	r.out.Action = ActionRecovered
-	r.out.Detail = fmt.Sprintf("undid node-drainer's changes: cordon=%v out-of-service taint=%v", undone.Cordoned, undone.OutOfService)
+	r.out.Detail = fmt.Sprintf("undid node-drainer's changes: cordon=%v out-of-service taint=%v; causes still held: %v",
+		undone.Cordoned, undone.OutOfService, slices.DeleteFunc(marks.CauseList(), func(c node.Cause) bool { return c == node.CauseOutOfService }))
 	r.record(ctx, n, false, node.ReasonRecovered, "%s: %s", inst, r.out.Detail)
 	return nil
 }

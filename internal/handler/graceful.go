@@ -72,7 +72,7 @@ func (r *run) terminate(ctx context.Context) error {
 
 	stop := r.keepAlive(ctx, act)
 	deadline := r.started.Add(r.h.cfg.DrainTimeout)
-	done, err := r.drainNode(ctx, n, "terminate", deadline)
+	done, err := r.drainNode(ctx, n, node.CauseTerminate, time.Time{}, deadline)
 	stop()
 	switch {
 	case err != nil:
@@ -141,7 +141,8 @@ func (r *run) advisory(ctx context.Context, id string, action config.Action, tim
 		return r.release(ctx, n, inst)
 	}
 	if action == config.ActionCordon {
-		made, err := node.Apply(ctx, r.h.c.Kube, n.Name, node.Mark{Reason: "cordon", Cordon: true}, r.h.now(), r.h.cfg.DryRun)
+		mark := node.Mark{Cause: causeOf(r.ev.Kind), Cordon: true, Expires: r.advisoryExpiry()}
+		made, err := node.Apply(ctx, r.h.c.Kube, n.Name, mark, r.h.now(), r.h.cfg.DryRun)
 		if err != nil {
 			return err
 		}
@@ -155,7 +156,7 @@ func (r *run) advisory(ctx context.Context, id string, action config.Action, tim
 	if r.ev.Kind == event.KindSpotInterruption && !r.ev.Time.IsZero() && r.ev.Time.Before(start) {
 		start = r.ev.Time // the 2-minute notice runs from the warning, not from our start
 	}
-	done, err := r.drainNode(ctx, n, string(r.ev.Kind), start.Add(timeout))
+	done, err := r.drainNode(ctx, n, causeOf(r.ev.Kind), r.advisoryExpiry(), start.Add(timeout))
 	if err != nil || done {
 		return err
 	}
@@ -163,15 +164,40 @@ func (r *run) advisory(ctx context.Context, id string, action config.Action, tim
 	return nil
 }
 
-// drainNode marks the node, evicts its pods until deadline (or this
-// invocation's budget) and waits for their volumes to be detached. It reports
-// whether the node is fully drained; what remains is in r.out.Remaining.
-func (r *run) drainNode(ctx context.Context, n *corev1.Node, reason string, deadline time.Time) (bool, error) {
-	made, err := node.Apply(ctx, r.h.c.Kube, n.Name, node.Mark{Reason: reason, Cordon: true, ExcludeLB: true, Draining: true}, r.h.now(), r.h.cfg.DryRun)
+// causeOf is the cause an advisory event holds a node for.
+func causeOf(k event.Kind) node.Cause {
+	switch k {
+	case event.KindSpotInterruption:
+		return node.CauseSpot
+	case event.KindScheduledChange:
+		return node.CauseScheduled
+	default:
+		return node.CauseRebalance
+	}
+}
+
+// advisoryExpiry is when an advisory cause (spot warning, rebalance,
+// scheduled change) lapses if the instance is still running: its marks are
+// then lifted by the next event or sweep that reads the node.
+func (r *run) advisoryExpiry() time.Time {
+	from := r.ev.Time
+	if from.IsZero() || from.After(r.h.now()) {
+		from = r.h.now()
+	}
+	return from.Add(r.h.cfg.AdvisoryMarkTTL)
+}
+
+// drainNode marks the node for cause (until expires, if not zero), evicts its
+// pods until deadline (or this invocation's budget) and waits for their
+// volumes to be detached. It reports whether the node is fully drained; what
+// remains is in r.out.Remaining.
+func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, expires, deadline time.Time) (bool, error) {
+	mark := node.Mark{Cause: cause, Expires: expires, Cordon: true, ExcludeLB: true, Draining: true}
+	made, err := node.Apply(ctx, r.h.c.Kube, n.Name, mark, r.h.now(), r.h.cfg.DryRun)
 	if err != nil {
 		return false, err
 	}
-	if made != (node.Changes{Reason: reason, Since: made.Since}) {
+	if made.Any() {
 		r.record(ctx, n, false, node.ReasonDrainStarted, "draining on %s (cordoned, NoSchedule taint %s, excluded from load balancers)", r.ev.DetailType, node.TaintDraining)
 	}
 	if budget := r.budget(ctx); budget.Before(deadline) {

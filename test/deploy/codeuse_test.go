@@ -487,7 +487,7 @@ func f(ctx context.Context, api *as.Client, c kubernetes.Interface) {
 			"sam grants autoscaling:DescribeAutoScalingGroups, which neither"},
 		{"nodes update dropped from the ClusterRole", rbacYAML,
 			`verbs: ["get", "list", "update", "delete"]`, `verbs: ["get", "list", "delete"]`,
-			"rbac.yaml does not grant nodes update, used by [internal/node/node.go:Apply internal/node/node.go:Revert]"},
+			"rbac.yaml does not grant nodes update, used by [internal/node/marks.go:update]"},
 		{"PDB watch dropped from the ClusterRole", rbacYAML,
 			"resources: [\"poddisruptionbudgets\"]\n    verbs: [\"list\", \"watch\"]",
 			"resources: [\"poddisruptionbudgets\"]\n    verbs: [\"list\"]",

@@ -59,6 +59,7 @@ var wantEnv = map[string]string{
 	"CONTINUE_LONG_DRAINS":        "true",
 	"MAX_CONTINUATIONS":           "20",
 	"HOOK_NAMES":                  "",
+	"ADVISORY_MARK_TTL":           "1h",
 }
 
 // The event kinds the function handles (ARCHITECTURE.md §2), by rule name

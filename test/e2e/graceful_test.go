@@ -611,8 +611,8 @@ func TestGracefulRebalanceCordons(t *testing.T) {
 	if node.HasTaint(n, node.TaintDraining) || n.Labels[node.LabelExcludeLB] != "" {
 		t.Errorf("a cordon must not drain-mark the node: taints=%v labels=%v", n.Spec.Taints, n.Labels)
 	}
-	if owned, ok := node.Owned(n); !ok || !owned.Cordoned || owned.Reason != "cordon" {
-		t.Errorf("cordon not recorded as node-drainer's: %+v (ok=%v)", owned, ok)
+	if marks, ok := node.Marks(n); !ok || !marks.Owned.Cordoned || !node.Holds(n, node.CauseRebalance) {
+		t.Errorf("cordon not recorded as node-drainer's, for the rebalance: %+v (ok=%v)", marks, ok)
 	}
 	if len(s.nodeEvents(ctx, target.PrivateDNSName, node.ReasonCordoned)) != 1 {
 		t.Errorf("want one %s Event on the node", node.ReasonCordoned)

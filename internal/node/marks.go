@@ -1,0 +1,255 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/node-drainer/node-drainer/internal/cluster"
+)
+
+// Cause is why node-drainer holds marks on a node. A node may be held for
+// several causes at once (a rebalance cordon, then a spot warning, then the
+// terminate hook); a mark goes only when no cause holds it any more.
+type Cause string
+
+// The causes.
+const (
+	CauseTerminate    Cause = "terminate"         // ASG terminate lifecycle hook
+	CauseSpot         Cause = "spot-interruption" // spot interruption warning
+	CauseRebalance    Cause = "rebalance"         // rebalance recommendation
+	CauseScheduled    Cause = "scheduled-change"  // AWS Health scheduled change
+	CauseOutOfService Cause = "out-of-service"    // the instance is confirmed down
+)
+
+// Mark says what a cause wants set on a node.
+type Mark struct {
+	Cause Cause
+	// Expires is when the cause lapses by itself (advisory causes: the
+	// instance still runs after their window); zero: never.
+	Expires      time.Time
+	Cordon       bool
+	ExcludeLB    bool
+	Draining     bool
+	OutOfService bool
+}
+
+// Changes says which marks were set (by Apply) or removed (by Release) by
+// node-drainer.
+type Changes struct {
+	Cordoned     bool `json:"cordoned,omitempty"`
+	Labeled      bool `json:"excludedFromLB,omitempty"`
+	Draining     bool `json:"drainTaint,omitempty"`
+	OutOfService bool `json:"outOfServiceTaint,omitempty"`
+}
+
+// Any reports whether anything changed.
+func (c Changes) Any() bool { return c != Changes{} }
+
+func (c Changes) or(o Changes) Changes {
+	return Changes{c.Cordoned || o.Cordoned, c.Labeled || o.Labeled, c.Draining || o.Draining, c.OutOfService || o.OutOfService}
+}
+
+func (c Changes) and(o Changes) Changes {
+	return Changes{c.Cordoned && o.Cordoned, c.Labeled && o.Labeled, c.Draining && o.Draining, c.OutOfService && o.OutOfService}
+}
+
+func (c Changes) not() Changes {
+	return Changes{!c.Cordoned, !c.Labeled, !c.Draining, !c.OutOfService}
+}
+
+// Hold is one cause's claim on the node: since when, until when, and the
+// marks it wants.
+type Hold struct {
+	Since   time.Time  `json:"since"`
+	Expires *time.Time `json:"expires,omitempty"`
+	Wants   Changes    `json:"wants"`
+}
+
+// Expired reports whether the hold lapsed by now.
+func (h Hold) Expired(now time.Time) bool { return h.Expires != nil && !now.Before(*h.Expires) }
+
+// State is what the annotation records: the marks node-drainer placed
+// itself (Owned), and the causes it holds the node for.
+type State struct {
+	Owned  Changes        `json:"owned"`
+	Causes map[Cause]Hold `json:"causes"`
+}
+
+// Since is when the oldest cause began (zero: none).
+func (s State) Since() time.Time {
+	var t time.Time
+	for _, h := range s.Causes {
+		if t.IsZero() || h.Since.Before(t) {
+			t = h.Since
+		}
+	}
+	return t
+}
+
+// CauseList returns the causes held, sorted.
+func (s State) CauseList() []Cause {
+	return slices.Sorted(maps.Keys(s.Causes))
+}
+
+// legacy is the annotation's first format: one reason, overwritten by the
+// next event. Read so that nodes marked by an older release are undone.
+type legacy struct {
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
+	Changes
+}
+
+// Marks returns what node-drainer recorded on the node; ok is false when
+// nothing (or nothing readable) is recorded.
+func Marks(n *corev1.Node) (State, bool) {
+	v, ok := n.Annotations[AnnotationOwned]
+	if !ok {
+		return State{}, false
+	}
+	var s State
+	if err := json.Unmarshal([]byte(v), &s); err == nil && s.Causes != nil {
+		return s, true
+	}
+	var l legacy
+	if err := json.Unmarshal([]byte(v), &l); err != nil || l.Reason == "" {
+		return State{}, false
+	}
+	cause := Cause(l.Reason)
+	if l.Reason == "cordon" {
+		cause = CauseRebalance
+	}
+	return State{Owned: l.Changes, Causes: map[Cause]Hold{cause: {Since: l.Since, Wants: l.Changes}}}, true
+}
+
+// Holds reports whether node-drainer holds the node for cause.
+func Holds(n *corev1.Node, cause Cause) bool {
+	s, ok := Marks(n)
+	_, held := s.Causes[cause]
+	return ok && held
+}
+
+// Apply records m's cause on the node and sets what it asks. A mark that is
+// already there and not recorded as ours was set by someone else: it stays
+// theirs. It returns the marks set now (none: the node was already marked,
+// so Apply is idempotent).
+func Apply(ctx context.Context, c kubernetes.Interface, name string, m Mark, now time.Time, dryRun bool) (Changes, error) {
+	var made Changes
+	err := update(ctx, c, name, dryRun, func(n *corev1.Node, s *State) bool {
+		made = Changes{}
+		if m.Cordon && !n.Spec.Unschedulable {
+			n.Spec.Unschedulable, made.Cordoned = true, true
+		}
+		if m.ExcludeLB {
+			if _, ok := n.Labels[LabelExcludeLB]; !ok {
+				if n.Labels == nil {
+					n.Labels = map[string]string{}
+				}
+				n.Labels[LabelExcludeLB], made.Labeled = "true", true
+			}
+		}
+		if m.Draining && !HasTaint(n, TaintDraining) {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintDraining, Value: string(m.Cause), Effect: corev1.TaintEffectNoSchedule, TimeAdded: &metav1.Time{Time: now}})
+			made.Draining = true
+		}
+		if m.OutOfService && !HasTaint(n, TaintOutOfService) {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: now}})
+			made.OutOfService = true
+		}
+		wants := Changes{m.Cordon, m.ExcludeLB, m.Draining, m.OutOfService}
+		h, held := s.Causes[m.Cause]
+		if !held {
+			h.Since = now
+		}
+		h.Wants = h.Wants.or(wants)
+		if !m.Expires.IsZero() && (h.Expires == nil || m.Expires.After(*h.Expires)) {
+			e := m.Expires
+			h.Expires = &e
+		}
+		changed := made.Any() || !held || s.Causes[m.Cause] != h
+		s.Causes[m.Cause] = h
+		s.Owned = s.Owned.or(made)
+		return changed
+	})
+	if err != nil {
+		return Changes{}, fmt.Errorf("marking node %s (%s): %w", name, m.Cause, err)
+	}
+	return made, nil
+}
+
+// Release drops cause from the node, and every cause that expired by now,
+// and removes each mark node-drainer placed that no remaining cause wants.
+// Marks placed by anyone else are never removed. It returns what was removed.
+func Release(ctx context.Context, c kubernetes.Interface, name string, cause Cause, now time.Time, dryRun bool) (Changes, error) {
+	var undone Changes
+	err := update(ctx, c, name, dryRun, func(n *corev1.Node, s *State) bool {
+		undone = Changes{}
+		before := len(s.Causes)
+		for k, h := range s.Causes {
+			if k == cause || h.Expired(now) {
+				delete(s.Causes, k)
+			}
+		}
+		var wanted Changes
+		for _, h := range s.Causes {
+			wanted = wanted.or(h.Wants)
+		}
+		undone = s.Owned.and(wanted.not())
+		if undone.Cordoned {
+			n.Spec.Unschedulable = false
+		}
+		if undone.Labeled {
+			delete(n.Labels, LabelExcludeLB)
+		}
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+			return (undone.Draining && t.Key == TaintDraining) || (undone.OutOfService && t.Key == TaintOutOfService)
+		})
+		s.Owned = s.Owned.and(undone.not())
+		return undone.Any() || len(s.Causes) != before
+	})
+	if err != nil {
+		return Changes{}, fmt.Errorf("unmarking node %s (%s): %w", name, cause, err)
+	}
+	return undone, nil
+}
+
+// update reads the node, lets change edit it and its State, and writes both
+// back (with the node's resourceVersion: a conflict reads again) when change
+// reports a change. Dry run writes nothing.
+func update(ctx context.Context, c kubernetes.Interface, name string, dryRun bool, change func(*corev1.Node, *State) bool) error {
+	return cluster.Retry(func() error {
+		n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n = n.DeepCopy()
+		s, _ := Marks(n)
+		if s.Causes == nil {
+			s.Causes = map[Cause]Hold{}
+		}
+		if !change(n, &s) || dryRun {
+			return nil
+		}
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		if len(s.Causes) == 0 && !s.Owned.Any() {
+			delete(n.Annotations, AnnotationOwned)
+		} else {
+			b, err := json.Marshal(s)
+			if err != nil {
+				return err
+			}
+			n.Annotations[AnnotationOwned] = string(b)
+		}
+		_, err = c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+}

@@ -1,0 +1,418 @@
+package node
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func marksOf(t *testing.T, c *fake.Clientset) State {
+	t.Helper()
+	s, _ := Marks(get(t, c, nodeName))
+	return s
+}
+
+func TestApply(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		node   *corev1.Node
+		mark   Mark
+		made   Changes // set now, and so owned
+		taints []string
+	}{
+		{
+			name:   "clean node, drain",
+			node:   newNode(nodeName, ""),
+			mark:   drainMark,
+			made:   Changes{Cordoned: true, Labeled: true, Draining: true},
+			taints: []string{TaintDraining + "=terminate:NoSchedule"},
+		},
+		{
+			name: "clean node, cordon only",
+			node: newNode(nodeName, ""),
+			mark: Mark{Cause: CauseRebalance, Cordon: true},
+			made: Changes{Cordoned: true},
+		},
+		{
+			name:   "clean node, out of service",
+			node:   newNode(nodeName, ""),
+			mark:   Mark{Cause: CauseOutOfService, Cordon: true, OutOfService: true},
+			made:   Changes{Cordoned: true, OutOfService: true},
+			taints: []string{TaintOutOfService + "=nodeshutdown:NoExecute"},
+		},
+		{
+			name:   "someone else's cordon and label are not ours",
+			node:   newNode(nodeName, "", cordoned, labelled(LabelExcludeLB, "false"), tainted("example.com/maintenance", corev1.TaintEffectNoSchedule)),
+			mark:   drainMark,
+			made:   Changes{Draining: true},
+			taints: []string{"example.com/maintenance=someone-else:NoSchedule", TaintDraining + "=terminate:NoSchedule"},
+		},
+		{
+			name:   "everything already set by someone else: only the cause is recorded",
+			node:   newNode(nodeName, "", cordoned, labelled(LabelExcludeLB, "true"), tainted(TaintDraining, corev1.TaintEffectNoSchedule)),
+			mark:   drainMark,
+			taints: []string{TaintDraining + "=someone-else:NoSchedule"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientset(tc.node)
+			made, err := Apply(context.Background(), c, nodeName, tc.mark, now, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if made != tc.made {
+				t.Errorf("made %+v, want %+v", made, tc.made)
+			}
+			n := get(t, c, nodeName)
+			s, ok := Marks(n)
+			h, held := s.Causes[tc.mark.Cause]
+			if !ok || !held || !h.Since.Equal(now) || s.Owned != tc.made || len(s.Causes) != 1 {
+				t.Errorf("recorded %+v (ok=%v): want cause %s since %s, owned %+v", s, ok, tc.mark.Cause, now, tc.made)
+			}
+			if tc.mark.Cordon && !n.Spec.Unschedulable {
+				t.Error("not cordoned")
+			}
+			if tc.mark.ExcludeLB {
+				if _, ok := n.Labels[LabelExcludeLB]; !ok {
+					t.Error("not excluded from load balancers")
+				}
+			}
+			if got := taintKeys(n); !reflect.DeepEqual(got, tc.taints) {
+				t.Errorf("taints %v, want %v", got, tc.taints)
+			}
+			if n.Labels["pool"] != "general" {
+				t.Errorf("other labels lost: %v", n.Labels)
+			}
+
+			// idempotent: the same mark again changes nothing and writes nothing
+			before := writes(c)
+			again, err := Apply(context.Background(), c, nodeName, tc.mark, now.Add(time.Minute), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again.Any() {
+				t.Errorf("second Apply made %+v, want nothing", again)
+			}
+			if w := writes(c) - before; w != 0 {
+				t.Errorf("second Apply wrote the node %d times", w)
+			}
+			if n2 := get(t, c, nodeName); !reflect.DeepEqual(n2.Spec, n.Spec) || !reflect.DeepEqual(n2.Annotations, n.Annotations) {
+				t.Errorf("second Apply changed the node:\n%+v\n%+v", n.Spec, n2.Spec)
+			}
+		})
+	}
+}
+
+func TestApplyDryRun(t *testing.T) {
+	c := fake.NewClientset(newNode(nodeName, ""))
+	made, err := Apply(context.Background(), c, nodeName, drainMark, now, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !made.Cordoned || !made.Labeled || !made.Draining {
+		t.Errorf("dry run should say what it would change, got %+v", made)
+	}
+	if w := writes(c); w != 0 {
+		t.Errorf("dry run wrote the node %d times", w)
+	}
+	n := get(t, c, nodeName)
+	if n.Spec.Unschedulable || len(n.Spec.Taints) != 0 || n.Annotations[AnnotationOwned] != "" {
+		t.Errorf("dry run changed the node: %+v %v", n.Spec, n.Annotations)
+	}
+}
+
+// A rebalance cordon, then a spot warning's drain, then the terminate hook:
+// each cause is held; releasing one keeps what the others still want.
+func TestCausesAccumulate(t *testing.T) {
+	c := fake.NewClientset(newNode(nodeName, ""))
+	ctx := context.Background()
+	if _, err := Apply(ctx, c, nodeName, Mark{Cause: CauseRebalance, Cordon: true, Expires: now.Add(time.Hour)}, now, false); err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(5 * time.Minute)
+	made, err := Apply(ctx, c, nodeName, Mark{Cause: CauseSpot, Cordon: true, ExcludeLB: true, Draining: true, Expires: later.Add(time.Hour)}, later, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if made.Cordoned || !made.Labeled || !made.Draining {
+		t.Errorf("made %+v: the cordon was already there", made)
+	}
+	s := marksOf(t, c)
+	if got := s.CauseList(); !reflect.DeepEqual(got, []Cause{CauseRebalance, CauseSpot}) || !s.Since().Equal(now) {
+		t.Errorf("causes %v since %s: want rebalance and spot since the first", got, s.Since())
+	}
+
+	// the rebalance goes: the spot warning still wants the cordon
+	undone, err := Release(ctx, c, nodeName, CauseRebalance, later, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if undone.Any() {
+		t.Errorf("undid %+v while the spot warning holds the node", undone)
+	}
+	if n := get(t, c, nodeName); !n.Spec.Unschedulable || !HasTaint(n, TaintDraining) {
+		t.Error("the spot warning's marks were removed with the rebalance")
+	}
+	// the spot warning goes: everything ours goes, the record too
+	undone, err = Release(ctx, c, nodeName, CauseSpot, later, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if undone != (Changes{Cordoned: true, Labeled: true, Draining: true}) {
+		t.Errorf("undone %+v", undone)
+	}
+	n := get(t, c, nodeName)
+	if n.Spec.Unschedulable || len(n.Spec.Taints) != 0 || n.Labels[LabelExcludeLB] != "" || n.Annotations[AnnotationOwned] != "" {
+		t.Errorf("not released: %+v %v %v", n.Spec, n.Labels, n.Annotations)
+	}
+}
+
+// An out-of-service cause released by a `running` event leaves the cordon a
+// terminate drain still holds.
+func TestReleaseKeepsOtherCausesMarks(t *testing.T) {
+	c := fake.NewClientset(newNode(nodeName, ""))
+	ctx := context.Background()
+	if _, err := Apply(ctx, c, nodeName, drainMark, now, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(ctx, c, nodeName, Mark{Cause: CauseOutOfService, Cordon: true, OutOfService: true}, now, false); err != nil {
+		t.Fatal(err)
+	}
+	undone, err := Release(ctx, c, nodeName, CauseOutOfService, now, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if undone != (Changes{OutOfService: true}) {
+		t.Errorf("undone %+v, want only the out-of-service taint", undone)
+	}
+	n := get(t, c, nodeName)
+	if !n.Spec.Unschedulable || HasTaint(n, TaintOutOfService) || !HasTaint(n, TaintDraining) || !Holds(n, CauseTerminate) || Holds(n, CauseOutOfService) {
+		t.Errorf("node %+v %v", n.Spec, n.Annotations)
+	}
+}
+
+// Expired advisory causes go with the next release of any cause.
+func TestReleaseDropsExpiredCauses(t *testing.T) {
+	c := fake.NewClientset(newNode(nodeName, ""))
+	ctx := context.Background()
+	if _, err := Apply(ctx, c, nodeName, Mark{Cause: CauseRebalance, Cordon: true, Expires: now.Add(time.Hour)}, now, false); err != nil {
+		t.Fatal(err)
+	}
+	// not yet expired: releasing another cause keeps it
+	if undone, err := Release(ctx, c, nodeName, CauseSpot, now.Add(59*time.Minute), false); err != nil || undone.Any() {
+		t.Fatalf("undone %+v, %v before the expiry", undone, err)
+	}
+	if !get(t, c, nodeName).Spec.Unschedulable {
+		t.Fatal("cordon lifted before its expiry")
+	}
+	undone, err := Release(ctx, c, nodeName, CauseSpot, now.Add(time.Hour), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if undone != (Changes{Cordoned: true}) || get(t, c, nodeName).Spec.Unschedulable {
+		t.Errorf("expired rebalance cordon not lifted: %+v", undone)
+	}
+}
+
+func TestApplyNodeGone(t *testing.T) {
+	c := fake.NewClientset()
+	if _, err := Apply(context.Background(), c, nodeName, drainMark, now, false); err == nil {
+		t.Fatal("want an error for a missing node")
+	}
+}
+
+func TestApplyRetriesConflicts(t *testing.T) {
+	c := fake.NewClientset(newNode(nodeName, ""))
+	conflicts := 2
+	c.PrependReactor("update", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts > 0 {
+			conflicts--
+			return true, nil, errConflict()
+		}
+		return false, nil, nil
+	})
+	if _, err := Apply(context.Background(), c, nodeName, drainMark, now, false); err != nil {
+		t.Fatal(err)
+	}
+	if !get(t, c, nodeName).Spec.Unschedulable {
+		t.Error("not cordoned after conflicts")
+	}
+}
+
+func TestRelease(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		node         *corev1.Node
+		mark         *Mark // applied first, unless nil
+		thenByOthers nodeOpt
+		wantCordon   bool
+		wantLabel    bool
+		wantTaints   []string
+	}{
+		{
+			name: "undoes what we did",
+			node: newNode(nodeName, ""),
+			mark: &Mark{Cause: CauseOutOfService, Cordon: true, ExcludeLB: true, Draining: true, OutOfService: true},
+		},
+		{
+			name:       "someone else's cordon stays",
+			node:       newNode(nodeName, "", cordoned),
+			mark:       &Mark{Cause: CauseOutOfService, Cordon: true, OutOfService: true},
+			wantCordon: true,
+		},
+		{
+			name:       "someone else's taints stay, ours go",
+			node:       newNode(nodeName, "", tainted("example.com/maintenance", corev1.TaintEffectNoSchedule)),
+			mark:       &Mark{Cause: CauseOutOfService, Cordon: true, OutOfService: true},
+			wantTaints: []string{"example.com/maintenance=someone-else:NoSchedule"},
+		},
+		{
+			name:       "someone else's out-of-service taint stays",
+			node:       newNode(nodeName, "", tainted(TaintOutOfService, corev1.TaintEffectNoExecute)),
+			mark:       &Mark{Cause: CauseOutOfService, Cordon: true, OutOfService: true},
+			wantTaints: []string{TaintOutOfService + "=someone-else:NoExecute"},
+		},
+		{
+			name: "taint added by someone else after us stays",
+			node: newNode(nodeName, ""),
+			mark: &Mark{Cause: CauseOutOfService, Cordon: true, Draining: true},
+			thenByOthers: func(n *corev1.Node) {
+				n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "example.com/later", Effect: corev1.TaintEffectNoExecute})
+			},
+			wantTaints: []string{"example.com/later=:NoExecute"},
+		},
+		{
+			name:      "someone else's label stays",
+			node:      newNode(nodeName, "", labelled(LabelExcludeLB, "true")),
+			mark:      &Mark{Cause: CauseOutOfService, Cordon: true, ExcludeLB: true, Draining: true},
+			wantLabel: true,
+		},
+		{
+			name:       "nothing of ours: untouched",
+			node:       newNode(nodeName, "", cordoned, tainted(TaintDraining, corev1.TaintEffectNoSchedule)),
+			wantCordon: true,
+			wantTaints: []string{TaintDraining + "=someone-else:NoSchedule"},
+		},
+		{
+			name:       "unreadable record: untouched",
+			node:       newNode(nodeName, "", cordoned, annotated(AnnotationOwned, "{not json")),
+			wantCordon: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientset(tc.node)
+			ctx := context.Background()
+			if tc.mark != nil {
+				if _, err := Apply(ctx, c, nodeName, *tc.mark, now, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.thenByOthers != nil {
+				n := get(t, c, nodeName)
+				tc.thenByOthers(n)
+				if _, err := c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := writes(c)
+			undone, err := Release(ctx, c, nodeName, CauseOutOfService, now, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.mark == nil {
+				if undone.Any() || writes(c) != before {
+					t.Errorf("nothing of ours, yet undone %+v with %d writes", undone, writes(c)-before)
+				}
+			}
+			n := get(t, c, nodeName)
+			if n.Spec.Unschedulable != tc.wantCordon {
+				t.Errorf("unschedulable %v, want %v", n.Spec.Unschedulable, tc.wantCordon)
+			}
+			if _, ok := n.Labels[LabelExcludeLB]; ok != tc.wantLabel {
+				t.Errorf("exclude-LB label present %v, want %v", ok, tc.wantLabel)
+			}
+			if got := taintKeys(n); !reflect.DeepEqual(got, tc.wantTaints) {
+				t.Errorf("taints %v, want %v", got, tc.wantTaints)
+			}
+			if tc.mark != nil {
+				if _, ok := n.Annotations[AnnotationOwned]; ok {
+					t.Error("record of our changes left on the node")
+				}
+			}
+			if n.Labels["pool"] != "general" {
+				t.Errorf("other labels lost: %v", n.Labels)
+			}
+
+			// idempotent: again is a no-op
+			before = writes(c)
+			again, err := Release(ctx, c, nodeName, CauseOutOfService, now, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again.Any() || writes(c) != before {
+				t.Errorf("second Release undid %+v with %d writes", again, writes(c)-before)
+			}
+			if n2 := get(t, c, nodeName); !reflect.DeepEqual(n2.Spec, n.Spec) || !reflect.DeepEqual(n2.Labels, n.Labels) {
+				t.Errorf("second Release changed the node")
+			}
+		})
+	}
+}
+
+func TestReleaseDryRun(t *testing.T) {
+	c := fake.NewClientset(newNode(nodeName, ""))
+	ctx := context.Background()
+	if _, err := Apply(ctx, c, nodeName, drainMark, now, false); err != nil {
+		t.Fatal(err)
+	}
+	before := writes(c)
+	undone, err := Release(ctx, c, nodeName, CauseTerminate, now, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !undone.Cordoned || !undone.Draining {
+		t.Errorf("dry run should say what it would undo, got %+v", undone)
+	}
+	if writes(c) != before {
+		t.Error("dry-run Release wrote the node")
+	}
+	if n := get(t, c, nodeName); !n.Spec.Unschedulable || !HasTaint(n, TaintDraining) {
+		t.Error("dry-run Release changed the node")
+	}
+}
+
+func TestMarks(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ann   map[string]string
+		ok    bool
+		cause Cause
+	}{
+		{"none", nil, false, ""},
+		{"other annotations", map[string]string{"a": "b"}, false, ""},
+		{"bad JSON", map[string]string{AnnotationOwned: "cordoned"}, false, ""},
+		{"causes", map[string]string{AnnotationOwned: `{"owned":{"cordoned":true},"causes":{"rebalance":{"since":"2026-11-18T14:02:38Z","wants":{"cordoned":true}}}}`}, true, CauseRebalance},
+		// written by the first release: one reason
+		{"legacy cordon", map[string]string{AnnotationOwned: `{"reason":"cordon","since":"2026-11-18T14:02:38Z","cordoned":true}`}, true, CauseRebalance},
+		{"legacy out-of-service", map[string]string{AnnotationOwned: `{"reason":"out-of-service","since":"2026-11-18T14:02:38Z","cordoned":true}`}, true, CauseOutOfService},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(nodeName, "")
+			n.Annotations = tc.ann
+			s, ok := Marks(n)
+			if ok != tc.ok {
+				t.Fatalf("ok %v, want %v (%+v)", ok, tc.ok, s)
+			}
+			if ok && (!s.Owned.Cordoned || !s.Causes[tc.cause].Wants.Cordoned || !s.Since().Equal(now)) {
+				t.Errorf("decoded %+v", s)
+			}
+		})
+	}
+}
