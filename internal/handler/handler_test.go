@@ -26,6 +26,7 @@ import (
 
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/event"
+	"github.com/node-drainer/node-drainer/internal/node"
 )
 
 const (
@@ -386,5 +387,250 @@ func TestSpotWarningForGoneInstance(t *testing.T) {
 				t.Errorf("cluster changed: %v", w)
 			}
 		})
+	}
+}
+
+// The instances of events/scheduled-change.json.
+const (
+	schedA    = "i-0f2a8c6e1d7b3e945"
+	schedADNS = "ip-10-0-2-41.ec2.internal"
+	schedB    = "i-4f8c2a1e"
+	schedBDNS = "ip-10-0-2-42.ec2.internal"
+)
+
+// healthEvent is events/scheduled-change.json about instance A alone, with
+// the given status and a start (and end) at start.
+func healthEvent(t *testing.T, status string, start time.Time) []byte {
+	t.Helper()
+	return edit(t, readEvent(t, "scheduled-change.json"), func(_, d map[string]any) {
+		d["statusCode"] = status
+		d["startTime"] = start.Format(time.RFC1123)
+		d["endTime"] = start.Add(2 * time.Hour).Format(time.RFC1123)
+		d["affectedEntities"] = []any{map[string]any{"entityValue": schedA}}
+	})
+}
+
+func (f *fixture) node(t *testing.T, name string) *corev1.Node {
+	t.Helper()
+	n, err := f.kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A scheduled change is acted on at startTime − SCHEDULED_CHANGE_LEAD_TIME:
+// before that, drain or cordon only cordons (held until the change's end
+// plus ADVISORY_MARK_TTL) and the response says when the drain is due;
+// from then on the node is drained.
+func TestScheduledChangeHonoursStartTime(t *testing.T) {
+	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		action   string
+		start    time.Time
+		drained  bool
+		cordoned bool
+		detail   string
+	}{
+		{"drain, 14 days ahead", "drain", now.Add(14 * 24 * time.Hour), false, true, "drain due at 2026-12-04T11:45:00Z"},
+		{"drain, just before the lead time", "drain", now.Add(16 * time.Minute), false, true, "drain due at 2026-11-20T12:01:00Z"},
+		{"drain, within the lead time", "drain", now.Add(10 * time.Minute), true, true, ""},
+		{"drain, already started", "drain", now.Add(-time.Hour), true, true, ""},
+		{"cordon, 14 days ahead", "cordon", now.Add(14 * 24 * time.Hour), false, true, "cordoned until"},
+		{"cordon, within the lead time", "cordon", now.Add(5 * time.Minute), false, true, "cordoned until"},
+		{"ignore, within the lead time", "ignore", now.Add(5 * time.Minute), false, false, "configured to ignore"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, map[string]string{"SCHEDULED_CHANGE_ACTION": tc.action}, testNode(schedADNS, schedA))
+			f.now = now
+			f.ec2.instances[schedA] = ec2Instance(schedA, schedADNS, ec2types.InstanceStateNameRunning)
+			out, err := f.handle(t, healthEvent(t, "upcoming", tc.start))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := f.node(t, schedADNS)
+			if got := node.HasTaint(n, node.TaintDraining); got != tc.drained {
+				t.Errorf("drain taint %v, want %v (outcome %+v)", got, tc.drained, out)
+			}
+			if _, got := n.Labels[node.LabelExcludeLB]; got != tc.drained {
+				t.Errorf("excluded from load balancers %v, want %v", got, tc.drained)
+			}
+			if n.Spec.Unschedulable != tc.cordoned {
+				t.Errorf("cordoned %v, want %v", n.Spec.Unschedulable, tc.cordoned)
+			}
+			if !strings.Contains(out.Detail, tc.detail) {
+				t.Errorf("detail %q, want it to say %q", out.Detail, tc.detail)
+			}
+			if tc.cordoned {
+				s, _ := node.Marks(n)
+				h, ok := s.Causes[node.CauseScheduled]
+				wantExpiry := tc.start.Add(2*time.Hour + time.Hour) // end + ADVISORY_MARK_TTL
+				if !ok || h.Expires == nil || !h.Expires.Equal(wantExpiry) {
+					t.Errorf("hold %+v (held %v), want cause %s expiring %s", h, ok, node.CauseScheduled, wantExpiry)
+				}
+			}
+		})
+	}
+}
+
+// A closed scheduled change undoes what upcoming/open placed for it, and
+// only that: a cordon an operator set, or a hold for another cause, stays;
+// a closed change never drains.
+func TestScheduledChangeClosed(t *testing.T) {
+	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	start := now.Add(5 * time.Minute)
+
+	t.Run("undoes its own drain marks", func(t *testing.T) {
+		f := newFixture(t, nil, testNode(schedADNS, schedA))
+		f.now = now
+		f.ec2.instances[schedA] = ec2Instance(schedA, schedADNS, ec2types.InstanceStateNameRunning)
+		if _, err := f.handle(t, healthEvent(t, "open", start)); err != nil {
+			t.Fatal(err)
+		}
+		if n := f.node(t, schedADNS); !node.HasTaint(n, node.TaintDraining) || !n.Spec.Unschedulable {
+			t.Fatalf("open change did not drain: %+v", n.Spec)
+		}
+		out, err := f.handle(t, healthEvent(t, "closed", start))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := f.node(t, schedADNS)
+		if n.Spec.Unschedulable || node.HasTaint(n, node.TaintDraining) || n.Labels[node.LabelExcludeLB] != "" || node.Holds(n, node.CauseScheduled) {
+			t.Errorf("closed change left marks: unschedulable %v taints %v labels %v annotations %v (outcome %+v)",
+				n.Spec.Unschedulable, n.Spec.Taints, n.Labels, n.Annotations, out)
+		}
+		if out.Action != ActionUnmarked {
+			t.Errorf("action %q, want %q", out.Action, ActionUnmarked)
+		}
+	})
+
+	t.Run("never drains, leaves an operator's cordon", func(t *testing.T) {
+		cordoned := testNode(schedADNS, schedA)
+		cordoned.Spec.Unschedulable = true
+		f := newFixture(t, nil, cordoned)
+		f.now = now
+		f.ec2.instances[schedA] = ec2Instance(schedA, schedADNS, ec2types.InstanceStateNameRunning)
+		out, err := f.handle(t, healthEvent(t, "closed", start))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := f.writes(); len(w) > 0 {
+			t.Errorf("closed change wrote %v (outcome %+v)", w, out)
+		}
+		if n := f.node(t, schedADNS); !n.Spec.Unschedulable {
+			t.Errorf("operator's cordon removed")
+		}
+	})
+
+	t.Run("keeps another cause's hold", func(t *testing.T) {
+		f := newFixture(t, nil, testNode(schedADNS, schedA))
+		f.now = now
+		f.ec2.instances[schedA] = ec2Instance(schedA, schedADNS, ec2types.InstanceStateNameRunning)
+		if _, err := node.Apply(context.Background(), f.kube, schedADNS, node.Mark{Cause: node.CauseRebalance, Cordon: true}, now, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.handle(t, healthEvent(t, "upcoming", now.Add(48*time.Hour))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.handle(t, healthEvent(t, "closed", now.Add(48*time.Hour))); err != nil {
+			t.Fatal(err)
+		}
+		n := f.node(t, schedADNS)
+		if !n.Spec.Unschedulable || !node.Holds(n, node.CauseRebalance) || node.Holds(n, node.CauseScheduled) {
+			t.Errorf("want the rebalance cordon kept and the scheduled hold gone: unschedulable %v, annotation %s",
+				n.Spec.Unschedulable, n.Annotations[node.AnnotationOwned])
+		}
+	})
+}
+
+// An event listing several instances fans out, one asynchronous invocation
+// per instance, when the function can invoke itself; each invocation then
+// handles its instance alone.
+func TestScheduledChangeFansOut(t *testing.T) {
+	f := newFixture(t, nil, testNode(schedADNS, schedA), testNode(schedBDNS, schedB))
+	f.ec2.instances[schedA] = ec2Instance(schedA, schedADNS, ec2types.InstanceStateNameRunning)
+	f.ec2.instances[schedB] = ec2Instance(schedB, schedBDNS, ec2types.InstanceStateNameRunning)
+	out, err := f.handle(t, readEvent(t, "scheduled-change.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Action != ActionFannedOut || len(f.lambda.payloads) != 2 {
+		t.Fatalf("outcome %+v, %d invocations; want %s, 2", out, len(f.lambda.payloads), ActionFannedOut)
+	}
+	if w := f.writes(); len(w) > 0 || f.ec2.calls > 0 {
+		t.Errorf("fan-out itself acted: writes %v, EC2 calls %d", w, f.ec2.calls)
+	}
+	for i, want := range []string{schedA, schedB} {
+		payload := f.lambda.payloads[i]
+		ev, cont, err := event.ParseInvocation(payload)
+		if err != nil || cont == nil || len(ev.InstanceIDs) != 1 || ev.InstanceIDs[0] != want || cont.Attempt != 1 {
+			t.Fatalf("invocation %d: %v, %+v, %v; want instance %s alone, attempt 1", i, ev.InstanceIDs, cont, err, want)
+		}
+		out, err := f.handle(t, payload)
+		if err != nil || out.Instance != want || out.Action != ActionCordoned {
+			t.Errorf("invocation for %s: %+v, %v; want it cordoned (the change is 11 days ahead)", want, out, err)
+		}
+	}
+	if len(f.lambda.payloads) != 2 {
+		t.Errorf("a per-instance invocation fanned out again: %d invocations", len(f.lambda.payloads))
+	}
+}
+
+// gatedEC2 holds every DescribeInstances until n calls are in flight (or a
+// timeout passes), and records how many ran at once.
+type gatedEC2 struct {
+	*fakeEC2
+	n        int
+	mu       sync.Mutex
+	inflight int
+	most     int
+	all      chan struct{}
+}
+
+func (g *gatedEC2) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	g.mu.Lock()
+	g.inflight++
+	g.most = max(g.most, g.inflight)
+	if g.inflight == g.n {
+		close(g.all)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.all:
+	case <-time.After(3 * time.Second):
+	}
+	return g.fakeEC2.DescribeInstances(ctx, in, opts...)
+}
+
+// Without self-invocation, the instances are handled in parallel in this
+// invocation, each with its own outcome.
+func TestScheduledChangeInParallel(t *testing.T) {
+	f := newFixture(t, map[string]string{"CONTINUE_LONG_DRAINS": "false"}, testNode(schedADNS, schedA), testNode(schedBDNS, schedB))
+	f.ec2.instances[schedA] = ec2Instance(schedA, schedADNS, ec2types.InstanceStateNameRunning)
+	f.ec2.instances[schedB] = ec2Instance(schedB, schedBDNS, ec2types.InstanceStateNameRunning)
+	gate := &gatedEC2{fakeEC2: f.ec2, n: 2, all: make(chan struct{})}
+	f.h.c.EC2 = gate
+	// within the lead time: both drained
+	raw := edit(t, readEvent(t, "scheduled-change.json"), func(_, d map[string]any) {
+		d["startTime"] = f.now.Add(5 * time.Minute).Format(time.RFC1123)
+	})
+	out, err := f.handle(t, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gate.most != 2 {
+		t.Errorf("%d instances handled at once, want 2", gate.most)
+	}
+	if out.Action != ActionPerInstance || len(out.Instances) != 2 || len(f.lambda.payloads) != 0 {
+		t.Fatalf("outcome %+v, %d invocations; want %s with 2 instances, none", out, len(f.lambda.payloads), ActionPerInstance)
+	}
+	for i, want := range []struct{ id, node string }{{schedA, schedADNS}, {schedB, schedBDNS}} {
+		if o := out.Instances[i]; o.Instance != want.id || o.Node != want.node || o.Action != ActionDrained {
+			t.Errorf("instance %d outcome %+v, want %s drained on %s", i, o, want.id, want.node)
+		}
+		if !node.HasTaint(f.node(t, want.node), node.TaintDraining) {
+			t.Errorf("node %s not drained", want.node)
+		}
 	}
 }
