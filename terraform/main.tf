@@ -29,6 +29,7 @@ locals {
     SPOT_DRAIN_TIMEOUT          = var.spot_drain_timeout
     REBALANCE_ACTION            = var.rebalance_action
     SCHEDULED_CHANGE_ACTION     = var.scheduled_change_action
+    SCHEDULED_CHANGE_LEAD_TIME  = var.scheduled_change_lead_time
     LIFECYCLE_RESULT_ON_FAILURE = var.lifecycle_result_on_failure
     EVICT_UNMANAGED_PODS        = tostring(var.evict_unmanaged_pods)
     VOLUME_DETACH_TIMEOUT       = var.volume_detach_timeout
@@ -39,6 +40,8 @@ locals {
     KUBE_CLIENT_BURST           = tostring(var.kube_client_burst)
     DEADLINE_MARGIN             = var.deadline_margin
     CONTINUE_LONG_DRAINS        = tostring(var.continue_long_drains)
+    MAX_CONTINUATIONS           = tostring(var.max_continuations)
+    HOOK_NAMES                  = var.hook_names
     ADVISORY_MARK_TTL           = var.advisory_mark_ttl
   }
 }

@@ -138,6 +138,12 @@ variable "scheduled_change_action" {
   }
 }
 
+variable "scheduled_change_lead_time" {
+  description = "Act on an AWS Health scheduled change this long before it starts; before that, at most cordon (Go duration)."
+  type        = string
+  default     = "15m"
+}
+
 variable "lifecycle_result_on_failure" {
   description = "Lifecycle action result when the drain fails or times out: CONTINUE or ABANDON."
   type        = string
@@ -201,6 +207,23 @@ variable "continue_long_drains" {
   description = "Continue a drain that outlives one invocation in a new asynchronous invocation (grants lambda:InvokeFunction on the function itself)."
   type        = bool
   default     = true
+}
+
+variable "max_continuations" {
+  description = "Most continuations of one drain."
+  type        = number
+  default     = 20
+
+  validation {
+    condition     = var.max_continuations >= 0 && floor(var.max_continuations) == var.max_continuations
+    error_message = "max_continuations must be an integer >= 0."
+  }
+}
+
+variable "hook_names" {
+  description = "Comma-separated lifecycle hook names the function handles (checked in code too); empty = any."
+  type        = string
+  default     = ""
 }
 
 variable "memory_size" {

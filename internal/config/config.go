@@ -44,7 +44,8 @@ type Config struct {
 	SpotDrainTimeout         time.Duration // must fit the 2-minute notice
 	RebalanceAction          Action
 	ScheduledChangeAction    Action
-	LifecycleResultOnFailure string // CONTINUE or ABANDON
+	ScheduledChangeLeadTime  time.Duration // act on a scheduled change this long before it starts
+	LifecycleResultOnFailure string        // CONTINUE or ABANDON
 	EvictUnmanagedPods       bool
 	VolumeDetachTimeout      time.Duration
 	StoppingWaitTimeout      time.Duration
@@ -54,6 +55,8 @@ type Config struct {
 	KubeBurst                int
 	DeadlineMargin           time.Duration // kept back from the deadline to complete the hook
 	ContinueLongDrains       bool
+	MaxContinuations         int           // continuations of one drain at most (0: none)
+	HookNames                []string      // lifecycle hooks handled (empty: any)
 	AdvisoryMarkTTL          time.Duration // an advisory cause lapses when the instance still runs after it
 	FunctionName             string        // set by Lambda; the target of continuations
 }
@@ -79,6 +82,7 @@ var Vars = []Var{
 	{"SPOT_DRAIN_TIMEOUT", "100s", "Longest drain on a spot interruption warning (2 minutes' notice)."},
 	{"REBALANCE_ACTION", "cordon", "On a rebalance recommendation: ignore, cordon or drain."},
 	{"SCHEDULED_CHANGE_ACTION", "drain", "On an AWS Health scheduled change: ignore, cordon or drain."},
+	{"SCHEDULED_CHANGE_LEAD_TIME", "15m", "How long before a scheduled change starts it is acted on; before that, cordon or drain only cordons."},
 	{"LIFECYCLE_RESULT_ON_FAILURE", "CONTINUE", "Lifecycle action result when the drain fails or times out: CONTINUE or ABANDON."},
 	{"EVICT_UNMANAGED_PODS", "true", "Evict pods that no controller owns (they are not recreated)."},
 	{"VOLUME_DETACH_TIMEOUT", "2m", "How long to wait for the drained pods' VolumeAttachments to be deleted."},
@@ -89,6 +93,8 @@ var Vars = []Var{
 	{"KUBE_CLIENT_BURST", "200", "Kubernetes client burst."},
 	{"DEADLINE_MARGIN", "20s", "Time kept back from the Lambda deadline to complete the hook or continue."},
 	{"CONTINUE_LONG_DRAINS", "true", "Re-invoke the function asynchronously to continue a drain that outlasts one invocation."},
+	{"MAX_CONTINUATIONS", "20", "Most continuations of one drain; a continuation beyond it is refused (0: none)."},
+	{"HOOK_NAMES", "", "Comma-separated lifecycle hook names handled; empty: any."},
 	{"ADVISORY_MARK_TTL", "1h", "How long the marks of a spot warning or rebalance recommendation hold when the instance keeps running; then the next event or sweep lifts them."},
 }
 
@@ -132,31 +138,33 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 
 	c := Config{
-		ClusterName:            get("CLUSTER_NAME"),
-		ClusterEndpoint:        get("CLUSTER_ENDPOINT"),
-		KubeconfigPath:         get("KUBECONFIG_PATH"),
-		KubeconfigSSMParameter: get("KUBECONFIG_SSM_PARAMETER"),
-		KubeconfigSecretID:     get("KUBECONFIG_SECRET_ID"),
-		ClusterTagKey:          get("CLUSTER_TAG_KEY"),
-		DryRun:                 boolean("DRY_RUN"),
-		DrainTimeout:           duration("DRAIN_TIMEOUT"),
-		SpotDrainTimeout:       duration("SPOT_DRAIN_TIMEOUT"),
-		RebalanceAction:        action("REBALANCE_ACTION"),
-		ScheduledChangeAction:  action("SCHEDULED_CHANGE_ACTION"),
-		EvictUnmanagedPods:     boolean("EVICT_UNMANAGED_PODS"),
-		VolumeDetachTimeout:    duration("VOLUME_DETACH_TIMEOUT"),
-		StoppingWaitTimeout:    duration("STOPPING_WAIT_TIMEOUT"),
-		OutOfServiceTaint:      boolean("OUT_OF_SERVICE_TAINT"),
-		DeleteTerminatedNodes:  boolean("DELETE_TERMINATED_NODES"),
-		DeadlineMargin:         duration("DEADLINE_MARGIN"),
-		ContinueLongDrains:     boolean("CONTINUE_LONG_DRAINS"),
-		AdvisoryMarkTTL:        duration("ADVISORY_MARK_TTL"),
-		FunctionName:           getenv("AWS_LAMBDA_FUNCTION_NAME"),
+		ClusterName:             get("CLUSTER_NAME"),
+		ClusterEndpoint:         get("CLUSTER_ENDPOINT"),
+		KubeconfigPath:          get("KUBECONFIG_PATH"),
+		KubeconfigSSMParameter:  get("KUBECONFIG_SSM_PARAMETER"),
+		KubeconfigSecretID:      get("KUBECONFIG_SECRET_ID"),
+		ClusterTagKey:           get("CLUSTER_TAG_KEY"),
+		DryRun:                  boolean("DRY_RUN"),
+		DrainTimeout:            duration("DRAIN_TIMEOUT"),
+		SpotDrainTimeout:        duration("SPOT_DRAIN_TIMEOUT"),
+		RebalanceAction:         action("REBALANCE_ACTION"),
+		ScheduledChangeAction:   action("SCHEDULED_CHANGE_ACTION"),
+		ScheduledChangeLeadTime: duration("SCHEDULED_CHANGE_LEAD_TIME"),
+		EvictUnmanagedPods:      boolean("EVICT_UNMANAGED_PODS"),
+		VolumeDetachTimeout:     duration("VOLUME_DETACH_TIMEOUT"),
+		StoppingWaitTimeout:     duration("STOPPING_WAIT_TIMEOUT"),
+		OutOfServiceTaint:       boolean("OUT_OF_SERVICE_TAINT"),
+		DeleteTerminatedNodes:   boolean("DELETE_TERMINATED_NODES"),
+		DeadlineMargin:          duration("DEADLINE_MARGIN"),
+		ContinueLongDrains:      boolean("CONTINUE_LONG_DRAINS"),
+		AdvisoryMarkTTL:         duration("ADVISORY_MARK_TTL"),
+		FunctionName:            getenv("AWS_LAMBDA_FUNCTION_NAME"),
 	}
-	for _, n := range strings.Split(get("ASG_NAMES"), ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			c.ASGNames = append(c.ASGNames, n)
-		}
+	c.ASGNames = list(get("ASG_NAMES"))
+	c.HookNames = list(get("HOOK_NAMES"))
+	maxCont, err := strconv.Atoi(get("MAX_CONTINUATIONS"))
+	if c.MaxContinuations = maxCont; err != nil || maxCont < 0 {
+		errs = append(errs, fmt.Errorf("MAX_CONTINUATIONS=%q: want an integer >= 0", get("MAX_CONTINUATIONS")))
 	}
 	if ca := get("CLUSTER_CA_DATA"); ca != "" {
 		b, err := base64.StdEncoding.DecodeString(ca)
@@ -219,6 +227,28 @@ func (c Config) Mode() string {
 	default:
 		return "eks"
 	}
+}
+
+// list splits a comma-separated list, dropping blanks.
+func list(s string) []string {
+	var out []string
+	for _, n := range strings.Split(s, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// AllowsHook reports whether the named lifecycle hook is ours.
+func (c Config) AllowsHook(name string) bool {
+	return len(c.HookNames) == 0 || slices.Contains(c.HookNames, name)
+}
+
+// ListsASG reports whether the ASG is named in ASG_NAMES (not merely allowed
+// because the list is empty): its hooks are ours by configuration.
+func (c Config) ListsASG(name string) bool {
+	return slices.Contains(c.ASGNames, name)
 }
 
 // AllowsASG reports whether hooks of the named ASG are ours.

@@ -33,6 +33,7 @@ func TestFromEnvDefaults(t *testing.T) {
 		SpotDrainTimeout:         100 * time.Second,
 		RebalanceAction:          ActionCordon,
 		ScheduledChangeAction:    ActionDrain,
+		ScheduledChangeLeadTime:  15 * time.Minute,
 		LifecycleResultOnFailure: "CONTINUE",
 		EvictUnmanagedPods:       true,
 		VolumeDetachTimeout:      2 * time.Minute,
@@ -43,6 +44,7 @@ func TestFromEnvDefaults(t *testing.T) {
 		KubeBurst:                200,
 		DeadlineMargin:           20 * time.Second,
 		ContinueLongDrains:       true,
+		MaxContinuations:         20,
 		AdvisoryMarkTTL:          time.Hour,
 		FunctionName:             "node-drainer",
 	}
@@ -104,6 +106,9 @@ func TestFromEnvValues(t *testing.T) {
 		"CONTINUE_LONG_DRAINS=false",
 		"ADVISORY_MARK_TTL=10m",
 		"CLUSTER_TAG_KEY=k8s.io/cluster-autoscaler/prod",
+		"SCHEDULED_CHANGE_LEAD_TIME=1h",
+		"MAX_CONTINUATIONS=0",
+		"HOOK_NAMES= drain-hook , ,other ",
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +121,7 @@ func TestFromEnvValues(t *testing.T) {
 		SpotDrainTimeout:         2 * time.Minute,
 		RebalanceAction:          ActionDrain,
 		ScheduledChangeAction:    ActionIgnore,
+		ScheduledChangeLeadTime:  time.Hour,
 		LifecycleResultOnFailure: "ABANDON",
 		EvictUnmanagedPods:       false,
 		VolumeDetachTimeout:      45 * time.Second,
@@ -126,6 +132,8 @@ func TestFromEnvValues(t *testing.T) {
 		KubeBurst:                7,
 		DeadlineMargin:           30 * time.Second,
 		ContinueLongDrains:       false,
+		MaxContinuations:         0,
+		HookNames:                []string{"drain-hook", "other"},
 		AdvisoryMarkTTL:          10 * time.Minute,
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -157,6 +165,9 @@ func TestFromEnvErrors(t *testing.T) {
 		{"out-of-service taint", []string{"OUT_OF_SERVICE_TAINT=on"}, []string{"OUT_OF_SERVICE_TAINT"}, false},
 		{"delete terminated nodes", []string{"DELETE_TERMINATED_NODES=off"}, []string{"DELETE_TERMINATED_NODES"}, false},
 		{"deadline margin", []string{"DEADLINE_MARGIN=0"}, []string{"DEADLINE_MARGIN"}, false},
+		{"lead time", []string{"SCHEDULED_CHANGE_LEAD_TIME=-5m"}, []string{"SCHEDULED_CHANGE_LEAD_TIME"}, false},
+		{"max continuations negative", []string{"MAX_CONTINUATIONS=-1"}, []string{"MAX_CONTINUATIONS"}, false},
+		{"max continuations not a number", []string{"MAX_CONTINUATIONS=many"}, []string{"MAX_CONTINUATIONS"}, false},
 		{"continue long drains", []string{"CONTINUE_LONG_DRAINS=2"}, []string{"CONTINUE_LONG_DRAINS"}, false},
 		{"qps not a number", []string{"KUBE_CLIENT_QPS=fast"}, []string{"KUBE_CLIENT_QPS", "positive number"}, false},
 		{"qps zero", []string{"KUBE_CLIENT_QPS=0"}, []string{"KUBE_CLIENT_QPS"}, false},
@@ -235,6 +246,29 @@ func TestASGNames(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestHookNamesAndListedASGs(t *testing.T) {
+	any, err := FromEnv(env("CLUSTER_NAME=prod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !any.AllowsHook("whatever") || any.ListsASG("eks-general") {
+		t.Errorf("defaults: AllowsHook = %v (want true), ListsASG = %v (want false: an empty list names nothing)",
+			any.AllowsHook("whatever"), any.ListsASG("eks-general"))
+	}
+	c, err := FromEnv(env("CLUSTER_NAME=prod", "HOOK_NAMES=node-drainer-terminate, node-drainer-launch", "ASG_NAMES=eks-general"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"node-drainer-terminate": true, "node-drainer-launch": true, "other-teams-hook": false, "": false} {
+		if got := c.AllowsHook(name); got != want {
+			t.Errorf("AllowsHook(%q) = %v, want %v", name, got, want)
+		}
+	}
+	if !c.ListsASG("eks-general") || c.ListsASG("eks-other") {
+		t.Errorf("ListsASG(eks-general) = %v, ListsASG(eks-other) = %v: want true, false", c.ListsASG("eks-general"), c.ListsASG("eks-other"))
 	}
 }
 

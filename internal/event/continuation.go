@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -11,17 +12,63 @@ import (
 const continuationKey = "nodeDrainerContinuation"
 
 // Continuation is what node-drainer sends itself, asynchronously, to go on
-// with a drain that outlives one invocation. Serialized as
+// with a drain that outlives one invocation, or to handle one instance of an
+// event that lists several. Serialized as
 //
-//	{"nodeDrainerContinuation": {"event": {...}, "startedAt": "...", "attempt": 1}}
+//	{"nodeDrainerContinuation": {"event": {...}, "startedAt": "...", "attempt": 2}}
 type Continuation struct {
 	// Event is the original EventBridge event, as received.
 	Event json.RawMessage `json:"event"`
 	// StartedAt is when the drain began, in the first invocation: the
 	// overall drain timeout counts from it.
 	StartedAt time.Time `json:"startedAt"`
-	// Attempt numbers the continuations of one drain: 1 for the first.
+	// Attempt numbers the invocations of one drain: 1 is the first (the
+	// original event, or the first invocation for one instance), 2 the
+	// first continuation, and so on.
 	Attempt int `json:"attempt"`
+	// Instance, when set, narrows the event to this one of its instances:
+	// an AWS Health scheduled change listing several instances is handled
+	// one invocation per instance. The parsed Event then lists only it.
+	Instance string `json:"instance,omitempty"`
+}
+
+// Bounds on the start time of a continuation (see Continuation.Check).
+const (
+	// ContinuationClockSkew is how far in the future a startedAt may be:
+	// the clocks of two invocations of one function differ little.
+	ContinuationClockSkew = 2 * time.Minute
+	// ContinuationSlack is how much older than the drain timeout a startedAt
+	// may be: the last continuation is sent just before the timeout and may
+	// be delivered late (one Lambda run).
+	ContinuationSlack = 15 * time.Minute
+)
+
+// ErrContinuationRefused classifies the errors of Continuation.Check: the
+// continuation is well formed but not one to act on (too many attempts, a
+// start time in the future or too old). Nothing is done with it.
+var ErrContinuationRefused = errors.New("continuation refused")
+
+// Check refuses a continuation that goes past maxContinuations (continuations
+// of one drain, not counting its first invocation), or whose drain started
+// in the future (beyond ContinuationClockSkew) or longer ago than
+// drainTimeout plus ContinuationSlack. The error wraps
+// ErrContinuationRefused and names the bound.
+func (c Continuation) Check(now time.Time, maxContinuations int, drainTimeout time.Duration) error {
+	var problems problemList
+	if n := c.Attempt - 1; n > maxContinuations {
+		problems.add(fmt.Errorf("attempt %d is continuation %d, past the limit of %d (MAX_CONTINUATIONS)", c.Attempt, n, maxContinuations))
+	}
+	if ahead := c.StartedAt.Sub(now); ahead > ContinuationClockSkew {
+		problems.add(fmt.Errorf("startedAt %s is %s in the future", c.StartedAt.UTC().Format(time.RFC3339), ahead.Round(time.Second)))
+	}
+	if age, limit := now.Sub(c.StartedAt), drainTimeout+ContinuationSlack; age > limit {
+		problems.add(fmt.Errorf("startedAt %s is %s old, older than the drain timeout %s plus %s",
+			c.StartedAt.UTC().Format(time.RFC3339), age.Round(time.Second), drainTimeout, ContinuationSlack))
+	}
+	if err := problems.err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrContinuationRefused, err)
+	}
+	return nil
 }
 
 type continuationPayload struct {
@@ -32,7 +79,13 @@ type continuationPayload struct {
 // of the drain of raw, an actionable EventBridge event, started at
 // startedAt. ParseInvocation reads it back.
 func NewContinuation(raw []byte, startedAt time.Time, attempt int) ([]byte, error) {
-	c := Continuation{Event: raw, StartedAt: startedAt.UTC(), Attempt: attempt}
+	return NewContinuationFor(raw, startedAt, attempt, "")
+}
+
+// NewContinuationFor is NewContinuation narrowed to one instance of the
+// event (instanceID must be one of its instances; "" is all of them).
+func NewContinuationFor(raw []byte, startedAt time.Time, attempt int, instanceID string) ([]byte, error) {
+	c := Continuation{Event: raw, StartedAt: startedAt.UTC(), Attempt: attempt, Instance: instanceID}
 	if _, err := c.parse(); err != nil {
 		return nil, fmt.Errorf("building continuation: %w", err)
 	}
@@ -97,6 +150,12 @@ func (c Continuation) parse() (Event, error) {
 	}
 	if !ev.Kind.Actionable() {
 		return Event{}, malformed("continuation: event of kind %s is not one to continue", ev.Kind)
+	}
+	if c.Instance != "" {
+		if !slices.Contains(ev.InstanceIDs, c.Instance) {
+			return Event{}, malformed("continuation: instance %s is not one of the event's %v", quote(c.Instance), ev.InstanceIDs)
+		}
+		ev.InstanceIDs = []string{c.Instance}
 	}
 	return ev, nil
 }

@@ -117,3 +117,67 @@ func TestParseInvocationPlainEvent(t *testing.T) {
 		t.Errorf("miscased wrapper: got %s, %+v, %v; want ErrMalformed", ev.Kind, cont, err)
 	}
 }
+
+func TestContinuationCheck(t *testing.T) {
+	now := time.Date(2026, 11, 18, 15, 0, 0, 0, time.UTC)
+	const drainTimeout = 30 * time.Minute
+	for _, tc := range []struct {
+		name      string
+		startedAt time.Time
+		attempt   int
+		errSubstr string // "" accepted
+	}{
+		{"first invocation, now", now, 1, ""},
+		{"last allowed continuation", now.Add(-10 * time.Minute), 21, ""},
+		{"one past the limit", now.Add(-10 * time.Minute), 22, "attempt 22 is continuation 21, past the limit of 20"},
+		{"far past the limit", now, 1000, "past the limit"},
+		{"within clock skew", now.Add(ContinuationClockSkew - time.Second), 2, ""},
+		{"in the future", now.Add(time.Hour), 2, "is 1h0m0s in the future"},
+		{"as old as timeout plus slack", now.Add(-drainTimeout - ContinuationSlack), 2, ""},
+		{"older than timeout plus slack", now.Add(-drainTimeout - ContinuationSlack - time.Second), 2, "older than the drain timeout 30m0s plus 15m0s"},
+		{"a year old", now.AddDate(-1, 0, 0), 2, "older than the drain timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Continuation{StartedAt: tc.startedAt, Attempt: tc.attempt}.Check(now, 20, drainTimeout)
+			if tc.errSubstr == "" {
+				if err != nil {
+					t.Errorf("Check = %v, want accepted", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrContinuationRefused) || !strings.Contains(err.Error(), tc.errSubstr) {
+				t.Errorf("Check = %v, want ErrContinuationRefused saying %q", err, tc.errSubstr)
+			}
+		})
+	}
+	if err := (Continuation{StartedAt: now, Attempt: 2}).Check(now, 0, drainTimeout); !errors.Is(err, ErrContinuationRefused) {
+		t.Errorf("MAX_CONTINUATIONS=0: Check of a continuation = %v, want refused", err)
+	}
+}
+
+// A continuation for one instance of a multi-instance Health event parses to
+// that instance alone; an instance the event does not list is refused.
+func TestContinuationForOneInstance(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(eventsDir, "scheduled-change.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startedAt := time.Date(2026, 11, 18, 15, 0, 0, 0, time.UTC)
+	payload, err := NewContinuationFor(raw, startedAt, 1, "i-4f8c2a1e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, cont, err := ParseInvocation(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(ev.InstanceIDs, []string{"i-4f8c2a1e"}) || cont.Instance != "i-4f8c2a1e" || cont.Attempt != 1 {
+		t.Errorf("got instances %v, continuation %+v; want only i-4f8c2a1e, attempt 1", ev.InstanceIDs, cont)
+	}
+	if ev.Scheduled == nil || ev.Scheduled.Status != HealthUpcoming {
+		t.Errorf("scheduled change lost: %+v", ev.Scheduled)
+	}
+	if b, err := NewContinuationFor(raw, startedAt, 1, "i-0123456789abcdef0"); !errors.Is(err, ErrMalformed) || b != nil {
+		t.Errorf("instance not in the event: got %s, %v; want ErrMalformed", b, err)
+	}
+}

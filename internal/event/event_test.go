@@ -145,6 +145,18 @@ func TestParseSampleEvents(t *testing.T) {
 			e.InstanceIDs = []string{"i-0f2a8c6e1d7b3e945", "i-4f8c2a1e"}
 			e.Scheduled = &ScheduledChange{
 				EventARN:      "arn:aws:health:us-east-1::event/EC2/AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED/AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED_3b7e1c9a-5d2f-4a86-9e0b-f4c8a2d6b153",
+				Status:        HealthUpcoming,
+				EventTypeCode: "AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED",
+				StartTime:     time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC),
+				EndTime:       time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC),
+			}
+		})},
+		"scheduled-change-closed.json": {want: with(base("9a4c1e7b-2f6d-4b38-a0e9-5d7c3b1f8e26", "aws.health", "AWS Health Event", "2026-11-19T08:30:12Z"), func(e *Event) {
+			e.Kind = KindScheduledChange
+			e.InstanceIDs = []string{"i-0f2a8c6e1d7b3e945", "i-4f8c2a1e"}
+			e.Scheduled = &ScheduledChange{
+				EventARN:      "arn:aws:health:us-east-1::event/EC2/AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED/AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED_3b7e1c9a-5d2f-4a86-9e0b-f4c8a2d6b153",
+				Status:        HealthClosed,
 				EventTypeCode: "AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED",
 				StartTime:     time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC),
 				EndTime:       time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC),
@@ -275,6 +287,8 @@ func TestParseTestdata(t *testing.T) {
 		"health-no-affected-entities.json":             malformedBecause("affectedEntities is missing"),
 		"health-missing-start-time.json":               malformedBecause("startTime is missing"),
 		"health-bad-start-time.json":                   malformedBecause("startTime:"),
+		"health-missing-status.json":                   malformedBecause("statusCode is missing"),
+		"health-unknown-status.json":                   malformedBecause(`statusCode "Scheduled" is not upcoming, open or closed`),
 		"health-rfc3339-times-duplicate-entities.json": {kind: KindScheduledChange},
 
 		// Continuation wrappers.

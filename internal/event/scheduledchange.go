@@ -8,6 +8,22 @@ import (
 	"time"
 )
 
+// HealthStatus is the status of an AWS Health event (detail.statusCode; the
+// Health API's EventStatusCode): the same change is announced again as its
+// status moves from upcoming to open to closed.
+type HealthStatus string
+
+// The statuses of an AWS Health event.
+const (
+	// HealthUpcoming: the change is scheduled and has not started.
+	HealthUpcoming HealthStatus = "upcoming"
+	// HealthOpen: the change is under way (or due).
+	HealthOpen HealthStatus = "open"
+	// HealthClosed: the change is over, or was cancelled: nothing is to be
+	// done for it any more, and what was done ahead of it may be undone.
+	HealthClosed HealthStatus = "closed"
+)
+
 // ScheduledChange is AWS Health's notice of scheduled maintenance or
 // retirement of EC2 instances (the affected instances are in
 // Event.InstanceIDs).
@@ -15,6 +31,9 @@ type ScheduledChange struct {
 	// EventARN identifies the Health event; repeated notices about the same
 	// change share it.
 	EventARN string
+	// Status is where the change stands; always one of the HealthStatus
+	// constants.
+	Status HealthStatus
 	// EventTypeCode names the change, such as
 	// AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED.
 	EventTypeCode string
@@ -31,10 +50,13 @@ const (
 )
 
 // healthDetail is the detail of the EventBridge schema aws.health@AWSHealthEvent,
-// restricted to the fields node-drainer reads.
+// restricted to the fields node-drainer reads (AWS Health user guide,
+// "Reference: AWS Health events Amazon EventBridge schema"; statusCode is one
+// of open, closed, upcoming, as the Health API's EventStatusCode).
 type healthDetail struct {
 	EventARN          string `json:"eventArn"`
 	Service           string `json:"service"`
+	StatusCode        string `json:"statusCode"`
 	EventTypeCode     string `json:"eventTypeCode"`
 	EventTypeCategory string `json:"eventTypeCategory"`
 	StartTime         string `json:"startTime"`
@@ -61,6 +83,15 @@ func parseScheduledChange(ev Event, detail json.RawMessage) (Event, error) {
 	var problems problemList
 	if strings.TrimSpace(d.EventTypeCode) == "" {
 		problems.add(errors.New("eventTypeCode is missing"))
+	}
+	status := HealthStatus(d.StatusCode)
+	switch status {
+	case HealthUpcoming, HealthOpen, HealthClosed:
+	case "":
+		problems.add(errors.New("statusCode is missing"))
+	default:
+		// a status we do not know could mean "over": refuse rather than drain
+		problems.add(fmt.Errorf("statusCode %s is not upcoming, open or closed", quote(d.StatusCode)))
 	}
 	start, err := parseHealthTime(d.StartTime)
 	switch {
@@ -105,6 +136,7 @@ func parseScheduledChange(ev Event, detail json.RawMessage) (Event, error) {
 	ev.InstanceIDs = ids
 	ev.Scheduled = &ScheduledChange{
 		EventARN:      d.EventARN,
+		Status:        status,
 		EventTypeCode: d.EventTypeCode,
 		StartTime:     start,
 		EndTime:       end,

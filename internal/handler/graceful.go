@@ -30,13 +30,12 @@ func (r *run) terminate(ctx context.Context) error {
 	la := r.ev.Lifecycle
 	act := lifecycle.Action{ASG: la.AutoScalingGroupName, Hook: la.HookName, Token: la.Token, InstanceID: la.InstanceID}
 	r.log = r.log.With("asg", act.ASG, "hook", act.Hook, "instance", act.InstanceID)
-	if !r.h.cfg.AllowsASG(act.ASG) {
-		r.out.Action, r.out.Detail = ActionIgnored, "ASG "+act.ASG+" is not in ASG_NAMES"
+	if !r.ourHook(act) {
 		return nil
 	}
 	inst, ours, err := r.ours(ctx, act.InstanceID)
 	switch {
-	case err != nil && len(r.h.cfg.ASGNames) == 0:
+	case err != nil && !r.h.cfg.ListsASG(act.ASG):
 		return err // cannot tell whether it is ours: nothing done, a retry may read EC2
 	case err != nil:
 		// the ASG is ours by configuration: drain without EC2's view (the
@@ -44,6 +43,13 @@ func (r *run) terminate(ctx context.Context) error {
 		// time; the zero reading is never "down", so nothing is forced
 		r.log.WarnContext(ctx, "EC2 unreadable; ASG is configured: draining gracefully", "error", err)
 		inst = instance.Instance{ID: act.InstanceID}
+	case !ours && r.h.cfg.ListsASG(act.ASG):
+		// the hook is ours by configuration (ASG_NAMES) though the instance
+		// is not the cluster's: nothing to drain, but nobody else will
+		// complete it, and the instance must not wait the hook out
+		r.out.Action = ActionCompleted
+		r.out.Detail += "; its ASG is in ASG_NAMES: lifecycle action completed, nothing drained"
+		return r.complete(ctx, act, lifecycle.Continue, nil)
 	case !ours:
 		return nil
 	}
@@ -91,6 +97,22 @@ func (r *run) terminate(ctx context.Context) error {
 	return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, n)
 }
 
+// ourHook says whether the lifecycle action is ours to complete: its ASG is
+// allowed by ASG_NAMES and its hook by HOOK_NAMES (the EventBridge rule
+// filters both too; the code does not rely on it). Another's hook is left
+// alone: its owner completes it.
+func (r *run) ourHook(act lifecycle.Action) bool {
+	switch {
+	case !r.h.cfg.AllowsASG(act.ASG):
+		r.out.Action, r.out.Detail = ActionIgnored, "ASG "+act.ASG+" is not in ASG_NAMES"
+	case !r.h.cfg.AllowsHook(act.Hook):
+		r.out.Action, r.out.Detail = ActionIgnored, "hook "+act.Hook+" is not in HOOK_NAMES"
+	default:
+		return true
+	}
+	return false
+}
+
 // advisory handles spot warnings, rebalance recommendations and scheduled
 // changes: cordon or drain the node, as configured; no hook to complete.
 func (r *run) advisory(ctx context.Context, id string, action config.Action, timeout time.Duration) error {
@@ -104,8 +126,16 @@ func (r *run) advisory(ctx context.Context, id string, action config.Action, tim
 		return err
 	}
 	n, err := r.findNode(ctx, inst)
-	if n == nil || err != nil {
+	if err != nil {
 		return err
+	}
+	if n == nil {
+		if inst.Down() {
+			// a warning about an instance already gone, its node with it: a
+			// success, not an error to retry and send to the DLQ
+			r.out.Detail = inst.String() + ": instance already gone and has no node; nothing to do"
+		}
+		return nil
 	}
 	if inst.Down() {
 		return r.release(ctx, n, inst)
@@ -295,8 +325,10 @@ func (r *run) keepAlive(ctx context.Context, act lifecycle.Action) (stop func())
 // canContinue says whether a drain cut short by this invocation's deadline
 // may go on in a fresh invocation.
 func (r *run) canContinue(deadline time.Time) bool {
+	// the next invocation is continuation number r.attempt: past
+	// MAX_CONTINUATIONS it would be refused, so this one completes the hook
 	return r.h.cfg.ContinueLongDrains && r.h.c.Lambda != nil && r.h.cfg.FunctionName != "" &&
-		!r.h.cfg.DryRun && r.h.now().Before(deadline.Add(-time.Second))
+		!r.h.cfg.DryRun && r.attempt <= r.h.cfg.MaxContinuations && r.h.now().Before(deadline.Add(-time.Second))
 }
 
 // continueLater heartbeats the hook and invokes the function again,
@@ -362,8 +394,7 @@ func (r *run) launch(ctx context.Context) error {
 	la := r.ev.Lifecycle
 	act := lifecycle.Action{ASG: la.AutoScalingGroupName, Hook: la.HookName, Token: la.Token, InstanceID: la.InstanceID}
 	r.log = r.log.With("asg", act.ASG, "hook", act.Hook, "instance", act.InstanceID)
-	if !r.h.cfg.AllowsASG(act.ASG) {
-		r.out.Action, r.out.Detail = ActionIgnored, "ASG "+act.ASG+" is not in ASG_NAMES"
+	if !r.ourHook(act) {
 		return nil
 	}
 	inst, ours, err := r.ours(ctx, act.InstanceID)

@@ -72,21 +72,27 @@ type Outcome struct {
 	Attempt            int        `json:"attempt,omitempty"`
 	DryRun             bool       `json:"dryRun,omitempty"`
 	DurationMS         int64      `json:"durationMs"`
+	// Instances are the outcomes of each instance of a scheduled change
+	// handled in parallel in this invocation (Action ActionPerInstance).
+	Instances []Outcome `json:"instances,omitempty"`
 }
 
 // Actions an Outcome reports.
 const (
-	ActionIgnored    = "ignored"
-	ActionDrained    = "drained"
-	ActionCordoned   = "cordoned"
-	ActionReleased   = "released"
-	ActionNotForced  = "not-forced"
-	ActionRecovered  = "recovered"
-	ActionContinued  = "continued"
-	ActionCompleted  = "lifecycle-completed"
-	ActionFailed     = "failed"
-	ActionNoNode     = "node-not-found"
-	ActionNodeJoined = "node-joined"
+	ActionIgnored     = "ignored"
+	ActionDrained     = "drained"
+	ActionCordoned    = "cordoned"
+	ActionReleased    = "released"
+	ActionNotForced   = "not-forced"
+	ActionRecovered   = "recovered"
+	ActionContinued   = "continued"
+	ActionCompleted   = "lifecycle-completed"
+	ActionFailed      = "failed"
+	ActionNoNode      = "node-not-found"
+	ActionNodeJoined  = "node-joined"
+	ActionUnmarked    = "unmarked"     // a cause's hold released (a scheduled change closed)
+	ActionFannedOut   = "fanned-out"   // one invocation per instance sent
+	ActionPerInstance = "per-instance" // see Outcome.Instances
 )
 
 // Handle runs one invocation. A malformed event is an error and changes
@@ -99,6 +105,15 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome,
 	if err != nil {
 		h.log.ErrorContext(ctx, "rejected invocation", "error", err)
 		return Outcome{Action: ActionIgnored, Detail: err.Error()}, err
+	}
+	if cont != nil {
+		// a continuation is refused whole, before anything is read or changed:
+		// the drain it continues completed its hook when it ran out of attempts
+		// or of time (canContinue), so this one is a replay or a stray
+		if err := cont.Check(start, h.cfg.MaxContinuations, h.cfg.DrainTimeout); err != nil {
+			h.log.ErrorContext(ctx, "rejected invocation", "event", ev, "error", err)
+			return Outcome{Event: ev.Kind, Action: ActionIgnored, Detail: err.Error(), Attempt: cont.Attempt}, err
+		}
 	}
 	r := &run{h: h, ev: ev, raw: payload, started: start, attempt: 1,
 		out: Outcome{Event: ev.Kind, DryRun: h.cfg.DryRun}}
@@ -142,12 +157,7 @@ func (r *run) dispatch(ctx context.Context) error {
 	case event.KindRebalance:
 		return r.advisory(ctx, r.ev.InstanceIDs[0], r.h.cfg.RebalanceAction, r.h.cfg.DrainTimeout)
 	case event.KindScheduledChange:
-		var errs []error
-		for _, id := range r.ev.InstanceIDs {
-			r.out.Instance = id
-			errs = append(errs, r.advisory(ctx, id, r.h.cfg.ScheduledChangeAction, r.h.cfg.DrainTimeout))
-		}
-		return errors.Join(errs...)
+		return r.scheduledChange(ctx)
 	case event.KindStateChange:
 		return r.stateChange(ctx)
 	default: // unknown and test notifications

@@ -46,6 +46,7 @@ var wantEnv = map[string]string{
 	"SPOT_DRAIN_TIMEOUT":          "100s",
 	"REBALANCE_ACTION":            "cordon",
 	"SCHEDULED_CHANGE_ACTION":     "drain",
+	"SCHEDULED_CHANGE_LEAD_TIME":  "15m",
 	"LIFECYCLE_RESULT_ON_FAILURE": "CONTINUE",
 	"EVICT_UNMANAGED_PODS":        "true",
 	"VOLUME_DETACH_TIMEOUT":       "2m",
@@ -56,6 +57,8 @@ var wantEnv = map[string]string{
 	"KUBE_CLIENT_BURST":           "200",
 	"DEADLINE_MARGIN":             "20s",
 	"CONTINUE_LONG_DRAINS":        "true",
+	"MAX_CONTINUATIONS":           "20",
+	"HOOK_NAMES":                  "",
 	"ADVISORY_MARK_TTL":           "1h",
 }
 
