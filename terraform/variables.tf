@@ -104,6 +104,24 @@ variable "drain_timeout" {
   default     = "30m"
 }
 
+variable "dead_node_eviction_window" {
+  description = "A terminate hook on a NotReady node waits at most this long for its evicted pods (Go duration)."
+  type        = string
+  default     = "30s"
+}
+
+variable "node_lease_stale_after" {
+  description = "The abrupt path forces nothing while the node is Ready and its Lease is younger than this (Go duration)."
+  type        = string
+  default     = "15s"
+}
+
+variable "lease_namespace" {
+  description = "Namespace of the per-instance Leases (created by kubernetes/rbac.yaml)."
+  type        = string
+  default     = "node-drainer"
+}
+
 variable "advisory_mark_ttl" {
   description = "How long a spot warning's or rebalance recommendation's marks hold while the instance keeps running (Go duration)."
   type        = string

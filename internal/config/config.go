@@ -58,6 +58,9 @@ type Config struct {
 	MaxContinuations         int           // continuations of one drain at most (0: none)
 	HookNames                []string      // lifecycle hooks handled (empty: any)
 	AdvisoryMarkTTL          time.Duration // an advisory cause lapses when the instance still runs after it
+	DeadNodeEvictionWindow   time.Duration // a terminate drain of a NotReady node waits this long for its pods
+	NodeLeaseStaleAfter      time.Duration // a node whose Lease is older counts as not running a kubelet
+	LeaseNamespace           string        // where the per-instance leases live
 	FunctionName             string        // set by Lambda; the target of continuations
 }
 
@@ -95,6 +98,9 @@ var Vars = []Var{
 	{"CONTINUE_LONG_DRAINS", "true", "Re-invoke the function asynchronously to continue a drain that outlasts one invocation."},
 	{"MAX_CONTINUATIONS", "20", "Most continuations of one drain; a continuation beyond it is refused (0: none)."},
 	{"HOOK_NAMES", "", "Comma-separated lifecycle hook names handled; empty: any."},
+	{"DEAD_NODE_EVICTION_WINDOW", "30s", "A terminate hook on a NotReady node (dead kubelet): evict its pods, wait at most this long for them, then complete the hook; the volumes are released when EC2 reports the instance down."},
+	{"NODE_LEASE_STALE_AFTER", "15s", "The abrupt path forces nothing while the node is Ready and its kubelet renewed its Lease within this time (kubelets renew every 10 s)."},
+	{"LEASE_NAMESPACE", "node-drainer", "Namespace of the per-instance Leases that keep duplicate events from draining twice (created by rbac.yaml)."},
 	{"ADVISORY_MARK_TTL", "1h", "How long the marks of a spot warning or rebalance recommendation hold when the instance keeps running; then the next event or sweep lifts them."},
 }
 
@@ -158,6 +164,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		DeadlineMargin:          duration("DEADLINE_MARGIN"),
 		ContinueLongDrains:      boolean("CONTINUE_LONG_DRAINS"),
 		AdvisoryMarkTTL:         duration("ADVISORY_MARK_TTL"),
+		DeadNodeEvictionWindow:  duration("DEAD_NODE_EVICTION_WINDOW"),
+		NodeLeaseStaleAfter:     duration("NODE_LEASE_STALE_AFTER"),
+		LeaseNamespace:          get("LEASE_NAMESPACE"),
 		FunctionName:            getenv("AWS_LAMBDA_FUNCTION_NAME"),
 	}
 	c.ASGNames = list(get("ASG_NAMES"))

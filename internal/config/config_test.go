@@ -46,6 +46,9 @@ func TestFromEnvDefaults(t *testing.T) {
 		ContinueLongDrains:       true,
 		MaxContinuations:         20,
 		AdvisoryMarkTTL:          time.Hour,
+		DeadNodeEvictionWindow:   30 * time.Second,
+		NodeLeaseStaleAfter:      15 * time.Second,
+		LeaseNamespace:           "node-drainer",
 		FunctionName:             "node-drainer",
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -105,6 +108,9 @@ func TestFromEnvValues(t *testing.T) {
 		"DEADLINE_MARGIN=30s",
 		"CONTINUE_LONG_DRAINS=false",
 		"ADVISORY_MARK_TTL=10m",
+		"DEAD_NODE_EVICTION_WINDOW=5s",
+		"NODE_LEASE_STALE_AFTER=1m",
+		"LEASE_NAMESPACE=ops",
 		"CLUSTER_TAG_KEY=k8s.io/cluster-autoscaler/prod",
 		"SCHEDULED_CHANGE_LEAD_TIME=1h",
 		"MAX_CONTINUATIONS=0",
@@ -135,6 +141,9 @@ func TestFromEnvValues(t *testing.T) {
 		MaxContinuations:         0,
 		HookNames:                []string{"drain-hook", "other"},
 		AdvisoryMarkTTL:          10 * time.Minute,
+		DeadNodeEvictionWindow:   5 * time.Second,
+		NodeLeaseStaleAfter:      time.Minute,
+		LeaseNamespace:           "ops",
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)

@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -160,8 +159,6 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 		}
 		return res, nil
 	}
-	h := d.helper(ctx)
-	gv := policyv1.SchemeGroupVersion
 	var (
 		mu      sync.Mutex
 		reasons = map[types.UID]string{}
@@ -169,7 +166,7 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 	)
 	for _, p := range pods {
 		wg.Go(func() {
-			if err := d.evict(ctx, h, gv, p); err != nil {
+			if err := d.evict(ctx, p); err != nil {
 				mu.Lock()
 				reasons[p.UID] = err.Error()
 				mu.Unlock()
@@ -195,20 +192,36 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 
 // evict evicts one pod, retrying while a PDB refuses (429) or the apiserver
 // has a transient failure, until ctx ends.
-func (d *Drainer) evict(ctx context.Context, h *kubectl.Helper, gv schema.GroupVersion, p corev1.Pod) error {
+func (d *Drainer) evict(ctx context.Context, p corev1.Pod) error {
 	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: d.opts.RetryCap}
 	for {
-		err := h.EvictPod(p, gv)
+		err := d.evictPod(ctx, p)
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 			return nil
+		case apierrors.IsConflict(err):
+			// the UID precondition failed: the pod we meant is gone, and one
+			// of the same name (a StatefulSet's replacement) is not ours
+			return nil
 		case apierrors.IsTooManyRequests(err):
-			// a PDB holds it: wait until a PDB of the namespace allows a disruption
-			if werr := d.waitPDBAllows(ctx, p, d.opts.RetryCap); werr != nil {
-				return fmt.Errorf("blocked by PodDisruptionBudget: %s", pdbMessage(err))
+			// a PDB holds it: wait until the PDBs covering it allow a
+			// disruption; when none is known to block (its status is ahead of
+			// the refusal, or its selector is not the pod's), pace the retry
+			watched, werr := d.waitPDBAllows(ctx, p, d.opts.RetryCap)
+			if werr != nil {
+				return fmt.Errorf("%w: %s", ErrBlockedByPDB, pdbMessage(err))
+			}
+			if !watched {
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("%w: %s", ErrBlockedByPDB, pdbMessage(err))
+				case <-time.After(backoff.Step()):
+				}
 			}
 		case apierrors.IsForbidden(err) && isNamespaceTerminating(err):
-			return h.DeletePod(p) // what kubectl does: eviction is refused in a terminating namespace
+			// what kubectl does: eviction is refused in a terminating
+			// namespace; the delete names the pod's UID as the eviction did
+			return d.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, d.deleteOptions(p))
 		case cluster.Retriable(err):
 			select {
 			case <-ctx.Done():
@@ -224,21 +237,50 @@ func (d *Drainer) evict(ctx context.Context, h *kubectl.Helper, gv schema.GroupV
 	}
 }
 
+// ErrBlockedByPDB means a PodDisruptionBudget refused the eviction until
+// the drain's time ran out.
+var ErrBlockedByPDB = errors.New("blocked by PodDisruptionBudget")
+
+// deleteOptions are the options of every eviction and delete: the pod's own
+// grace period (or the configured one) and its UID as a precondition, so a
+// pod that reuses the name (a StatefulSet's replacement) is never touched.
+func (d *Drainer) deleteOptions(p corev1.Pod) metav1.DeleteOptions {
+	o := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}}
+	if d.opts.GracePeriodSeconds >= 0 {
+		g := int64(d.opts.GracePeriodSeconds)
+		o.GracePeriodSeconds = &g
+	}
+	return o
+}
+
+// evictPod asks the eviction API (policy/v1) to evict the pod it names by
+// UID. kubectl's Helper.EvictPod sends no precondition, so it is not used.
+func (d *Drainer) evictPod(ctx context.Context, p corev1.Pod) error {
+	o := d.deleteOptions(p)
+	return d.client.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+		DeleteOptions: &o,
+	})
+}
+
 // waitPDBAllows waits until every PDB covering the pod reports a disruption
 // allowed (a watch on the namespace's PDBs, from the list's version), or
-// limit passes; then the eviction is simply tried again. It fails only when
-// ctx ends.
-func (d *Drainer) waitPDBAllows(ctx context.Context, p corev1.Pod, limit time.Duration) error {
+// limit passes; then the eviction is simply tried again. It reports whether
+// it waited on a PDB it knows blocks the pod, and fails only when ctx ends.
+func (d *Drainer) waitPDBAllows(ctx context.Context, p corev1.Pod, limit time.Duration) (bool, error) {
 	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	list, err := d.client.PolicyV1().PodDisruptionBudgets(p.Namespace).List(wctx, metav1.ListOptions{})
 	if err != nil {
 		<-wctx.Done()
-		return ctx.Err()
+		return true, ctx.Err()
 	}
-	allowed := map[string]bool{} // the pod's PDBs, and whether each allows a disruption now
+	// the pod's PDBs, and whether each allows a disruption now. In policy/v1
+	// an empty selector matches every pod of the namespace (a nil one none):
+	// LabelSelectorAsSelector says so
+	allowed := map[string]bool{}
 	for _, pdb := range list.Items {
-		if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labels.Set(p.Labels)) {
+		if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err == nil && sel.Matches(labels.Set(p.Labels)) {
 			allowed[pdb.Name] = pdb.Status.DisruptionsAllowed > 0
 		}
 	}
@@ -251,32 +293,34 @@ func (d *Drainer) waitPDBAllows(ctx context.Context, p corev1.Pod, limit time.Du
 		return true
 	}
 	if len(allowed) == 0 || all() {
-		// no PDB of ours, or its status is ahead of the refusal: a short pause
-		select {
-		case <-wctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-		return ctx.Err()
+		return false, ctx.Err() // the caller paces the retry
 	}
 	w, err := d.client.PolicyV1().PodDisruptionBudgets(p.Namespace).Watch(wctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
 	if err != nil {
 		<-wctx.Done()
-		return ctx.Err()
+		return true, ctx.Err()
 	}
 	defer w.Stop()
-	for ev := range w.ResultChan() {
-		pdb, ok := ev.Object.(*policyv1.PodDisruptionBudget)
-		if !ok {
-			continue
-		}
-		if _, ours := allowed[pdb.Name]; ours {
-			allowed[pdb.Name] = pdb.Status.DisruptionsAllowed > 0
-			if all() {
-				break
+	for {
+		select {
+		case <-wctx.Done(): // the limit: the eviction is tried again
+			return true, ctx.Err()
+		case ev, open := <-w.ResultChan():
+			if !open {
+				return true, ctx.Err()
+			}
+			pdb, ok := ev.Object.(*policyv1.PodDisruptionBudget)
+			if !ok {
+				continue
+			}
+			if _, ours := allowed[pdb.Name]; ours {
+				allowed[pdb.Name] = pdb.Status.DisruptionsAllowed > 0
+				if all() {
+					return true, ctx.Err()
+				}
 			}
 		}
 	}
-	return ctx.Err()
 }
 
 // waitGone polls the node's pods until every one of pods is gone (deleted, or
@@ -331,12 +375,18 @@ func claimsOf(pods []corev1.Pod) []string {
 	return out
 }
 
+// pdbMessage is the refusal's message with the cause that names the
+// blocking budget ("The disruption budget web needs 3 healthy pods ...").
 func pdbMessage(err error) string {
 	var st apierrors.APIStatus
-	if errors.As(err, &st) {
-		return st.Status().Message
+	if !errors.As(err, &st) {
+		return err.Error()
 	}
-	return err.Error()
+	msg := st.Status().Message
+	if c, ok := apierrors.StatusCause(err, policyv1.DisruptionBudgetCause); ok && c.Message != "" {
+		msg += " (" + c.Message + ")"
+	}
+	return msg
 }
 
 func isNamespaceTerminating(err error) bool {

@@ -2,6 +2,7 @@ package drain
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"slices"
 	"strings"
@@ -393,5 +394,76 @@ func TestDrainPDBNeverAllows(t *testing.T) {
 		if a.GetVerb() == "delete" {
 			t.Errorf("drain deleted: %v", a)
 		}
+	}
+}
+
+// Every eviction names the UID of the pod it means; a refused precondition
+// (the name now belongs to a replacement) counts as the pod gone, and the
+// replacement is never touched.
+func TestEvictionNamesTheUID(t *testing.T) {
+	p, _ := heldPod()
+	p.UID = "uid-old"
+	c := fake.NewClientset(p)
+	var preconditions []types.UID
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+		if ev.DeleteOptions == nil || ev.DeleteOptions.Preconditions == nil || ev.DeleteOptions.Preconditions.UID == nil {
+			t.Errorf("eviction of %s without a UID precondition", ev.Name)
+			return true, nil, nil
+		}
+		preconditions = append(preconditions, *ev.DeleteOptions.Preconditions.UID)
+		// the StatefulSet replaced the pod under the same name meanwhile
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, ev.Name,
+			errors.New("Precondition failed: UID in precondition: uid-old, UID in object meta: uid-new"))
+	})
+	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 50 * time.Millisecond}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := d.Drain(ctx, nodeName); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(preconditions, []types.UID{"uid-old"}) {
+		t.Errorf("preconditions %v: want one eviction naming uid-old, not retried against the replacement", preconditions)
+	}
+}
+
+// A PDB with an empty selector covers every pod of its namespace (policy/v1):
+// its refusals are waited on like any PDB's, and retries are paced, not a
+// 50 ms loop.
+func TestEmptySelectorPDBIsPaced(t *testing.T) {
+	p, pdb := heldPod()
+	pdb.Spec.Selector = &metav1.LabelSelector{}
+	c := fake.NewClientset(p, pdb)
+	var tries atomic.Int32
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		tries.Add(1)
+		return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+	})
+	var watches atomic.Int32
+	c.PrependWatchReactor("poddisruptionbudgets", func(k8stesting.Action) (bool, watch.Interface, error) {
+		watches.Add(1)
+		return true, watch.NewFakeWithChanSize(1, false), nil
+	})
+	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 200 * time.Millisecond}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	res, err := d.Drain(ctx, nodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Done() || !strings.Contains(res.Remaining[0].Reason, "blocked by PodDisruptionBudget") {
+		t.Errorf("result %+v: want the pod blocked by its PDB", res)
+	}
+	if watches.Load() == 0 {
+		t.Error("the empty-selector PDB was not recognised as the pod's: no watch")
+	}
+	if n := tries.Load(); n > 8 {
+		t.Errorf("%d evictions in 1 s: want them paced by the PDB's watch (cap 200 ms)", n)
 	}
 }

@@ -2,12 +2,15 @@ package handler
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
@@ -19,6 +22,7 @@ import (
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
+	"github.com/node-drainer/node-drainer/internal/lease"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
 	"github.com/node-drainer/node-drainer/internal/node"
 	"github.com/node-drainer/node-drainer/internal/volume"
@@ -53,48 +57,141 @@ func (r *run) terminate(ctx context.Context) error {
 	case !ours:
 		return nil
 	}
-	n, err := r.findNode(ctx, inst)
-	switch {
-	case err != nil:
-		r.out.Action, r.out.Detail = ActionFailed, err.Error()
-		return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, nil)
-	case n == nil:
-		return r.complete(ctx, act, lifecycle.Continue, nil)
+	claim, err := r.claim(ctx, act)
+	if err != nil {
+		return nil // another invocation holds (or finished) this instance: r.out says so
 	}
-	if inst.Down() {
-		// the instance is already gone: nothing can be evicted gracefully
-		if err := r.release(ctx, n, inst); err != nil {
-			r.out.Action, r.out.Detail = ActionFailed, err.Error()
-			return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, n)
-		}
-		return r.complete(ctx, act, lifecycle.Continue, n)
-	}
-
-	stop := r.keepAlive(ctx, act)
+	stopLease := claim.KeepAlive(ctx, func(err error) { r.log.WarnContext(ctx, "lease renewal failed", "error", err) })
+	stop := r.keepAlive(ctx, act) // from now on: lookups that retry are heartbeated too
 	deadline := r.started.Add(r.h.cfg.DrainTimeout)
-	done, err := r.drainNode(ctx, n, node.CauseTerminate, time.Time{}, deadline)
+	n, done, err := r.drainRetrying(ctx, inst, deadline)
 	stop()
+	stopLease()
 	switch {
-	case err != nil:
-		r.out.Action, r.out.Detail = ActionFailed, err.Error()
-		r.record(ctx, n, true, node.ReasonDrainFailed, "drain failed: %v", err)
-		return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, n)
+	case n == nil && err == nil:
+		// a lookup succeeded and found no node: nothing to drain
+		return r.finish(ctx, claim, act, lifecycle.Continue, nil)
 	case done:
-		return r.complete(ctx, act, lifecycle.Continue, n)
+		return r.finish(ctx, claim, act, lifecycle.Continue, n)
 	case r.canContinue(deadline):
-		if err := r.continueLater(ctx, act, n); err == nil {
+		if err := claim.Release(ctx, ""); err != nil {
+			r.log.WarnContext(ctx, "could not hand the lease over", "error", err)
+		}
+		if cerr := r.continueLater(ctx, act, n); cerr == nil {
 			return nil
 		} else {
-			r.out.Detail = "could not continue: " + err.Error()
+			r.out.Detail = strings.TrimSpace(r.out.Detail + " could not continue: " + cerr.Error())
 		}
 	}
-	r.record(ctx, n, true, node.ReasonDrainBlocked, "drain not finished after %s; pods still on the node: %s",
-		r.h.now().Sub(r.started).Round(time.Second), strings.Join(r.out.Remaining, "; "))
+	// the drain's deadline, or the last invocation's budget, is reached
 	r.out.Action = ActionFailed
-	if r.out.Detail == "" {
-		r.out.Detail = "drain timed out; lifecycle action completed with " + r.h.cfg.LifecycleResultOnFailure
+	if err != nil {
+		r.out.Detail = strings.TrimSpace(fmt.Sprintf("%s drain failed until the deadline (last error, %s): %v", r.out.Detail, cluster.Cause(err), err))
+		r.record(ctx, n, true, node.ReasonDrainFailed, "drain failed until the deadline: %v", err)
+	} else {
+		r.record(ctx, n, true, node.ReasonDrainBlocked, "drain not finished after %s; pods still on the node: %s",
+			r.h.now().Sub(r.started).Round(time.Second), strings.Join(r.out.Remaining, "; "))
 	}
-	return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, n)
+	if r.out.Detail == "" {
+		r.out.Detail = "drain timed out; lifecycle action completed with " + string(r.h.cfg.LifecycleResultOnFailure)
+	}
+	return r.finish(ctx, claim, act, r.h.cfg.LifecycleResultOnFailure, n)
+}
+
+// drainRetrying finds the instance's node and drains it (or, for an instance
+// already down, releases it), retrying every failure with capped, jittered
+// backoff until deadline or this invocation's budget. Before the node is
+// drained, nothing but a lookup that succeeded and found no node (n nil, err
+// nil) ends it early: an apiserver that fails, throttles or times out is
+// waited out, never taken for "no node". It returns the node (nil when
+// unknown), whether the drain finished, and the last error when it did not.
+func (r *run) drainRetrying(ctx context.Context, inst instance.Instance, deadline time.Time) (*corev1.Node, bool, error) {
+	limit := r.budget(ctx)
+	if deadline.Before(limit) {
+		limit = deadline
+	}
+	wctx, cancel := context.WithDeadline(ctx, limit)
+	defer cancel()
+	b := cluster.Backoff()
+	var n *corev1.Node
+	for attempt := 1; ; attempt++ {
+		found, err := r.findNode(wctx, inst)
+		if found != nil {
+			n = found
+		}
+		switch {
+		case err == nil && found == nil:
+			return nil, false, nil
+		case err == nil && inst.Down():
+			// the instance is already gone: nothing can be evicted gracefully
+			err = r.release(wctx, found, inst)
+			if err == nil {
+				return found, true, nil
+			}
+		case err == nil:
+			var done bool
+			if done, err = r.drainNode(wctx, found, node.CauseTerminate, time.Time{}, deadline); err == nil {
+				return found, done, nil
+			}
+		}
+		pause := cluster.Pause(&b, err)
+		if time.Until(limit) < pause || ctx.Err() != nil {
+			return n, false, err
+		}
+		r.log.WarnContext(ctx, "drain step failed; retrying", "cause", cluster.Cause(err), "error", err, "attempt", attempt, "pause", pause.String())
+		select {
+		case <-wctx.Done():
+			return n, false, err
+		case <-time.After(pause):
+		}
+	}
+}
+
+// claim takes the instance's lease so that one invocation acts on it. It
+// fails when another invocation holds it or finished this lifecycle action
+// (r.out says so); without leases (namespace missing, not granted) it goes
+// on, and says so in the log: duplicates are then only idempotent.
+func (r *run) claim(ctx context.Context, act lifecycle.Action) (*lease.Claim, error) {
+	if r.h.cfg.DryRun {
+		return nil, nil
+	}
+	var cl *lease.Claim
+	err := cluster.Retry(ctx, func() (err error) {
+		cl, err = lease.Acquire(ctx, r.h.c.Kube, r.h.cfg.LeaseNamespace, act.InstanceID, r.holder(ctx), act.Token, r.h.now)
+		return err
+	})
+	switch {
+	case err == nil:
+		return cl, nil
+	case errors.Is(err, lease.ErrHeld), errors.Is(err, lease.ErrDone):
+		r.out.Action, r.out.Detail = ActionIgnored, "duplicate: "+err.Error()
+		return nil, err
+	default:
+		r.log.WarnContext(ctx, "acting without a lease: duplicates of this event are not excluded", "error", err)
+		return nil, nil
+	}
+}
+
+// holder names this invocation in leases: the Lambda request id.
+func (r *run) holder(ctx context.Context) string {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		return lc.AwsRequestID
+	}
+	return fmt.Sprintf("pid-%d-%d", os.Getpid(), r.started.UnixNano())
+}
+
+// finish completes the lifecycle action and marks it done in the lease, so
+// a late duplicate of the event does nothing.
+func (r *run) finish(ctx context.Context, claim *lease.Claim, act lifecycle.Action, result string, n *corev1.Node) error {
+	err := r.complete(ctx, act, result, n)
+	if err == nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if lerr := claim.Release(rctx, act.Token); lerr != nil {
+			r.log.WarnContext(ctx, "could not record the completion in the lease", "error", lerr)
+		}
+	}
+	return err
 }
 
 // ourHook says whether the lifecycle action is ours to complete: its ASG is
@@ -203,12 +300,21 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 	if budget := r.budget(ctx); budget.Before(deadline) {
 		deadline = budget
 	}
+	// a NotReady node's kubelet cannot finish its pods: evict them (their
+	// controllers create replacements elsewhere), wait a short window, and
+	// leave the volumes to the abrupt path once EC2 says the instance is down
+	dead := !node.Ready(n) && !r.h.cfg.DryRun
+	windowEnd := r.h.now().Add(r.h.cfg.DeadNodeEvictionWindow)
+	if dead && windowEnd.Before(deadline) {
+		deadline = windowEnd
+	}
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	res, err := r.drainer().Drain(dctx, n.Name)
 	for _, p := range res.Evicted {
 		r.out.Evicted = append(r.out.Evicted, p.String())
 	}
+	r.out.Remaining = nil // this attempt's: an earlier one's is stale
 	for _, p := range res.Remaining {
 		r.out.Remaining = append(r.out.Remaining, p.String()+": "+p.Reason)
 	}
@@ -220,11 +326,20 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 		r.out.Detail = "dry run: would evict the pods listed as remaining"
 		return true, nil
 	}
+	if dead && cause == node.CauseTerminate && !r.h.now().Before(windowEnd) {
+		r.out.Detail = strings.TrimSpace(r.out.Detail + " node NotReady (kubelet dead): pods evicted, not waited for past DEAD_NODE_EVICTION_WINDOW; volumes are released when EC2 reports the instance down")
+		r.record(ctx, n, true, node.ReasonDrainCompleted, "node NotReady: evicted %d pods, not waiting for a dead kubelet; still bound: %s",
+			len(res.Evicted), strings.Join(r.out.Remaining, "; "))
+		return true, nil
+	}
 	if !res.Done() {
 		return false, nil
 	}
 	if len(res.Evicted) > 0 {
 		r.record(ctx, n, false, node.ReasonDrainCompleted, "evicted %d pods: %s", len(res.Evicted), strings.Join(r.out.Evicted, ", "))
+	}
+	if dead {
+		return true, nil // no kubelet unmounts them: the abrupt path releases the volumes
 	}
 	return true, r.waitVolumes(ctx, n, res.Claims, deadline)
 }
@@ -309,9 +424,17 @@ func (r *run) keepAlive(ctx context.Context, act lifecycle.Action) (stop func())
 	stopped := make(chan func(), 1)
 	go func() {
 		interval := lifecycle.HeartbeatInterval(ctx, r.h.c.ASG, act, time.Minute)
-		stopped <- lifecycle.KeepAlive(ctx, r.h.c.ASG, act, interval, func(err error) {
-			r.log.WarnContext(ctx, "heartbeat failed", "error", err)
-		})
+		onErr := func(err error) { r.log.WarnContext(ctx, "heartbeat failed", "error", err) }
+		// an event that arrives late (EventBridge retries) or a continuation
+		// (queued for an unknown time) may find the hook past half its
+		// timeout: the first heartbeat cannot wait a whole interval
+		if age := r.h.now().Sub(r.ev.Time); r.attempt > 1 || r.ev.Time.IsZero() || age >= interval {
+			r.log.InfoContext(ctx, "heartbeat at once", "hookAge", age.Round(time.Second).String(), "interval", interval.String(), "attempt", r.attempt)
+			if err := lifecycle.Heartbeat(ctx, r.h.c.ASG, act); err != nil && ctx.Err() == nil {
+				onErr(err)
+			}
+		}
+		stopped <- lifecycle.KeepAlive(ctx, r.h.c.ASG, act, interval, onErr)
 	}()
 	var once sync.Once
 	return func() {
@@ -336,6 +459,8 @@ func (r *run) canContinue(deadline time.Time) bool {
 // attempt number. Should the continuation be lost, the hook's heartbeat
 // timeout and default result are the backstop.
 func (r *run) continueLater(ctx context.Context, act lifecycle.Action, n *corev1.Node) error {
+	ctx, cancel := r.reserved(ctx)
+	defer cancel()
 	if err := lifecycle.Heartbeat(ctx, r.h.c.ASG, act); err != nil {
 		if lifecycle.IsNotActive(err) {
 			r.out.Action, r.out.Detail = ActionCompleted, "lifecycle action no longer active"

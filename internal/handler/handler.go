@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/drain"
 	"github.com/node-drainer/node-drainer/internal/event"
@@ -125,6 +126,7 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome,
 		r.out.Instance = ev.InstanceIDs[0]
 	}
 	r.log = h.log.With("event", ev)
+	ctx = cluster.WithLogger(ctx, r.log)
 	err = r.dispatch(ctx)
 	r.out.DurationMS = h.now().Sub(start).Milliseconds()
 	level := slog.LevelInfo
@@ -176,6 +178,17 @@ func (r *run) budget(ctx context.Context) time.Time {
 	return d.Add(-r.h.cfg.DeadlineMargin)
 }
 
+// reserved bounds ctx for the work done after the budget (Events on the
+// Node, the continuation): the first half of the margin. The second half is
+// the completion's alone, so nothing else can make the hook miss it.
+func (r *run) reserved(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, d.Add(-r.h.cfg.DeadlineMargin/2))
+}
+
 // ours describes the instance and says whether it belongs to this cluster.
 // An instance EC2 no longer knows cannot be checked; the node lookup (in this
 // cluster only) decides then.
@@ -213,6 +226,8 @@ func (r *run) recorder() node.Recorder {
 }
 
 func (r *run) record(ctx context.Context, n *corev1.Node, warning bool, reason, format string, args ...any) {
+	ctx, cancel := r.reserved(ctx)
+	defer cancel()
 	if err := r.recorder().Record(ctx, n, warning, reason, format, args...); err != nil {
 		r.log.WarnContext(ctx, "could not record event", "error", err)
 	}

@@ -55,11 +55,10 @@ func Name(instanceID string) string { return "node-drainer-" + instanceID }
 // cannot be used at all; other errors are the API's.
 func Acquire(ctx context.Context, c kubernetes.Interface, ns, instanceID, holder, key string, now func() time.Time) (*Claim, error) {
 	cl := &Claim{client: c, ns: ns, name: Name(instanceID), holder: holder, now: now}
-	leases := c.CoordinationV1().Leases(ns)
-	l, err := leases.Get(ctx, cl.name, metav1.GetOptions{})
+	l, err := c.CoordinationV1().Leases(ns).Get(ctx, cl.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		_, err = leases.Create(ctx, cl.fresh(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: cl.name, Namespace: ns,
+		_, err = c.CoordinationV1().Leases(ns).Create(ctx, cl.fresh(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: cl.name, Namespace: ns,
 			Labels: map[string]string{"app.kubernetes.io/name": "node-drainer"}}}), metav1.CreateOptions{})
 		return cl, cl.classify(err)
 	case err != nil:
@@ -73,7 +72,7 @@ func Acquire(ctx context.Context, c kubernetes.Interface, ns, instanceID, holder
 	}
 	l = cl.fresh(l.DeepCopy())
 	l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
-	_, err = leases.Update(ctx, l, metav1.UpdateOptions{}) // at the version read: a race is a conflict
+	_, err = c.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{}) // at the version read: a race is a conflict
 	return cl, cl.classify(err)
 }
 
@@ -110,8 +109,7 @@ func (cl *Claim) update(ctx context.Context, change func(*coordinationv1.Lease))
 	if cl == nil {
 		return nil
 	}
-	leases := cl.client.CoordinationV1().Leases(cl.ns)
-	l, err := leases.Get(ctx, cl.name, metav1.GetOptions{})
+	l, err := cl.client.CoordinationV1().Leases(cl.ns).Get(ctx, cl.name, metav1.GetOptions{})
 	if err != nil {
 		return cl.classify(err)
 	}
@@ -120,7 +118,7 @@ func (cl *Claim) update(ctx context.Context, change func(*coordinationv1.Lease))
 	}
 	l = l.DeepCopy()
 	change(l)
-	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	_, err = cl.client.CoordinationV1().Leases(cl.ns).Update(ctx, l, metav1.UpdateOptions{})
 	return cl.classify(err)
 }
 

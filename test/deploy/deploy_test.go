@@ -60,6 +60,9 @@ var wantEnv = map[string]string{
 	"MAX_CONTINUATIONS":           "20",
 	"HOOK_NAMES":                  "",
 	"ADVISORY_MARK_TTL":           "1h",
+	"DEAD_NODE_EVICTION_WINDOW":   "30s",
+	"NODE_LEASE_STALE_AFTER":      "15s",
+	"LEASE_NAMESPACE":             "node-drainer",
 }
 
 // The event kinds the function handles (ARCHITECTURE.md §2), by rule name
