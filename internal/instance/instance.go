@@ -32,9 +32,6 @@ type Instance struct {
 	SeenAt         time.Time
 }
 
-// ASG returns the Auto Scaling group the instance belongs to, if any.
-func (i Instance) ASG() string { return i.Tags["aws:autoscaling:groupName"] }
-
 // HasTag reports whether the instance carries the tag key.
 func (i Instance) HasTag(key string) bool {
 	_, ok := i.Tags[key]
