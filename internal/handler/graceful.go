@@ -51,7 +51,7 @@ func (r *run) terminate(ctx context.Context) error {
 	switch {
 	case err != nil:
 		r.out.Action, r.out.Detail = ActionFailed, err.Error()
-		return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, nil)
+		return r.complete(ctx, act, r.h.onFailure(), nil)
 	case n == nil:
 		return r.complete(ctx, act, lifecycle.Continue, nil)
 	}
@@ -59,7 +59,7 @@ func (r *run) terminate(ctx context.Context) error {
 		// the instance is already gone: nothing can be evicted gracefully
 		if err := r.release(ctx, n, inst); err != nil {
 			r.out.Action, r.out.Detail = ActionFailed, err.Error()
-			return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, n)
+			return r.complete(ctx, act, r.h.onFailure(), n)
 		}
 		return r.complete(ctx, act, lifecycle.Continue, n)
 	}
@@ -72,7 +72,7 @@ func (r *run) terminate(ctx context.Context) error {
 	case err != nil:
 		r.out.Action, r.out.Detail = ActionFailed, err.Error()
 		r.record(ctx, n, true, node.ReasonDrainFailed, "drain failed: %v", err)
-		return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, n)
+		return r.complete(ctx, act, r.h.onFailure(), n)
 	case done:
 		return r.complete(ctx, act, lifecycle.Continue, n)
 	case r.canContinue(deadline):
@@ -88,7 +88,7 @@ func (r *run) terminate(ctx context.Context) error {
 	if r.out.Detail == "" {
 		r.out.Detail = "drain timed out; lifecycle action completed with " + r.h.cfg.LifecycleResultOnFailure
 	}
-	return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, n)
+	return r.complete(ctx, act, r.h.onFailure(), n)
 }
 
 // advisory handles spot warnings, rebalance recommendations and scheduled
@@ -305,11 +305,11 @@ func (r *run) continueLater(ctx context.Context, act lifecycle.Action, n *corev1
 }
 
 // complete completes the lifecycle action with result (dry run: says so).
-func (r *run) complete(ctx context.Context, act lifecycle.Action, result string, n *corev1.Node) error {
+func (r *run) complete(ctx context.Context, act lifecycle.Action, result lifecycle.Result, n *corev1.Node) error {
 	if r.out.Action == "" {
 		r.out.Action = ActionCompleted
 	}
-	r.out.LifecycleResult = result
+	r.out.LifecycleResult = string(result)
 	if r.h.cfg.DryRun {
 		r.out.Detail = strings.TrimSpace(r.out.Detail + " (dry run: lifecycle action not completed)")
 		return nil
@@ -359,7 +359,7 @@ func (r *run) launch(ctx context.Context) error {
 	stop()
 	if err != nil {
 		r.out.Action, r.out.Detail = ActionFailed, "node did not become Ready before the deadline"
-		return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, joined)
+		return r.complete(ctx, act, r.h.onFailure(), joined)
 	}
 	r.out.Node = joined.Name
 	r.out.Action = ActionNodeJoined

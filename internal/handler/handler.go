@@ -57,12 +57,18 @@ func New(cfg config.Config, c Clients, log *slog.Logger) *Handler {
 	return &Handler{cfg: cfg, c: c, log: log, now: time.Now, StoppingPollInterval: 2 * time.Second}
 }
 
+// onFailure is the configured result of a lifecycle action whose drain
+// failed (config keeps it a string: it imports no AWS package).
+func (h *Handler) onFailure() lifecycle.Result {
+	return lifecycle.Result(h.cfg.LifecycleResultOnFailure)
+}
+
 // Outcome is the function's response: what was done and why.
 type Outcome struct {
 	Event              event.Kind `json:"event"`
 	Instance           string     `json:"instance,omitempty"`
 	Node               string     `json:"node,omitempty"`
-	Action             string     `json:"action"`
+	Action             Action     `json:"action"`
 	Detail             string     `json:"detail,omitempty"`
 	Evicted            []string   `json:"evicted,omitempty"`
 	Remaining          []string   `json:"remaining,omitempty"`
@@ -74,19 +80,22 @@ type Outcome struct {
 	DurationMS         int64      `json:"durationMs"`
 }
 
+// Action is what an invocation did, as its Outcome reports it.
+type Action string
+
 // Actions an Outcome reports.
 const (
-	ActionIgnored    = "ignored"
-	ActionDrained    = "drained"
-	ActionCordoned   = "cordoned"
-	ActionReleased   = "released"
-	ActionNotForced  = "not-forced"
-	ActionRecovered  = "recovered"
-	ActionContinued  = "continued"
-	ActionCompleted  = "lifecycle-completed"
-	ActionFailed     = "failed"
-	ActionNoNode     = "node-not-found"
-	ActionNodeJoined = "node-joined"
+	ActionIgnored    Action = "ignored"
+	ActionDrained    Action = "drained"
+	ActionCordoned   Action = "cordoned"
+	ActionReleased   Action = "released"
+	ActionNotForced  Action = "not-forced"
+	ActionRecovered  Action = "recovered"
+	ActionContinued  Action = "continued"
+	ActionCompleted  Action = "lifecycle-completed"
+	ActionFailed     Action = "failed"
+	ActionNoNode     Action = "node-not-found"
+	ActionNodeJoined Action = "node-joined"
 )
 
 // Handle runs one invocation. A malformed event is an error and changes
@@ -202,7 +211,7 @@ func (r *run) recorder() node.Recorder {
 	return node.Recorder{Client: r.h.c.Kube, DryRun: r.h.cfg.DryRun}
 }
 
-func (r *run) record(ctx context.Context, n *corev1.Node, warning bool, reason, format string, args ...any) {
+func (r *run) record(ctx context.Context, n *corev1.Node, warning bool, reason node.Reason, format string, args ...any) {
 	if err := r.recorder().Record(ctx, n, warning, reason, format, args...); err != nil {
 		r.log.WarnContext(ctx, "could not record event", "error", err)
 	}

@@ -64,7 +64,7 @@ func TestDescribe(t *testing.T) {
 		name    string
 		step    step
 		found   bool
-		state   string
+		state   State
 		wantErr bool
 	}{
 		{"running", described(ec2Instance(id, types.InstanceStateNameRunning)), true, "running", false},
@@ -179,7 +179,7 @@ func TestWaitDown(t *testing.T) {
 		name    string
 		steps   []step
 		timeout time.Duration
-		state   string
+		state   State
 		found   bool
 		wantErr bool
 	}{
