@@ -43,7 +43,7 @@ func (r *run) abrupt(ctx context.Context, id string) error {
 	}
 	if inst.GoingDown() {
 		wait := r.h.cfg.StoppingWaitTimeout
-		if left := time.Until(r.budget(ctx)); left < wait {
+		if left := r.budget(ctx).Sub(r.h.now()); left < wait {
 			wait = left
 		}
 		if inst, err = instance.WaitDown(ctx, r.h.c.EC2, id, r.h.StoppingPollInterval, wait); err != nil {

@@ -49,12 +49,25 @@ type Handler struct {
 	StoppingPollInterval time.Duration
 }
 
+// Option changes a Handler that New builds.
+type Option func(*Handler)
+
+// WithClock makes the Handler read the time from now (tests); the default is
+// time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(h *Handler) { h.now = now }
+}
+
 // New returns a Handler.
-func New(cfg config.Config, c Clients, log *slog.Logger) *Handler {
+func New(cfg config.Config, c Clients, log *slog.Logger, opts ...Option) *Handler {
 	if log == nil {
 		log = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
-	return &Handler{cfg: cfg, c: c, log: log, now: time.Now, StoppingPollInterval: 2 * time.Second}
+	h := &Handler{cfg: cfg, c: c, log: log, now: time.Now, StoppingPollInterval: 2 * time.Second}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
 // onFailure is the configured result of a lifecycle action whose drain
