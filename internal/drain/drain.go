@@ -43,11 +43,33 @@ type Options struct {
 	DryRun bool
 }
 
+// Errors a remaining pod's Err matches with errors.Is, so that callers tell
+// a PDB from a timeout; the API's own errors stay wrapped (a 403 is
+// apierrors.IsForbidden).
+var (
+	// ErrBlockedByPDB: a PodDisruptionBudget refused the eviction until the
+	// drain's context ended.
+	ErrBlockedByPDB = errors.New("blocked by PodDisruptionBudget")
+	// ErrTimeout: the drain's context ended before the pod was gone (its
+	// eviction still retried, or the pod evicted and still terminating).
+	ErrTimeout = errors.New("drain timed out")
+)
+
+// timedOut marks err as caused by the drain's context ending: it matches
+// ErrTimeout, and its text is err's.
+type timedOut struct{ error }
+
+func (timedOut) Is(target error) bool { return target == ErrTimeout }
+func (e timedOut) Unwrap() error      { return e.error }
+
 // Pod names one pod and why it is reported.
 type Pod struct {
 	Namespace, Name string
 	UID             types.UID `json:"-"`
 	Reason          string    `json:"reason,omitempty"`
+	// Err is why a remaining pod is still there (nil in a dry run): it
+	// matches ErrBlockedByPDB, ErrTimeout, or wraps the API's error.
+	Err error `json:"-"`
 }
 
 func (p Pod) String() string { return p.Namespace + "/" + p.Name }
@@ -161,14 +183,14 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 	gv := policyv1.SchemeGroupVersion
 	var (
 		mu      sync.Mutex
-		reasons = map[types.UID]string{}
+		reasons = map[types.UID]error{}
 		wg      sync.WaitGroup
 	)
 	for _, p := range pods {
 		wg.Go(func() {
 			if err := d.evict(ctx, h, gv, p); err != nil {
 				mu.Lock()
-				reasons[p.UID] = err.Error()
+				reasons[p.UID] = err
 				mu.Unlock()
 			}
 		})
@@ -181,17 +203,20 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 			res.Evicted = append(res.Evicted, pp)
 			continue
 		}
-		pp.Reason = reasons[p.UID]
-		if pp.Reason == "" {
-			pp.Reason = "evicted, still terminating"
+		pp.Err = reasons[p.UID]
+		if pp.Err == nil {
+			pp.Err = timedOut{errors.New("evicted, still terminating")}
 		}
+		pp.Reason = pp.Err.Error()
 		res.Remaining = append(res.Remaining, pp)
 	}
 	return res, nil
 }
 
 // evict evicts one pod, retrying while a PDB refuses (429) or the apiserver
-// has a transient failure, until ctx ends.
+// has a transient failure, until ctx ends. A PDB's refusal at the end is
+// ErrBlockedByPDB, a transient failure ErrTimeout; any other error is the
+// API's, wrapped.
 func (d *Drainer) evict(ctx context.Context, h *kubectl.Helper, gv schema.GroupVersion, p corev1.Pod) error {
 	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: d.opts.RetryCap}
 	for {
@@ -202,21 +227,21 @@ func (d *Drainer) evict(ctx context.Context, h *kubectl.Helper, gv schema.GroupV
 		case apierrors.IsTooManyRequests(err):
 			// a PDB holds it: wait until a PDB of the namespace allows a disruption
 			if werr := d.waitPDBAllows(ctx, p, d.opts.RetryCap); werr != nil {
-				return fmt.Errorf("blocked by PodDisruptionBudget: %s", pdbMessage(err))
+				return fmt.Errorf("%w: %s", ErrBlockedByPDB, pdbMessage(err))
 			}
 		case apierrors.IsForbidden(err) && isNamespaceTerminating(err):
 			return h.DeletePod(p) // what kubectl does: eviction is refused in a terminating namespace
 		case cluster.Retriable(err):
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("evicting: %w", err)
+				return timedOut{fmt.Errorf("evicting: %w", err)}
 			case <-time.After(backoff.Step()):
 			}
 		default:
 			return fmt.Errorf("evicting: %w", err)
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("evicting: %w", ctx.Err())
+			return timedOut{fmt.Errorf("evicting: %w", ctx.Err())}
 		}
 	}
 }
