@@ -388,7 +388,7 @@ func TestLaunch(t *testing.T) {
 			e := newEnv(tc.objs...)
 			e.ec2.readings[idA] = tc.ec2
 			e.cfg.ASGNames = tc.asgs
-			out, err := e.handle(t, hookEvent(true, asgName, idA), 200*time.Millisecond)
+			out, err := e.handle(t, hookEvent(true, asgName, idA), 400*time.Millisecond)
 			if err != nil {
 				t.Fatal(err)
 			}
