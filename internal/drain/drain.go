@@ -42,11 +42,33 @@ type Options struct {
 	DryRun bool
 }
 
+// Errors a remaining pod's Err matches with errors.Is, so that callers tell
+// a PDB from a timeout; the API's own errors stay wrapped (a 403 is
+// apierrors.IsForbidden).
+var (
+	// ErrBlockedByPDB: a PodDisruptionBudget refused the eviction until the
+	// drain's context ended.
+	ErrBlockedByPDB = errors.New("blocked by PodDisruptionBudget")
+	// ErrTimeout: the drain's context ended before the pod was gone (its
+	// eviction still retried, or the pod evicted and still terminating).
+	ErrTimeout = errors.New("drain timed out")
+)
+
+// timedOut marks err as caused by the drain's context ending: it matches
+// ErrTimeout, and its text is err's.
+type timedOut struct{ error }
+
+func (timedOut) Is(target error) bool { return target == ErrTimeout }
+func (e timedOut) Unwrap() error      { return e.error }
+
 // Pod names one pod and why it is reported.
 type Pod struct {
 	Namespace, Name string
 	UID             types.UID `json:"-"`
 	Reason          string    `json:"reason,omitempty"`
+	// Err is why a remaining pod is still there (nil in a dry run): it
+	// matches ErrBlockedByPDB, ErrTimeout, or wraps the API's error.
+	Err error `json:"-"`
 }
 
 func (p Pod) String() string { return p.Namespace + "/" + p.Name }
@@ -126,10 +148,11 @@ func skipUnmanaged(p corev1.Pod) kubectl.PodDeleteStatus {
 func (d *Drainer) Plan(ctx context.Context, node string) (evict []corev1.Pod, warnings string, err error) {
 	var list *kubectl.PodDeleteList
 	var errs []error
-	// kubectl's filters report a failed lookup (the DaemonSet of a pod, say)
-	// as a message, not as the API error: with this Helper's settings no
-	// filter refuses a pod for good, so every error is retried until ctx ends
-	_ = cluster.RetryIf(ctx, func(error) bool { return true }, func() error {
+	// the listing's own error is the API's (retried when retriable); kubectl's
+	// filters report a failed lookup (the DaemonSet of a pod, say) as a
+	// message, not as the API error: with this Helper's settings no filter
+	// refuses a pod for good, so their errors are retried until ctx ends
+	_ = cluster.RetryIf(ctx, func(err error) bool { return list != nil || cluster.Retriable(err) }, func() error {
 		list, errs = d.helper(ctx).GetPodsForDeletion(node)
 		return errors.Join(errs...)
 	})
@@ -161,14 +184,14 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 	}
 	var (
 		mu      sync.Mutex
-		reasons = map[types.UID]string{}
+		reasons = map[types.UID]error{}
 		wg      sync.WaitGroup
 	)
 	for _, p := range pods {
 		wg.Go(func() {
 			if err := d.evict(ctx, p); err != nil {
 				mu.Lock()
-				reasons[p.UID] = err.Error()
+				reasons[p.UID] = err
 				mu.Unlock()
 			}
 		})
@@ -181,17 +204,20 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 			res.Evicted = append(res.Evicted, pp)
 			continue
 		}
-		pp.Reason = reasons[p.UID]
-		if pp.Reason == "" {
-			pp.Reason = "evicted, still terminating"
+		pp.Err = reasons[p.UID]
+		if pp.Err == nil {
+			pp.Err = timedOut{errors.New("evicted, still terminating")}
 		}
+		pp.Reason = pp.Err.Error()
 		res.Remaining = append(res.Remaining, pp)
 	}
 	return res, nil
 }
 
 // evict evicts one pod, retrying while a PDB refuses (429) or the apiserver
-// has a transient failure, until ctx ends.
+// has a transient failure, until ctx ends. A PDB's refusal at the end is
+// ErrBlockedByPDB, a transient failure ErrTimeout; any other error is the
+// API's, wrapped.
 func (d *Drainer) evict(ctx context.Context, p corev1.Pod) error {
 	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: d.opts.RetryCap}
 	for {
@@ -225,21 +251,17 @@ func (d *Drainer) evict(ctx context.Context, p corev1.Pod) error {
 		case cluster.Retriable(err):
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("evicting: %w", err)
+				return timedOut{fmt.Errorf("evicting: %w", err)}
 			case <-time.After(backoff.Step()):
 			}
 		default:
 			return fmt.Errorf("evicting: %w", err)
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("evicting: %w", ctx.Err())
+			return timedOut{fmt.Errorf("evicting: %w", ctx.Err())}
 		}
 	}
 }
-
-// ErrBlockedByPDB means a PodDisruptionBudget refused the eviction until
-// the drain's time ran out.
-var ErrBlockedByPDB = errors.New("blocked by PodDisruptionBudget")
 
 // deleteOptions are the options of every eviction and delete: the pod's own
 // grace period (or the configured one) and its UID as a precondition, so a

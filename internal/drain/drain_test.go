@@ -467,3 +467,66 @@ func TestEmptySelectorPDBIsPaced(t *testing.T) {
 		t.Errorf("%d evictions in 1 s: want them paced by the PDB's watch (cap 200 ms)", n)
 	}
 }
+
+// Each reason a pod remains is an error callers tell apart with errors.Is
+// and apimachinery's predicates: a PDB, a timeout, a refusal (403).
+func TestDrainRemainingErrors(t *testing.T) {
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "web-1", errors.New("no eviction for you"))
+	for _, tc := range []struct {
+		name    string
+		evict   func() error // the eviction's answer
+		pdb, to bool
+		forbid  bool
+	}{
+		{"held by its PDB", func() error {
+			return apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		}, true, false, false},
+		{"forbidden", func() error { return forbidden }, false, false, true},
+		{"evicted, still terminating", func() error { return nil }, false, true, false},
+		{"apiserver unavailable until the end", func() error {
+			return apierrors.NewServiceUnavailable("etcd leader changed")
+		}, false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, pdb := heldPod()
+			c := fake.NewClientset(p, pdb)
+			c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.GetSubresource() != "eviction" {
+					return false, nil, nil
+				}
+				return true, nil, tc.evict()
+			})
+			pdbWatches(c, 20*time.Millisecond, nil)
+			d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 20 * time.Millisecond}, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			res, err := d.Drain(ctx, nodeName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Remaining) != 1 || res.Remaining[0].Err == nil {
+				t.Fatalf("remaining %+v: want apps/web-1 with its error", res.Remaining)
+			}
+			got := res.Remaining[0]
+			if errors.Is(got.Err, ErrBlockedByPDB) != tc.pdb || errors.Is(got.Err, ErrTimeout) != tc.to || apierrors.IsForbidden(got.Err) != tc.forbid {
+				t.Errorf("error %q: blocked by PDB %v, timeout %v, forbidden %v; want %v, %v, %v", got.Err,
+					errors.Is(got.Err, ErrBlockedByPDB), errors.Is(got.Err, ErrTimeout), apierrors.IsForbidden(got.Err), tc.pdb, tc.to, tc.forbid)
+			}
+			if got.Reason != got.Err.Error() {
+				t.Errorf("reason %q is not the error's text %q", got.Reason, got.Err)
+			}
+		})
+	}
+}
+
+// A listing the apiserver refuses fails the drain with the API's error.
+func TestDrainListForbidden(t *testing.T) {
+	c := fake.NewClientset()
+	c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("rbac"))
+	})
+	_, err := New(c, Options{GracePeriodSeconds: -1}, nil).Drain(context.Background(), nodeName)
+	if !apierrors.IsForbidden(err) || errors.Is(err, ErrTimeout) {
+		t.Errorf("error %v: want the 403 wrapped, not a timeout", err)
+	}
+}

@@ -2,8 +2,8 @@ package event
 
 import "encoding/json"
 
-// EventBridge sources and detail-types node-drainer handles (the §2 table of
-// the architecture notes).
+// EventBridge sources and detail-types node-drainer handles (the README's
+// "Events" table says what happens on each).
 const (
 	sourceAutoScaling = "aws.autoscaling"
 	sourceEC2         = "aws.ec2"

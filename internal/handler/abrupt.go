@@ -44,7 +44,7 @@ func (r *run) abrupt(ctx context.Context, id string) error {
 	}
 	if inst.GoingDown() {
 		wait := r.h.cfg.StoppingWaitTimeout
-		if left := time.Until(r.budget(ctx)); left < wait {
+		if left := r.budget(ctx).Sub(r.h.now()); left < wait {
 			wait = left
 		}
 		if inst, err = instance.WaitDown(ctx, r.h.c.EC2, id, r.h.StoppingPollInterval, wait); err != nil {
@@ -97,7 +97,7 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 	if relErr != nil {
 		return relErr
 	}
-	terminated := !inst.Found || inst.State == "terminated"
+	terminated := !inst.Found || inst.State == instance.StateTerminated
 	if terminated && r.h.cfg.DeleteTerminatedNodes && !r.h.cfg.DryRun {
 		err := r.h.c.Kube.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -116,7 +116,7 @@ func (r *run) recover(ctx context.Context, id string) error {
 	if err != nil || !ours {
 		return err
 	}
-	if !inst.Found || inst.State != "running" {
+	if !inst.Found || inst.State != instance.StateRunning {
 		r.out.Action, r.out.Detail = ActionIgnored, inst.String()+": not running, nothing to undo"
 		return nil
 	}

@@ -93,9 +93,9 @@ func (r *run) terminate(ctx context.Context) error {
 			r.h.now().Sub(r.started).Round(time.Second), strings.Join(r.out.Remaining, "; "))
 	}
 	if r.out.Detail == "" {
-		r.out.Detail = "drain timed out; lifecycle action completed with " + string(r.h.cfg.LifecycleResultOnFailure)
+		r.out.Detail = "drain timed out; lifecycle action completed with " + string(r.h.onFailure())
 	}
-	return r.finish(ctx, claim, act, r.h.cfg.LifecycleResultOnFailure, n)
+	return r.finish(ctx, claim, act, r.h.onFailure(), n)
 }
 
 // drainRetrying finds the instance's node and drains it (or, for an instance
@@ -182,7 +182,7 @@ func (r *run) holder(ctx context.Context) string {
 
 // finish completes the lifecycle action and marks it done in the lease, so
 // a late duplicate of the event does nothing.
-func (r *run) finish(ctx context.Context, claim *lease.Claim, act lifecycle.Action, result string, n *corev1.Node) error {
+func (r *run) finish(ctx context.Context, claim *lease.Claim, act lifecycle.Action, result lifecycle.Result, n *corev1.Node) error {
 	err := r.complete(ctx, act, result, n)
 	if err == nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -488,11 +488,11 @@ func (r *run) continueLater(ctx context.Context, act lifecycle.Action, n *corev1
 }
 
 // complete completes the lifecycle action with result (dry run: says so).
-func (r *run) complete(ctx context.Context, act lifecycle.Action, result string, n *corev1.Node) error {
+func (r *run) complete(ctx context.Context, act lifecycle.Action, result lifecycle.Result, n *corev1.Node) error {
 	if r.out.Action == "" {
 		r.out.Action = ActionCompleted
 	}
-	r.out.LifecycleResult = result
+	r.out.LifecycleResult = string(result)
 	if r.h.cfg.DryRun {
 		r.out.Detail = strings.TrimSpace(r.out.Detail + " (dry run: lifecycle action not completed)")
 		return nil
@@ -541,7 +541,7 @@ func (r *run) launch(ctx context.Context) error {
 	stop()
 	if err != nil {
 		r.out.Action, r.out.Detail = ActionFailed, "node did not become Ready before the deadline"
-		return r.complete(ctx, act, r.h.cfg.LifecycleResultOnFailure, joined)
+		return r.complete(ctx, act, r.h.onFailure(), joined)
 	}
 	r.out.Node = joined.Name
 	r.out.Action = ActionNodeJoined

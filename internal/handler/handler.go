@@ -50,12 +50,31 @@ type Handler struct {
 	StoppingPollInterval time.Duration
 }
 
+// Option changes a Handler that New builds.
+type Option func(*Handler)
+
+// WithClock makes the Handler read the time from now (tests); the default is
+// time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(h *Handler) { h.now = now }
+}
+
 // New returns a Handler.
-func New(cfg config.Config, c Clients, log *slog.Logger) *Handler {
+func New(cfg config.Config, c Clients, log *slog.Logger, opts ...Option) *Handler {
 	if log == nil {
 		log = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
-	return &Handler{cfg: cfg, c: c, log: log, now: time.Now, StoppingPollInterval: 2 * time.Second}
+	h := &Handler{cfg: cfg, c: c, log: log, now: time.Now, StoppingPollInterval: 2 * time.Second}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
+}
+
+// onFailure is the configured result of a lifecycle action whose drain
+// failed (config keeps it a string: it imports no AWS package).
+func (h *Handler) onFailure() lifecycle.Result {
+	return lifecycle.Result(h.cfg.LifecycleResultOnFailure)
 }
 
 // Outcome is the function's response: what was done and why.
@@ -63,7 +82,7 @@ type Outcome struct {
 	Event              event.Kind `json:"event"`
 	Instance           string     `json:"instance,omitempty"`
 	Node               string     `json:"node,omitempty"`
-	Action             string     `json:"action"`
+	Action             Action     `json:"action"`
 	Detail             string     `json:"detail,omitempty"`
 	Evicted            []string   `json:"evicted,omitempty"`
 	Remaining          []string   `json:"remaining,omitempty"`
@@ -78,22 +97,25 @@ type Outcome struct {
 	Instances []Outcome `json:"instances,omitempty"`
 }
 
+// Action is what an invocation did, as its Outcome reports it.
+type Action string
+
 // Actions an Outcome reports.
 const (
-	ActionIgnored     = "ignored"
-	ActionDrained     = "drained"
-	ActionCordoned    = "cordoned"
-	ActionReleased    = "released"
-	ActionNotForced   = "not-forced"
-	ActionRecovered   = "recovered"
-	ActionContinued   = "continued"
-	ActionCompleted   = "lifecycle-completed"
-	ActionFailed      = "failed"
-	ActionNoNode      = "node-not-found"
-	ActionNodeJoined  = "node-joined"
-	ActionUnmarked    = "unmarked"     // a cause's hold released (a scheduled change closed)
-	ActionFannedOut   = "fanned-out"   // one invocation per instance sent
-	ActionPerInstance = "per-instance" // see Outcome.Instances
+	ActionIgnored     Action = "ignored"
+	ActionDrained     Action = "drained"
+	ActionCordoned    Action = "cordoned"
+	ActionReleased    Action = "released"
+	ActionNotForced   Action = "not-forced"
+	ActionRecovered   Action = "recovered"
+	ActionContinued   Action = "continued"
+	ActionCompleted   Action = "lifecycle-completed"
+	ActionFailed      Action = "failed"
+	ActionNoNode      Action = "node-not-found"
+	ActionNodeJoined  Action = "node-joined"
+	ActionUnmarked    Action = "unmarked"     // a cause's hold released (a scheduled change closed)
+	ActionFannedOut   Action = "fanned-out"   // one invocation per instance sent
+	ActionPerInstance Action = "per-instance" // see Outcome.Instances
 )
 
 // Handle runs one invocation. A malformed event is an error and changes
@@ -225,7 +247,7 @@ func (r *run) recorder() node.Recorder {
 	return node.Recorder{Client: r.h.c.Kube, DryRun: r.h.cfg.DryRun}
 }
 
-func (r *run) record(ctx context.Context, n *corev1.Node, warning bool, reason, format string, args ...any) {
+func (r *run) record(ctx context.Context, n *corev1.Node, warning bool, reason node.Reason, format string, args ...any) {
 	ctx, cancel := r.reserved(ctx)
 	defer cancel()
 	if err := r.recorder().Record(ctx, n, warning, reason, format, args...); err != nil {

@@ -30,19 +30,19 @@ import (
 )
 
 const (
-	clusterTag = "kubernetes.io/cluster/prod"
-	eventsDir  = "../../events"
+	scClusterTag = "kubernetes.io/cluster/prod"
+	eventsDir    = "../../events"
 )
 
-// fakeEC2 knows some instances; any other id is InvalidInstanceID.NotFound.
-type fakeEC2 struct {
+// scFakeEC2 knows some instances; any other id is InvalidInstanceID.NotFound.
+type scFakeEC2 struct {
 	mu        sync.Mutex
 	instances map[string]ec2types.Instance
 	err       error // every call fails with it when set
 	calls     int
 }
 
-func (f *fakeEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+func (f *scFakeEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -63,7 +63,7 @@ func (f *fakeEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstances
 // ec2Instance is an instance of the cluster (tagged) unless tags are given.
 func ec2Instance(id, dns string, state ec2types.InstanceStateName, tags ...string) ec2types.Instance {
 	if tags == nil {
-		tags = []string{clusterTag}
+		tags = []string{scClusterTag}
 	}
 	inst := ec2types.Instance{
 		InstanceId:     aws.String(id),
@@ -77,32 +77,32 @@ func ec2Instance(id, dns string, state ec2types.InstanceStateName, tags ...strin
 	return inst
 }
 
-// fakeASG records completions and heartbeats.
-type fakeASG struct {
+// scFakeASG records completions and heartbeats.
+type scFakeASG struct {
 	mu        sync.Mutex
 	completed []*autoscaling.CompleteLifecycleActionInput
 	beats     int
 }
 
-func (f *fakeASG) CompleteLifecycleAction(_ context.Context, in *autoscaling.CompleteLifecycleActionInput, _ ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
+func (f *scFakeASG) CompleteLifecycleAction(_ context.Context, in *autoscaling.CompleteLifecycleActionInput, _ ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.completed = append(f.completed, in)
 	return &autoscaling.CompleteLifecycleActionOutput{}, nil
 }
 
-func (f *fakeASG) RecordLifecycleActionHeartbeat(context.Context, *autoscaling.RecordLifecycleActionHeartbeatInput, ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
+func (f *scFakeASG) RecordLifecycleActionHeartbeat(context.Context, *autoscaling.RecordLifecycleActionHeartbeatInput, ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.beats++
 	return &autoscaling.RecordLifecycleActionHeartbeatOutput{}, nil
 }
 
-func (f *fakeASG) DescribeLifecycleHooks(_ context.Context, in *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
+func (f *scFakeASG) DescribeLifecycleHooks(_ context.Context, in *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
 	return &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: []astypes.LifecycleHook{{HeartbeatTimeout: aws.Int32(300)}}}, nil
 }
 
-func (f *fakeASG) results() []string {
+func (f *scFakeASG) results() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []string
@@ -112,13 +112,13 @@ func (f *fakeASG) results() []string {
 	return out
 }
 
-// fakeLambda records asynchronous self-invocations.
-type fakeLambda struct {
+// scFakeLambda records asynchronous self-invocations.
+type scFakeLambda struct {
 	mu       sync.Mutex
 	payloads [][]byte
 }
 
-func (f *fakeLambda) Invoke(_ context.Context, in *lambda.InvokeInput, _ ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
+func (f *scFakeLambda) Invoke(_ context.Context, in *lambda.InvokeInput, _ ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.payloads = append(f.payloads, in.Payload)
@@ -129,9 +129,9 @@ func (f *fakeLambda) Invoke(_ context.Context, in *lambda.InvokeInput, _ ...func
 type fixture struct {
 	h      *Handler
 	kube   *fake.Clientset
-	ec2    *fakeEC2
-	asg    *fakeASG
-	lambda *fakeLambda
+	ec2    *scFakeEC2
+	asg    *scFakeASG
+	lambda *scFakeLambda
 	now    time.Time
 }
 
@@ -151,9 +151,9 @@ func newFixture(t *testing.T, env map[string]string, nodes ...*corev1.Node) *fix
 	}
 	f := &fixture{
 		kube:   fake.NewClientset(objs...),
-		ec2:    &fakeEC2{instances: map[string]ec2types.Instance{}},
-		asg:    &fakeASG{},
-		lambda: &fakeLambda{},
+		ec2:    &scFakeEC2{instances: map[string]ec2types.Instance{}},
+		asg:    &scFakeASG{},
+		lambda: &scFakeLambda{},
 		now:    time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC),
 	}
 	f.h = New(cfg, Clients{Kube: f.kube, EC2: f.ec2, ASG: f.asg, Lambda: f.lambda}, nil)
@@ -580,7 +580,7 @@ func TestScheduledChangeFansOut(t *testing.T) {
 // gatedEC2 holds every DescribeInstances until n calls are in flight (or a
 // timeout passes), and records how many ran at once.
 type gatedEC2 struct {
-	*fakeEC2
+	*scFakeEC2
 	n        int
 	mu       sync.Mutex
 	inflight int
@@ -600,7 +600,7 @@ func (g *gatedEC2) DescribeInstances(ctx context.Context, in *ec2.DescribeInstan
 	case <-g.all:
 	case <-time.After(3 * time.Second):
 	}
-	return g.fakeEC2.DescribeInstances(ctx, in, opts...)
+	return g.scFakeEC2.DescribeInstances(ctx, in, opts...)
 }
 
 // Without self-invocation, the instances are handled in parallel in this
@@ -609,7 +609,7 @@ func TestScheduledChangeInParallel(t *testing.T) {
 	f := newFixture(t, map[string]string{"CONTINUE_LONG_DRAINS": "false"}, testNode(schedADNS, schedA), testNode(schedBDNS, schedB))
 	f.ec2.instances[schedA] = ec2Instance(schedA, schedADNS, ec2types.InstanceStateNameRunning)
 	f.ec2.instances[schedB] = ec2Instance(schedB, schedBDNS, ec2types.InstanceStateNameRunning)
-	gate := &gatedEC2{fakeEC2: f.ec2, n: 2, all: make(chan struct{})}
+	gate := &gatedEC2{scFakeEC2: f.ec2, n: 2, all: make(chan struct{})}
 	f.h.c.EC2 = gate
 	// within the lead time: both drained
 	raw := edit(t, readEvent(t, "scheduled-change.json"), func(_, d map[string]any) {

@@ -21,19 +21,29 @@ type EC2API interface {
 	DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 }
 
+// State is an instance's state as EC2 names it.
+type State string
+
+// The instance states.
+const (
+	StatePending      = State(types.InstanceStateNamePending)
+	StateRunning      = State(types.InstanceStateNameRunning)
+	StateStopping     = State(types.InstanceStateNameStopping)
+	StateStopped      = State(types.InstanceStateNameStopped)
+	StateShuttingDown = State(types.InstanceStateNameShuttingDown)
+	StateTerminated   = State(types.InstanceStateNameTerminated)
+)
+
 // Instance is what EC2 says of one instance at one moment.
 type Instance struct {
 	ID             string
-	Found          bool   // false: EC2 does not know it (terminated long ago, or never ours)
-	State          string // pending, running, stopping, stopped, shutting-down, terminated
+	Found          bool // false: EC2 does not know it (terminated long ago, or never ours)
+	State          State
 	PrivateDNSName string
 	Zone           string
 	Tags           map[string]string
 	SeenAt         time.Time
 }
-
-// ASG returns the Auto Scaling group the instance belongs to, if any.
-func (i Instance) ASG() string { return i.Tags["aws:autoscaling:groupName"] }
 
 // HasTag reports whether the instance carries the tag key.
 func (i Instance) HasTag(key string) bool {
@@ -48,12 +58,12 @@ func (i Instance) Down() bool {
 	if i.ID == "" || i.SeenAt.IsZero() {
 		return false
 	}
-	return !i.Found || i.State == string(types.InstanceStateNameStopped) || i.State == string(types.InstanceStateNameTerminated)
+	return !i.Found || i.State == StateStopped || i.State == StateTerminated
 }
 
 // GoingDown reports a transition that ends in Down.
 func (i Instance) GoingDown() bool {
-	return i.Found && (i.State == string(types.InstanceStateNameStopping) || i.State == string(types.InstanceStateNameShuttingDown))
+	return i.Found && (i.State == StateStopping || i.State == StateShuttingDown)
 }
 
 // String is the evidence line logged and recorded with destructive actions.
@@ -83,7 +93,7 @@ func Describe(ctx context.Context, api EC2API, id string) (Instance, error) {
 			}
 			i := Instance{ID: id, Found: true, SeenAt: now, Tags: map[string]string{}}
 			if in.State != nil {
-				i.State = string(in.State.Name)
+				i.State = State(in.State.Name)
 			}
 			if in.PrivateDnsName != nil {
 				i.PrivateDNSName = *in.PrivateDnsName

@@ -64,7 +64,7 @@ func TestDescribe(t *testing.T) {
 		name    string
 		step    step
 		found   bool
-		state   string
+		state   State
 		wantErr bool
 	}{
 		{"running", described(ec2Instance(id, types.InstanceStateNameRunning)), true, "running", false},
@@ -110,9 +110,6 @@ func TestDescribe(t *testing.T) {
 				}
 				if !i.HasTag("kubernetes.io/cluster/prod") || !i.HasTag("empty") || i.HasTag("kubernetes.io/cluster/other") {
 					t.Errorf("tags %v", i.Tags)
-				}
-				if i.ASG() != "eks-general" {
-					t.Errorf("ASG %q", i.ASG())
 				}
 			}
 		})
@@ -182,7 +179,7 @@ func TestWaitDown(t *testing.T) {
 		name    string
 		steps   []step
 		timeout time.Duration
-		state   string
+		state   State
 		found   bool
 		wantErr bool
 	}{

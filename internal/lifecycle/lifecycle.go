@@ -16,10 +16,13 @@ import (
 	"github.com/aws/smithy-go"
 )
 
+// Result is how a lifecycle action is completed.
+type Result string
+
 // Results of a lifecycle action.
 const (
-	Continue = "CONTINUE"
-	Abandon  = "ABANDON"
+	Continue Result = "CONTINUE"
+	Abandon  Result = "ABANDON"
 )
 
 // API is the part of Auto Scaling the function uses.
@@ -36,13 +39,13 @@ type Action struct {
 
 // Complete completes the action with result. It reports whether this call
 // completed it (false: no active action any more, which is not an error).
-func Complete(ctx context.Context, api API, a Action, result string) (bool, error) {
+func Complete(ctx context.Context, api API, a Action, result Result) (bool, error) {
 	_, err := api.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
 		AutoScalingGroupName:  aws.String(a.ASG),
 		LifecycleHookName:     aws.String(a.Hook),
 		LifecycleActionToken:  aws.String(a.Token),
 		InstanceId:            aws.String(a.InstanceID),
-		LifecycleActionResult: aws.String(result),
+		LifecycleActionResult: aws.String(string(result)),
 	})
 	if IsNotActive(err) {
 		return false, nil

@@ -97,7 +97,7 @@ func TestComplete(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		err       error
-		result    string
+		result    Result
 		completed bool
 		wantErr   bool
 	}{
@@ -128,7 +128,7 @@ func TestComplete(t *testing.T) {
 			in := f.completes[0]
 			if aws.ToString(in.AutoScalingGroupName) != act.ASG || aws.ToString(in.LifecycleHookName) != act.Hook ||
 				aws.ToString(in.LifecycleActionToken) != act.Token || aws.ToString(in.InstanceId) != act.InstanceID ||
-				aws.ToString(in.LifecycleActionResult) != tc.result {
+				Result(aws.ToString(in.LifecycleActionResult)) != tc.result {
 				t.Errorf("input %+v does not name the action and result %s", in, tc.result)
 			}
 		})

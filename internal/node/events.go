@@ -10,19 +10,22 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
+// Reason is the reason of an Event node-drainer records on a Node.
+type Reason string
+
 // Event reasons node-drainer records on a Node.
 const (
-	ReasonDrainStarted      = "NodeDrainerDrainStarted"
-	ReasonDrainCompleted    = "NodeDrainerDrainCompleted"
-	ReasonDrainBlocked      = "NodeDrainerDrainBlocked"
-	ReasonDrainFailed       = "NodeDrainerDrainFailed"
-	ReasonVolumesReleased   = "NodeDrainerVolumesReleased"
-	ReasonCordoned          = "NodeDrainerCordoned"
-	ReasonOutOfService      = "NodeDrainerOutOfService"
-	ReasonNotForced         = "NodeDrainerNotForced"
-	ReasonRecovered         = "NodeDrainerRecovered"
-	ReasonLifecycleComplete = "NodeDrainerLifecycleCompleted"
-	ReasonContinued         = "NodeDrainerContinued"
+	ReasonDrainStarted      Reason = "NodeDrainerDrainStarted"
+	ReasonDrainCompleted    Reason = "NodeDrainerDrainCompleted"
+	ReasonDrainBlocked      Reason = "NodeDrainerDrainBlocked"
+	ReasonDrainFailed       Reason = "NodeDrainerDrainFailed"
+	ReasonVolumesReleased   Reason = "NodeDrainerVolumesReleased"
+	ReasonCordoned          Reason = "NodeDrainerCordoned"
+	ReasonOutOfService      Reason = "NodeDrainerOutOfService"
+	ReasonNotForced         Reason = "NodeDrainerNotForced"
+	ReasonRecovered         Reason = "NodeDrainerRecovered"
+	ReasonLifecycleComplete Reason = "NodeDrainerLifecycleCompleted"
+	ReasonContinued         Reason = "NodeDrainerContinued"
 )
 
 // Recorder writes Events on Nodes synchronously. client-go's broadcaster
@@ -35,7 +38,7 @@ type Recorder struct {
 
 // Record writes one Event on the node; a failure to write is returned for
 // logging, never fatal to the caller's flow.
-func (r Recorder) Record(ctx context.Context, n *corev1.Node, warning bool, reason, format string, args ...any) error {
+func (r Recorder) Record(ctx context.Context, n *corev1.Node, warning bool, reason Reason, format string, args ...any) error {
 	if r.DryRun || n == nil {
 		return nil
 	}
@@ -53,7 +56,7 @@ func (r Recorder) Record(ctx context.Context, n *corev1.Node, warning bool, reas
 		InvolvedObject: corev1.ObjectReference{
 			Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID,
 		},
-		Reason:              reason,
+		Reason:              string(reason),
 		Message:             msg,
 		Type:                typ,
 		Source:              corev1.EventSource{Component: "node-drainer"},
@@ -62,7 +65,7 @@ func (r Recorder) Record(ctx context.Context, n *corev1.Node, warning bool, reas
 		FirstTimestamp:      now,
 		LastTimestamp:       now,
 		Count:               1,
-		Action:              reason,
+		Action:              string(reason),
 	}
 	if _, err := r.Client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("recording event %s on node %s: %w", reason, n.Name, err)

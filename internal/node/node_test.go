@@ -176,7 +176,7 @@ func TestRecorder(t *testing.T) {
 		t.Fatalf("want one event, got %d", len(list.Items))
 	}
 	e := list.Items[0]
-	if e.Reason != ReasonOutOfService || e.Type != corev1.EventTypeWarning || e.InvolvedObject.Kind != "Node" ||
+	if Reason(e.Reason) != ReasonOutOfService || e.Type != corev1.EventTypeWarning || e.InvolvedObject.Kind != "Node" ||
 		e.InvolvedObject.Name != nodeName || e.InvolvedObject.UID != "uid-1" || e.Source.Component != "node-drainer" {
 		t.Errorf("event %+v", e)
 	}

@@ -25,6 +25,11 @@ import (
 	"github.com/node-drainer/node-drainer/internal/cluster"
 )
 
+// ErrTimeout means WaitDetached's context ended with volume attachments
+// still on the node (or before they could be read). Any other error from
+// WaitDetached is the API's, wrapped (a 403 is apierrors.IsForbidden).
+var ErrTimeout = errors.New("timed out waiting for volume attachments to be deleted")
+
 // PersistentVolumes maps claims (namespace/name) to their bound PVs' names;
 // unbound or missing claims are left out.
 func PersistentVolumes(ctx context.Context, c kubernetes.Interface, claims []string) ([]string, error) {
@@ -83,24 +88,33 @@ func Attachments(ctx context.Context, c kubernetes.Interface, node string, pvs [
 }
 
 // WaitDetached waits until node has no VolumeAttachment left for pvs (none
-// given: returns at once) or ctx ends; it returns those still there.
+// given: returns at once) or ctx ends; it returns those still there. When
+// ctx ends first the error matches ErrTimeout; an error a retry cannot cure
+// (403, 404) ends the wait at once and is returned wrapped.
 func WaitDetached(ctx context.Context, c kubernetes.Interface, node string, pvs []string) ([]string, error) {
 	if len(pvs) == 0 {
 		return nil, nil
 	}
-	var left []string
+	left := pvs // until read: none is known to be detached
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		vas, err := Attachments(ctx, c, node, pvs)
-		if err != nil {
+		switch {
+		case err == nil:
+			left = describe(vas)
+			return len(vas) == 0, nil
+		case ctx.Err() != nil || cluster.Retriable(err):
 			return false, nil // transient: try again until ctx ends
+		default:
+			return false, err
 		}
-		left = describe(vas)
-		return len(vas) == 0, nil
 	})
-	if err != nil && len(left) > 0 {
-		return left, fmt.Errorf("volume attachments still on node %s: %s", node, strings.Join(left, ", "))
+	switch {
+	case err == nil:
+		return nil, nil
+	case !wait.Interrupted(err):
+		return left, fmt.Errorf("waiting for volume attachments on node %s: %w", node, err)
 	}
-	return nil, nil
+	return left, fmt.Errorf("%w: still on node %s: %s", ErrTimeout, node, strings.Join(left, ", "))
 }
 
 // Release is what ForceRelease did (or, dry-run, would do).

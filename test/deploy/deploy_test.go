@@ -65,7 +65,7 @@ var wantEnv = map[string]string{
 	"LEASE_NAMESPACE":             "node-drainer",
 }
 
-// The event kinds the function handles (ARCHITECTURE.md §2), by rule name
+// The event kinds the function handles (the README's "Events" table), by rule name
 // suffix, with the exact pattern each rule must have.
 var wantRules = map[string]string{
 	"terminate-hook":    `{"detail":{"AutoScalingGroupName":["${param:asg_names}"],"LifecycleHookName":["node-drainer-terminate"]},"detail-type":["EC2 Instance-terminate Lifecycle Action"],"source":["aws.autoscaling"]}`,

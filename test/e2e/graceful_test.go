@@ -191,7 +191,7 @@ func grGetNode(t *testing.T, ctx context.Context, name string) *corev1.Node {
 }
 
 // TestGracefulNodeNotFound: the hook of an instance with no node in the
-// cluster is completed at once with CONTINUE (safety rule 3).
+// cluster is completed at once with CONTINUE.
 func TestGracefulNodeNotFound(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -220,7 +220,7 @@ func TestGracefulNodeNotFound(t *testing.T) {
 }
 
 // TestGracefulForeignInstance: instances of another cluster (cluster tag) or
-// of an ASG not in ASG_NAMES are ignored without side effects (safety rule 4).
+// of an ASG not in ASG_NAMES are ignored without side effects.
 func TestGracefulForeignInstance(t *testing.T) {
 	t.Run("other cluster's tag", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -283,7 +283,7 @@ func TestGracefulForeignInstance(t *testing.T) {
 // TestGracefulPDBNeverAllows: a PDB that never allows a disruption holds
 // the drain until DRAIN_TIMEOUT; the hook is then completed once with the
 // configured failure result, the blocking pod is named in an Event on the
-// node, and the pod was never deleted (safety rules 2, 3, 6).
+// node, and the pod was never deleted.
 func TestGracefulPDBNeverAllows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -409,7 +409,7 @@ func TestGracefulTestNotification(t *testing.T) {
 }
 
 // TestGracefulDryRun: DRY_RUN changes nothing, completes nothing and says
-// what it would evict (safety rule 7).
+// what it would evict.
 func TestGracefulDryRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

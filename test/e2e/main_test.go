@@ -135,10 +135,10 @@ func (s *scene) completions(ctx context.Context, instance string) (ok, failed []
 	return ok, failed
 }
 
-func (s *scene) nodeEvents(ctx context.Context, nodeName, reason string) []corev1.Event {
+func (s *scene) nodeEvents(ctx context.Context, nodeName string, reason node.Reason) []corev1.Event {
 	s.t.Helper()
 	list, err := env.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
-		FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + nodeName + ",reason=" + reason,
+		FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + nodeName + ",reason=" + string(reason),
 	})
 	if err != nil {
 		s.t.Fatal(err)
@@ -255,7 +255,7 @@ func TestTerminateDrainsSafely(t *testing.T) {
 	if !n.Spec.Unschedulable || !node.HasTaint(n, node.TaintDraining) || n.Labels[node.LabelExcludeLB] != "true" {
 		t.Errorf("node not marked: unschedulable=%v taints=%v labels=%v", n.Spec.Unschedulable, n.Spec.Taints, n.Labels)
 	}
-	for _, reason := range []string{node.ReasonDrainStarted, node.ReasonDrainCompleted, node.ReasonVolumesReleased, node.ReasonLifecycleComplete} {
+	for _, reason := range []node.Reason{node.ReasonDrainStarted, node.ReasonDrainCompleted, node.ReasonVolumesReleased, node.ReasonLifecycleComplete} {
 		if len(s.nodeEvents(ctx, target.PrivateDNSName, reason)) == 0 {
 			t.Errorf("no %s event on the node", reason)
 		}

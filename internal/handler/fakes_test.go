@@ -1,0 +1,386 @@
+package handler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/smithy-go"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	ktypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/node-drainer/node-drainer/internal/config"
+	"github.com/node-drainer/node-drainer/internal/instance"
+	"github.com/node-drainer/node-drainer/internal/lifecycle"
+)
+
+const (
+	clusterTag = "kubernetes.io/cluster/prod"
+	asgName    = "prod-nodes"
+	token      = "token-1"
+	idA        = "i-0123456789abcdef0"
+	idB        = "i-0fedcba9876543210"
+)
+
+// nodeName is the node of an instance (EKS names nodes after the private DNS name).
+func nodeName(id string) string { return "ip-" + id[2:8] + ".ec2.internal" }
+
+// reading is one answer of EC2 about an instance.
+type reading struct {
+	state  instance.State
+	tagged bool  // carries the cluster tag
+	err    error // DescribeInstances fails
+}
+
+// fakeEC2 answers DescribeInstances from readings per instance, in turn (the
+// last one repeats); an instance without readings is unknown to EC2.
+type fakeEC2 struct {
+	mu       sync.Mutex
+	readings map[string][]reading
+	calls    int
+}
+
+func (f *fakeEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	id := in.InstanceIds[0]
+	rs := f.readings[id]
+	if len(rs) == 0 {
+		return nil, &smithy.GenericAPIError{Code: "InvalidInstanceID.NotFound", Message: "The instance ID '" + id + "' does not exist"}
+	}
+	r := rs[0]
+	if len(rs) > 1 {
+		f.readings[id] = rs[1:]
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	tags := []types.Tag{{Key: aws.String("Name"), Value: aws.String("node")}}
+	if r.tagged {
+		tags = append(tags, types.Tag{Key: aws.String(clusterTag), Value: aws.String("owned")})
+	}
+	return &ec2.DescribeInstancesOutput{Reservations: []types.Reservation{{Instances: []types.Instance{{
+		InstanceId:     aws.String(id),
+		State:          &types.InstanceState{Name: types.InstanceStateName(r.state)},
+		PrivateDnsName: aws.String(nodeName(id)),
+		Placement:      &types.Placement{AvailabilityZone: aws.String("us-east-1a")},
+		Tags:           tags,
+	}}}}}, nil
+}
+
+// fakeASG records completions and heartbeats.
+type fakeASG struct {
+	mu           sync.Mutex
+	completed    []*autoscaling.CompleteLifecycleActionInput
+	heartbeats   int
+	completeErr  error
+	heartbeatErr error
+}
+
+func (f *fakeASG) CompleteLifecycleAction(_ context.Context, in *autoscaling.CompleteLifecycleActionInput, _ ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.completeErr != nil {
+		return nil, f.completeErr
+	}
+	f.completed = append(f.completed, in)
+	return &autoscaling.CompleteLifecycleActionOutput{}, nil
+}
+
+func (f *fakeASG) RecordLifecycleActionHeartbeat(context.Context, *autoscaling.RecordLifecycleActionHeartbeatInput, ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.heartbeats++
+	return &autoscaling.RecordLifecycleActionHeartbeatOutput{}, f.heartbeatErr
+}
+
+func (f *fakeASG) DescribeLifecycleHooks(context.Context, *autoscaling.DescribeLifecycleHooksInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
+	return &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: []astypes.LifecycleHook{{HeartbeatTimeout: aws.Int32(300)}}}, nil
+}
+
+// results are the results the lifecycle actions were completed with.
+func (f *fakeASG) results() []lifecycle.Result {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []lifecycle.Result
+	for _, in := range f.completed {
+		out = append(out, lifecycle.Result(aws.ToString(in.LifecycleActionResult)))
+	}
+	return out
+}
+
+// fakeLambda records invocations.
+type fakeLambda struct {
+	mu      sync.Mutex
+	invoked []*lambda.InvokeInput
+	err     error
+}
+
+func (f *fakeLambda) Invoke(_ context.Context, in *lambda.InvokeInput, _ ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.invoked = append(f.invoked, in)
+	return &lambda.InvokeOutput{StatusCode: 202}, f.err
+}
+
+func notActive() error {
+	return &smithy.GenericAPIError{Code: "ValidationError", Message: "No active Lifecycle Action found with instance ID " + idA}
+}
+
+// env is one handler with fakes all around.
+type env struct {
+	kube    *fake.Clientset
+	ec2     *fakeEC2
+	asg     *fakeASG
+	lam     *fakeLambda
+	cfg     config.Config
+	now     time.Time // the handler's clock
+	mu      sync.Mutex
+	blocked []string // pods whose eviction a PDB refuses
+	evicted []string
+}
+
+func newEnv(objs ...runtime.Object) *env {
+	e := &env{
+		kube: fake.NewClientset(objs...),
+		ec2:  &fakeEC2{readings: map[string][]reading{}},
+		asg:  &fakeASG{},
+		lam:  &fakeLambda{},
+		cfg: config.Config{
+			ClusterName:              "prod",
+			ClusterTagKey:            clusterTag,
+			DrainTimeout:             30 * time.Minute,
+			SpotDrainTimeout:         100 * time.Second,
+			RebalanceAction:          config.ActionCordon,
+			ScheduledChangeAction:    config.ActionDrain,
+			LifecycleResultOnFailure: string(lifecycle.Abandon), // not the default: a failure shows
+			EvictUnmanagedPods:       true,
+			VolumeDetachTimeout:      time.Second,
+			StoppingWaitTimeout:      time.Second,
+			OutOfServiceTaint:        true,
+			DeadlineMargin:           50 * time.Millisecond,
+			ContinueLongDrains:       true,
+			MaxContinuations:         20,
+			ScheduledChangeLeadTime:  15 * time.Minute,
+			AdvisoryMarkTTL:          time.Hour,
+			DeadNodeEvictionWindow:   200 * time.Millisecond,
+			NodeLeaseStaleAfter:      15 * time.Second,
+			LeaseNamespace:           "node-drainer",
+			FunctionName:             "node-drainer",
+		},
+		now: time.Now(),
+	}
+	// the apiserver names objects from generateName; the fake does not
+	var generated atomic.Int32
+	e.kube.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if m, ok := a.(k8stesting.CreateAction).GetObject().(metav1.Object); ok && m.GetName() == "" && m.GetGenerateName() != "" {
+			m.SetName(fmt.Sprintf("%s%05d", m.GetGenerateName(), generated.Add(1)))
+		}
+		return false, nil, nil
+	})
+	// the apiserver filters pods by spec.nodeName; the fake ignores field selectors
+	e.kube.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sel := a.(k8stesting.ListAction).GetListRestrictions().Fields
+		obj, err := e.kube.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), a.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		list := obj.(*corev1.PodList)
+		kept := list.Items[:0]
+		for _, p := range list.Items {
+			if sel == nil || sel.Matches(fields.Set{"spec.nodeName": p.Spec.NodeName}) {
+				kept = append(kept, p)
+			}
+		}
+		list.Items = kept
+		return true, list, nil
+	})
+	// evictions: refused with 429 for a blocked pod, as a PDB does; otherwise the pod goes
+	e.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if slices.Contains(e.blocked, ev.Name) {
+			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		}
+		e.evicted = append(e.evicted, ev.Namespace+"/"+ev.Name)
+		return true, nil, e.kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ev.Namespace, ev.Name)
+	})
+	return e
+}
+
+// fail makes verb on resource answer err.
+func (e *env) fail(verb, resource string, err error) {
+	e.kube.PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, err })
+}
+
+// handle runs one invocation with a deadline timeout away.
+func (e *env) handle(t *testing.T, payload []byte, timeout time.Duration) (Outcome, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c := Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg}
+	if e.lam != nil {
+		c.Lambda = e.lam
+	}
+	h := New(e.cfg, c, nil, WithClock(func() time.Time { return e.now }))
+	h.StoppingPollInterval = 10 * time.Millisecond
+	return h.Handle(ctx, payload)
+}
+
+// writes lists the create, update, patch and delete calls made to the
+// cluster (evictions included), as "verb resource/subresource".
+func (e *env) writes() []string {
+	var out []string
+	for _, a := range e.kube.Actions() {
+		switch a.GetVerb() {
+		case "create", "update", "patch", "delete":
+			out = append(out, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
+		}
+	}
+	return out
+}
+
+// events maps the reasons of the Events recorded to their types.
+func (e *env) events(t *testing.T) map[string]string {
+	t.Helper()
+	list, err := e.kube.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, ev := range list.Items {
+		out[ev.Reason] = ev.Type
+	}
+	return out
+}
+
+func (e *env) node(t *testing.T, id string) *corev1.Node {
+	t.Helper()
+	n, err := e.kube.CoreV1().Nodes().Get(context.Background(), nodeName(id), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (e *env) podExists(ns, name string) bool {
+	_, err := e.kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	return err == nil
+}
+
+// Builders of cluster objects.
+
+func newNode(id string, opts ...func(*corev1.Node)) *corev1.Node {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: nodeName(id), UID: ktypes.UID("uid-" + id)},
+		Spec:       corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + id},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
+	for _, o := range opts {
+		o(n)
+	}
+	return n
+}
+
+// pod is a ReplicaSet's pod on the node of instance id, with claims.
+func pod(id, ns, name string, claims ...string) *corev1.Pod {
+	isController := true
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: ktypes.UID("uid-" + name),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "uid-rs", Controller: &isController}}},
+		Spec:   corev1.PodSpec{NodeName: nodeName(id)},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	for _, c := range claims {
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: c, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c},
+		}})
+	}
+	return p
+}
+
+func claim(ns, name, pv string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: pv}}
+}
+
+func attachment(name, id, pv string) *storagev1.VolumeAttachment {
+	return &storagev1.VolumeAttachment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: ktypes.UID("uid-" + name)},
+		Spec: storagev1.VolumeAttachmentSpec{Attacher: "ebs.csi.aws.com", NodeName: nodeName(id),
+			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv}},
+	}
+}
+
+// Builders of events.
+
+func envelope(source, detailType string, at time.Time, detail any) []byte {
+	b, err := json.Marshal(map[string]any{
+		"version": "0", "id": "ev-1", "detail-type": detailType, "source": source, "account": "123456789012",
+		"time": at.UTC().Format(time.RFC3339Nano), "region": "us-east-1", "resources": []string{}, "detail": detail,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func hookEvent(launch bool, asg, id string) []byte {
+	detailType, transition, hook := "EC2 Instance-terminate Lifecycle Action", "autoscaling:EC2_INSTANCE_TERMINATING", "node-drainer-terminate"
+	if launch {
+		detailType, transition, hook = "EC2 Instance-launch Lifecycle Action", "autoscaling:EC2_INSTANCE_LAUNCHING", "node-drainer-launch"
+	}
+	return envelope("aws.autoscaling", detailType, time.Now(), map[string]string{
+		"LifecycleActionToken": token, "AutoScalingGroupName": asg, "LifecycleHookName": hook,
+		"EC2InstanceId": id, "LifecycleTransition": transition,
+	})
+}
+
+func terminateEvent(id string) []byte { return hookEvent(false, asgName, id) }
+
+func stateEvent(id, state string, at time.Time) []byte {
+	return envelope("aws.ec2", "EC2 Instance State-change Notification", at, map[string]string{"instance-id": id, "state": state})
+}
+
+func spotEvent(id string, at time.Time) []byte {
+	return envelope("aws.ec2", "EC2 Spot Instance Interruption Warning", at, map[string]string{"instance-id": id, "instance-action": "terminate"})
+}
+
+func rebalanceEvent(id string) []byte {
+	return envelope("aws.ec2", "EC2 Instance Rebalance Recommendation", time.Now(), map[string]string{"instance-id": id})
+}
+
+func scheduledEvent(ids ...string) []byte {
+	var entities []map[string]string
+	for _, id := range ids {
+		entities = append(entities, map[string]string{"entityValue": id})
+	}
+	return envelope("aws.health", "AWS Health Event", time.Now(), map[string]any{
+		"service": "EC2", "eventTypeCategory": "scheduledChange", "eventTypeCode": "AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED",
+		"eventArn": "arn:aws:health:us-east-1::event/EC2/x/y", "statusCode": "open",
+		"startTime": time.Now().UTC().Format("Mon, 2 Jan 2006 15:04:05 GMT"), "affectedEntities": entities,
+	})
+}

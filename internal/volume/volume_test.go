@@ -1,0 +1,288 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+const nodeName = "ip-10-0-1-23.ec2.internal"
+
+func claim(ns, name, pv string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: pv},
+	}
+}
+
+func attachment(name, node, pv string) *storagev1.VolumeAttachment {
+	va := &storagev1.VolumeAttachment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)},
+		Spec:       storagev1.VolumeAttachmentSpec{Attacher: "ebs.csi.aws.com", NodeName: node},
+	}
+	if pv != "" {
+		va.Spec.Source.PersistentVolumeName = &pv
+	}
+	return va
+}
+
+func pod(ns, name, node string, mirror bool) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name)},
+		Spec:       corev1.PodSpec{NodeName: node},
+	}
+	if mirror {
+		p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"}
+	}
+	return p
+}
+
+func forbidden(resource string) error {
+	return apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "", errors.New("rbac"))
+}
+
+// byNode makes the fake clientset honour the spec.nodeName field selector
+// on pod lists, as the apiserver does (the fake ignores field selectors).
+func byNode(c *fake.Clientset) {
+	c.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sel := a.(k8stesting.ListAction).GetListRestrictions().Fields
+		obj, err := c.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), a.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		list := obj.(*corev1.PodList)
+		kept := list.Items[:0]
+		for _, p := range list.Items {
+			if sel == nil || sel.Matches(fields.Set{"spec.nodeName": p.Spec.NodeName}) {
+				kept = append(kept, p)
+			}
+		}
+		list.Items = kept
+		return true, list, nil
+	})
+}
+
+// fail makes every verb on resource answer err.
+func fail(c *fake.Clientset, verb, resource string, err error) {
+	c.PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, err })
+}
+
+func TestPersistentVolumes(t *testing.T) {
+	objs := []runtime.Object{claim("db", "data-0", "pv-a"), claim("db", "pending", ""), claim("ci", "work", "pv-b")}
+	for _, tc := range []struct {
+		name    string
+		claims  []string
+		want    []string
+		failGet error
+		wantErr bool
+	}{
+		{"none", nil, nil, nil, false},
+		{"bound, in order", []string{"ci/work", "db/data-0"}, []string{"pv-b", "pv-a"}, nil, false},
+		{"unbound, missing and malformed left out", []string{"db/pending", "db/gone", "no-slash", "db/data-0"}, []string{"pv-a"}, nil, false},
+		{"unreadable", []string{"db/data-0"}, nil, forbidden("persistentvolumeclaims"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientset(objs...)
+			if tc.failGet != nil {
+				fail(c, "get", "persistentvolumeclaims", tc.failGet)
+			}
+			got, err := PersistentVolumes(context.Background(), c, tc.claims)
+			if (err != nil) != tc.wantErr || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v, %v; want %v, error %v", got, err, tc.want, tc.wantErr)
+			}
+			if tc.wantErr && (!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "db/data-0")) {
+				t.Errorf("error %q: want the 403 wrapped with the claim", err)
+			}
+		})
+	}
+}
+
+func TestAttachments(t *testing.T) {
+	c := fake.NewClientset(
+		attachment("csi-a", nodeName, "pv-a"),
+		attachment("csi-b", nodeName, "pv-b"),
+		attachment("csi-inline", nodeName, ""),
+		attachment("csi-other", "other-node", "pv-a"),
+	)
+	for _, tc := range []struct {
+		name string
+		pvs  []string
+		want []string
+	}{
+		{"all of the node", nil, []string{"csi-a", "csi-b", "csi-inline"}},
+		{"only these volumes", []string{"pv-b", "pv-z"}, []string{"csi-b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vas, err := Attachments(context.Background(), c, nodeName, tc.pvs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, va := range vas {
+				got = append(got, va.Name)
+			}
+			slices.Sort(got)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	fail(c, "list", "volumeattachments", forbidden("volumeattachments"))
+	if _, err := Attachments(context.Background(), c, nodeName, nil); !apierrors.IsForbidden(err) {
+		t.Errorf("error %v: want the 403 wrapped", err)
+	}
+}
+
+func TestWaitDetached(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		objs     []runtime.Object
+		pvs      []string
+		setup    func(*fake.Clientset)
+		detachIn time.Duration // csi-a is deleted after this (0: never)
+		left     []string
+		timeout  bool
+		forbid   bool
+	}{
+		{name: "no volumes: at once", pvs: nil},
+		{name: "already detached", objs: []runtime.Object{attachment("csi-other", "other-node", "pv-a")}, pvs: []string{"pv-a"}},
+		{name: "detached while waiting", objs: []runtime.Object{attachment("csi-a", nodeName, "pv-a")}, pvs: []string{"pv-a"}, detachIn: 150 * time.Millisecond},
+		{name: "still attached at the deadline", objs: []runtime.Object{attachment("csi-a", nodeName, "pv-a"), attachment("csi-b", nodeName, "pv-b")},
+			pvs: []string{"pv-a"}, left: []string{"csi-a (pv pv-a)"}, timeout: true},
+		{name: "unreadable until the deadline: a timeout, nothing known detached", pvs: []string{"pv-a", "pv-b"},
+			setup: func(c *fake.Clientset) { fail(c, "list", "volumeattachments", apierrors.NewServiceUnavailable("down")) },
+			left:  []string{"pv-a", "pv-b"}, timeout: true},
+		{name: "forbidden: at once, not a timeout", pvs: []string{"pv-a"},
+			setup: func(c *fake.Clientset) { fail(c, "list", "volumeattachments", forbidden("volumeattachments")) },
+			left:  []string{"pv-a"}, forbid: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientset(tc.objs...)
+			if tc.setup != nil {
+				tc.setup(c)
+			}
+			if tc.detachIn > 0 {
+				time.AfterFunc(tc.detachIn, func() {
+					_ = c.StorageV1().VolumeAttachments().Delete(context.Background(), "csi-a", metav1.DeleteOptions{})
+				})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if tc.timeout {
+				ctx, cancel = context.WithTimeout(context.Background(), 250*time.Millisecond)
+			}
+			defer cancel()
+			start := time.Now()
+			left, err := WaitDetached(ctx, c, nodeName, tc.pvs)
+			if !reflect.DeepEqual(left, tc.left) {
+				t.Errorf("left %q, want %q", left, tc.left)
+			}
+			if errors.Is(err, ErrTimeout) != tc.timeout || apierrors.IsForbidden(err) != tc.forbid {
+				t.Errorf("error %v: timeout %v forbidden %v, want %v %v", err, errors.Is(err, ErrTimeout), apierrors.IsForbidden(err), tc.timeout, tc.forbid)
+			}
+			if tc.timeout && !strings.Contains(err.Error(), nodeName) {
+				t.Errorf("error %q does not name the node", err)
+			}
+			if tc.forbid && time.Since(start) > time.Second {
+				t.Errorf("a 403 was waited on for %s", time.Since(start))
+			}
+		})
+	}
+}
+
+func TestForceRelease(t *testing.T) {
+	objs := func() []runtime.Object {
+		return []runtime.Object{
+			pod("apps", "web-1", nodeName, false),
+			pod("db", "db-0", nodeName, false),
+			pod("kube-system", "static", nodeName, true),
+			pod("apps", "elsewhere", "other-node", false),
+			attachment("csi-a", nodeName, "pv-a"),
+			attachment("csi-other", "other-node", "pv-b"),
+		}
+	}
+	wantPods, wantVAs := []string{"apps/web-1", "db/db-0"}, []string{"csi-a (pv pv-a)"}
+	for _, tc := range []struct {
+		name    string
+		dryRun  bool
+		setup   func(*fake.Clientset)
+		pods    []string
+		vas     []string
+		wantErr string
+		deleted bool
+	}{
+		{name: "deletes pods with grace 0 and attachments", pods: wantPods, vas: wantVAs, deleted: true},
+		{name: "dry run deletes nothing", dryRun: true, pods: wantPods, vas: wantVAs},
+		{name: "already gone is not an error", pods: wantPods, vas: wantVAs, setup: func(c *fake.Clientset) {
+			fail(c, "delete", "pods", apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "x"))
+			fail(c, "delete", "volumeattachments", apierrors.NewNotFound(schema.GroupResource{Resource: "volumeattachments"}, "csi-a"))
+		}},
+		{name: "refused deletions are reported", pods: nil, vas: nil, wantErr: "force-deleting pod", setup: func(c *fake.Clientset) {
+			fail(c, "delete", "pods", forbidden("pods"))
+			fail(c, "delete", "volumeattachments", forbidden("volumeattachments"))
+		}},
+		{name: "pods unreadable", wantErr: "listing pods", setup: func(c *fake.Clientset) { fail(c, "list", "pods", forbidden("pods")) }},
+		{name: "attachments unreadable", pods: wantPods, wantErr: "listing volume attachments", setup: func(c *fake.Clientset) {
+			fail(c, "list", "volumeattachments", forbidden("volumeattachments"))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientset(objs()...)
+			byNode(c)
+			if tc.setup != nil {
+				tc.setup(c)
+			}
+			rel, err := ForceRelease(context.Background(), c, nodeName, tc.dryRun)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("error %v, want %q", err, tc.wantErr)
+			}
+			if tc.wantErr != "" && !apierrors.IsForbidden(err) {
+				t.Errorf("error %q: want the 403 wrapped", err)
+			}
+			if !reflect.DeepEqual(rel.PodsDeleted, tc.pods) || !reflect.DeepEqual(rel.AttachmentsDeleted, tc.vas) {
+				t.Errorf("released %+v, want pods %v attachments %v", rel, tc.pods, tc.vas)
+			}
+			var deletes []string
+			for _, a := range c.Actions() {
+				if a.GetVerb() != "delete" {
+					continue
+				}
+				d := a.(k8stesting.DeleteAction)
+				deletes = append(deletes, d.GetResource().Resource+"/"+d.GetName())
+				opts := d.GetDeleteOptions()
+				if opts.Preconditions == nil || opts.Preconditions.UID == nil || *opts.Preconditions.UID != types.UID("uid-"+d.GetName()) {
+					t.Errorf("%s deleted without its UID as precondition", d.GetName())
+				}
+				if d.GetResource().Resource == "pods" && (opts.GracePeriodSeconds == nil || *opts.GracePeriodSeconds != 0) {
+					t.Errorf("pod %s deleted without grace period 0", d.GetName())
+				}
+			}
+			if tc.dryRun && len(deletes) > 0 {
+				t.Errorf("dry run deleted %v", deletes)
+			}
+			if tc.deleted {
+				slices.Sort(deletes)
+				if want := []string{"pods/db-0", "pods/web-1", "volumeattachments/csi-a"}; !reflect.DeepEqual(deletes, want) {
+					t.Errorf("deleted %v, want %v (mirror pods and other nodes left alone)", deletes, want)
+				}
+				if _, err := c.CoreV1().Pods("kube-system").Get(context.Background(), "static", metav1.GetOptions{}); err != nil {
+					t.Errorf("mirror pod deleted: %v", err)
+				}
+			}
+		})
+	}
+}
