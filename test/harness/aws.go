@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,11 +58,10 @@ func (e *Env) startAuthWebhook(ctx context.Context) (string, error) {
 
 // RBACFile is the project's ClusterRole manifest, the one users apply.
 func RBACFile() (string, error) {
-	script, err := buildScript()
+	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	root := filepath.Join(filepath.Dir(script), "..", "..", "..")
 	return filepath.Join(root, "terraform", "kubernetes", "rbac.yaml"), nil
 }
 
@@ -89,6 +89,12 @@ func (e *Env) applyRBAC(ctx context.Context) error {
 			_, err = e.Client.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.ClusterRoleBinding:
 			_, err = e.Client.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		case *corev1.Namespace:
+			_, err = e.Client.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			_, err = e.Client.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			_, err = e.Client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		default:
 			err = fmt.Errorf("unexpected %T in %s", obj, path)
 		}

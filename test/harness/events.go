@@ -14,11 +14,11 @@ import (
 // fits it to a scene: detail fields replaced by detail, a fresh id and the
 // current time (resources naming the old instance are dropped).
 func EventFile(name string, detail map[string]string) ([]byte, error) {
-	script, err := buildScript()
+	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(filepath.Dir(script), "..", "..", "..", "events", name)
+	path := filepath.Join(root, "events", name)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading sample event: %w", err)

@@ -16,11 +16,10 @@ import (
 // BuildBootstrap builds the real function binary (as `make build` does, for
 // this machine's architecture) into dir and returns its path.
 func BuildBootstrap(ctx context.Context, dir string) (string, error) {
-	script, err := buildScript()
+	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	root := filepath.Join(filepath.Dir(script), "..", "..", "..")
 	out := filepath.Join(dir, "bootstrap")
 	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, "./functions/node-drainer")
 	cmd.Dir = root

@@ -50,6 +50,15 @@ func checkBinaries(dir string) error {
 	return nil
 }
 
+// RepoRoot is the node-drainer checkout this harness belongs to.
+func RepoRoot() (string, error) {
+	script, err := buildScript()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(filepath.Dir(script), "..", ".."), nil
+}
+
 // buildScript finds hack/tools/build.sh from this source file, or
 // from the working directory upwards (binaries built with -trimpath).
 func buildScript() (string, error) {
