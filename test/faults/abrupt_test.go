@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -69,7 +71,17 @@ type deleteBody struct {
 	} `json:"deleteOptions"`
 }
 
+// preconditions reads the preconditions of a delete or eviction body (JSON,
+// or protobuf as client-go sends core deletes).
 func preconditions(body []byte) *metav1.Preconditions {
+	if magic := []byte("k8s\x00"); bytes.HasPrefix(body, magic) {
+		var u runtime.Unknown
+		var o metav1.DeleteOptions
+		if u.Unmarshal(body[len(magic):]) != nil || o.Unmarshal(u.Raw) != nil {
+			return nil
+		}
+		return o.Preconditions
+	}
 	var b deleteBody
 	if json.Unmarshal(body, &b) != nil {
 		return nil
@@ -129,7 +141,7 @@ func forceDeleteNameReuse(x *X) {
 		}
 		deletes++
 		pc := preconditions(r.Body)
-		x.expect(pc != nil && pc.UID != nil && pc.ResourceVersion != nil, "force delete %s without UID and resourceVersion preconditions: %s", r.Path, r.Body)
+		x.expect(pc != nil && pc.UID != nil && pc.ResourceVersion != nil, "force delete %s without UID and resourceVersion preconditions: %+v", r.Path, pc)
 	}
 	x.expect(deletes > 0, "no force delete seen")
 }
@@ -310,11 +322,11 @@ func pdbEmptySelector(x *X) {
 	x.hookAfterDrain = true
 	payload := x.terminating("token-" + x.name)
 	x.began = time.Now()
-	var lifted time.Time
+	liftedAt := make(chan time.Time, 1)
 	go func() {
 		time.Sleep(8 * time.Second)
 		x.checkFloors() // nothing may have gone while the PDB stood
-		lifted = time.Now()
+		liftedAt <- time.Now()
 		_ = env.Client.PolicyV1().PodDisruptionBudgets(x.ns).Delete(context.Background(), "freeze-all", metav1.DeleteOptions{})
 	}()
 	_, err = x.invoke(rt, payload)
@@ -322,7 +334,7 @@ func pdbEmptySelector(x *X) {
 	got := x.waitHook(time.Minute, rt)
 	x.setDrained()
 	x.checkHook("CONTINUE", got)
-	x.pacedEvictions(api, lifted)
+	x.pacedEvictions(api, <-liftedAt)
 	x.expect(x.logged("freeze-all"), "the blocking PDB freeze-all is not named in the function's log")
 }
 

@@ -154,7 +154,7 @@ func stopStartScene(x *X, opCordon bool, between func(invoke func([]byte))) {
 			n.Spec.Unschedulable = true
 		}
 	})
-	rt := x.function(60*time.Second, "REBALANCE_ACTION=cordon", "NODE_LEASE_STALE_AFTER=5s")
+	rt := x.function(60*time.Second, "REBALANCE_ACTION=drain", "NODE_LEASE_STALE_AFTER=5s")
 	invoke := func(p []byte) {
 		_, err := x.invoke(rt, p)
 		x.expect(err == nil, "invocation failed: %v", err)
@@ -183,8 +183,9 @@ func stopStartScene(x *X, opCordon bool, between func(invoke func([]byte))) {
 func stopStart(x *X) { stopStartScene(x, false, nil) }
 
 // stopRebalanceStart: between the start and the `running` event a rebalance
-// recommendation cordons the node: the out-of-service reason is gone all the
-// same and its taint must go.
+// recommendation (REBALANCE_ACTION=drain) marks the node for its own reason:
+// the out-of-service reason is gone all the same and its taint must go (the
+// rebalance's own marks may stay).
 func stopRebalanceStart(x *X) {
 	stopStartScene(x, false, func(invoke func([]byte)) {
 		invoke(x.event("rebalance-recommendation.json", map[string]any{"instance-id": x.target.ID}, nil))
