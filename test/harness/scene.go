@@ -26,6 +26,9 @@ type NodeSpec struct {
 	InstanceID string
 	Zone       string
 	Labels     map[string]string
+	// NoProviderID registers the node without spec.providerID, as a kubelet
+	// does before the cloud controller has set it.
+	NoProviderID bool
 }
 
 // AddNode registers a node that kwok manages (Ready within a second or two),
@@ -64,6 +67,9 @@ func (e *Env) AddNode(ctx context.Context, s NodeSpec) (*corev1.Node, error) {
 			Allocatable: capacity,
 			Phase:       corev1.NodeRunning,
 		},
+	}
+	if s.NoProviderID {
+		n.Spec.ProviderID = ""
 	}
 	n, err := e.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
 	if err != nil {

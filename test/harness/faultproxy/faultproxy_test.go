@@ -1,0 +1,80 @@
+package faultproxy
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRulesDownAndRecord(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer up.Close()
+	var before, after int
+	p, err := Start(Options{Upstream: up.URL, Record: true, Rules: []Rule{
+		{Method: "POST", Path: regexp.MustCompile(`/eviction$`), Fault: Throttle, RetryAfter: "3", Times: 1},
+		{Body: "Action=DescribeInstances", Fault: Pass, Before: func(*http.Request, []byte) { before++ },
+			Then: func(_ *http.Request, _ []byte, status int) {
+				if status == http.StatusOK {
+					after++
+				}
+			}},
+		{Method: "GET", Fault: Unauthorized, Times: 1},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	c := &http.Client{Timeout: 5 * time.Second}
+	get := func() (int, error) {
+		resp, err := c.Get(p.URL + "/api/v1/nodes")
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, _ := get(); code != http.StatusUnauthorized {
+		t.Errorf("first GET: %d, want 401 once", code)
+	}
+	if code, _ := get(); code != http.StatusOK {
+		t.Errorf("second GET: %d, want 200", code)
+	}
+	resp, err := c.Post(p.URL+"/api/v1/namespaces/a/pods/b/eviction", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "3" {
+		t.Errorf("eviction: %d Retry-After %q, want 429 with 3", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	resp, err = c.Post(p.URL+"/", "application/x-www-form-urlencoded", strings.NewReader("Action=DescribeInstances&Version=2016-11-15"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if before != 1 || after != 1 {
+		t.Errorf("Before/Then ran %d/%d times, want 1/1", before, after)
+	}
+
+	p.Down(500 * time.Millisecond)
+	if _, err := get(); err == nil {
+		t.Errorf("GET while down succeeded")
+	}
+	time.Sleep(700 * time.Millisecond)
+	if code, err := get(); err != nil || code != http.StatusOK {
+		t.Errorf("GET after down: %d %v", code, err)
+	}
+	reqs := p.Requests()
+	if len(reqs) < 5 {
+		t.Fatalf("recorded %d requests", len(reqs))
+	}
+	if reqs[0].Fault != Unauthorized || reqs[2].Fault != Throttle || string(reqs[3].Body) != "Action=DescribeInstances&Version=2016-11-15" {
+		t.Errorf("recorded: %+v", reqs)
+	}
+}
