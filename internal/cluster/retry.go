@@ -119,6 +119,9 @@ func WithLogger(ctx context.Context, log *slog.Logger) context.Context {
 	return context.WithValue(ctx, loggerKey{}, log)
 }
 
+// Logger is the logger WithLogger put in ctx (one that discards, if none).
+func Logger(ctx context.Context) *slog.Logger { return loggerFrom(ctx) }
+
 func loggerFrom(ctx context.Context) *slog.Logger {
 	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok && l != nil {
 		return l

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -220,8 +221,14 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 // API's, wrapped.
 func (d *Drainer) evict(ctx context.Context, p corev1.Pod) error {
 	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: d.opts.RetryCap}
+	var blockers string // the PDBs named in the log, once
 	for {
 		err := d.evictPod(ctx, p)
+		if blockers == "" && (apierrors.IsTooManyRequests(err) || isMultiplePDBs(err)) {
+			blockers = d.blockers(ctx, p)
+			cluster.Logger(ctx).InfoContext(ctx, "eviction refused by PodDisruptionBudget", "pod", p.Namespace+"/"+p.Name,
+				"pdbs", blockers, "message", pdbMessage(err))
+		}
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 			return nil
@@ -248,6 +255,14 @@ func (d *Drainer) evict(ctx context.Context, p corev1.Pod) error {
 			// what kubectl does: eviction is refused in a terminating
 			// namespace; the delete names the pod's UID as the eviction did
 			return d.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, d.deleteOptions(p))
+		case isMultiplePDBs(err):
+			// the eviction API refuses a pod under two PDBs (a 500): only an
+			// operator can mend it; the retry is paced and the PDBs named
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%w (%s): %s", ErrBlockedByPDB, blockers, pdbMessage(err))
+			case <-time.After(backoff.Step()):
+			}
 		case cluster.Retriable(err):
 			select {
 			case <-ctx.Done():
@@ -261,6 +276,31 @@ func (d *Drainer) evict(ctx context.Context, p corev1.Pod) error {
 			return timedOut{fmt.Errorf("evicting: %w", ctx.Err())}
 		}
 	}
+}
+
+// isMultiplePDBs reports the eviction API's refusal of a pod that more than
+// one PodDisruptionBudget covers.
+func isMultiplePDBs(err error) bool {
+	return apierrors.IsInternalError(err) && strings.Contains(err.Error(), "more than one PodDisruptionBudget")
+}
+
+// blockers names the PDBs that cover the pod (namespace/name, comma
+// separated), for the log; "unknown" when they cannot be listed.
+func (d *Drainer) blockers(ctx context.Context, p corev1.Pod) string {
+	list, err := d.client.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "unknown"
+	}
+	var names []string
+	for _, pdb := range list.Items {
+		if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err == nil && sel.Matches(labels.Set(p.Labels)) {
+			names = append(names, fmt.Sprintf("%s/%s (disruptions allowed %d)", pdb.Namespace, pdb.Name, pdb.Status.DisruptionsAllowed))
+		}
+	}
+	if len(names) == 0 {
+		return "none matching"
+	}
+	return strings.Join(names, ", ")
 }
 
 // deleteOptions are the options of every eviction and delete: the pod's own

@@ -68,6 +68,10 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 		r.record(ctx, n, true, node.ReasonNotForced, "%s; the node is left as it is (no out-of-service taint, no force-deletion)", inst)
 		return nil
 	}
+	check := r.guard(n, inst.ID)
+	if err := r.safeToForce(ctx, check); err != nil {
+		return r.notForced(ctx, n, err)
+	}
 	begin := r.h.now()
 	// cordon first, so nothing new lands on the node; force-delete; then the
 	// out-of-service taint. Tainting first would let the taint manager queue
@@ -76,8 +80,15 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 	if _, err := node.Apply(ctx, r.h.c.Kube, n.Name, node.Mark{Cause: node.CauseOutOfService, Cordon: true}, begin, r.h.cfg.DryRun); err != nil {
 		return err
 	}
-	rel, relErr := volume.ForceRelease(ctx, r.h.c.Kube, n.Name, r.h.cfg.DryRun)
-	if r.h.cfg.OutOfServiceTaint {
+	rel, relErr := volume.ForceRelease(ctx, r.h.c.Kube, n.Name, r.h.cfg.DryRun, check)
+	if errors.Is(relErr, errNotSafe) {
+		r.out.PodsDeleted, r.out.AttachmentsDeleted = rel.PodsDeleted, rel.AttachmentsDeleted
+		return r.notForced(ctx, n, relErr)
+	}
+	if r.h.cfg.OutOfServiceTaint && relErr == nil {
+		if err := check(ctx); err != nil {
+			return r.notForced(ctx, n, err)
+		}
 		// still needed: the attach/detach controller force-detaches at once
 		// for a tainted node, and later pods are evicted by the taint manager
 		mark := node.Mark{Cause: node.CauseOutOfService, Cordon: true, OutOfService: true}
@@ -99,12 +110,27 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 	}
 	terminated := !inst.Found || inst.State == instance.StateTerminated
 	if terminated && r.h.cfg.DeleteTerminatedNodes && !r.h.cfg.DryRun {
+		if err := check(ctx); err != nil {
+			return r.notForced(ctx, n, err)
+		}
 		err := r.h.c.Kube.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting node %s of terminated instance: %w", n.Name, err)
 		}
 		r.out.Detail = "node of terminated instance deleted"
 	}
+	return nil
+}
+
+// notForced stops the abrupt path: the evidence read again does not show
+// the machine down (or the Node is not the one the event meant). It is
+// logged and recorded with that evidence; no error, since a retry of the
+// same event would read the same.
+func (r *run) notForced(ctx context.Context, n *corev1.Node, why error) error {
+	r.out.Action = ActionNotForced
+	r.out.Detail = why.Error()
+	r.log.WarnContext(ctx, "not forcing release", "evidence", why.Error())
+	r.record(ctx, n, true, node.ReasonNotForced, "%v; nothing more is forced", why)
 	return nil
 }
 
@@ -126,13 +152,28 @@ func (r *run) recover(ctx context.Context, id string) error {
 	}
 	marks, _ := node.Marks(n)
 	hold, down := marks.Causes[node.CauseOutOfService]
+	if down && !r.ev.Time.IsZero() && r.ev.Time.Before(hold.Since.Add(-time.Second)) {
+		down = false // a stale running event: it says nothing of the instance since
+	}
+	if !down && slices.ContainsFunc(marks.CauseList(), func(c node.Cause) bool { return marks.Causes[c].Expired(r.h.now()) }) {
+		// the instance runs past an advisory cause's window (a rebalance
+		// recommendation or spot warning that came to nothing): its marks go
+		undone, err := node.Release(ctx, r.h.c.Kube, n.Name, "", r.h.now(), r.h.cfg.DryRun)
+		if err != nil {
+			return err
+		}
+		r.out.Action = ActionUnmarked
+		r.out.Detail = fmt.Sprintf("expired causes released (cordon=%v drain taint=%v); %s", undone.Cordoned, undone.Draining, inst)
+		r.record(ctx, n, false, node.ReasonRecovered, "%s", r.out.Detail)
+		return nil
+	}
 	switch {
-	case !down:
+	case !down && hold.Since.IsZero():
 		// nothing to undo for this event; a drain in progress (the instance
 		// still runs while its hook is handled) keeps its own causes
 		r.out.Action, r.out.Detail = ActionIgnored, fmt.Sprintf("node-drainer holds no out-of-service mark here (causes held: %v)", marks.CauseList())
 		return nil
-	case !r.ev.Time.IsZero() && r.ev.Time.Before(hold.Since.Add(-time.Second)):
+	case !down:
 		r.out.Action, r.out.Detail = ActionIgnored, "event is older than node-drainer's changes"
 		return nil
 	}

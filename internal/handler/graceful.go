@@ -57,13 +57,13 @@ func (r *run) terminate(ctx context.Context) error {
 	case !ours:
 		return nil
 	}
-	claim, err := r.claim(ctx, act)
+	deadline := r.started.Add(r.h.cfg.DrainTimeout)
+	claim, err := r.claim(ctx, act, deadline)
 	if err != nil {
 		return nil // another invocation holds (or finished) this instance: r.out says so
 	}
 	stopLease := claim.KeepAlive(ctx, func(err error) { r.log.WarnContext(ctx, "lease renewal failed", "error", err) })
 	stop := r.keepAlive(ctx, act) // from now on: lookups that retry are heartbeated too
-	deadline := r.started.Add(r.h.cfg.DrainTimeout)
 	n, done, err := r.drainRetrying(ctx, inst, deadline)
 	stop()
 	stopLease()
@@ -151,10 +151,18 @@ func (r *run) drainRetrying(ctx context.Context, inst instance.Instance, deadlin
 // fails when another invocation holds it or finished this lifecycle action
 // (r.out says so); without leases (namespace missing, not granted) it goes
 // on, and says so in the log: duplicates are then only idempotent.
-func (r *run) claim(ctx context.Context, act lifecycle.Action) (*lease.Claim, error) {
+func (r *run) claim(ctx context.Context, act lifecycle.Action, deadline time.Time) (*lease.Claim, error) {
 	if r.h.cfg.DryRun {
 		return nil, nil
 	}
+	// an apiserver that does not answer is waited for no longer than the
+	// drain itself would be; then the drain's own retries take over
+	limit := r.budget(ctx)
+	if deadline.Before(limit) {
+		limit = deadline
+	}
+	ctx, cancel := context.WithDeadline(ctx, limit)
+	defer cancel()
 	var cl *lease.Claim
 	err := cluster.Retry(ctx, func() (err error) {
 		cl, err = lease.Acquire(ctx, r.h.c.Kube, r.h.cfg.LeaseNamespace, act.InstanceID, r.holder(ctx), act.Token, r.h.now)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -126,7 +127,14 @@ type Release struct {
 // ForceRelease force-deletes (grace 0) every pod bound to node and deletes
 // its VolumeAttachments. Only call it for a node whose instance EC2 confirms
 // is not running: a volume detached from a live machine can be corrupted.
-func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryRun bool) (Release, error) {
+//
+// guard, when not nil, is called before the pods are deleted and again before
+// the attachments are: its error (the evidence read again no longer shows the
+// machine down) stops the release there and is returned.
+func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryRun bool, guard func(context.Context) error) (Release, error) {
+	if guard == nil {
+		guard = func(context.Context) error { return nil }
+	}
 	var rel Release
 	var errs []error
 	var pods *corev1.PodList
@@ -139,24 +147,27 @@ func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryR
 	if err != nil {
 		return rel, fmt.Errorf("listing pods of node %s: %w", node, err)
 	}
-	zero := int64(0)
+	if err := guard(ctx); err != nil {
+		return rel, err
+	}
 	for _, p := range pods.Items {
 		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 			continue // the kubelet owns it; it goes with the node
 		}
 		if !dryRun {
-			err := cluster.Retry(ctx, func() error {
-				return c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
-					GracePeriodSeconds: &zero,
-					Preconditions:      &metav1.Preconditions{UID: &p.UID},
-				})
-			})
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			deleted, err := forceDelete(ctx, c, p)
+			if err != nil {
 				errs = append(errs, fmt.Errorf("force-deleting pod %s/%s: %w", p.Namespace, p.Name, err))
 				continue
 			}
+			if !deleted {
+				continue // the name is another pod's now: not ours to delete
+			}
 		}
 		rel.PodsDeleted = append(rel.PodsDeleted, p.Namespace+"/"+p.Name)
+	}
+	if err := guard(ctx); err != nil {
+		return rel, err
 	}
 	vas, err := Attachments(ctx, c, node, nil)
 	if err != nil {
@@ -178,6 +189,45 @@ func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryR
 	}
 	sort.Strings(rel.PodsDeleted)
 	return rel, errors.Join(errs...)
+}
+
+// forceDelete deletes the pod with grace 0, naming its UID and the
+// resourceVersion read (safety rule 9: what is deleted is what was looked
+// at). On a conflict the node's pods are read again: the same pod (UID),
+// still bound, is deleted at its new version; otherwise it is gone or the
+// name belongs to a replacement, and nothing is deleted.
+func forceDelete(ctx context.Context, c kubernetes.Interface, p corev1.Pod) (bool, error) {
+	zero := int64(0)
+	for range 5 {
+		err := cluster.Retry(ctx, func() error {
+			return c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+				GracePeriodSeconds: &zero,
+				Preconditions:      &metav1.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion},
+			})
+		})
+		switch {
+		case err == nil, apierrors.IsNotFound(err): // gone already: released all the same
+			return true, nil
+		case !apierrors.IsConflict(err):
+			return false, err
+		}
+		var list *corev1.PodList
+		if err := cluster.Retry(ctx, func() (err error) {
+			list, err = c.CoreV1().Pods(p.Namespace).List(ctx, metav1.ListOptions{
+				FieldSelector: fields.AndSelectors(fields.OneTermEqualSelector("metadata.name", p.Name),
+					fields.OneTermEqualSelector("spec.nodeName", p.Spec.NodeName)).String(),
+			})
+			return err
+		}); err != nil {
+			return false, err
+		}
+		i := slices.IndexFunc(list.Items, func(q corev1.Pod) bool { return q.UID == p.UID })
+		if i < 0 {
+			return false, nil
+		}
+		p = list.Items[i]
+	}
+	return false, fmt.Errorf("pod %s/%s kept changing under the delete", p.Namespace, p.Name)
 }
 
 func describe(vas []storagev1.VolumeAttachment) []string {

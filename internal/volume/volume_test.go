@@ -246,7 +246,7 @@ func TestForceRelease(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(c)
 			}
-			rel, err := ForceRelease(context.Background(), c, nodeName, tc.dryRun)
+			rel, err := ForceRelease(context.Background(), c, nodeName, tc.dryRun, nil)
 			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Fatalf("error %v, want %q", err, tc.wantErr)
 			}

@@ -273,7 +273,8 @@ func continuationBeyondBound(x *X) {
 	x.web("web", 2, -1, -1)
 	before := x.podsOn(x.target.PrivateDNSName)
 	rt := x.function(30*time.Second, "DRAIN_TIMEOUT=5m", "MAX_CONTINUATIONS=3", "LIFECYCLE_RESULT_ON_FAILURE=ABANDON")
-	_, err := x.invoke(rt, x.continuation(time.Now().Add(-10*time.Second), 4))
+	// attempt 1 is the event itself: attempt 5 is continuation 4, past 3
+	_, err := x.invoke(rt, x.continuation(time.Now().Add(-10*time.Second), 5))
 	x.t.Logf("invocation: %v", err)
 	_ = rt.WaitIdle(x.ctx)
 	x.untouchedCheck(before, "attempt beyond MAX_CONTINUATIONS")

@@ -1,0 +1,112 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/node-drainer/node-drainer/internal/cluster"
+	"github.com/node-drainer/node-drainer/internal/instance"
+	"github.com/node-drainer/node-drainer/internal/node"
+)
+
+// errNotSafe says why an irreversible step is not taken: the evidence read
+// again at the moment of acting does not show the machine down.
+var errNotSafe = errors.New("not safe to force")
+
+// errAlive is the errNotSafe that time may cure: the node still looks alive
+// (Ready, its kubelet's Lease fresh) though EC2 says the instance is down;
+// its Lease goes stale within NODE_LEASE_STALE_AFTER if EC2 is right.
+var errAlive = fmt.Errorf("%w: the node's kubelet looks alive", errNotSafe)
+
+// guard re-reads, before each irreversible step of the abrupt path (force
+// deleting pods, deleting VolumeAttachments, the out-of-service taint,
+// deleting the Node), everything that step relies on: EC2's state of the
+// instance (never the event's), the Node as it is now (the same object, its
+// providerID naming the instance, not created after the event: names are
+// reused), and that no kubelet runs on it (NotReady, or its Lease stale).
+func (r *run) guard(n *corev1.Node, id string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		inst, err := instance.Describe(ctx, r.h.c.EC2, id)
+		if err != nil {
+			return fmt.Errorf("%w: EC2 unreadable: %v", errNotSafe, err)
+		}
+		if !inst.Down() {
+			return fmt.Errorf("%w: %s", errNotSafe, inst)
+		}
+		var cur *corev1.Node
+		err = cluster.Retry(ctx, func() (err error) {
+			cur, err = r.h.c.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			return err
+		})
+		switch {
+		case apierrors.IsNotFound(err):
+			return fmt.Errorf("%w: node %s is gone", errNotSafe, n.Name)
+		case err != nil:
+			return fmt.Errorf("%w: node %s unreadable: %v", errNotSafe, n.Name, err)
+		case cur.UID != n.UID:
+			return fmt.Errorf("%w: node %s was registered again (uid %s, was %s): a new machine has the name", errNotSafe, n.Name, cur.UID, n.UID)
+		case cur.Spec.ProviderID != "" && node.ProviderInstanceID(cur.Spec.ProviderID) != id:
+			return fmt.Errorf("%w: node %s is instance %q, not %s", errNotSafe, n.Name, cur.Spec.ProviderID, id)
+		case !r.ev.Time.IsZero() && r.ev.Time.Before(cur.CreationTimestamp.Add(-time.Second)):
+			return fmt.Errorf("%w: the event (%s) is older than node %s (registered %s)", errNotSafe,
+				r.ev.Time.UTC().Format(time.RFC3339), n.Name, cur.CreationTimestamp.UTC().Format(time.RFC3339))
+		}
+		if !node.Ready(cur) {
+			return nil
+		}
+		renewed, err := r.kubeletRenewed(ctx, n.Name)
+		if err != nil {
+			return fmt.Errorf("%w: node %s is Ready and its Lease unreadable: %v", errNotSafe, n.Name, err)
+		}
+		if age := r.h.now().Sub(renewed); age < r.h.cfg.NodeLeaseStaleAfter {
+			return fmt.Errorf("%w (node %s Ready, Lease renewed %s ago)", errAlive, n.Name, age.Round(time.Second))
+		}
+		return nil
+	}
+}
+
+// kubeletRenewed is when the node's kubelet last renewed its Lease (zero:
+// no Lease, or never renewed).
+func (r *run) kubeletRenewed(ctx context.Context, name string) (time.Time, error) {
+	var l *coordinationv1.Lease
+	err := cluster.Retry(ctx, func() (err error) {
+		l, err = r.h.c.Kube.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return time.Time{}, nil
+	case err != nil:
+		return time.Time{}, err
+	case l.Spec.RenewTime == nil:
+		return time.Time{}, nil
+	}
+	return l.Spec.RenewTime.Time, nil
+}
+
+// safeToForce runs the guard, waiting (bounded by the stopping wait and the
+// budget) while the only objection is a kubelet that still looks alive.
+func (r *run) safeToForce(ctx context.Context, check func(context.Context) error) error {
+	limit := r.h.now().Add(r.h.cfg.StoppingWaitTimeout)
+	if b := r.budget(ctx); b.Before(limit) {
+		limit = b
+	}
+	for {
+		err := check(ctx)
+		if !errors.Is(err, errAlive) || !r.h.now().Add(r.h.StoppingPollInterval).Before(limit) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(r.h.StoppingPollInterval):
+		}
+	}
+}
