@@ -31,10 +31,8 @@ import (
 // terminate handles the ASG terminate hook: drain, release volumes, complete.
 // From the moment the hook is known to be ours it is completed on every path.
 func (r *run) terminate(ctx context.Context) error {
-	la := r.ev.Lifecycle
-	act := lifecycle.Action{ASG: la.AutoScalingGroupName, Hook: la.HookName, Token: la.Token, InstanceID: la.InstanceID}
-	r.log = r.log.With("asg", act.ASG, "hook", act.Hook, "instance", act.InstanceID)
-	if !r.ourHook(act) {
+	act, ok := r.hookAction()
+	if !ok {
 		return nil
 	}
 	inst, ours, err := r.ours(ctx, act.InstanceID)
@@ -202,6 +200,15 @@ func (r *run) finish(ctx context.Context, claim *lease.Claim, act lifecycle.Acti
 	return err
 }
 
+// hookAction is the event's lifecycle action, and whether it is ours to
+// complete (see ourHook); the log names it from here on.
+func (r *run) hookAction() (lifecycle.Action, bool) {
+	la := r.ev.Lifecycle
+	act := lifecycle.Action{ASG: la.AutoScalingGroupName, Hook: la.HookName, Token: la.Token, InstanceID: la.InstanceID}
+	r.log = r.log.With("asg", act.ASG, "hook", act.Hook, "instance", act.InstanceID)
+	return act, r.ourHook(act)
+}
+
 // ourHook says whether the lifecycle action is ours to complete: its ASG is
 // allowed by ASG_NAMES and its hook by HOOK_NAMES (the EventBridge rule
 // filters both too; the code does not rely on it). Another's hook is left
@@ -226,12 +233,8 @@ func (r *run) advisory(ctx context.Context, id string, action config.Action, tim
 		r.out.Action, r.out.Detail = ActionIgnored, "configured to ignore "+string(r.ev.Kind)
 		return nil
 	}
-	inst, ours, err := r.ours(ctx, id)
+	inst, n, ours, err := r.instanceNode(ctx, id)
 	if err != nil || !ours {
-		return err
-	}
-	n, err := r.findNode(ctx, inst)
-	if err != nil {
 		return err
 	}
 	if n == nil {
@@ -267,6 +270,17 @@ func (r *run) advisory(ctx context.Context, id string, action config.Action, tim
 	}
 	r.record(ctx, n, true, node.ReasonDrainBlocked, "drain not finished; pods still on the node: %s", strings.Join(r.out.Remaining, "; "))
 	return nil
+}
+
+// instanceNode reads the instance (ours: this cluster's) and finds its node
+// (nil: none, and r.out says so).
+func (r *run) instanceNode(ctx context.Context, id string) (instance.Instance, *corev1.Node, bool, error) {
+	inst, ours, err := r.ours(ctx, id)
+	if err != nil || !ours {
+		return inst, nil, false, err
+	}
+	n, err := r.findNode(ctx, inst)
+	return inst, n, err == nil, err
 }
 
 // causeOf is the cause an advisory event holds a node for.
@@ -524,10 +538,8 @@ func (r *run) complete(ctx context.Context, act lifecycle.Action, result lifecyc
 // launch completes the launch hook once the instance's node has joined and is
 // Ready, or with the failure result at the deadline.
 func (r *run) launch(ctx context.Context) error {
-	la := r.ev.Lifecycle
-	act := lifecycle.Action{ASG: la.AutoScalingGroupName, Hook: la.HookName, Token: la.Token, InstanceID: la.InstanceID}
-	r.log = r.log.With("asg", act.ASG, "hook", act.Hook, "instance", act.InstanceID)
-	if !r.ourHook(act) {
+	act, ok := r.hookAction()
+	if !ok {
 		return nil
 	}
 	inst, ours, err := r.ours(ctx, act.InstanceID)

@@ -133,11 +133,7 @@ func (r *run) scheduledInstance(ctx context.Context, id string) error {
 		r.out.Action, r.out.Detail = ActionIgnored, "configured to ignore "+string(r.ev.Kind)
 		return nil
 	}
-	inst, ours, err := r.ours(ctx, id)
-	if err != nil || !ours {
-		return err
-	}
-	n, err := r.findNode(ctx, inst)
+	inst, n, _, err := r.instanceNode(ctx, id)
 	if err != nil || n == nil {
 		return err
 	}

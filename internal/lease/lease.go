@@ -16,6 +16,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
@@ -144,8 +145,8 @@ func (cl *Claim) Release(ctx context.Context, doneKey string) error {
 	})
 }
 
-// KeepAlive renews the lease every third of its duration until stop is
-// called; failures go to onErr.
+// KeepAlive renews the lease now and every third of its duration until stop
+// is called; failures go to onErr.
 func (cl *Claim) KeepAlive(ctx context.Context, onErr func(error)) (stop func()) {
 	if cl == nil {
 		return func() {}
@@ -154,18 +155,11 @@ func (cl *Claim) KeepAlive(ctx context.Context, onErr func(error)) (stop func())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(Duration / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := cl.Renew(ctx); err != nil && ctx.Err() == nil {
-					onErr(err)
-				}
+		wait.UntilWithContext(ctx, func(ctx context.Context) {
+			if err := cl.Renew(ctx); err != nil && ctx.Err() == nil {
+				onErr(err)
 			}
-		}
+		}, Duration/3)
 	}()
 	return func() { cancel(); <-done }
 }
