@@ -122,13 +122,15 @@ func (r *run) drainRetrying(ctx context.Context, inst instance.Instance, deadlin
 			return nil, false, nil
 		case err == nil && inst.Down():
 			// the instance is already gone: nothing can be evicted gracefully
-			err = r.release(wctx, found, inst)
+			err = r.release(ctx, found, inst) // bounded by the budget itself
 			if err == nil {
 				return found, true, nil
 			}
 		case err == nil:
 			var done bool
-			if done, err = r.drainNode(wctx, found, node.CauseTerminate, time.Time{}, deadline); err == nil {
+			// ctx, not wctx: drainNode derives the budget from the invocation's
+			// deadline and bounds itself by it and by deadline
+			if done, err = r.drainNode(ctx, found, node.CauseTerminate, time.Time{}, deadline); err == nil {
 				return found, done, nil
 			}
 		}
@@ -530,7 +532,10 @@ func (r *run) complete(ctx context.Context, act lifecycle.Action, result lifecyc
 		r.out.Detail = strings.TrimSpace(r.out.Detail + " (lifecycle action was no longer active)")
 	}
 	if n != nil {
-		r.record(cctx, n, result != lifecycle.Continue, node.ReasonLifecycleComplete, "lifecycle action %s/%s completed with %s", act.ASG, act.Hook, result)
+		// cctx has its own deadline, not the invocation's: record directly
+		if err := r.recorder().Record(cctx, n, result != lifecycle.Continue, node.ReasonLifecycleComplete, "lifecycle action %s/%s completed with %s", act.ASG, act.Hook, result); err != nil {
+			r.log.WarnContext(ctx, "could not record event", "error", err)
+		}
 	}
 	return nil
 }

@@ -151,7 +151,9 @@ func TestAbruptRunningInstanceNotForced(t *testing.T) {
 	if err := env.StopKubelet(ctx, target.PrivateDNSName); err != nil {
 		t.Fatal(err)
 	}
-	rt := s.function(ctx, time.Minute, "STOPPING_WAIT_TIMEOUT=3s")
+	// the kubelet died seconds ago: its Lease counts as stale after 2 s here
+	// (15 s by default), so the stop is acted on once EC2 confirms it
+	rt := s.function(ctx, time.Minute, "STOPPING_WAIT_TIMEOUT=3s", "NODE_LEASE_STALE_AFTER=2s")
 	for _, state := range []string{"stopped", "stopping", "terminated"} {
 		out, err := harness.Invoke(ctx, rt, stateEvent(t, target.ID, state))
 		if err != nil {
