@@ -405,7 +405,11 @@ func (r *run) waitVolumes(ctx context.Context, n *corev1.Node, claims []string, 
 	begin := r.h.now()
 	left, err := volume.WaitDetached(wctx, r.h.c.Kube, n.Name, pvs)
 	if err != nil {
-		r.record(ctx, n, true, node.ReasonVolumesReleased, "volumes not detached in time: %s", strings.Join(left, ", "))
+		what := "not detached in time"
+		if !errors.Is(err, volume.ErrTimeout) {
+			what = "not watched to the end (" + err.Error() + ")"
+		}
+		r.record(ctx, n, true, node.ReasonVolumesReleased, "volumes %s: %s", what, strings.Join(left, ", "))
 		return nil // the pods are gone; the attacher finishes on its own
 	}
 	r.record(ctx, n, false, node.ReasonVolumesReleased, "volumes detached (waited %s): %s", r.h.now().Sub(begin).Round(time.Millisecond), strings.Join(pvs, ", "))
@@ -531,7 +535,7 @@ func (r *run) complete(ctx context.Context, act lifecycle.Action, result lifecyc
 	if !completed {
 		r.out.Detail = strings.TrimSpace(r.out.Detail + " (lifecycle action was no longer active)")
 	}
-	if n != nil {
+	if n != nil && completed { // a completion by someone else is not ours to record
 		// cctx has its own deadline, not the invocation's: record directly
 		if err := r.recorder().Record(cctx, n, result != lifecycle.Continue, node.ReasonLifecycleComplete, "lifecycle action %s/%s completed with %s", act.ASG, act.Hook, result); err != nil {
 			r.log.WarnContext(ctx, "could not record event", "error", err)

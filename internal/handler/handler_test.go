@@ -241,6 +241,10 @@ func TestTerminate(t *testing.T) {
 				if !strings.Contains(out.Detail, "no longer active") || out.LifecycleResult != string(lifecycle.Continue) {
 					t.Errorf("outcome %+v", out)
 				}
+				// someone else completed it (or it timed out): no Event claims we did
+				if _, ok := e.events(t)[string(node.ReasonLifecycleComplete)]; ok {
+					t.Errorf("events %v: a completion recorded that did not happen", e.events(t))
+				}
 			},
 		},
 		{
