@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -28,19 +27,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	var err error
-	if env, bootstrap, err = harness.StartWithFunction(ctx, os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
-		return 1
-	}
-	defer env.Stop()
-	return m.Run()
+	os.Exit(harness.Main(m, &env, &bootstrap))
 }
 
 // scene is one test's slice of the cluster.

@@ -48,19 +48,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	var err error
-	if env, bootstrap, err = harness.StartWithFunction(ctx, os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: the fault suite needs the harness (run `make tools`; python3 with moto[server]): %v\n", err)
-		return 1
-	}
-	defer env.Stop()
-	return m.Run()
+	os.Exit(harness.Main(m, &env, &bootstrap))
 }
 
 // parallel bounds how many scenarios run at once (2 cores).

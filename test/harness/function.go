@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
 	"time"
 
 	"github.com/node-drainer/node-drainer/internal/handler"
@@ -73,6 +75,23 @@ func Invoke(ctx context.Context, rt *lambdart.Runtime, payload []byte) (handler.
 		return handler.Outcome{}, fmt.Errorf("decoding outcome %s: %w", res.Payload, err)
 	}
 	return o, nil
+}
+
+// Main is a test package's TestMain body: one harness and the real bootstrap
+// for the package (set in *env and *bootstrap), its tests, then the harness
+// stopped. A harness that cannot start fails the package and says what to
+// install.
+func Main(m *testing.M, env **Env, bootstrap *string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	e, b, err := StartWithFunction(ctx, os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v (the harness needs `make tools` and python3 with moto[server]; see the README)\n", err)
+		return 1
+	}
+	defer e.Stop()
+	*env, *bootstrap = e, b
+	return m.Run()
 }
 
 // StartWithFunction starts a harness and builds the real bootstrap into the
