@@ -24,6 +24,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -252,11 +253,15 @@ func (p *Proxy) IsDown() bool {
 	return time.Now().Before(p.downUntil)
 }
 
-// Requests returns the requests seen so far (Options.Record).
+// Requests returns the requests seen so far (Options.Record), in the order
+// they arrived: each is recorded when its answer is done, and a fault answers
+// sooner than the upstream does.
 func (p *Proxy) Requests() []Request {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]Request(nil), p.requests...)
+	out := append([]Request(nil), p.requests...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
+	return out
 }
 
 // Counts returns the requests seen and the faults injected per kind.
