@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -15,13 +16,13 @@ func TestRulesDownAndRecord(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	defer up.Close()
-	var before, after int
+	var before, after atomic.Int32
 	p, err := Start(Options{Upstream: up.URL, Record: true, Rules: []Rule{
 		{Method: "POST", Path: regexp.MustCompile(`/eviction$`), Fault: Throttle, RetryAfter: "3", Times: 1},
-		{Body: "Action=DescribeInstances", Fault: Pass, Before: func(*http.Request, []byte) { before++ },
+		{Body: "Action=DescribeInstances", Fault: Pass, Before: func(*http.Request, []byte) { before.Add(1) },
 			Then: func(_ *http.Request, _ []byte, status int) {
 				if status == http.StatusOK {
-					after++
+					after.Add(1)
 				}
 			}},
 		{Method: "GET", Fault: Unauthorized, Times: 1},
@@ -58,8 +59,12 @@ func TestRulesDownAndRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if before != 1 || after != 1 {
-		t.Errorf("Before/Then ran %d/%d times, want 1/1", before, after)
+	// Then runs once the answer is written: the client may read it first
+	for i := 0; i < 100 && after.Load() == 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if before.Load() != 1 || after.Load() != 1 {
+		t.Errorf("Before/Then ran %d/%d times, want 1/1", before.Load(), after.Load())
 	}
 
 	p.Down(500 * time.Millisecond)
