@@ -192,12 +192,14 @@ func (r *run) holder(ctx context.Context) string {
 // a late duplicate of the event does nothing.
 func (r *run) finish(ctx context.Context, claim *lease.Claim, act lifecycle.Action, result lifecycle.Result, n *corev1.Node) error {
 	err := r.complete(ctx, act, result, n)
-	if err == nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if lerr := claim.Release(rctx, act.Token); lerr != nil {
-			r.log.WarnContext(ctx, "could not record the completion in the lease", "error", lerr)
-		}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	done := act.Token
+	if err != nil {
+		done = "" // not completed: Lambda's retry of this event must find the lease free
+	}
+	if lerr := claim.Release(rctx, done); lerr != nil {
+		r.log.WarnContext(ctx, "could not release the lease", "error", lerr)
 	}
 	return err
 }
@@ -525,8 +527,13 @@ func (r *run) complete(ctx context.Context, act lifecycle.Action, result lifecyc
 		r.out.Detail = strings.TrimSpace(r.out.Detail + " (dry run: lifecycle action not completed)")
 		return nil
 	}
-	// a context of its own: the margin kept from the deadline is for this call
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	// a context of its own: the margin kept from the deadline is for this
+	// call (the SDK retries throttling with backoff), up to the deadline itself
+	end := r.h.now().Add(10 * time.Second)
+	if d, ok := ctx.Deadline(); ok && d.Add(-500*time.Millisecond).After(end) {
+		end = d.Add(-500 * time.Millisecond)
+	}
+	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
 	defer cancel()
 	completed, err := lifecycle.Complete(cctx, r.h.c.ASG, act, result)
 	if err != nil {
