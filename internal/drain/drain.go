@@ -284,6 +284,14 @@ func isMultiplePDBs(err error) bool {
 	return apierrors.IsInternalError(err) && strings.Contains(err.Error(), "more than one PodDisruptionBudget")
 }
 
+// covers reports whether the PDB selects the pod. In policy/v1 an empty
+// selector matches every pod of the namespace (a nil one none):
+// LabelSelectorAsSelector says so.
+func covers(pdb policyv1.PodDisruptionBudget, p corev1.Pod) bool {
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	return err == nil && sel.Matches(labels.Set(p.Labels))
+}
+
 // blockers names the PDBs that cover the pod (namespace/name, comma
 // separated), for the log; "unknown" when they cannot be listed.
 func (d *Drainer) blockers(ctx context.Context, p corev1.Pod) string {
@@ -293,7 +301,7 @@ func (d *Drainer) blockers(ctx context.Context, p corev1.Pod) string {
 	}
 	var names []string
 	for _, pdb := range list.Items {
-		if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err == nil && sel.Matches(labels.Set(p.Labels)) {
+		if covers(pdb, p) {
 			names = append(names, fmt.Sprintf("%s/%s (disruptions allowed %d)", pdb.Namespace, pdb.Name, pdb.Status.DisruptionsAllowed))
 		}
 	}
@@ -337,12 +345,9 @@ func (d *Drainer) waitPDBAllows(ctx context.Context, p corev1.Pod, limit time.Du
 		<-wctx.Done()
 		return true, ctx.Err()
 	}
-	// the pod's PDBs, and whether each allows a disruption now. In policy/v1
-	// an empty selector matches every pod of the namespace (a nil one none):
-	// LabelSelectorAsSelector says so
-	allowed := map[string]bool{}
+	allowed := map[string]bool{} // the pod's PDBs, and whether each allows a disruption now
 	for _, pdb := range list.Items {
-		if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err == nil && sel.Matches(labels.Set(p.Labels)) {
+		if covers(pdb, p) {
 			allowed[pdb.Name] = pdb.Status.DisruptionsAllowed > 0
 		}
 	}
