@@ -273,6 +273,13 @@ func (d *Drainer) evict(ctx context.Context, p corev1.Pod) error {
 			return fmt.Errorf("evicting: %w", err)
 		}
 		if ctx.Err() != nil {
+			// ctx ended between two tries: the last refusal says why
+			switch {
+			case apierrors.IsTooManyRequests(err):
+				return fmt.Errorf("%w: %s", ErrBlockedByPDB, pdbMessage(err))
+			case isMultiplePDBs(err):
+				return fmt.Errorf("%w (%s): %s", ErrBlockedByPDB, blockers, pdbMessage(err))
+			}
 			return timedOut{fmt.Errorf("evicting: %w", ctx.Err())}
 		}
 	}
