@@ -79,10 +79,12 @@ func setup(ctx context.Context, log *slog.Logger) (*handler.Handler, error) {
 		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
 	}
 	log.Info("node-drainer configured", "mode", cfg.Mode(), "cluster", cfg.ClusterName, "dryRun", cfg.DryRun)
+	asg := autoscaling.NewFromConfig(awsCfg)
 	return handler.New(cfg, handler.Clients{
-		Kube:   kube,
-		EC2:    ec2.NewFromConfig(awsCfg),
-		ASG:    autoscaling.NewFromConfig(awsCfg),
-		Lambda: awslambda.NewFromConfig(awsCfg),
+		Kube:        kube,
+		EC2:         ec2.NewFromConfig(awsCfg),
+		ASG:         asg,
+		AutoScaling: asg,
+		Lambda:      awslambda.NewFromConfig(awsCfg),
 	}, log), nil
 }

@@ -62,7 +62,22 @@ type Config struct {
 	NodeLeaseStaleAfter      time.Duration // a node whose Lease is older counts as not running a kubelet
 	LeaseNamespace           string        // where the per-instance leases live
 	FunctionName             string        // set by Lambda; the target of continuations
+
+	// The sweep's handling of nodes NotReady on a running instance.
+	ZombieAfter       time.Duration
+	ZombieAction      ZombieAction
+	ZombieMaxPerSweep int
+	ZombieMaxASGShare float64 // 0–1
 }
+
+// ZombieAction is what the sweep does with a zombie node.
+type ZombieAction string
+
+// The zombie actions.
+const (
+	ZombieReport  ZombieAction = "report"  // an Event on the Node and a log line
+	ZombieReplace ZombieAction = "replace" // also SetInstanceHealth Unhealthy, so its ASG replaces it
+)
 
 // Var documents one environment variable.
 type Var struct {
@@ -101,6 +116,10 @@ var Vars = []Var{
 	{"DEAD_NODE_EVICTION_WINDOW", "30s", "A terminate hook on a NotReady node (dead kubelet): evict its pods, wait at most this long for them, then complete the hook; the volumes are released when EC2 reports the instance down."},
 	{"NODE_LEASE_STALE_AFTER", "15s", "The abrupt path forces nothing while the node is Ready and its kubelet renewed its Lease within this time (kubelets renew every 10 s)."},
 	{"LEASE_NAMESPACE", "node-drainer", "Namespace of the per-instance Leases that keep duplicate events from draining twice (created by rbac.yaml)."},
+	{"ZOMBIE_AFTER", "10m", "The sweep reports a Node NotReady for this long while EC2 says its instance runs (a zombie)."},
+	{"ZOMBIE_ACTION", "report", "What the sweep does with a zombie: report (an Event on the Node, a log line) or replace (also SetInstanceHealth Unhealthy, so its ASG replaces it through the terminate hook)."},
+	{"ZOMBIE_MAX_PER_SWEEP", "1", "Most zombie instances one sweep marks Unhealthy."},
+	{"ZOMBIE_MAX_ASG_SHARE", "10", "Most instances of one ASG leaving at once (unhealthy or not in service), in percent of its instances, when the sweep marks a zombie Unhealthy (at least one)."},
 	{"ADVISORY_MARK_TTL", "1h", "How long the marks of a spot warning or rebalance recommendation hold when the instance keeps running; then the next event or sweep lifts them."},
 }
 
@@ -169,6 +188,22 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		LeaseNamespace:          get("LEASE_NAMESPACE"),
 		FunctionName:            getenv("AWS_LAMBDA_FUNCTION_NAME"),
 	}
+	c.ZombieAfter = duration("ZOMBIE_AFTER")
+	switch z := ZombieAction(strings.ToLower(get("ZOMBIE_ACTION"))); z {
+	case ZombieReport, ZombieReplace:
+		c.ZombieAction = z
+	default:
+		errs = append(errs, fmt.Errorf("ZOMBIE_ACTION=%q: want report or replace", get("ZOMBIE_ACTION")))
+	}
+	var err error
+	if c.ZombieMaxPerSweep, err = strconv.Atoi(get("ZOMBIE_MAX_PER_SWEEP")); err != nil || c.ZombieMaxPerSweep < 0 {
+		errs = append(errs, fmt.Errorf("ZOMBIE_MAX_PER_SWEEP=%q: want an integer >= 0", get("ZOMBIE_MAX_PER_SWEEP")))
+	}
+	share, err := strconv.ParseFloat(strings.TrimSuffix(get("ZOMBIE_MAX_ASG_SHARE"), "%"), 64)
+	if err != nil || !(share > 0 && share <= 100) {
+		errs = append(errs, fmt.Errorf("ZOMBIE_MAX_ASG_SHARE=%q: want a percentage in (0, 100]", get("ZOMBIE_MAX_ASG_SHARE")))
+	}
+	c.ZombieMaxASGShare = share / 100
 	c.ASGNames = list(get("ASG_NAMES"))
 	c.HookNames = list(get("HOOK_NAMES"))
 	maxCont, err := strconv.Atoi(get("MAX_CONTINUATIONS"))

@@ -36,6 +36,9 @@ const (
 	// instances (aws.health, AWS Health Event, service EC2, category
 	// scheduledChange).
 	KindScheduledChange Kind = "scheduled-change"
+	// KindSweep: the sweep's schedule fired (aws.events, Scheduled Event):
+	// reconcile what events missed. It concerns no instance of its own.
+	KindSweep Kind = "sweep"
 	// KindTestNotification: the test message Auto Scaling sends when a
 	// lifecycle hook is created (autoscaling:TEST_NOTIFICATION). Ignore it.
 	KindTestNotification Kind = "test-notification"

@@ -38,4 +38,7 @@ var registry = map[detailKey]detailParser{
 	{sourceEC2, detailTypeRebalance}:         parseRebalance,
 	{sourceEC2, detailTypeStateChange}:       parseStateChange,
 	{sourceHealth, detailTypeHealth}:         parseScheduledChange,
+	{sourceEvents, detailTypeScheduled}:      parseSweep,
+	{SourceSweep, detailTypeTerminate}:       parseSweptTerminate,
+	{SourceSweep, detailTypeLaunch}:          parseSweptLaunch,
 }

@@ -38,6 +38,9 @@ type Clients struct {
 	EC2    instance.EC2API
 	ASG    lifecycle.API
 	Lambda Invoker // nil: long drains are not continued
+	// AutoScaling serves the sweep (groups, hooks, SetInstanceHealth); nil:
+	// the sweep does not look for hooks left waiting.
+	AutoScaling AutoScaling
 }
 
 // Handler handles invocations.
@@ -95,6 +98,8 @@ type Outcome struct {
 	// Instances are the outcomes of each instance of a scheduled change
 	// handled in parallel in this invocation (Action ActionPerInstance).
 	Instances []Outcome `json:"instances,omitempty"`
+	// Sweep is what a sweep looked at and did (Action ActionSwept).
+	Sweep *SweepSummary `json:"sweep,omitempty"`
 }
 
 // Action is what an invocation did, as its Outcome reports it.
@@ -116,6 +121,7 @@ const (
 	ActionUnmarked    Action = "unmarked"     // a cause's hold released (a scheduled change closed)
 	ActionFannedOut   Action = "fanned-out"   // one invocation per instance sent
 	ActionPerInstance Action = "per-instance" // see Outcome.Instances
+	ActionSwept       Action = "swept"        // see Outcome.Sweep
 )
 
 // Handle runs one invocation. A malformed event is an error and changes
@@ -184,6 +190,8 @@ func (r *run) dispatch(ctx context.Context) error {
 		return r.scheduledChange(ctx)
 	case event.KindStateChange:
 		return r.stateChange(ctx)
+	case event.KindSweep:
+		return r.sweep(ctx)
 	default: // unknown and test notifications
 		r.out.Action, r.out.Detail = ActionIgnored, "not an event node-drainer acts on: "+r.ev.Source+" / "+r.ev.DetailType
 		return nil

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
@@ -88,29 +89,67 @@ func Describe(ctx context.Context, api EC2API, id string) (Instance, error) {
 	}
 	for _, r := range out.Reservations {
 		for _, in := range r.Instances {
-			if in.InstanceId == nil || *in.InstanceId != id {
-				continue
+			if in.InstanceId != nil && *in.InstanceId == id {
+				return fromEC2(in, now), nil
 			}
-			i := Instance{ID: id, Found: true, SeenAt: now, Tags: map[string]string{}}
-			if in.State != nil {
-				i.State = State(in.State.Name)
-			}
-			if in.PrivateDnsName != nil {
-				i.PrivateDNSName = *in.PrivateDnsName
-			}
-			if in.Placement != nil && in.Placement.AvailabilityZone != nil {
-				i.Zone = *in.Placement.AvailabilityZone
-			}
-			for _, t := range in.Tags {
-				if t.Key != nil {
-					i.Tags[*t.Key] = deref(t.Value)
-				}
-			}
-			return i, nil
 		}
 	}
 	return Instance{ID: id, SeenAt: now}, nil
 }
+
+// fromEC2 is EC2's description of one instance, seen at now.
+func fromEC2(in types.Instance, now time.Time) Instance {
+	i := Instance{ID: deref(in.InstanceId), Found: true, SeenAt: now, Tags: map[string]string{}}
+	if in.State != nil {
+		i.State = State(in.State.Name)
+	}
+	i.PrivateDNSName = deref(in.PrivateDnsName)
+	if in.Placement != nil {
+		i.Zone = deref(in.Placement.AvailabilityZone)
+	}
+	for _, t := range in.Tags {
+		if t.Key != nil {
+			i.Tags[*t.Key] = deref(t.Value)
+		}
+	}
+	return i
+}
+
+// filterValuesPerCall bounds the values of one DescribeInstances filter.
+const filterValuesPerCall = 200
+
+// List reads every instance that filter (an EC2 filter name such as
+// instance-id, private-dns-name or tag-key) selects among values, in as few
+// paginated calls as EC2 allows; the result is by instance id. It is
+// complete or an error: a failed page fails the whole reading.
+func List(ctx context.Context, api EC2API, filter string, values []string) (map[string]Instance, error) {
+	all := map[string]Instance{}
+	for start := 0; start < len(values); start += filterValuesPerCall {
+		chunk := values[start:min(start+filterValuesPerCall, len(values))]
+		p := ec2.NewDescribeInstancesPaginator(api, &ec2.DescribeInstancesInput{
+			Filters:    []types.Filter{{Name: aws.String(filter), Values: chunk}},
+			MaxResults: aws.Int32(1000),
+		})
+		for p.HasMorePages() {
+			out, err := p.NextPage(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("describing instances by %s: %w", filter, err)
+			}
+			now := time.Now()
+			for _, r := range out.Reservations {
+				for _, in := range r.Instances {
+					if in.InstanceId != nil {
+						all[*in.InstanceId] = fromEC2(in, now)
+					}
+				}
+			}
+		}
+	}
+	return all, nil
+}
+
+// Gone is the reading of an instance EC2 did not list: unknown to it.
+func Gone(id string, seenAt time.Time) Instance { return Instance{ID: id, SeenAt: seenAt} }
 
 // WaitDown polls EC2 while the instance is stopping or shutting down, until it
 // is down or timeout passes (or ctx ends); it returns the last state seen. An

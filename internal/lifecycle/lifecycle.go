@@ -43,7 +43,7 @@ func Complete(ctx context.Context, api API, a Action, result Result) (bool, erro
 	_, err := api.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
 		AutoScalingGroupName:  aws.String(a.ASG),
 		LifecycleHookName:     aws.String(a.Hook),
-		LifecycleActionToken:  aws.String(a.Token),
+		LifecycleActionToken:  token(a),
 		InstanceId:            aws.String(a.InstanceID),
 		LifecycleActionResult: aws.String(string(result)),
 	})
@@ -54,6 +54,15 @@ func Complete(ctx context.Context, api API, a Action, result Result) (bool, erro
 		return false, fmt.Errorf("completing lifecycle action (%s, %s, %s): %w", a.ASG, a.Hook, a.InstanceID, err)
 	}
 	return true, nil
+}
+
+// token is the action's token, or nil for an action the sweep found without
+// its event: Auto Scaling then finds the action by instance id.
+func token(a Action) *string {
+	if a.Token == "" {
+		return nil
+	}
+	return aws.String(a.Token)
 }
 
 // IsNotActive reports the error AWS returns for an action that is no longer
@@ -69,7 +78,7 @@ func Heartbeat(ctx context.Context, api API, a Action) error {
 	_, err := api.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
 		AutoScalingGroupName: aws.String(a.ASG),
 		LifecycleHookName:    aws.String(a.Hook),
-		LifecycleActionToken: aws.String(a.Token),
+		LifecycleActionToken: token(a),
 		InstanceId:           aws.String(a.InstanceID),
 	})
 	if err != nil {

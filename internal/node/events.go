@@ -26,6 +26,7 @@ const (
 	ReasonRecovered         Reason = "NodeDrainerRecovered"
 	ReasonLifecycleComplete Reason = "NodeDrainerLifecycleCompleted"
 	ReasonContinued         Reason = "NodeDrainerContinued"
+	ReasonZombie            Reason = "NodeDrainerZombie"
 )
 
 // Recorder writes Events on Nodes synchronously. client-go's broadcaster

@@ -1,0 +1,274 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/node-drainer/node-drainer/internal/cluster"
+	"github.com/node-drainer/node-drainer/internal/config"
+	"github.com/node-drainer/node-drainer/internal/event"
+	"github.com/node-drainer/node-drainer/internal/instance"
+	"github.com/node-drainer/node-drainer/internal/node"
+	"github.com/node-drainer/node-drainer/internal/sweep"
+)
+
+// AutoScaling is the part of Auto Scaling the sweep uses besides lifecycle
+// actions: the groups' instances and hooks, and SetInstanceHealth for a
+// zombie the operator asked to replace.
+type AutoScaling interface {
+	sweep.ASGAPI
+	SetInstanceHealth(ctx context.Context, in *autoscaling.SetInstanceHealthInput, opts ...func(*autoscaling.Options)) (*autoscaling.SetInstanceHealthOutput, error)
+}
+
+// sweepReadLimit bounds the sweep's reading, retries included.
+const sweepReadLimit = time.Minute
+
+// SweepSummary is what a sweep looked at and did (Outcome.Sweep).
+type SweepSummary struct {
+	Nodes       int      `json:"nodes"`
+	Groups      int      `json:"groups"`
+	Attachments int      `json:"attachments"`
+	Hooks       []string `json:"hooks,omitempty"`    // lifecycle actions handled as if their event had come
+	Dead        []string `json:"dead,omitempty"`     // nodes of instances down, released
+	Unmarked    []string `json:"unmarked,omitempty"` // nodes whose lapsed marks were lifted
+	Orphans     []string `json:"orphans,omitempty"`  // volume attachments deleted
+	Zombies     []string `json:"zombies,omitempty"`  // nodes NotReady on a running instance
+	Replaced    []string `json:"replaced,omitempty"` // zombie instances marked Unhealthy
+	Leases      int      `json:"leasesDeleted,omitempty"`
+	Held        []string `json:"held,omitempty"` // instances an invocation holds: left alone
+	Notes       []string `json:"notes,omitempty"`
+	Failed      []string `json:"failed,omitempty"`
+}
+
+// sweep reconciles what events missed: it reads everything once, plans, and
+// carries the plan out through the function's own paths (each re-reads what
+// it needs before acting). A reading that fails acts on nothing.
+func (r *run) sweep(ctx context.Context) error {
+	cfg := r.sweepConfig()
+	var rd *sweep.Readings
+	rctx, cancel := context.WithTimeout(ctx, sweepReadLimit)
+	err := cluster.Retry(rctx, func() (err error) {
+		rd, err = sweep.Read(rctx, r.h.c.Kube, r.h.c.EC2, r.h.c.AutoScaling, cfg, r.h.now())
+		return err
+	})
+	cancel()
+	if err != nil {
+		r.out.Action, r.out.Detail = ActionFailed, "sweep read nothing complete; nothing was changed: "+err.Error()
+		return fmt.Errorf("sweep: %w", err)
+	}
+	plan := rd.Plan(cfg)
+	sum := &SweepSummary{Nodes: len(rd.Nodes), Groups: len(rd.Groups), Attachments: len(rd.Attachments),
+		Held: plan.Held, Notes: plan.Notes}
+	if r.h.c.AutoScaling == nil {
+		sum.Notes = append(sum.Notes, "no Auto Scaling client: hooks left waiting are not looked for")
+	}
+	r.out.Sweep = sum
+	r.runSweep(ctx, plan, sum)
+	r.out.Action = ActionSwept
+	r.out.Detail = fmt.Sprintf("looked at %d nodes, %d groups, %d attachments: %d hooks, %d dead nodes, %d unmarked, %d orphaned attachments, %d zombies (%d replaced), %d leases deleted, %d failed",
+		sum.Nodes, sum.Groups, sum.Attachments, len(sum.Hooks), len(sum.Dead), len(sum.Unmarked), len(sum.Orphans),
+		len(sum.Zombies), len(sum.Replaced), sum.Leases, len(sum.Failed))
+	if len(sum.Failed) > 0 {
+		return fmt.Errorf("sweep: %d actions failed: %s", len(sum.Failed), strings.Join(sum.Failed, "; "))
+	}
+	return nil
+}
+
+func (r *run) sweepConfig() sweep.Config {
+	c := r.h.cfg
+	return sweep.Config{
+		ClusterTagKey: c.ClusterTagKey, ASGNames: c.ASGNames, HookNames: c.HookNames, LeaseNamespace: c.LeaseNamespace,
+		ZombieAfter: c.ZombieAfter, ZombieReplace: c.ZombieAction == config.ZombieReplace,
+		ZombieMaxPerSweep: c.ZombieMaxPerSweep, ZombieMaxASGShare: c.ZombieMaxASGShare,
+	}
+}
+
+// runSweep carries the plan out: the instances' paths in parallel (bounded),
+// each on a run of its own, as if its event had come now.
+func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) {
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, maxParallelInstances)
+	)
+	note := func(list *[]string, item string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			sum.Failed = append(sum.Failed, item+": "+err.Error())
+			return
+		}
+		*list = append(*list, item)
+	}
+	do := func(list *[]string, item string, fn func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			note(list, item, fn())
+		}()
+	}
+	now := r.h.now()
+	for _, h := range plan.Hooks {
+		do(&sum.Hooks, h.Action.InstanceID, func() error {
+			sub, err := r.swept(h)
+			if err != nil {
+				return err
+			}
+			err = sub.dispatch(ctx)
+			if err == nil && sub.out.Action == ActionFailed {
+				err = errors.New(sub.out.Detail)
+			}
+			return err
+		})
+	}
+	for _, id := range plan.Dead {
+		do(&sum.Dead, id, func() error {
+			sub := r.sub(event.KindStateChange, id, now)
+			return sub.abrupt(ctx, id)
+		})
+	}
+	for _, id := range plan.Unmark {
+		do(&sum.Unmarked, id, func() error {
+			sub := r.sub(event.KindStateChange, id, now)
+			return sub.recover(ctx, id)
+		})
+	}
+	for _, va := range plan.Orphans {
+		do(&sum.Orphans, va.Name, func() error { return r.deleteOrphan(ctx, va) })
+	}
+	for _, z := range plan.Zombies {
+		do(&sum.Zombies, z.Node, func() error {
+			replaced, err := r.zombie(ctx, z)
+			if replaced {
+				note(&sum.Replaced, z.InstanceID, nil)
+			}
+			return err
+		})
+	}
+	var leases []string
+	for _, l := range plan.Leases {
+		do(&leases, l.Name, func() error {
+			if r.h.cfg.DryRun {
+				return nil
+			}
+			err := r.h.c.Kube.CoordinationV1().Leases(l.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{
+				Preconditions: &metav1.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion}})
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				return nil // gone already, or taken again since the reading
+			}
+			return err
+		})
+	}
+	wg.Wait()
+	sum.Leases = len(leases)
+}
+
+// sub is a run of its own for one instance of the sweep, as if an event of
+// kind had come at now.
+func (r *run) sub(kind event.Kind, id string, now time.Time) *run {
+	ev := event.Event{Kind: kind, ID: r.ev.ID, Source: r.ev.Source, DetailType: r.ev.DetailType, Time: now,
+		InstanceIDs: []string{id}}
+	return &run{h: r.h, ev: ev, raw: r.raw, started: r.started, attempt: 1,
+		out: Outcome{Event: kind, Instance: id, DryRun: r.h.cfg.DryRun}, log: r.log.With("sweep", true)}
+}
+
+// swept is the run of a lifecycle action the sweep found waiting: its event
+// made anew (no token), so a continuation of its drain carries it.
+func (r *run) swept(h sweep.Hook) (*run, error) {
+	raw, err := event.NewSwept(h.Kind, h.Action, r.ev.Region, r.h.now())
+	if err != nil {
+		return nil, err
+	}
+	ev, err := event.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	return &run{h: r.h, ev: ev, raw: raw, started: r.h.now(), attempt: 1,
+		out: Outcome{Event: ev.Kind, Instance: h.Action.InstanceID, DryRun: r.h.cfg.DryRun},
+		log: r.log.With("sweep", true, "event", ev)}, nil
+}
+
+// deleteOrphan deletes an attachment to a node the cluster no longer has,
+// whose instance EC2 reports terminated or gone: read again at the moment of
+// acting (the node is still missing, the attachment is the one read).
+func (r *run) deleteOrphan(ctx context.Context, va storagev1.VolumeAttachment) error {
+	if _, err := r.h.c.Kube.CoreV1().Nodes().Get(ctx, va.Spec.NodeName, metav1.GetOptions{}); err == nil {
+		return nil // the node is back: not an orphan
+	} else if !apierrors.IsNotFound(err) {
+		return err
+	}
+	if r.h.cfg.DryRun {
+		return nil
+	}
+	err := r.h.c.Kube.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &va.UID}})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("deleting volume attachment %s: %w", va.Name, err)
+	}
+	r.log.InfoContext(ctx, "deleted orphaned volume attachment", "attachment", va.Name, "node", va.Spec.NodeName,
+		"volume", ptrString(va.Spec.Source.PersistentVolumeName), "evidence", "node not in the cluster; EC2 lists no running instance of that name")
+	return nil
+}
+
+func ptrString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// zombie reports a node NotReady on a running instance, and marks the
+// instance Unhealthy in its ASG when the plan says so — after reading again
+// that the node is still NotReady and EC2 still reports it running. The
+// function never stops or terminates an instance itself: its ASG replaces
+// it, through the terminate hook and this function's drain.
+func (r *run) zombie(ctx context.Context, z sweep.Zombie) (bool, error) {
+	log := r.log.With("node", z.Node, "instance", z.InstanceID, "asg", z.ASG)
+	n, err := r.h.c.Kube.CoreV1().Nodes().Get(ctx, z.Node, metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Errorf("reading node %s: %w", z.Node, err)
+	}
+	if node.Ready(n) {
+		return false, nil // back since the reading
+	}
+	msg := fmt.Sprintf("NotReady since %s while EC2 reports instance %s running", z.Since.UTC().Format(time.RFC3339), z.InstanceID)
+	if !z.Replace {
+		log.WarnContext(ctx, "zombie node", "since", z.Since, "action", z.Why)
+		r.record(ctx, n, true, node.ReasonZombie, "%s; %s", msg, z.Why)
+		return false, nil
+	}
+	inst, err := instance.Describe(ctx, r.h.c.EC2, z.InstanceID)
+	if err != nil {
+		return false, err
+	}
+	if !inst.Found || inst.State != instance.StateRunning {
+		return false, nil // not a zombie any more: the abrupt path is the next sweep's
+	}
+	if r.h.cfg.DryRun {
+		log.WarnContext(ctx, "zombie node: would mark its instance Unhealthy (dry run)", "since", z.Since)
+		return false, nil
+	}
+	if _, err := r.h.c.AutoScaling.SetInstanceHealth(ctx, &autoscaling.SetInstanceHealthInput{
+		InstanceId: aws.String(z.InstanceID), HealthStatus: aws.String("Unhealthy"), ShouldRespectGracePeriod: aws.Bool(true),
+	}); err != nil {
+		return false, fmt.Errorf("marking instance %s Unhealthy: %w", z.InstanceID, err)
+	}
+	log.WarnContext(ctx, "zombie node: instance marked Unhealthy for its ASG to replace", "since", z.Since, "evidence", inst.String())
+	r.record(ctx, n, true, node.ReasonZombie, "%s; instance marked Unhealthy in %s, which replaces it through its terminate hook (ZOMBIE_ACTION=replace)", msg, z.ASG)
+	return true, nil
+}

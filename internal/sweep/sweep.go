@@ -1,0 +1,504 @@
+// Package sweep reconciles what events missed. It reads the sources of truth
+// in a few batched calls — every Node (one paginated list), every
+// VolumeAttachment, node-drainer's Leases, the cluster's Auto Scaling groups
+// with their instances' lifecycle states, and EC2's view of every instance
+// concerned — and plans what the function's own paths must do: hooks left
+// waiting, nodes of instances that are down, marks whose reasons lapsed,
+// attachments to nodes that are gone, nodes NotReady on a running instance,
+// and Leases nobody needs any more.
+//
+// Read is all or nothing: when one list or describe fails, there is no
+// Readings and nothing may be acted upon. Plan is a pure function of the
+// Readings; the handler carries the plan out through its usual paths, each
+// of which reads again what it needs at the moment of acting.
+package sweep
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
+	"k8s.io/utils/ptr"
+
+	"github.com/node-drainer/node-drainer/internal/event"
+	"github.com/node-drainer/node-drainer/internal/instance"
+	"github.com/node-drainer/node-drainer/internal/lease"
+	"github.com/node-drainer/node-drainer/internal/node"
+)
+
+// ASGAPI is the part of Auto Scaling the sweep uses.
+type ASGAPI interface {
+	autoscaling.DescribeAutoScalingGroupsAPIClient
+	DescribeLifecycleHooks(ctx context.Context, in *autoscaling.DescribeLifecycleHooksInput, opts ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error)
+}
+
+// Config is what the sweep needs of the function's configuration.
+type Config struct {
+	ClusterTagKey  string
+	ASGNames       []string // empty: the groups carrying ClusterTagKey
+	HookNames      []string // empty: any hook
+	LeaseNamespace string
+	// ZombieAfter is how long a Node may be NotReady on a running instance
+	// before it is reported (and, with ZombieReplace, replaced).
+	ZombieAfter       time.Duration
+	ZombieReplace     bool
+	ZombieMaxPerSweep int
+	ZombieMaxASGShare float64 // of a group's in-service instances, 0–1
+}
+
+// leaseIdle is how long an unheld Lease of an instance without a Node is
+// kept before the sweep deletes it.
+const leaseIdle = time.Hour
+
+// ASG lifecycle states the sweep acts on.
+const (
+	stateTerminatingWait = "Terminating:Wait"
+	statePendingWait     = "Pending:Wait"
+	stateInService       = "InService"
+)
+
+// Group is an Auto Scaling group and the lifecycle hooks it has for a
+// transition some instance of it waits in (read only for such groups).
+type Group struct {
+	Name      string
+	Instances []astypes.Instance
+	Hooks     []astypes.LifecycleHook
+}
+
+// Readings are one consistent-enough view of the cluster and its instances.
+type Readings struct {
+	Now         time.Time
+	Nodes       []corev1.Node
+	Attachments []storagev1.VolumeAttachment
+	Leases      []coordinationv1.Lease
+	Groups      []Group
+	// Instances is EC2's view, by id, of every node's instance and every
+	// instance of the groups; one EC2 did not list is there, not Found.
+	Instances map[string]instance.Instance
+	// ByDNSName is EC2's view of the nodes attachments name that are not in
+	// the cluster (EKS names a node after its instance's private DNS name).
+	ByDNSName map[string][]instance.Instance
+	// PodsOn counts, for every node whose instance is down, the pods bound
+	// to it that are not a DaemonSet's.
+	PodsOn map[string]int
+}
+
+// Read reads everything the plan needs, or fails without a partial result.
+func Read(ctx context.Context, kube kubernetes.Interface, ec2 instance.EC2API, asg ASGAPI, cfg Config, now time.Time) (*Readings, error) {
+	r := &Readings{Now: now, PodsOn: map[string]int{}, ByDNSName: map[string][]instance.Instance{}}
+	var err error
+	if r.Nodes, err = list[corev1.Node](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return kube.CoreV1().Nodes().List(ctx, o)
+	}); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	if r.Attachments, err = list[storagev1.VolumeAttachment](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return kube.StorageV1().VolumeAttachments().List(ctx, o)
+	}); err != nil {
+		return nil, fmt.Errorf("listing volume attachments: %w", err)
+	}
+	if r.Leases, err = list[coordinationv1.Lease](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		o.LabelSelector = "app.kubernetes.io/name=node-drainer"
+		return kube.CoordinationV1().Leases(cfg.LeaseNamespace).List(ctx, o)
+	}); err != nil {
+		return nil, fmt.Errorf("listing leases in %s: %w", cfg.LeaseNamespace, err)
+	}
+	if asg != nil {
+		if err := r.readGroups(ctx, asg, cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.readInstances(ctx, ec2, cfg); err != nil {
+		return nil, err
+	}
+	// the pods of nodes whose instance is down: one list per such node, so
+	// nothing is asked of a node that is well
+	for _, n := range r.Nodes {
+		i, ok := r.Instances[node.ProviderInstanceID(n.Spec.ProviderID)]
+		if !ok || !(i.Down() || i.GoingDown()) {
+			continue
+		}
+		pods, err := kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", n.Name).String(), ResourceVersion: "0"})
+		if err != nil {
+			return nil, fmt.Errorf("listing pods of node %s: %w", n.Name, err)
+		}
+		for _, p := range pods.Items {
+			if !ownedByDaemonSet(p) {
+				r.PodsOn[n.Name]++
+			}
+		}
+	}
+	return r, nil
+}
+
+// list reads every item of a list in pages (client-go's pager: 500 a page,
+// a full list if the continuation expired).
+func list[T any](ctx context.Context, fn func(context.Context, metav1.ListOptions) (runtime.Object, error)) ([]T, error) {
+	var items []T
+	p := pager.New(fn)
+	err := p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
+		item, ok := any(o).(*T)
+		if !ok {
+			return fmt.Errorf("unexpected %T in list", o)
+		}
+		items = append(items, *item)
+		return nil
+	})
+	return items, err
+}
+
+func (r *Readings) readGroups(ctx context.Context, api ASGAPI, cfg Config) error {
+	in := &autoscaling.DescribeAutoScalingGroupsInput{MaxRecords: aws.Int32(100)}
+	if len(cfg.ASGNames) > 0 {
+		in.AutoScalingGroupNames = cfg.ASGNames
+	} else {
+		in.Filters = []astypes.Filter{{Name: aws.String("tag-key"), Values: []string{cfg.ClusterTagKey}}}
+	}
+	p := autoscaling.NewDescribeAutoScalingGroupsPaginator(api, in)
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("describing auto scaling groups: %w", err)
+		}
+		for _, g := range out.AutoScalingGroups {
+			r.Groups = append(r.Groups, Group{Name: aws.ToString(g.AutoScalingGroupName), Instances: g.Instances})
+		}
+	}
+	for i, g := range r.Groups {
+		if !slices.ContainsFunc(g.Instances, waiting) {
+			continue
+		}
+		out, err := api.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(g.Name)})
+		if err != nil {
+			return fmt.Errorf("describing lifecycle hooks of %s: %w", g.Name, err)
+		}
+		r.Groups[i].Hooks = out.LifecycleHooks
+	}
+	return nil
+}
+
+func waiting(i astypes.Instance) bool {
+	s := string(i.LifecycleState)
+	return s == stateTerminatingWait || s == statePendingWait
+}
+
+func (r *Readings) readInstances(ctx context.Context, api instance.EC2API, cfg Config) error {
+	// the cluster's instances, by its tag: a few pages for the whole cluster
+	all, err := instance.List(ctx, api, "tag-key", []string{cfg.ClusterTagKey})
+	if err != nil {
+		return err
+	}
+	// then any node or group instance the tag did not cover (gone, or
+	// untagged), by id
+	var missing []string
+	want := func(id string) {
+		if _, ok := all[id]; !ok && id != "" && !slices.Contains(missing, id) {
+			missing = append(missing, id)
+		}
+	}
+	for _, n := range r.Nodes {
+		want(node.ProviderInstanceID(n.Spec.ProviderID))
+	}
+	for _, g := range r.Groups {
+		for _, i := range g.Instances {
+			want(aws.ToString(i.InstanceId))
+		}
+	}
+	if len(missing) > 0 {
+		more, err := instance.List(ctx, api, "instance-id", missing)
+		if err != nil {
+			return err
+		}
+		maps.Copy(all, more)
+		seen := time.Now()
+		for _, id := range missing {
+			if _, ok := all[id]; !ok {
+				all[id] = instance.Gone(id, seen)
+			}
+		}
+	}
+	r.Instances = all
+	// the nodes that attachments name and the cluster does not have
+	var names []string
+	for _, va := range r.Attachments {
+		if !r.hasNode(va.Spec.NodeName) && !slices.Contains(names, va.Spec.NodeName) {
+			names = append(names, va.Spec.NodeName)
+		}
+	}
+	if len(names) > 0 {
+		byName, err := instance.List(ctx, api, "private-dns-name", names)
+		if err != nil {
+			return err
+		}
+		for _, i := range byName {
+			r.ByDNSName[i.PrivateDNSName] = append(r.ByDNSName[i.PrivateDNSName], i)
+		}
+	}
+	return nil
+}
+
+func (r *Readings) hasNode(name string) bool {
+	return slices.ContainsFunc(r.Nodes, func(n corev1.Node) bool { return n.Name == name })
+}
+
+func ownedByDaemonSet(p corev1.Pod) bool {
+	c := metav1.GetControllerOf(&p)
+	return c != nil && c.Kind == "DaemonSet"
+}
+
+// Hook is a lifecycle action left waiting, to be handled as if its event had
+// come.
+type Hook struct {
+	Kind   event.Kind // KindTerminate or KindLaunch
+	Action event.LifecycleAction
+}
+
+// Zombie is a Node NotReady on an instance EC2 reports running.
+type Zombie struct {
+	Node       string
+	InstanceID string
+	ASG        string
+	Since      time.Time
+	// Replace: mark the instance Unhealthy in its group (within the limits);
+	// otherwise report only, Why says why.
+	Replace bool
+	Why     string
+}
+
+// Plan is what the sweep does.
+type Plan struct {
+	Hooks   []Hook
+	Dead    []string // instance ids of nodes to release (abrupt path)
+	Unmark  []string // instance ids of nodes with marks to lift (recover path)
+	Orphans []storagev1.VolumeAttachment
+	Zombies []Zombie
+	Leases  []coordinationv1.Lease // to delete
+	// Held are instances left alone because an invocation holds their lease.
+	Held []string
+	// Notes say what was seen and left alone, and why.
+	Notes []string
+}
+
+// Empty reports a plan with nothing to do.
+func (p Plan) Empty() bool {
+	return len(p.Hooks)+len(p.Dead)+len(p.Unmark)+len(p.Orphans)+len(p.Zombies)+len(p.Leases) == 0
+}
+
+// Plan decides from the readings alone.
+func (r *Readings) Plan(cfg Config) Plan {
+	var p Plan
+	held := r.heldLeases()
+	busy := map[string]bool{} // instances the plan acts on already
+	for _, g := range r.Groups {
+		for _, gi := range g.Instances {
+			id := aws.ToString(gi.InstanceId)
+			kind, transition := event.KindTerminate, event.TransitionTerminating
+			switch string(gi.LifecycleState) {
+			case stateTerminatingWait:
+			case statePendingWait:
+				kind, transition = event.KindLaunch, event.TransitionLaunching
+			default:
+				continue
+			}
+			if held[id] {
+				p.Held = append(p.Held, id)
+				busy[id] = true
+				continue
+			}
+			var hooks []string
+			for _, h := range g.Hooks {
+				name := aws.ToString(h.LifecycleHookName)
+				if aws.ToString(h.LifecycleTransition) == string(transition) && (len(cfg.HookNames) == 0 || slices.Contains(cfg.HookNames, name)) {
+					hooks = append(hooks, name)
+				}
+			}
+			switch len(hooks) {
+			case 0:
+				p.Notes = append(p.Notes, fmt.Sprintf("%s waits in %s with no hook of ours (HOOK_NAMES)", id, gi.LifecycleState))
+				continue
+			case 1:
+			default:
+				p.Notes = append(p.Notes, fmt.Sprintf("%s waits in %s on hooks %s: set HOOK_NAMES to say which is node-drainer's", id, gi.LifecycleState, strings.Join(hooks, ", ")))
+				continue
+			}
+			busy[id] = true
+			p.Hooks = append(p.Hooks, Hook{Kind: kind, Action: event.LifecycleAction{
+				AutoScalingGroupName: g.Name, HookName: hooks[0], InstanceID: id, Transition: transition}})
+		}
+	}
+	groupOf := r.groupOf()
+	zombies := 0
+	replaced := map[string]int{}
+	for _, n := range r.Nodes {
+		id := node.ProviderInstanceID(n.Spec.ProviderID)
+		i, ok := r.Instances[id]
+		if id == "" || !ok || busy[id] {
+			continue
+		}
+		if held[id] {
+			p.Held = append(p.Held, id)
+			continue
+		}
+		marks, mine := node.Marks(&n)
+		switch {
+		case i.Down() || i.GoingDown():
+			hasVA := slices.ContainsFunc(r.Attachments, func(va storagev1.VolumeAttachment) bool { return va.Spec.NodeName == n.Name })
+			if r.PodsOn[n.Name] > 0 || hasVA {
+				p.Dead = append(p.Dead, id)
+			}
+		case i.Found && i.State == instance.StateRunning:
+			_, down := marks.Causes[node.CauseOutOfService]
+			if mine && (down ||
+				slices.ContainsFunc(marks.CauseList(), func(c node.Cause) bool { return marks.Causes[c].Expired(r.Now) })) {
+				p.Unmark = append(p.Unmark, id)
+				continue
+			}
+			since, notReady := notReadySince(n)
+			if !notReady || r.Now.Sub(since) < cfg.ZombieAfter {
+				continue
+			}
+			z := Zombie{Node: n.Name, InstanceID: id, ASG: groupOf[id].name, Since: since}
+			switch {
+			case !cfg.ZombieReplace:
+				z.Why = "report only (ZOMBIE_ACTION=report)"
+			case z.ASG == "":
+				z.Why = "not in an Auto Scaling group of this cluster: report only"
+			case groupOf[id].state != stateInService:
+				z.Why = "its group has it " + groupOf[id].state + ": report only"
+			case zombies >= cfg.ZombieMaxPerSweep:
+				z.Why = fmt.Sprintf("ZOMBIE_MAX_PER_SWEEP=%d reached: next sweep", cfg.ZombieMaxPerSweep)
+			case r.leaving(z.ASG)+replaced[z.ASG]+1 > shareOf(cfg.ZombieMaxASGShare, r.size(z.ASG)):
+				z.Why = fmt.Sprintf("%s has %d instance(s) leaving already, the most ZOMBIE_MAX_ASG_SHARE allows: next sweep", z.ASG, r.leaving(z.ASG)+replaced[z.ASG])
+			default:
+				z.Replace = true
+				zombies++
+				replaced[z.ASG]++
+			}
+			p.Zombies = append(p.Zombies, z)
+		}
+	}
+	for _, va := range r.Attachments {
+		if r.hasNode(va.Spec.NodeName) {
+			continue
+		}
+		if why := r.orphanEvidence(va.Spec.NodeName); why != "" {
+			p.Notes = append(p.Notes, fmt.Sprintf("attachment %s to missing node %s kept: %s", va.Name, va.Spec.NodeName, why))
+			continue
+		}
+		p.Orphans = append(p.Orphans, va)
+	}
+	for _, l := range r.Leases {
+		id := strings.TrimPrefix(l.Name, "node-drainer-")
+		if held[id] || l.Spec.RenewTime == nil || r.Now.Sub(l.Spec.RenewTime.Time) < leaseIdle {
+			continue
+		}
+		if slices.ContainsFunc(r.Nodes, func(n corev1.Node) bool { return node.ProviderInstanceID(n.Spec.ProviderID) == id }) {
+			continue
+		}
+		p.Leases = append(p.Leases, l)
+	}
+	return p
+}
+
+// heldLeases are the instances an invocation is acting on now.
+func (r *Readings) heldLeases() map[string]bool {
+	held := map[string]bool{}
+	for _, l := range r.Leases {
+		if ptr.Deref(l.Spec.HolderIdentity, "") == "" || l.Spec.RenewTime == nil {
+			continue
+		}
+		d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, int32(lease.Duration/time.Second))) * time.Second
+		if r.Now.Before(l.Spec.RenewTime.Add(d)) {
+			held[strings.TrimPrefix(l.Name, "node-drainer-")] = true
+		}
+	}
+	return held
+}
+
+type membership struct{ name, state string }
+
+func (r *Readings) groupOf() map[string]membership {
+	m := map[string]membership{}
+	for _, g := range r.Groups {
+		for _, i := range g.Instances {
+			m[aws.ToString(i.InstanceId)] = membership{g.Name, string(i.LifecycleState)}
+		}
+	}
+	return m
+}
+
+// leaving counts a group's instances on their way out or marked unhealthy.
+func (r *Readings) leaving(asg string) int {
+	n := 0
+	for _, g := range r.Groups {
+		if g.Name != asg {
+			continue
+		}
+		for _, i := range g.Instances {
+			if string(i.LifecycleState) != stateInService || aws.ToString(i.HealthStatus) != "Healthy" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func (r *Readings) size(asg string) int {
+	for _, g := range r.Groups {
+		if g.Name == asg {
+			return len(g.Instances)
+		}
+	}
+	return 0
+}
+
+// shareOf is how many of size instances share allows at once: at least one.
+func shareOf(share float64, size int) int {
+	return max(1, int(math.Floor(share*float64(size))))
+}
+
+// ec2DNSName matches the names EC2 gives instances (ip-name and
+// resource-name), the only node names EC2 can be asked about.
+var ec2DNSName = regexp.MustCompile(`^(ip-[0-9-]+|i-[0-9a-f]+)\.`)
+
+// orphanEvidence says why an attachment to a node the cluster does not have
+// must be kept ("" when EC2 confirms the instance terminated or gone).
+func (r *Readings) orphanEvidence(name string) string {
+	if !ec2DNSName.MatchString(name) {
+		return "the node's name is not an EC2 DNS name, so EC2 cannot confirm its instance is gone"
+	}
+	for _, i := range r.ByDNSName[name] {
+		if i.State != instance.StateTerminated {
+			return i.String()
+		}
+	}
+	return ""
+}
+
+// notReadySince reports whether the node's Ready condition is not True, and
+// since when.
+func notReadySince(n corev1.Node) (time.Time, bool) {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.LastTransitionTime.Time, c.Status != corev1.ConditionTrue
+		}
+	}
+	return n.CreationTimestamp.Time, true
+}
