@@ -162,6 +162,9 @@ func TestParseSampleEvents(t *testing.T) {
 				EndTime:       time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC),
 			}
 		})},
+		"sweep.json": {want: with(base("5c1e7a93-2d4b-4f08-9e6a-b3d8f1c27a40", "aws.events", "Scheduled Event", "2026-11-18T14:05:00Z"), func(e *Event) {
+			e.Kind = KindSweep
+		})},
 		"continuation-asg-terminate.json": {
 			want:         terminate,
 			continuation: &Continuation{StartedAt: mustTime(t, "2026-11-18T14:02:38.412Z"), Attempt: 1},
@@ -480,7 +483,7 @@ func TestKindActionable(t *testing.T) {
 	for k, want := range map[Kind]bool{
 		KindTerminate: true, KindLaunch: true, KindSpotInterruption: true, KindRebalance: true,
 		KindStateChange: true, KindScheduledChange: true,
-		KindTestNotification: false, KindUnknown: false, "": false, "drain": false,
+		KindTestNotification: false, KindSweep: false, KindUnknown: false, "": false, "drain": false,
 	} {
 		if got := k.Actionable(); got != want {
 			t.Errorf("%q.Actionable() = %v, want %v", k, got, want)

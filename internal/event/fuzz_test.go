@@ -95,7 +95,7 @@ func checkEvent(t *testing.T, ev Event) {
 	t.Helper()
 	switch ev.Kind {
 	case KindTerminate, KindLaunch, KindSpotInterruption, KindRebalance, KindStateChange, KindScheduledChange,
-		KindTestNotification, KindUnknown:
+		KindTestNotification, KindSweep, KindUnknown:
 	default:
 		t.Fatalf("kind %q is none of the constants", ev.Kind)
 	}

@@ -63,6 +63,9 @@ func (f *fakeEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstances
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
+	if len(in.InstanceIds) == 0 {
+		return f.filtered(in.Filters)
+	}
 	id := in.InstanceIds[0]
 	rs := f.readings[id]
 	if len(rs) == 0 {
@@ -88,9 +91,45 @@ func (f *fakeEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstances
 	}}}}}, nil
 }
 
+// filtered answers a DescribeInstances by filters (the sweep's), from the
+// last reading of each instance; a failing reading fails the call.
+func (f *fakeEC2) filtered(filters []types.Filter) (*ec2.DescribeInstancesOutput, error) {
+	var out []types.Instance
+	for id, rs := range f.readings {
+		r := rs[len(rs)-1]
+		if r.err != nil {
+			return nil, r.err
+		}
+		match := true
+		for _, fl := range filters {
+			switch aws.ToString(fl.Name) {
+			case "instance-id":
+				match = match && slices.Contains(fl.Values, id)
+			case "private-dns-name":
+				match = match && slices.Contains(fl.Values, nodeName(id))
+			case "tag-key":
+				match = match && r.tagged && slices.Contains(fl.Values, clusterTag)
+			}
+		}
+		if !match {
+			continue
+		}
+		tags := []types.Tag{{Key: aws.String("Name"), Value: aws.String("node")}}
+		if r.tagged {
+			tags = append(tags, types.Tag{Key: aws.String(clusterTag), Value: aws.String("owned")})
+		}
+		out = append(out, types.Instance{InstanceId: aws.String(id), State: &types.InstanceState{Name: types.InstanceStateName(r.state)},
+			PrivateDnsName: aws.String(nodeName(id)), Tags: tags})
+	}
+	return &ec2.DescribeInstancesOutput{Reservations: []types.Reservation{{Instances: out}}}, nil
+}
+
 // fakeASG records completions and heartbeats.
 type fakeASG struct {
 	mu           sync.Mutex
+	groups       []astypes.AutoScalingGroup // the sweep's view
+	hooks        []astypes.LifecycleHook    // of every group, for the sweep
+	unhealthy    []string                   // SetInstanceHealth Unhealthy
 	completed    []*autoscaling.CompleteLifecycleActionInput
 	heartbeats   int
 	completeErr  error
@@ -115,7 +154,23 @@ func (f *fakeASG) RecordLifecycleActionHeartbeat(context.Context, *autoscaling.R
 }
 
 func (f *fakeASG) DescribeLifecycleHooks(context.Context, *autoscaling.DescribeLifecycleHooksInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
+	if f.hooks != nil {
+		return &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: f.hooks}, nil
+	}
 	return &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: []astypes.LifecycleHook{{HeartbeatTimeout: aws.Int32(300)}}}, nil
+}
+
+func (f *fakeASG) DescribeAutoScalingGroups(context.Context, *autoscaling.DescribeAutoScalingGroupsInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &autoscaling.DescribeAutoScalingGroupsOutput{AutoScalingGroups: f.groups}, nil
+}
+
+func (f *fakeASG) SetInstanceHealth(_ context.Context, in *autoscaling.SetInstanceHealthInput, _ ...func(*autoscaling.Options)) (*autoscaling.SetInstanceHealthOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unhealthy = append(f.unhealthy, aws.ToString(in.InstanceId))
+	return &autoscaling.SetInstanceHealthOutput{}, nil
 }
 
 // results are the results the lifecycle actions were completed with.
@@ -242,7 +297,7 @@ func (e *env) handle(t *testing.T, payload []byte, timeout time.Duration) (Outco
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	c := Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg}
+	c := Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg}
 	if e.lam != nil {
 		c.Lambda = e.lam
 	}

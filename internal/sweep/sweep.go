@@ -97,6 +97,8 @@ type Readings struct {
 	// PodsOn counts, for every node whose instance is down, the pods bound
 	// to it that are not a DaemonSet's.
 	PodsOn map[string]int
+
+	nodeNames map[string]bool
 }
 
 // Read reads everything the plan needs, or fails without a partial result.
@@ -255,7 +257,13 @@ func (r *Readings) readInstances(ctx context.Context, api instance.EC2API, cfg C
 }
 
 func (r *Readings) hasNode(name string) bool {
-	return slices.ContainsFunc(r.Nodes, func(n corev1.Node) bool { return n.Name == name })
+	if r.nodeNames == nil {
+		r.nodeNames = map[string]bool{}
+		for _, n := range r.Nodes {
+			r.nodeNames[n.Name] = true
+		}
+	}
+	return r.nodeNames[name]
 }
 
 func ownedByDaemonSet(p corev1.Pod) bool {
@@ -344,13 +352,17 @@ func (r *Readings) Plan(cfg Config) Plan {
 		}
 	}
 	groupOf := r.groupOf()
+	attached := map[string]bool{}
+	for _, va := range r.Attachments {
+		attached[va.Spec.NodeName] = true
+	}
 	zombies := 0
 	replaced := map[string]int{}
 	for _, n := range r.Nodes {
 		id := node.ProviderInstanceID(n.Spec.ProviderID)
 		i, ok := r.Instances[id]
-		if id == "" || !ok || busy[id] {
-			continue
+		if id == "" || !ok || busy[id] || (i.Found && !i.HasTag(cfg.ClusterTagKey)) {
+			continue // no instance, handled above, or not this cluster's
 		}
 		if held[id] {
 			p.Held = append(p.Held, id)
@@ -359,8 +371,7 @@ func (r *Readings) Plan(cfg Config) Plan {
 		marks, mine := node.Marks(&n)
 		switch {
 		case i.Down() || i.GoingDown():
-			hasVA := slices.ContainsFunc(r.Attachments, func(va storagev1.VolumeAttachment) bool { return va.Spec.NodeName == n.Name })
-			if r.PodsOn[n.Name] > 0 || hasVA {
+			if r.PodsOn[n.Name] > 0 || attached[n.Name] {
 				p.Dead = append(p.Dead, id)
 			}
 		case i.Found && i.State == instance.StateRunning:
@@ -404,12 +415,16 @@ func (r *Readings) Plan(cfg Config) Plan {
 		}
 		p.Orphans = append(p.Orphans, va)
 	}
+	nodeIDs := map[string]bool{}
+	for _, n := range r.Nodes {
+		nodeIDs[node.ProviderInstanceID(n.Spec.ProviderID)] = true
+	}
 	for _, l := range r.Leases {
 		id := strings.TrimPrefix(l.Name, "node-drainer-")
 		if held[id] || l.Spec.RenewTime == nil || r.Now.Sub(l.Spec.RenewTime.Time) < leaseIdle {
 			continue
 		}
-		if slices.ContainsFunc(r.Nodes, func(n corev1.Node) bool { return node.ProviderInstanceID(n.Spec.ProviderID) == id }) {
+		if nodeIDs[id] {
 			continue
 		}
 		p.Leases = append(p.Leases, l)

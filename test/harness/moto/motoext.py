@@ -9,6 +9,8 @@ the group and the hook must exist, and a completed action is gone.
 
 Extra HTTP endpoints, beside moto's own:
   POST /node-drainer/lifecycle-actions  JSON {asg, hook, instanceId, token, transition}
+                                        (the instance then waits in Terminating:Wait or
+                                        Pending:Wait in its group, until the action completes)
   GET  /node-drainer/lifecycle-calls    every lifecycle call, as JSON
   POST /moto-api/reset                  moto's reset, which also clears the above
 
@@ -108,12 +110,46 @@ def _lifecycle_call(response, operation, complete):
             params[name] = str(value)
     try:
         _validate(response.autoscaling_backend, params, complete)
-        STORE.find(params, remove=complete)
+        action = STORE.find(params, remove=complete)
     except ValidationError as err:
         STORE.record(operation, params, err.message)
         raise
     STORE.record(operation, params, "ok")
+    if complete:
+        _set_lifecycle_state(params["AutoScalingGroupName"], params.get("InstanceId") or action["instanceId"],
+                             _after(action["transition"], params.get("LifecycleActionResult")))
     return EmptyResult()
+
+
+WAIT_STATES = {
+    "autoscaling:EC2_INSTANCE_TERMINATING": "Terminating:Wait",
+    "autoscaling:EC2_INSTANCE_LAUNCHING": "Pending:Wait",
+}
+
+
+def _after(transition, result):
+    """The lifecycle state an instance moves to when its action completes."""
+    if transition == "autoscaling:EC2_INSTANCE_LAUNCHING" and result == "CONTINUE":
+        return "InService"
+    return "Terminating:Proceed"
+
+
+def _set_lifecycle_state(asg, instance_id, state):
+    """Sets the instance's lifecycle state in moto's group, as Auto Scaling
+    would while an action waits (moto keeps every instance InService)."""
+    from moto.autoscaling.models import autoscaling_backends
+    from moto.core import DEFAULT_ACCOUNT_ID
+
+    backend = autoscaling_backends[DEFAULT_ACCOUNT_ID][REGION]
+    group = backend.autoscaling_groups.get(asg)
+    if group is None:
+        return
+    for state_ in group.instance_states:
+        if state_.instance.id == instance_id:
+            state_.lifecycle_state = state
+
+
+REGION = os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
 
 
 def _validate(backend, params, complete):
@@ -172,6 +208,7 @@ def _register(request):
     if missing:
         return _json(400, {"error": "missing fields: " + ", ".join(missing)})
     STORE.register(action)
+    _set_lifecycle_state(action["asg"], action["instanceId"], WAIT_STATES.get(action["transition"], "Terminating:Wait"))
     return _json(201, action)
 
 
