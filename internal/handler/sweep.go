@@ -30,8 +30,9 @@ type AutoScaling interface {
 	SetInstanceHealth(ctx context.Context, in *autoscaling.SetInstanceHealthInput, opts ...func(*autoscaling.Options)) (*autoscaling.SetInstanceHealthOutput, error)
 }
 
-// sweepReadLimit bounds the sweep's reading, retries included.
-const sweepReadLimit = time.Minute
+// sweepReadLimit bounds the sweep's reading, retries included: a reading
+// that fails for longer waits for the next sweep, minutes away.
+const sweepReadLimit = 20 * time.Second
 
 // SweepSummary is what a sweep looked at and did (Outcome.Sweep).
 type SweepSummary struct {

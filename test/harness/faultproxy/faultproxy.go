@@ -206,6 +206,13 @@ func (p *Proxy) Add(r Rule) *Active {
 	return a
 }
 
+// End ends the rule's window now: it fires no more.
+func (a *Active) End() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.until = time.Now()
+}
+
 // Down makes the upstream unreachable for d from now, as a dead endpoint or a
 // network partition: the listener is closed (new connections are refused),
 // requests in flight are cut and requests on connections still open are
@@ -291,7 +298,10 @@ func (p *Proxy) rule(r *http.Request, body []byte, now time.Time) *Active {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, a := range p.rules {
-		if now.Before(a.from) || (!a.until.IsZero() && !now.Before(a.until)) {
+		a.mu.Lock()
+		over := !a.until.IsZero() && !now.Before(a.until)
+		a.mu.Unlock()
+		if now.Before(a.from) || over {
 			continue
 		}
 		if (a.Method != "" && !strings.EqualFold(a.Method, r.Method)) ||
