@@ -1,8 +1,8 @@
 // Package deploy reads node-drainer's two deployment descriptions — the SAM
 // template (template.yaml) and the terraform module (terraform/) — into one
 // comparable Spec, so that a test fails when they drift apart: event patterns,
-// IAM actions, environment variables and their defaults, the function's
-// runtime settings, parameters, hooks and outputs. It also checks the
+// schedule rules, IAM actions, environment variables and their defaults, the
+// function's runtime settings, parameters, hooks and outputs. It also checks the
 // least-privilege rules both must keep (no wildcard IAM action, no wildcard in
 // the ClusterRole).
 //
