@@ -1,6 +1,6 @@
 # One EventBridge rule per kind of event the function handles; the same
 # patterns as the Events of NodeDrainerFunction in template.yaml. Rule names are
-# "<function_name>-<key>".
+# "<function_name>-<key>"; the sweep's schedule is "<function_name>-sweep".
 
 locals {
   event_rules = {
@@ -62,6 +62,12 @@ locals {
       }
     }
   }
+
+  sweep_on = var.sweep_schedule != null && var.sweep_schedule != ""
+
+  # Every rule that invokes the function, the sweep's schedule included: one
+  # target (same DLQ and retry policy) and one permission each.
+  all_rules = merge(aws_cloudwatch_event_rule.this, { sweep = aws_cloudwatch_event_rule.sweep })
 }
 
 resource "aws_cloudwatch_event_rule" "this" {
@@ -73,8 +79,19 @@ resource "aws_cloudwatch_event_rule" "this" {
   tags          = var.tags
 }
 
+# The sweep: an Events rule with a schedule (source aws.events, detail-type
+# "Scheduled Event"), the same function. sweep_schedule null or "": the rule
+# stays, disabled (as in template.yaml).
+resource "aws_cloudwatch_event_rule" "sweep" {
+  name                = "${var.function_name}-sweep"
+  description         = "node-drainer: the sweep, which reconciles what events missed"
+  schedule_expression = local.sweep_on ? var.sweep_schedule : "rate(5 minutes)"
+  state               = local.sweep_on ? "ENABLED" : "DISABLED"
+  tags                = var.tags
+}
+
 resource "aws_cloudwatch_event_target" "this" {
-  for_each = aws_cloudwatch_event_rule.this
+  for_each = local.all_rules
 
   rule = each.value.name
   arn  = aws_lambda_function.this.arn
@@ -92,7 +109,7 @@ resource "aws_cloudwatch_event_target" "this" {
 }
 
 resource "aws_lambda_permission" "events" {
-  for_each = aws_cloudwatch_event_rule.this
+  for_each = local.all_rules
 
   statement_id  = "events-${each.key}"
   action        = "lambda:InvokeFunction"

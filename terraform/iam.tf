@@ -56,6 +56,17 @@ data "aws_iam_policy_document" "function" {
     resources = local.asg_arns
   }
 
+  # The sweep marks a zombie node's instance Unhealthy (zombie_action replace only).
+  dynamic "statement" {
+    for_each = var.zombie_action == "replace" ? [1] : []
+    content {
+      sid       = "InstanceHealth"
+      effect    = "Allow"
+      actions   = ["autoscaling:SetInstanceHealth"]
+      resources = local.asg_arns
+    }
+  }
+
   # Instance state confirmation and cluster-tag check; this action has no resource types.
   statement {
     sid       = "DescribeInstances"
@@ -70,6 +81,15 @@ data "aws_iam_policy_document" "function" {
     sid       = "DescribeLifecycleHooks"
     effect    = "Allow"
     actions   = ["autoscaling:DescribeLifecycleHooks"]
+    resources = ["*"]
+  }
+
+  # The sweep reads the listed groups' instances and lifecycle states; this
+  # action has no resource types, so it cannot be scoped to the listed ASGs.
+  statement {
+    sid       = "DescribeAutoScalingGroups"
+    effect    = "Allow"
+    actions   = ["autoscaling:DescribeAutoScalingGroups"]
     resources = ["*"]
   }
 

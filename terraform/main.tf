@@ -46,6 +46,10 @@ locals {
     DEAD_NODE_EVICTION_WINDOW   = var.dead_node_eviction_window
     NODE_LEASE_STALE_AFTER      = var.node_lease_stale_after
     LEASE_NAMESPACE             = var.lease_namespace
+    ZOMBIE_AFTER                = var.zombie_after
+    ZOMBIE_ACTION               = var.zombie_action
+    ZOMBIE_MAX_PER_SWEEP        = tostring(var.zombie_max_per_sweep)
+    ZOMBIE_MAX_ASG_SHARE        = tostring(var.zombie_max_asg_share)
   }
 }
 

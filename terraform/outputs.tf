@@ -24,8 +24,8 @@ output "dead_letter_queue_arn" {
 }
 
 output "rule_names" {
-  description = "The EventBridge rules that invoke the function."
-  value       = [for rule in aws_cloudwatch_event_rule.this : rule.name]
+  description = "The EventBridge rules that invoke the function, the sweep's schedule included."
+  value       = [for rule in local.all_rules : rule.name]
 }
 
 output "aws_auth_map_roles_entry" {

@@ -122,6 +122,51 @@ variable "lease_namespace" {
   default     = "node-drainer"
 }
 
+variable "sweep_schedule" {
+  description = "Schedule expression of the sweep that reconciles what events missed (stuck hooks, dead nodes, leftover marks, orphaned VolumeAttachments, zombie nodes, old leases); null or empty = the rule is disabled."
+  type        = string
+  default     = "rate(5 minutes)"
+}
+
+variable "zombie_after" {
+  description = "The sweep reports a node NotReady this long while EC2 says its instance runs (Go duration)."
+  type        = string
+  default     = "10m"
+}
+
+variable "zombie_action" {
+  description = "What the sweep does with a zombie node: report (Event, log line) or replace (also SetInstanceHealth Unhealthy so its ASG replaces it; grants autoscaling:SetInstanceHealth on the listed ASGs)."
+  type        = string
+  default     = "report"
+
+  validation {
+    condition     = contains(["report", "replace"], var.zombie_action)
+    error_message = "zombie_action must be report or replace."
+  }
+}
+
+variable "zombie_max_per_sweep" {
+  description = "Most zombie instances one sweep marks Unhealthy."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.zombie_max_per_sweep >= 0 && floor(var.zombie_max_per_sweep) == var.zombie_max_per_sweep
+    error_message = "zombie_max_per_sweep must be an integer >= 0."
+  }
+}
+
+variable "zombie_max_asg_share" {
+  description = "Most instances of one ASG leaving at once when the sweep marks a zombie Unhealthy (percent; at least one)."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.zombie_max_asg_share >= 1 && var.zombie_max_asg_share <= 100
+    error_message = "zombie_max_asg_share must be 1-100 (percent)."
+  }
+}
+
 variable "advisory_mark_ttl" {
   description = "How long a spot warning's or rebalance recommendation's marks hold while the instance keeps running (Go duration)."
   type        = string

@@ -50,6 +50,10 @@ func TestFromEnvDefaults(t *testing.T) {
 		NodeLeaseStaleAfter:      15 * time.Second,
 		LeaseNamespace:           "node-drainer",
 		FunctionName:             "node-drainer",
+		ZombieAfter:              10 * time.Minute,
+		ZombieAction:             ZombieReport,
+		ZombieMaxPerSweep:        1,
+		ZombieMaxASGShare:        0.1,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\ngot  %+v\nwant %+v", c, want)
@@ -115,6 +119,10 @@ func TestFromEnvValues(t *testing.T) {
 		"SCHEDULED_CHANGE_LEAD_TIME=1h",
 		"MAX_CONTINUATIONS=0",
 		"HOOK_NAMES= drain-hook , ,other ",
+		"ZOMBIE_AFTER=30m",
+		"ZOMBIE_ACTION=Replace",
+		"ZOMBIE_MAX_PER_SWEEP=3",
+		"ZOMBIE_MAX_ASG_SHARE=25%",
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -144,6 +152,10 @@ func TestFromEnvValues(t *testing.T) {
 		DeadNodeEvictionWindow:   5 * time.Second,
 		NodeLeaseStaleAfter:      time.Minute,
 		LeaseNamespace:           "ops",
+		ZombieAfter:              30 * time.Minute,
+		ZombieAction:             ZombieReplace,
+		ZombieMaxPerSweep:        3,
+		ZombieMaxASGShare:        0.25,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)

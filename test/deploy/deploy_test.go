@@ -63,6 +63,10 @@ var wantEnv = map[string]string{
 	"DEAD_NODE_EVICTION_WINDOW":   "30s",
 	"NODE_LEASE_STALE_AFTER":      "15s",
 	"LEASE_NAMESPACE":             "node-drainer",
+	"ZOMBIE_AFTER":                "10m",
+	"ZOMBIE_ACTION":               "report",
+	"ZOMBIE_MAX_PER_SWEEP":        "1",
+	"ZOMBIE_MAX_ASG_SHARE":        "10",
 }
 
 // The event kinds the function handles (the README's "Events" table), by rule name
@@ -76,10 +80,18 @@ var wantRules = map[string]string{
 	"scheduled-change":  `{"detail":{"eventTypeCategory":["scheduledChange"],"service":["EC2"]},"detail-type":["AWS Health Event"],"source":["aws.health"]}`,
 }
 
+// The sweep (internal/event/sweep.go recognises its Scheduled Event), by rule
+// name suffix: its schedule as deployed with the defaults.
+var wantSchedules = map[string]Schedule{
+	"sweep": {Expression: "rate(5 minutes)", State: "ENABLED"},
+}
+
 var wantActions = []string{
 	"autoscaling:CompleteLifecycleAction",
+	"autoscaling:DescribeAutoScalingGroups",
 	"autoscaling:DescribeLifecycleHooks",
 	"autoscaling:RecordLifecycleActionHeartbeat",
+	"autoscaling:SetInstanceHealth",
 	"ec2:DescribeInstances",
 	"eks:DescribeCluster",
 	"lambda:InvokeFunction",
@@ -132,6 +144,15 @@ func TestBothMatchTheContract(t *testing.T) {
 				}
 			}
 
+			if len(s.Schedules) != len(wantSchedules) {
+				t.Errorf("%d schedule rules, want %d: %v", len(s.Schedules), len(wantSchedules), sortedKeys(s.Schedules))
+			}
+			for suffix, want := range wantSchedules {
+				if got := s.Schedules["node-drainer-"+suffix]; got != want {
+					t.Errorf("schedule rule node-drainer-%s = %+v, want %+v", suffix, got, want)
+				}
+			}
+
 			if got := s.Actions(); !slices.Equal(got, wantActions) {
 				t.Errorf("IAM actions\n got %v\nwant %v", got, wantActions)
 			}
@@ -167,7 +188,7 @@ func TestLeastPrivilege(t *testing.T) {
 					t.Errorf("%s: statement %q: %s has no resource types and needs Resource \"*\", has %v", s.Source, st.Sid, a, st.Resources)
 				}
 			}
-			if slices.Contains(st.Actions, "autoscaling:CompleteLifecycleAction") {
+			if slices.Contains(st.Actions, "autoscaling:CompleteLifecycleAction") || slices.Contains(st.Actions, "autoscaling:SetInstanceHealth") {
 				want := []string{"arn:${aws:partition}:autoscaling:${aws:region}:${aws:account}:autoScalingGroup:*:autoScalingGroupName/${param:asg_names}"}
 				if !slices.Equal(st.Resources, want) {
 					t.Errorf("%s: lifecycle actions on %v, want %v", s.Source, st.Resources, want)
@@ -303,6 +324,21 @@ func TestDetectsDrift(t *testing.T) {
 			"lifecycle_transition   = \"autoscaling:EC2_INSTANCE_TERMINATING\"\n  heartbeat_timeout      = var.heartbeat_timeout\n  default_result         = \"CONTINUE\"",
 			"lifecycle_transition   = \"autoscaling:EC2_INSTANCE_TERMINATING\"\n  heartbeat_timeout      = var.heartbeat_timeout\n  default_result         = \"ABANDON\"",
 			"lifecycle hook autoscaling:EC2_INSTANCE_TERMINATING"},
+		{"sweep schedule in SAM", samFile,
+			`Schedule: !If [SweepOn, !Ref SweepSchedule, "rate(5 minutes)"]`, `Schedule: "rate(1 hour)"`,
+			"schedule rule node-drainer-sweep"},
+		{"sweep disabled in terraform", eventsTF,
+			`state               = local.sweep_on ? "ENABLED" : "DISABLED"`, `state               = "DISABLED"`,
+			"schedule rule node-drainer-sweep"},
+		{"sweep rule renamed in terraform", eventsTF,
+			`name                = "${var.function_name}-sweep"`, `name                = "${var.function_name}-reconcile"`,
+			"schedule rule node-drainer-sweep: only in sam"},
+		{"sweep schedule default in terraform", varsTF,
+			`default     = "rate(5 minutes)"`, `default     = "rate(10 minutes)"`,
+			"schedule rule node-drainer-sweep"},
+		{"SetInstanceHealth dropped in terraform", iamTF,
+			`actions   = ["autoscaling:SetInstanceHealth"]`, `actions   = ["autoscaling:CompleteLifecycleAction"]`,
+			"IAM action autoscaling:SetInstanceHealth: only in sam"},
 		{"variable only in terraform", varsTF, appendTag,
 			"\nvariable \"extra_knob\" {\n  type    = string\n  default = \"x\"\n}\n",
 			"parameter extra_knob: only in terraform"},

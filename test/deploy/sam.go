@@ -199,12 +199,13 @@ func (t *cfnTemplate) ofType(types ...string) []*cfnResource {
 
 func (t *cfnTemplate) spec() (*Spec, error) {
 	s := &Spec{
-		Source:   "sam",
-		Function: map[string]string{},
-		Env:      map[string]EnvVar{},
-		Rules:    map[string]string{},
-		Hooks:    map[string]Hook{},
-		Params:   map[string]Param{},
+		Source:    "sam",
+		Function:  map[string]string{},
+		Env:       map[string]EnvVar{},
+		Rules:     map[string]string{},
+		Schedules: map[string]Schedule{},
+		Hooks:     map[string]Hook{},
+		Params:    map[string]Param{},
 	}
 
 	fns := t.ofType("AWS::Serverless::Function", "AWS::Lambda::Function")
@@ -237,6 +238,21 @@ func (t *cfnTemplate) spec() (*Spec, error) {
 
 	for key, raw := range asMap(props["Events"]) {
 		ev := asMap(raw)
+		if ev["Type"] == "Schedule" {
+			ep := asMap(ev["Properties"])
+			name := fn.id + key
+			if n, ok := ep["Name"]; ok {
+				name = stringify(r.resolve(n))
+			}
+			state := "ENABLED"
+			if st, ok := ep["State"]; ok {
+				state = stringify(r.resolve(st))
+			} else if en, ok := ep["Enabled"]; ok && stringify(r.resolve(en)) == "false" {
+				state = "DISABLED"
+			}
+			s.Schedules[name] = Schedule{Expression: stringify(r.resolve(ep["Schedule"])), State: state}
+			continue
+		}
 		if typ := ev["Type"]; typ != "EventBridgeRule" && typ != "CloudWatchEvent" {
 			continue
 		}
@@ -256,6 +272,14 @@ func (t *cfnTemplate) spec() (*Spec, error) {
 		name := rule.id
 		if n, ok := rule.props["Name"]; ok {
 			name = stringify(rr.resolve(n))
+		}
+		if expr, ok := rule.props["ScheduleExpression"]; ok {
+			state := "ENABLED"
+			if st, ok := rule.props["State"]; ok {
+				state = stringify(rr.resolve(st))
+			}
+			s.Schedules[name] = Schedule{Expression: stringify(rr.resolve(expr)), State: state}
+			continue
 		}
 		pattern, err := canonicalJSON(rr.resolve(rule.props["EventPattern"]))
 		if err != nil {

@@ -1,8 +1,8 @@
 // Package deploy reads node-drainer's two deployment descriptions — the SAM
 // template (template.yaml) and the terraform module (terraform/) — into one
 // comparable Spec, so that a test fails when they drift apart: event patterns,
-// IAM actions, environment variables and their defaults, the function's
-// runtime settings, parameters, hooks and outputs. It also checks the
+// schedule rules, IAM actions, environment variables and their defaults, the
+// function's runtime settings, parameters, hooks and outputs. It also checks the
 // least-privilege rules both must keep (no wildcard IAM action, no wildcard in
 // the ClusterRole).
 //
@@ -41,6 +41,9 @@ type Spec struct {
 	Env map[string]EnvVar
 	// Rules maps each EventBridge rule's name to its pattern as canonical JSON.
 	Rules map[string]string
+	// Schedules maps each scheduled EventBridge rule's name (a rule with a
+	// schedule expression, no pattern) to its expression and state.
+	Schedules map[string]Schedule
 	// Statements are the statements of the function role's permission
 	// policies (trust policy excluded), every conditional branch included.
 	Statements []Statement
@@ -71,6 +74,13 @@ type Statement struct {
 	// Conditional is set when the resources depend on a condition (every
 	// branch is listed); such resources are not compared, only the actions.
 	Conditional bool
+}
+
+// Schedule is one scheduled EventBridge rule.
+type Schedule struct {
+	Expression string
+	// State is ENABLED or DISABLED as deployed with the defaults.
+	State string
 }
 
 // Hook is one lifecycle hook definition.
@@ -140,6 +150,19 @@ func Diff(a, b *Spec) []string {
 			add("event rule %s: only in %s: %s", name, a.Source, pa)
 		case pa != pb:
 			add("event rule %s pattern:\n\t%s: %s\n\t%s: %s", name, a.Source, pa, b.Source, pb)
+		}
+	}
+
+	for _, name := range unionKeys(a.Schedules, b.Schedules) {
+		sa, inA := a.Schedules[name]
+		sb, inB := b.Schedules[name]
+		switch {
+		case !inA:
+			add("schedule rule %s: only in %s: %+v", name, b.Source, sb)
+		case !inB:
+			add("schedule rule %s: only in %s: %+v", name, a.Source, sa)
+		case sa != sb:
+			add("schedule rule %s: %s=%+v %s=%+v", name, a.Source, sa, b.Source, sb)
 		}
 	}
 
@@ -232,8 +255,9 @@ func diffStatements(a, b *Spec, add func(string, ...any)) {
 // (so a resource ARN cannot scope them). A Describe* that does have one, such
 // as eks:DescribeCluster (cluster), must stay scoped.
 var UnscopedActions = map[string]bool{
-	"ec2:DescribeInstances":              true, // no resource types
-	"autoscaling:DescribeLifecycleHooks": true, // no resource types, no condition keys
+	"ec2:DescribeInstances":                 true, // no resource types
+	"autoscaling:DescribeLifecycleHooks":    true, // no resource types, no condition keys
+	"autoscaling:DescribeAutoScalingGroups": true, // no resource types
 }
 
 // LeastPrivilegeProblems reports wildcard actions, and Resource "*" on any

@@ -286,12 +286,13 @@ func (m *tfModule) eval(body *hclsyntax.Body, attr string, extra map[string]cty.
 
 func (m *tfModule) spec() (*Spec, error) {
 	s := &Spec{
-		Source:   "terraform",
-		Function: map[string]string{},
-		Env:      map[string]EnvVar{},
-		Rules:    map[string]string{},
-		Hooks:    map[string]Hook{},
-		Params:   map[string]Param{},
+		Source:    "terraform",
+		Function:  map[string]string{},
+		Env:       map[string]EnvVar{},
+		Rules:     map[string]string{},
+		Schedules: map[string]Schedule{},
+		Hooks:     map[string]Hook{},
+		Params:    map[string]Param{},
 	}
 
 	fns := m.resources("aws_lambda_function")
@@ -322,6 +323,20 @@ func (m *tfModule) spec() (*Spec, error) {
 			name, err := m.eval(rule.body, "name", extra)
 			if err != nil {
 				return nil, fmt.Errorf("aws_cloudwatch_event_rule.%s: %w", rule.name, err)
+			}
+			if _, scheduled := rule.body.Attributes["schedule_expression"]; scheduled {
+				sched := Schedule{State: "ENABLED"}
+				for attr, dst := range map[string]*string{"schedule_expression": &sched.Expression, "state": &sched.State} {
+					v, err := m.eval(rule.body, attr, extra)
+					if err != nil {
+						return nil, fmt.Errorf("aws_cloudwatch_event_rule.%s: %w", rule.name, err)
+					}
+					if !v.IsNull() {
+						*dst = tfString(v)
+					}
+				}
+				s.Schedules[tfString(name)] = sched
+				continue
 			}
 			pattern, err := m.eval(rule.body, "event_pattern", extra)
 			if err != nil {

@@ -39,4 +39,9 @@ module "node_drainer" {
   manage_rbac         = true
 
   dry_run = var.dry_run
+
+  # The sweep runs on sweep_schedule (default "rate(5 minutes)"; null disables
+  # it) and only reports zombie nodes; zombie_action = "replace" has their ASG
+  # replace them (grants autoscaling:SetInstanceHealth on asg_names).
+  # zombie_action = "replace"
 }
