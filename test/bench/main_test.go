@@ -97,12 +97,18 @@ var rows = []struct {
 	{"bootstrap_bin_mb", "-", nil},
 	{"rwo_failover_s", "≤ 5", atMost(5)},
 	{"rwo_failover_baseline_s", "-", nil},
+	{"sweep_2000_nodes_s", "≤ 10", atMost(10)},
+	{"sweep_2000_nodes_handled", "= 25", func(v float64) bool { return v == float64(*flagSweepDead+*flagSweepHooks) }},
+	{"sweep_2000_nodes_api_requests", "-", nil},
+	{"sweep_2000_nodes_quiet_s", "-", nil},
+	{"sweep_2000_nodes_quiet_api_requests", "≤ 40", atMost(40)},
 }
 
 // The lines that end the table, in order.
 var summary = []string{
 	"drain_110_pods_s", "drain_110_pods_other_5000_pods_s", "drain_pdb_wait_s", "peak_rss_mb",
 	"bootstrap_zip_mb", "rwo_failover_s", "rwo_failover_baseline_s", "rwo_failover_ratio",
+	"sweep_2000_nodes_s", "sweep_2000_nodes_api_requests", "sweep_2000_nodes_handled", "sweep_2000_nodes_quiet_api_requests",
 }
 
 func atMost(limit float64) func(float64) bool { return func(v float64) bool { return v <= limit } }

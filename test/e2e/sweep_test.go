@@ -210,6 +210,7 @@ func TestSweepZombieNode(t *testing.T) {
 	if err := env.WaitNodeReady(ctx, target.PrivateDNSName, false, time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(2 * time.Second) // NotReady for longer than ZOMBIE_AFTER
 	out := s.sweepFn(ctx, "ZOMBIE_AFTER=1s")()
 	if !slices.Equal(out.Sweep.Zombies, []string{target.PrivateDNSName}) || len(out.Sweep.Replaced) != 0 {
 		t.Errorf("zombies %v replaced %v: want %s reported only", out.Sweep.Zombies, out.Sweep.Replaced, target.PrivateDNSName)

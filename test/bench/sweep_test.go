@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/node-drainer/node-drainer/internal/handler"
+	"github.com/node-drainer/node-drainer/test/harness"
+	fp "github.com/node-drainer/node-drainer/test/harness/faultproxy"
+)
+
+var (
+	flagSweepNodes = flag.Int("sweep-nodes", 2000, "nodes of the sweep benchmark's cluster")
+	flagSweepDead  = flag.Int("sweep-dead", 20, "of them, nodes of stopped instances with a pod")
+	flagSweepHooks = flag.Int("sweep-hooks", 5, "of them, terminate hooks whose event never came")
+)
+
+// BenchmarkSweep2000Nodes: sweep_2000_nodes_s (one sweep invocation, start to
+// response), sweep_2000_nodes_handled (hooks completed and dead nodes
+// released by that one sweep), sweep_2000_nodes_api_requests (every request
+// it sent the apiserver, actions included) and
+// sweep_2000_nodes_quiet_api_requests (the next sweep, with nothing left to
+// do: the reading's own cost).
+//
+// The cluster is built once (building 2,000 nodes takes minutes here), so
+// this benchmark runs once whatever -runs says. The function reaches the
+// apiserver through a recording proxy, which counts its requests exactly.
+func BenchmarkSweep2000Nodes(b *testing.B) {
+	needHarness(b)
+	defer failedIfFailed(b, "sweep_2000_nodes_s", "sweep_2000_nodes_handled", "sweep_2000_nodes_api_requests", "sweep_2000_nodes_quiet_api_requests")
+	ctx, cancel := context.WithTimeout(b.Context(), 40*time.Minute)
+	defer cancel()
+	name := sceneName("sweep")
+	tag := "kubernetes.io/cluster/" + name
+	const groups = 4
+	per := (*flagSweepNodes + groups - 1) / groups
+	begin := time.Now()
+	var (
+		insts []harness.Instance
+		asgs  []string
+	)
+	for g := range groups {
+		asg := fmt.Sprintf("%s-%d", name, g)
+		in, err := env.CreateASG(ctx, harness.ASGSpec{Name: asg, Size: per, Hooks: true, ClusterTag: tag})
+		if err != nil {
+			b.Fatal(err)
+		}
+		insts = append(insts, in...)
+		asgs = append(asgs, asg)
+	}
+	if err := env.Namespace(ctx, name); err != nil {
+		b.Fatal(err)
+	}
+	addNodes(b, ctx, insts, name)
+	progress("sweep: %d nodes in %d groups ready in %s", len(insts), groups, time.Since(begin).Round(time.Second))
+
+	// what events missed: stopped instances with a pod each, and hooks
+	// waiting with no event sent
+	dead, hooked := insts[:*flagSweepDead], insts[*flagSweepDead:*flagSweepDead+*flagSweepHooks]
+	for i, d := range dead {
+		if _, err := env.BarePod(ctx, harness.Workload{Namespace: name, Name: fmt.Sprintf("lost-%d", i), Replicas: 1}, d.PrivateDNSName); err != nil {
+			b.Fatal(err)
+		}
+		if err := stopInstance(ctx, d); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i, h := range hooked {
+		asg := asgs[indexOf(insts, h)/per]
+		if _, err := env.StartTerminating(ctx, asg, h, fmt.Sprintf("token-sweep-%d", i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// the kubelets of the stopped instances are silent: their Leases go
+	// stale (the guard's evidence) before the sweep comes
+	time.Sleep(16 * time.Second)
+
+	serving, err := env.ServingTLS()
+	if err != nil {
+		b.Fatal(err)
+	}
+	api, err := fp.Start(fp.Options{Upstream: env.Server, Flavor: fp.Kubernetes, ServeTLS: serving, UpstreamTLS: env.ClientTLS(), Record: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer api.Stop()
+	rt, err := env.StartFunction(ctx, harness.FunctionOptions{Bootstrap: bootstrap, Timeout: 15 * time.Minute, Log: &lockedBuffer{},
+		Env: []string{"CLUSTER_ENDPOINT=" + api.URL, "CLUSTER_TAG_KEY=" + tag, "ASG_NAMES=" + strings.Join(asgs, ",")}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = rt.Stop() }()
+	payload, err := harness.EventFile("sweep.json", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sweep := func() (handler.Outcome, float64, int, string) {
+		before := len(api.Requests())
+		start := time.Now()
+		out, err := harness.Invoke(ctx, rt, payload)
+		took := time.Since(start).Seconds()
+		if err != nil {
+			b.Fatal(err)
+		}
+		reqs := api.Requests()[before:]
+		return out, took, len(reqs), byVerb(reqs)
+	}
+	out, took, reqs, verbs := sweep()
+	if out.Sweep == nil {
+		b.Fatalf("sweep outcome %+v: no summary", out)
+	}
+	handled := len(out.Sweep.Hooks) + len(out.Sweep.Dead)
+	progress("sweep over %d nodes: %.2f s, %d handled (%d hooks, %d dead), %d apiserver requests (%s); %s",
+		out.Sweep.Nodes, took, handled, len(out.Sweep.Hooks), len(out.Sweep.Dead), reqs, verbs, out.Detail)
+	record("sweep_2000_nodes_s", took)
+	record("sweep_2000_nodes_handled", float64(handled))
+	record("sweep_2000_nodes_api_requests", float64(reqs))
+	quiet, qtook, qreqs, qverbs := sweep()
+	progress("quiet sweep: %.2f s, %d apiserver requests (%s); %s", qtook, qreqs, qverbs, quiet.Detail)
+	record("sweep_2000_nodes_quiet_s", qtook)
+	record("sweep_2000_nodes_quiet_api_requests", float64(qreqs))
+	b.ReportMetric(0, "ns/op")
+	for _, m := range []string{"sweep_2000_nodes_s", "sweep_2000_nodes_handled", "sweep_2000_nodes_api_requests", "sweep_2000_nodes_quiet_s", "sweep_2000_nodes_quiet_api_requests"} {
+		report(b, m)
+	}
+}
+
+// addNodes registers the instances' kwok nodes, 32 at a time.
+func addNodes(b *testing.B, ctx context.Context, insts []harness.Instance, pool string) {
+	b.Helper()
+	sem := make(chan struct{}, 32)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for _, i := range insts {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := env.AddNodeFor(ctx, i, map[string]string{"pool": pool}); err != nil {
+				mu.Lock()
+				first = err
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		b.Fatal(first)
+	}
+}
+
+func indexOf(insts []harness.Instance, i harness.Instance) int {
+	for j, x := range insts {
+		if x.ID == i.ID {
+			return j
+		}
+	}
+	return -1
+}
+
+// byVerb summarises requests as "GET 12, PATCH 3, ...".
+func byVerb(reqs []fp.Request) string {
+	count := map[string]int{}
+	for _, r := range reqs {
+		count[r.Method]++
+	}
+	var parts []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if count[m] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", m, count[m]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
