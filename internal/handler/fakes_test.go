@@ -109,6 +109,8 @@ func (f *fakeEC2) filtered(filters []types.Filter) (*ec2.DescribeInstancesOutput
 				match = match && slices.Contains(fl.Values, nodeName(id))
 			case "tag-key":
 				match = match && r.tagged && slices.Contains(fl.Values, clusterTag)
+			case "instance-state-name":
+				match = match && slices.Contains(fl.Values, string(r.state))
 			}
 		}
 		if !match {

@@ -30,8 +30,8 @@ type AutoScaling interface {
 	SetInstanceHealth(ctx context.Context, in *autoscaling.SetInstanceHealthInput, opts ...func(*autoscaling.Options)) (*autoscaling.SetInstanceHealthOutput, error)
 }
 
-// sweepReadLimit bounds the sweep's reading, retries included: a reading
-// that fails for longer waits for the next sweep, minutes away.
+// sweepReadLimit is how long a failing reading is retried: one that fails
+// for longer waits for the next sweep, minutes away.
 const sweepReadLimit = 20 * time.Second
 
 // SweepSummary is what a sweep looked at and did (Outcome.Sweep).
@@ -47,8 +47,12 @@ type SweepSummary struct {
 	Replaced    []string `json:"replaced,omitempty"` // zombie instances marked Unhealthy
 	Leases      int      `json:"leasesDeleted,omitempty"`
 	Held        []string `json:"held,omitempty"` // instances an invocation holds: left alone
-	Notes       []string `json:"notes,omitempty"`
-	Failed      []string `json:"failed,omitempty"`
+	ReadMS      int64    `json:"readMs"`         // reading everything
+	// ReadMSBy is the reading's time by source (cluster, autoscaling, ec2, pods).
+	ReadMSBy map[string]int64 `json:"readMsBy,omitempty"`
+	ActMS    int64            `json:"actMs"` // carrying the plan out
+	Notes    []string         `json:"notes,omitempty"`
+	Failed   []string         `json:"failed,omitempty"`
 }
 
 // sweep reconciles what events missed: it reads everything once, plans, and
@@ -56,9 +60,14 @@ type SweepSummary struct {
 // it needs before acting). A reading that fails acts on nothing.
 func (r *run) sweep(ctx context.Context) error {
 	cfg := r.sweepConfig()
+	// a slow reading (thousands of instances) takes what the invocation
+	// has; a failing one is retried for sweepReadLimit, then left to the
+	// next sweep
 	var rd *sweep.Readings
-	rctx, cancel := context.WithTimeout(ctx, sweepReadLimit)
-	err := cluster.Retry(rctx, func() (err error) {
+	began := r.h.now()
+	rctx, cancel := context.WithDeadline(ctx, r.budget(ctx))
+	giveUp := time.Now().Add(sweepReadLimit)
+	err := cluster.RetryIf(rctx, func(err error) bool { return cluster.Retriable(err) && time.Now().Before(giveUp) }, func() (err error) {
 		rd, err = sweep.Read(rctx, r.h.c.Kube, r.h.c.EC2, r.h.c.AutoScaling, cfg, r.h.now())
 		return err
 	})
@@ -68,13 +77,19 @@ func (r *run) sweep(ctx context.Context) error {
 		return fmt.Errorf("sweep: %w", err)
 	}
 	plan := rd.Plan(cfg)
+	by := map[string]int64{}
+	for k, v := range rd.Took {
+		by[k] = v.Milliseconds()
+	}
 	sum := &SweepSummary{Nodes: len(rd.Nodes), Groups: len(rd.Groups), Attachments: len(rd.Attachments),
-		Held: plan.Held, Notes: plan.Notes}
+		Held: plan.Held, Notes: plan.Notes, ReadMS: r.h.now().Sub(began).Milliseconds(), ReadMSBy: by}
 	if r.h.c.AutoScaling == nil {
 		sum.Notes = append(sum.Notes, "no Auto Scaling client: hooks left waiting are not looked for")
 	}
 	r.out.Sweep = sum
+	acting := r.h.now()
 	r.runSweep(ctx, plan, sum)
+	sum.ActMS = r.h.now().Sub(acting).Milliseconds()
 	r.out.Action = ActionSwept
 	r.out.Detail = fmt.Sprintf("looked at %d nodes, %d groups, %d attachments: %d hooks, %d dead nodes, %d unmarked, %d orphaned attachments, %d zombies (%d replaced), %d leases deleted, %d failed",
 		sum.Nodes, sum.Groups, sum.Attachments, len(sum.Hooks), len(sum.Dead), len(sum.Unmarked), len(sum.Orphans),

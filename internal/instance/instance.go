@@ -120,14 +120,15 @@ const filterValuesPerCall = 200
 
 // List reads every instance that filter (an EC2 filter name such as
 // instance-id, private-dns-name or tag-key) selects among values, in as few
-// paginated calls as EC2 allows; the result is by instance id. It is
-// complete or an error: a failed page fails the whole reading.
-func List(ctx context.Context, api EC2API, filter string, values []string) (map[string]Instance, error) {
+// paginated calls as EC2 allows, with the filters and (all must match); the
+// result is by instance id. It is complete or an error: a failed page fails
+// the whole reading.
+func List(ctx context.Context, api EC2API, filter string, values []string, and ...types.Filter) (map[string]Instance, error) {
 	all := map[string]Instance{}
 	for start := 0; start < len(values); start += filterValuesPerCall {
 		chunk := values[start:min(start+filterValuesPerCall, len(values))]
 		p := ec2.NewDescribeInstancesPaginator(api, &ec2.DescribeInstancesInput{
-			Filters:    []types.Filter{{Name: aws.String(filter), Values: chunk}},
+			Filters:    append([]types.Filter{{Name: aws.String(filter), Values: chunk}}, and...),
 			MaxResults: aws.Int32(1000),
 		})
 		for p.HasMorePages() {
@@ -146,6 +147,13 @@ func List(ctx context.Context, api EC2API, filter string, values []string) (map[
 		}
 	}
 	return all, nil
+}
+
+// NotRunning is the filter of the instances that are not running (the
+// states an instance leaves running by).
+func NotRunning() types.Filter {
+	return types.Filter{Name: aws.String("instance-state-name"), Values: []string{
+		string(StatePending), string(StateStopping), string(StateStopped), string(StateShuttingDown), string(StateTerminated)}}
 }
 
 // Gone is the reading of an instance EC2 did not list: unknown to it.

@@ -88,8 +88,10 @@ type Readings struct {
 	Attachments []storagev1.VolumeAttachment
 	Leases      []coordinationv1.Lease
 	Groups      []Group
-	// Instances is EC2's view, by id, of every node's instance and every
-	// instance of the groups; one EC2 did not list is there, not Found.
+	// Instances is EC2's view, by id, of the cluster's instances that are
+	// not running and of the instances of the nodes that look wrong
+	// (NotReady, or marked); one EC2 did not list is there, not Found. A
+	// node whose instance is not here is well as far as the sweep can tell.
 	Instances map[string]instance.Instance
 	// ByDNSName is EC2's view of the nodes attachments name that are not in
 	// the cluster (EKS names a node after its instance's private DNS name).
@@ -97,13 +99,20 @@ type Readings struct {
 	// PodsOn counts, for every node whose instance is down, the pods bound
 	// to it that are not a DaemonSet's.
 	PodsOn map[string]int
+	// Took says how long each source took to read: cluster, autoscaling, ec2, pods.
+	Took map[string]time.Duration
 
 	nodeNames map[string]bool
 }
 
 // Read reads everything the plan needs, or fails without a partial result.
 func Read(ctx context.Context, kube kubernetes.Interface, ec2 instance.EC2API, asg ASGAPI, cfg Config, now time.Time) (*Readings, error) {
-	r := &Readings{Now: now, PodsOn: map[string]int{}, ByDNSName: map[string][]instance.Instance{}}
+	r := &Readings{Now: now, PodsOn: map[string]int{}, ByDNSName: map[string][]instance.Instance{}, Took: map[string]time.Duration{}}
+	lap := time.Now()
+	took := func(what string) {
+		r.Took[what] = time.Since(lap).Round(time.Millisecond)
+		lap = time.Now()
+	}
 	var err error
 	if r.Nodes, err = list[corev1.Node](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return kube.CoreV1().Nodes().List(ctx, o)
@@ -121,14 +130,17 @@ func Read(ctx context.Context, kube kubernetes.Interface, ec2 instance.EC2API, a
 	}); err != nil {
 		return nil, fmt.Errorf("listing leases in %s: %w", cfg.LeaseNamespace, err)
 	}
+	took("cluster")
 	if asg != nil {
 		if err := r.readGroups(ctx, asg, cfg); err != nil {
 			return nil, err
 		}
 	}
+	took("autoscaling")
 	if err := r.readInstances(ctx, ec2, cfg); err != nil {
 		return nil, err
 	}
+	took("ec2")
 	// the pods of nodes whose instance is down: one list per such node, so
 	// nothing is asked of a node that is well
 	for _, n := range r.Nodes {
@@ -147,6 +159,7 @@ func Read(ctx context.Context, kube kubernetes.Interface, ec2 instance.EC2API, a
 			}
 		}
 	}
+	took("pods")
 	return r, nil
 }
 
@@ -201,36 +214,37 @@ func waiting(i astypes.Instance) bool {
 	return s == stateTerminatingWait || s == statePendingWait
 }
 
+// readInstances reads EC2's view of what may be wrong, never of every
+// instance: the cluster's instances that are not running (one filtered
+// call, small when all is well), then, by id, the instances of the nodes
+// that look wrong from the cluster's side — NotReady, or holding
+// node-drainer's marks — and EC2 did not list as not running. An instance
+// EC2 does not know at all is gone. A Ready node whose instance vanished
+// from EC2 is seen once its kubelet's silence makes it NotReady.
 func (r *Readings) readInstances(ctx context.Context, api instance.EC2API, cfg Config) error {
-	// the cluster's instances, by its tag: a few pages for the whole cluster
-	all, err := instance.List(ctx, api, "tag-key", []string{cfg.ClusterTagKey})
+	all, err := instance.List(ctx, api, "tag-key", []string{cfg.ClusterTagKey}, instance.NotRunning())
 	if err != nil {
 		return err
 	}
-	// then any node or group instance the tag did not cover (gone, or
-	// untagged), by id
-	var missing []string
-	want := func(id string) {
-		if _, ok := all[id]; !ok && id != "" && !slices.Contains(missing, id) {
-			missing = append(missing, id)
-		}
-	}
+	var suspects []string
 	for _, n := range r.Nodes {
-		want(node.ProviderInstanceID(n.Spec.ProviderID))
-	}
-	for _, g := range r.Groups {
-		for _, i := range g.Instances {
-			want(aws.ToString(i.InstanceId))
+		id := node.ProviderInstanceID(n.Spec.ProviderID)
+		if _, known := all[id]; known || id == "" {
+			continue
+		}
+		_, marked := node.Marks(&n)
+		if _, notReady := notReadySince(n); notReady || marked {
+			suspects = append(suspects, id)
 		}
 	}
-	if len(missing) > 0 {
-		more, err := instance.List(ctx, api, "instance-id", missing)
+	if len(suspects) > 0 {
+		more, err := instance.List(ctx, api, "instance-id", suspects)
 		if err != nil {
 			return err
 		}
 		maps.Copy(all, more)
 		seen := time.Now()
-		for _, id := range missing {
+		for _, id := range suspects {
 			if _, ok := all[id]; !ok {
 				all[id] = instance.Gone(id, seen)
 			}
