@@ -93,7 +93,7 @@ variable "cluster_tag_key" {
 }
 
 variable "dry_run" {
-  description = "Log what would be done; change nothing."
+  description = "Log the plan; write nothing to the cluster; complete hooks with CONTINUE at once."
   type        = bool
   default     = false
 }

@@ -80,7 +80,7 @@ var Vars = []Var{
 	{"KUBECONFIG_SECRET_ID", "", "Secrets Manager secret holding a kubeconfig."},
 	{"ASG_NAMES", "", "Comma-separated Auto Scaling groups whose hooks are handled; empty: any."},
 	{"CLUSTER_TAG_KEY", "", "EC2 tag that marks this cluster's instances; empty: kubernetes.io/cluster/<CLUSTER_NAME>."},
-	{"DRY_RUN", "false", "Log what would be done; change nothing, complete no hook."},
+	{"DRY_RUN", "false", "Log and return the plan; write nothing to the cluster; complete hooks with `CONTINUE` at once."},
 	{"DRAIN_TIMEOUT", "30m", "Longest a drain may take, across continuations; then the hook is completed with LIFECYCLE_RESULT_ON_FAILURE."},
 	{"SPOT_DRAIN_TIMEOUT", "100s", "Longest drain on a spot interruption warning (2 minutes' notice)."},
 	{"REBALANCE_ACTION", "cordon", "On a rebalance recommendation: ignore, cordon or drain."},

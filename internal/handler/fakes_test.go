@@ -158,6 +158,8 @@ type env struct {
 	mu      sync.Mutex
 	blocked []string // pods whose eviction a PDB refuses
 	evicted []string
+	// dryRunEvictions are the server-side dry-run evictions asked for
+	dryRunEvictions []string
 }
 
 func newEnv(objs ...runtime.Object) *env {
@@ -223,8 +225,15 @@ func newEnv(objs ...runtime.Object) *env {
 		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
 		e.mu.Lock()
 		defer e.mu.Unlock()
+		dryRun := ev.DeleteOptions != nil && slices.Contains(ev.DeleteOptions.DryRun, metav1.DryRunAll)
+		if dryRun {
+			e.dryRunEvictions = append(e.dryRunEvictions, ev.Namespace+"/"+ev.Name)
+		}
 		if slices.Contains(e.blocked, ev.Name) {
 			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		}
+		if dryRun {
+			return true, nil, nil // the apiserver checks and persists nothing
 		}
 		e.evicted = append(e.evicted, ev.Namespace+"/"+ev.Name)
 		return true, nil, e.kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ev.Namespace, ev.Name)
@@ -252,10 +261,16 @@ func (e *env) handle(t *testing.T, payload []byte, timeout time.Duration) (Outco
 }
 
 // writes lists the create, update, patch and delete calls made to the
-// cluster (evictions included), as "verb resource/subresource".
+// cluster (evictions included, server-side dry-run ones not), as "verb
+// resource/subresource".
 func (e *env) writes() []string {
 	var out []string
 	for _, a := range e.kube.Actions() {
+		if ca, ok := a.(k8stesting.CreateAction); ok && a.GetSubresource() == "eviction" {
+			if ev, ok := ca.GetObject().(*policyv1.Eviction); ok && ev.DeleteOptions != nil && slices.Contains(ev.DeleteOptions.DryRun, metav1.DryRunAll) {
+				continue
+			}
+		}
 		switch a.GetVerb() {
 		case "create", "update", "patch", "delete":
 			out = append(out, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
@@ -321,6 +336,15 @@ func pod(id, ns, name string, claims ...string) *corev1.Pod {
 		}})
 	}
 	return p
+}
+
+// pdb selects every pod of its namespace and allows that many disruptions now.
+func pdb(ns, name string, allowed int32) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{}},
+		Status:     policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: allowed},
+	}
 }
 
 func claim(ns, name, pv string) *corev1.PersistentVolumeClaim {

@@ -56,6 +56,9 @@ func (r *run) terminate(ctx context.Context) error {
 		return nil
 	}
 	deadline := r.started.Add(r.h.cfg.DrainTimeout)
+	if r.h.cfg.DryRun {
+		deadline = r.h.now().Add(dryRunLimit) // plan, then complete at once
+	}
 	claim, err := r.claim(ctx, act, deadline)
 	if err != nil {
 		return nil // another invocation holds (or finished) this instance: r.out says so
@@ -315,6 +318,9 @@ func (r *run) advisoryExpiry() time.Time {
 // volumes to be detached. It reports whether the node is fully drained; what
 // remains is in r.out.Remaining.
 func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, expires, deadline time.Time) (bool, error) {
+	if r.h.cfg.DryRun {
+		return r.planDrain(ctx, n)
+	}
 	mark := node.Mark{Cause: cause, Expires: expires, Cordon: true, ExcludeLB: true, Draining: true}
 	made, err := node.Apply(ctx, r.h.c.Kube, n.Name, mark, r.h.now(), r.h.cfg.DryRun)
 	if err != nil {
@@ -348,10 +354,6 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 		return false, fmt.Errorf("draining node %s: %w", n.Name, err)
 	}
 	r.out.Action = ActionDrained
-	if r.h.cfg.DryRun {
-		r.out.Detail = "dry run: would evict the pods listed as remaining"
-		return true, nil
-	}
 	if dead && cause == node.CauseTerminate && !r.h.now().Before(windowEnd) {
 		r.out.Detail = strings.TrimSpace(r.out.Detail + " node NotReady (kubelet dead): pods evicted, not waited for past DEAD_NODE_EVICTION_WINDOW; volumes are released when EC2 reports the instance down")
 		r.record(ctx, n, true, node.ReasonDrainCompleted, "node NotReady: evicted %d pods, not waiting for a dead kubelet; still bound: %s",
@@ -522,11 +524,12 @@ func (r *run) complete(ctx context.Context, act lifecycle.Action, result lifecyc
 	if r.out.Action == "" {
 		r.out.Action = ActionCompleted
 	}
-	r.out.LifecycleResult = string(result)
-	if r.h.cfg.DryRun {
-		r.out.Detail = strings.TrimSpace(r.out.Detail + " (dry run: lifecycle action not completed)")
-		return nil
+	if r.h.cfg.DryRun && result != lifecycle.Continue {
+		// never worse than no function: the instance goes on as it would
+		r.out.Detail = strings.TrimSpace(r.out.Detail + " (dry run: would complete with " + string(result) + ", completed with CONTINUE)")
+		result = lifecycle.Continue
 	}
+	r.out.LifecycleResult = string(result)
 	// a context of its own: the margin kept from the deadline is for this
 	// call (the SDK retries throttling with backoff), up to the deadline itself
 	end := r.h.now().Add(10 * time.Second)
@@ -563,7 +566,11 @@ func (r *run) launch(ctx context.Context) error {
 		return err
 	}
 	stop := r.keepAlive(ctx, act) // node registration can outlast a short heartbeat timeout
-	wctx, cancel := context.WithDeadline(ctx, r.budget(ctx))
+	limit := r.budget(ctx)
+	if r.h.cfg.DryRun && r.h.now().Add(dryRunLimit).Before(limit) {
+		limit = r.h.now().Add(dryRunLimit) // a dry run completes the hook at once
+	}
+	wctx, cancel := context.WithDeadline(ctx, limit)
 	defer cancel()
 	var joined *corev1.Node
 	err = wait.PollUntilContextCancel(wctx, time.Second, true, func(ctx context.Context) (bool, error) {

@@ -95,6 +95,8 @@ type Outcome struct {
 	// Instances are the outcomes of each instance of a scheduled change
 	// handled in parallel in this invocation (Action ActionPerInstance).
 	Instances []Outcome `json:"instances,omitempty"`
+	// Plan is what a dry run would have done on the node.
+	Plan *Plan `json:"plan,omitempty"`
 }
 
 // Action is what an invocation did, as its Outcome reports it.
