@@ -122,6 +122,12 @@ variable "lease_namespace" {
   default     = "node-drainer"
 }
 
+variable "skip_nodes_owned_by" {
+  description = "Comma-separated lifecycle owners whose nodes are left alone (karpenter, auto-mode, managed-nodegroup); none = act on every node."
+  type        = string
+  default     = "karpenter,auto-mode,managed-nodegroup"
+}
+
 variable "advisory_mark_ttl" {
   description = "How long a spot warning's or rebalance recommendation's marks hold while the instance keeps running (Go duration)."
   type        = string

@@ -62,7 +62,14 @@ type Config struct {
 	NodeLeaseStaleAfter      time.Duration // a node whose Lease is older counts as not running a kubelet
 	LeaseNamespace           string        // where the per-instance leases live
 	FunctionName             string        // set by Lambda; the target of continuations
+	// SkipNodesOwnedBy names the lifecycle owners (LifecycleOwners) whose
+	// nodes are left to them (empty: none).
+	SkipNodesOwnedBy []string
 }
+
+// LifecycleOwners are the other lifecycle owners SKIP_NODES_OWNED_BY may
+// name (internal/node tells them by their labels).
+var LifecycleOwners = []string{"karpenter", "auto-mode", "managed-nodegroup"}
 
 // Var documents one environment variable.
 type Var struct {
@@ -101,6 +108,7 @@ var Vars = []Var{
 	{"DEAD_NODE_EVICTION_WINDOW", "30s", "A terminate hook on a NotReady node (dead kubelet): evict its pods, wait at most this long for them, then complete the hook; the volumes are released when EC2 reports the instance down."},
 	{"NODE_LEASE_STALE_AFTER", "15s", "The abrupt path forces nothing while the node is Ready and its kubelet renewed its Lease within this time (kubelets renew every 10 s)."},
 	{"LEASE_NAMESPACE", "node-drainer", "Namespace of the per-instance Leases that keep duplicate events from draining twice (created by rbac.yaml)."},
+	{"SKIP_NODES_OWNED_BY", "karpenter,auto-mode,managed-nodegroup", "Comma-separated lifecycle owners whose nodes are left alone (their hooks completed with `CONTINUE`): `karpenter`, `auto-mode`, `managed-nodegroup`; `none`: act on every node."},
 	{"ADVISORY_MARK_TTL", "1h", "How long the marks of a spot warning or rebalance recommendation hold when the instance keeps running; then the next event or sweep lifts them."},
 }
 
@@ -171,6 +179,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	c.ASGNames = list(get("ASG_NAMES"))
 	c.HookNames = list(get("HOOK_NAMES"))
+	if owners := list(get("SKIP_NODES_OWNED_BY")); !slices.Equal(owners, []string{"none"}) {
+		for _, o := range owners {
+			if !slices.Contains(LifecycleOwners, o) {
+				errs = append(errs, fmt.Errorf("SKIP_NODES_OWNED_BY: unknown owner %q: want a comma list of %s, or none", o, strings.Join(LifecycleOwners, ", ")))
+			}
+		}
+		c.SkipNodesOwnedBy = owners
+	}
 	maxCont, err := strconv.Atoi(get("MAX_CONTINUATIONS"))
 	if c.MaxContinuations = maxCont; err != nil || maxCont < 0 {
 		errs = append(errs, fmt.Errorf("MAX_CONTINUATIONS=%q: want an integer >= 0", get("MAX_CONTINUATIONS")))
@@ -247,6 +263,11 @@ func list(s string) []string {
 		}
 	}
 	return out
+}
+
+// SkipsOwner reports whether nodes of the named lifecycle owner are left to it.
+func (c Config) SkipsOwner(owner string) bool {
+	return slices.Contains(c.SkipNodesOwnedBy, owner)
 }
 
 // AllowsHook reports whether the named lifecycle hook is ours.

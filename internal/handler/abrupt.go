@@ -52,7 +52,7 @@ func (r *run) abrupt(ctx context.Context, id string) error {
 		}
 	}
 	n, err := r.findNode(ctx, inst)
-	if n == nil || err != nil {
+	if n == nil || err != nil || r.leftAlone(ctx, n, true) {
 		return err
 	}
 	return r.release(ctx, n, inst)

@@ -123,6 +123,8 @@ func (r *run) drainRetrying(ctx context.Context, inst instance.Instance, deadlin
 		switch {
 		case err == nil && found == nil:
 			return nil, false, nil
+		case err == nil && r.leftAlone(ctx, found, inst.Down()):
+			return found, true, nil // nothing to do here: the hook is completed
 		case err == nil && inst.Down():
 			// the instance is already gone: nothing can be evicted gracefully
 			err = r.release(ctx, found, inst) // bounded by the budget itself
@@ -250,6 +252,9 @@ func (r *run) advisory(ctx context.Context, id string, action config.Action, tim
 			// success, not an error to retry and send to the DLQ
 			r.out.Detail = inst.String() + ": instance already gone and has no node; nothing to do"
 		}
+		return nil
+	}
+	if r.leftAlone(ctx, n, inst.Down()) {
 		return nil
 	}
 	if inst.Down() {

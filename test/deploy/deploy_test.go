@@ -60,6 +60,7 @@ var wantEnv = map[string]string{
 	"MAX_CONTINUATIONS":           "20",
 	"HOOK_NAMES":                  "",
 	"ADVISORY_MARK_TTL":           "1h",
+	"SKIP_NODES_OWNED_BY":         "karpenter,auto-mode,managed-nodegroup",
 	"DEAD_NODE_EVICTION_WINDOW":   "30s",
 	"NODE_LEASE_STALE_AFTER":      "15s",
 	"LEASE_NAMESPACE":             "node-drainer",
