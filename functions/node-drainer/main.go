@@ -84,5 +84,5 @@ func setup(ctx context.Context, log *slog.Logger) (*handler.Handler, error) {
 		EC2:    ec2.NewFromConfig(awsCfg),
 		ASG:    autoscaling.NewFromConfig(awsCfg),
 		Lambda: awslambda.NewFromConfig(awsCfg),
-	}, log), nil
+	}, log, handler.WithMetrics(os.Stdout)), nil // CloudWatch Logs extracts the EMF lines: no API call
 }

@@ -70,6 +70,9 @@ func RetryIf(ctx context.Context, retriable func(error) bool, fn func() error) e
 		if d, ok := ctx.Deadline(); ok && time.Until(d) < pause {
 			return err // no time left for another try
 		}
+		if observe, ok := ctx.Value(observerKey{}).(func(string)); ok && observe != nil {
+			observe(Cause(err))
+		}
 		loggerFrom(ctx).WarnContext(ctx, "retrying Kubernetes call", "cause", Cause(err), "error", err, "attempt", attempt, "pause", pause.String())
 		select {
 		case <-ctx.Done():
@@ -113,6 +116,15 @@ func Cause(err error) string {
 }
 
 type loggerKey struct{}
+
+type observerKey struct{}
+
+// WithRetryObserver returns a context whose Kubernetes retries (Retry,
+// RetryIf) are also reported to observe, with their Cause: counted for
+// metrics without another call.
+func WithRetryObserver(ctx context.Context, observe func(cause string)) context.Context {
+	return context.WithValue(ctx, observerKey{}, observe)
+}
 
 // WithLogger returns a context whose Kubernetes retries are logged to log.
 func WithLogger(ctx context.Context, log *slog.Logger) context.Context {

@@ -80,7 +80,15 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 	if _, err := node.Apply(ctx, r.h.c.Kube, n.Name, node.Mark{Cause: node.CauseOutOfService, Cordon: true}, begin, r.h.cfg.DryRun); err != nil {
 		return err
 	}
+	r.step(StepCordoned, "%s", inst)
 	rel, relErr := volume.ForceRelease(ctx, r.h.c.Kube, n.Name, r.h.cfg.DryRun, check)
+	r.step(StepForceReleased, "%d pods force-deleted, %d attachments deleted%s", len(rel.PodsDeleted), len(rel.AttachmentsDeleted),
+		map[bool]string{true: " (incomplete: " + fmt.Sprint(relErr) + ")"}[relErr != nil])
+	if r.rep != nil {
+		r.rep.mu.Lock()
+		r.rep.released = r.h.now().Sub(begin)
+		r.rep.mu.Unlock()
+	}
 	if errors.Is(relErr, errNotSafe) {
 		r.out.PodsDeleted, r.out.AttachmentsDeleted = rel.PodsDeleted, rel.AttachmentsDeleted
 		return r.notForced(ctx, n, relErr)
@@ -94,6 +102,8 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 		mark := node.Mark{Cause: node.CauseOutOfService, Cordon: true, OutOfService: true}
 		if _, err := node.Apply(ctx, r.h.c.Kube, n.Name, mark, begin, r.h.cfg.DryRun); err != nil {
 			relErr = errors.Join(relErr, err)
+		} else {
+			r.step(StepOutOfService, "%s", node.TaintOutOfService)
 		}
 	}
 	r.out.PodsDeleted, r.out.AttachmentsDeleted = rel.PodsDeleted, rel.AttachmentsDeleted

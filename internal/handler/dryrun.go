@@ -54,6 +54,7 @@ func (r *run) planDrain(ctx context.Context, n *corev1.Node) (bool, error) {
 		return false, err
 	}
 	r.out.Plan = plan
+	r.step(StepPlanned, "%d pods to evict, PDBs that would block: %v, %d attachments to wait for", len(plan.Evict), plan.WouldBlock, len(plan.Attachments))
 	r.out.Remaining = plan.Evict // what stays on the node: nothing was evicted
 	r.out.Action = ActionDrained
 	r.out.Detail = "dry run: nothing changed; the plan lists what a drain would do"

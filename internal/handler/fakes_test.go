@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -160,6 +161,7 @@ type env struct {
 	evicted []string
 	// dryRunEvictions are the server-side dry-run evictions asked for
 	dryRunEvictions []string
+	metrics         io.Writer // the handler's EMF output (nil: none)
 }
 
 func newEnv(objs ...runtime.Object) *env {
@@ -255,7 +257,11 @@ func (e *env) handle(t *testing.T, payload []byte, timeout time.Duration) (Outco
 	if e.lam != nil {
 		c.Lambda = e.lam
 	}
-	h := New(e.cfg, c, nil, WithClock(func() time.Time { return e.now }))
+	opts := []Option{WithClock(func() time.Time { return e.now })}
+	if e.metrics != nil {
+		opts = append(opts, WithMetrics(e.metrics))
+	}
+	h := New(e.cfg, c, nil, opts...)
 	h.StoppingPollInterval = 10 * time.Millisecond
 	return h.Handle(ctx, payload)
 }

@@ -86,6 +86,7 @@ func (r *run) terminate(ctx context.Context) error {
 	}
 	// the drain's deadline, or the last invocation's budget, is reached
 	r.out.Action = ActionFailed
+	r.drainEnded()
 	if err != nil {
 		r.out.Detail = strings.TrimSpace(fmt.Sprintf("%s drain failed until the deadline (last error, %s): %v", r.out.Detail, cluster.Cause(err), err))
 		r.record(ctx, n, true, node.ReasonDrainFailed, "drain failed until the deadline: %v", err)
@@ -331,6 +332,7 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 	if err != nil {
 		return false, err
 	}
+	r.step(StepMarked, "cordon, taint %s, load-balancer exclusion (changed now: %v)", node.TaintDraining, made.Any())
 	if made.Any() {
 		r.record(ctx, n, false, node.ReasonDrainStarted, "draining on %s (cordoned, NoSchedule taint %s, excluded from load balancers)", r.ev.DetailType, node.TaintDraining)
 	}
@@ -347,7 +349,9 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 	}
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	r.step(StepEvicting, "until %s", deadline.UTC().Format(time.RFC3339))
 	res, err := r.drainer().Drain(dctx, n.Name)
+	r.step(StepEvicted, "%d evicted, %d remaining", len(res.Evicted), len(res.Remaining))
 	for _, p := range res.Evicted {
 		r.out.Evicted = append(r.out.Evicted, p.String())
 	}
@@ -374,7 +378,11 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 	if dead {
 		return true, nil // no kubelet unmounts them: the abrupt path releases the volumes
 	}
-	return true, r.waitVolumes(ctx, n, res.Claims, deadline)
+	err = r.waitVolumes(ctx, n, res.Claims, deadline)
+	if err == nil {
+		r.drainEnded()
+	}
+	return true, err
 }
 
 // waitVolumes waits (bounded) until the VolumeAttachments of the drained
@@ -418,9 +426,11 @@ func (r *run) waitVolumes(ctx context.Context, n *corev1.Node, claims []string, 
 		if !errors.Is(err, volume.ErrTimeout) {
 			what = "not watched to the end (" + err.Error() + ")"
 		}
+		r.step(StepVolumes, "%s: %s", what, strings.Join(left, ", "))
 		r.record(ctx, n, true, node.ReasonVolumesReleased, "volumes %s: %s", what, strings.Join(left, ", "))
 		return nil // the pods are gone; the attacher finishes on its own
 	}
+	r.step(StepVolumes, "detached (waited %s): %s", r.h.now().Sub(begin).Round(time.Millisecond), strings.Join(pvs, ", "))
 	r.record(ctx, n, false, node.ReasonVolumesReleased, "volumes detached (waited %s): %s", r.h.now().Sub(begin).Round(time.Millisecond), strings.Join(pvs, ", "))
 	return nil
 }
@@ -519,6 +529,7 @@ func (r *run) continueLater(ctx context.Context, act lifecycle.Action, n *corev1
 	}
 	r.out.Action = ActionContinued
 	r.out.Detail = fmt.Sprintf("drain continues in attempt %d", r.attempt+1)
+	r.step(StepContinued, "attempt %d invoked", r.attempt+1)
 	r.record(ctx, n, false, node.ReasonContinued, "drain running for %s continues in a new invocation (attempt %d); still on the node: %s",
 		r.h.now().Sub(r.started).Round(time.Second), r.attempt+1, strings.Join(r.out.Remaining, "; "))
 	return nil
@@ -549,6 +560,9 @@ func (r *run) complete(ctx context.Context, act lifecycle.Action, result lifecyc
 	}
 	if !completed {
 		r.out.Detail = strings.TrimSpace(r.out.Detail + " (lifecycle action was no longer active)")
+		r.step(StepHookCompleted, "no longer active (completed by someone else, or timed out)")
+	} else {
+		r.hookCompleted(string(result))
 	}
 	if n != nil && completed { // a completion by someone else is not ours to record
 		// cctx has its own deadline, not the invocation's: record directly

@@ -29,5 +29,6 @@ func (r *run) leftAlone(ctx context.Context, n *corev1.Node, abrupt bool) bool {
 	r.out.Action = ActionLeftAlone
 	r.out.Detail = fmt.Sprintf("node owned by %s (%s): left to its owner (SKIP_NODES_OWNED_BY)", owner, evidence)
 	r.log.InfoContext(ctx, "node left alone", "owner", string(owner), "evidence", evidence)
+	r.step(StepLeftAlone, "%s (%s)", owner, evidence)
 	return true
 }

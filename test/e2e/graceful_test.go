@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/node-drainer/node-drainer/internal/metrics"
 	"github.com/node-drainer/node-drainer/internal/node"
 	"github.com/node-drainer/node-drainer/test/harness"
 	fp "github.com/node-drainer/node-drainer/test/harness/faultproxy"
@@ -478,6 +479,24 @@ func TestGracefulDryRun(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"message":"dry run plan"`) || !strings.Contains(logs.String(), pdbName) {
 		t.Errorf("no dry run plan naming %s in the log", pdbName)
+	}
+	// the real bootstrap's metrics: one EMF line for the invocation
+	var emf []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"_aws"`) {
+			emf = append(emf, line)
+		}
+	}
+	if len(emf) != 1 {
+		t.Errorf("want one EMF line on the function's output, got %d", len(emf))
+	}
+	for _, line := range emf {
+		if err := metrics.Validate([]byte(line)); err != nil {
+			t.Errorf("metrics line is not EMF: %v\n%s", err, line)
+		}
+		if !strings.Contains(line, `"HooksCompleted":1`) || !strings.Contains(line, `"CompletionReason":"dry-run"`) {
+			t.Errorf("metrics line %s: want the hook completed in a dry run", line)
+		}
 	}
 
 	var writes []string
