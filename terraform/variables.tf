@@ -357,3 +357,9 @@ variable "create_access_entry" {
   type        = bool
   default     = true
 }
+
+variable "alarm_topic_arn" {
+  description = "SNS topic the alarms notify (alarm and OK); empty = the alarms are created without actions."
+  type        = string
+  default     = ""
+}
