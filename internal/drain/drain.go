@@ -277,6 +277,7 @@ func (d *Drainer) evict(ctx context.Context, p corev1.Pod) (evictErr error) {
 			case <-time.After(backoff.Step()):
 			}
 		case cluster.Retriable(err):
+			cluster.ObserveRetry(ctx, err)
 			select {
 			case <-ctx.Done():
 				return timedOut{fmt.Errorf("evicting: %w", err)}

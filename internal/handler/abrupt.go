@@ -69,9 +69,12 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 		return nil
 	}
 	check := r.guard(n, inst.ID)
+	guarded := r.h.now()
 	if err := r.safeToForce(ctx, check); err != nil {
+		r.step(StepConfirmed, "not confirmed after %s: %v", r.h.now().Sub(guarded).Round(time.Millisecond), err)
 		return r.notForced(ctx, n, err)
 	}
+	r.step(StepConfirmed, "EC2, providerID, node age and kubelet Lease read again (waited %s)", r.h.now().Sub(guarded).Round(time.Millisecond))
 	begin := r.h.now()
 	// cordon first, so nothing new lands on the node; force-delete; then the
 	// out-of-service taint. Tainting first would let the taint manager queue

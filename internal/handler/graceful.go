@@ -145,6 +145,7 @@ func (r *run) drainRetrying(ctx context.Context, inst instance.Instance, deadlin
 			return n, false, err
 		}
 		r.log.WarnContext(ctx, "drain step failed; retrying", "cause", cluster.Cause(err), "error", err, "attempt", attempt, "pause", pause.String())
+		cluster.ObserveRetry(ctx, err)
 		select {
 		case <-wctx.Done():
 			return n, false, err

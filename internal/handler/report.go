@@ -29,6 +29,7 @@ const (
 	StepPDBWait       = "pdb-wait"
 	StepEvicted       = "evicted"
 	StepVolumes       = "volumes-released"
+	StepConfirmed     = "confirmed-down"
 	StepCordoned      = "cordoned"
 	StepForceReleased = "force-released"
 	StepOutOfService  = "out-of-service-taint"
@@ -147,8 +148,12 @@ func (r *run) finishReport() {
 	if rep.drainEnded {
 		d.Put("DrainSeconds", metrics.Seconds, rep.drainLength.Seconds())
 	}
-	d.Put("PodsEvicted", metrics.Count, float64(len(r.out.Evicted)))
-	d.Put("PDBBlockedSeconds", metrics.Seconds, rep.pdbBlocked.Seconds())
+	// a metric absent from a line creates no series for its dimensions (each
+	// series is billed): drain metrics only where a drain ran
+	if rep.drainEnded || len(r.out.Evicted) > 0 || rep.pdbBlocked > 0 || r.out.Action == ActionContinued {
+		d.Put("PodsEvicted", metrics.Count, float64(len(r.out.Evicted)))
+		d.Put("PDBBlockedSeconds", metrics.Seconds, rep.pdbBlocked.Seconds())
+	}
 	if !r.h.cfg.DryRun && (len(r.out.AttachmentsDeleted) > 0 || len(r.out.PodsDeleted) > 0) {
 		d.Put("RWOForceReleases", metrics.Count, float64(len(r.out.AttachmentsDeleted)))
 		d.Put("RWOReleaseSeconds", metrics.Seconds, rep.released.Seconds())
@@ -161,7 +166,9 @@ func (r *run) finishReport() {
 		d.Put("KubeAPIRetries."+cause, metrics.Count, float64(n))
 		total += n
 	}
-	d.Put("KubeAPIRetries", metrics.Count, float64(total))
+	if total > 0 {
+		d.Put("KubeAPIRetries", metrics.Count, float64(total))
+	}
 	if rep.hookResult != "" {
 		e.Directive([]metrics.Dimension{{Name: "LifecycleResult", Value: rep.hookResult}},
 			[]metrics.Dimension{{Name: "CompletionReason", Value: rep.hookReason}}).

@@ -65,8 +65,8 @@ func TestTimelineAndMetrics(t *testing.T) {
 		{
 			name: "stopped: force-released", payload: stateEvent(idA, "stopped", time.Now()), ec2: stopped,
 			setup:  func(e *env) { e.cfg.NodeLeaseStaleAfter = 0 },
-			steps:  []string{StepLookup, StepCordoned, StepForceReleased, StepOutOfService},
-			values: map[string]any{"Event": "state-change", "Result": "released", "RWOForceReleases": 1.0},
+			steps:  []string{StepLookup, StepConfirmed, StepCordoned, StepForceReleased, StepOutOfService},
+			values: map[string]any{"Event": "state-change", "Result": "released", "RWOForceReleases": 1.0, "PodsEvicted": nil, "KubeAPIRetries": nil},
 		},
 		{
 			name: "dry run", payload: terminateEvent(idA), ec2: running, setup: func(e *env) { e.cfg.DryRun = true },
