@@ -81,6 +81,7 @@ resource "aws_cloudwatch_metric_alarm" "hooks_abandoned" {
   tags                = var.tags
 
   dimensions = {
+    FunctionName    = var.function_name
     LifecycleResult = "ABANDON"
   }
 }
@@ -101,6 +102,7 @@ resource "aws_cloudwatch_metric_alarm" "hooks_at_deadline" {
   tags                = var.tags
 
   dimensions = {
+    FunctionName     = var.function_name
     CompletionReason = "at-deadline"
   }
 }

@@ -141,8 +141,14 @@ func (r *run) finishReport() {
 	if r.h.cfg.DryRun {
 		result = "dry-run"
 	}
+	// FunctionName in every dimension set: two deployments in one account
+	// and region keep their metrics, and their alarms, apart
+	fn := metrics.Dimension{Name: "FunctionName", Value: r.h.cfg.FunctionName}
+	if fn.Value == "" {
+		fn.Value = "node-drainer" // outside Lambda (local runs)
+	}
 	e := metrics.New(metrics.Namespace)
-	d := e.Directive([]metrics.Dimension{{Name: "Event", Value: string(r.out.Event)}, {Name: "Result", Value: result}})
+	d := e.Directive([]metrics.Dimension{fn, {Name: "Event", Value: string(r.out.Event)}, {Name: "Result", Value: result}})
 	d.Put("Invocations", metrics.Count, 1)
 	d.Put("DurationSeconds", metrics.Seconds, float64(r.out.DurationMS)/1000)
 	if rep.drainEnded {
@@ -170,8 +176,8 @@ func (r *run) finishReport() {
 		d.Put("KubeAPIRetries", metrics.Count, float64(total))
 	}
 	if rep.hookResult != "" {
-		e.Directive([]metrics.Dimension{{Name: "LifecycleResult", Value: rep.hookResult}},
-			[]metrics.Dimension{{Name: "CompletionReason", Value: rep.hookReason}}).
+		e.Directive([]metrics.Dimension{fn, {Name: "LifecycleResult", Value: rep.hookResult}},
+			[]metrics.Dimension{fn, {Name: "CompletionReason", Value: rep.hookReason}}).
 			Put("HooksCompleted", metrics.Count, 1)
 	}
 	e.Property("instance", r.out.Instance)

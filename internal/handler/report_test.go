@@ -53,7 +53,7 @@ func TestTimelineAndMetrics(t *testing.T) {
 		{
 			name: "terminate drained", payload: terminateEvent(idA), ec2: running,
 			steps: []string{StepLookup, StepMarked, StepEvicting, StepEvicted, StepVolumes, StepHookCompleted},
-			values: map[string]any{"Event": "terminate", "Result": "drained", "Invocations": 1.0, "PodsEvicted": 2.0,
+			values: map[string]any{"FunctionName": "node-drainer", "Event": "terminate", "Result": "drained", "Invocations": 1.0, "PodsEvicted": 2.0,
 				"LifecycleResult": "CONTINUE", "CompletionReason": "drained", "HooksCompleted": 1.0, "PDBBlockedSeconds": 0.0},
 		},
 		{

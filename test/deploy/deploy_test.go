@@ -100,8 +100,8 @@ var wantAlarms = map[string]AlarmSpec{
 	"dlq-not-empty":     {Namespace: "AWS/SQS", Metric: "ApproximateNumberOfMessagesVisible", Statistic: "Maximum", Dimensions: "QueueName=${ref}"},
 	"errors":            {Namespace: "AWS/Lambda", Metric: "Errors", Statistic: "Sum", Dimensions: "FunctionName=${ref}"},
 	"throttles":         {Namespace: "AWS/Lambda", Metric: "Throttles", Statistic: "Sum", Dimensions: "FunctionName=${ref}"},
-	"hooks-abandoned":   {Namespace: metrics.Namespace, Metric: "HooksCompleted", Statistic: "Sum", Dimensions: "LifecycleResult=ABANDON"},
-	"hooks-at-deadline": {Namespace: metrics.Namespace, Metric: "HooksCompleted", Statistic: "Sum", Dimensions: "CompletionReason=at-deadline"},
+	"hooks-abandoned":   {Namespace: metrics.Namespace, Metric: "HooksCompleted", Statistic: "Sum", Dimensions: "FunctionName=node-drainer,LifecycleResult=ABANDON"},
+	"hooks-at-deadline": {Namespace: metrics.Namespace, Metric: "HooksCompleted", Statistic: "Sum", Dimensions: "CompletionReason=at-deadline,FunctionName=node-drainer"},
 }
 
 var wantFunction = map[string]string{
