@@ -43,6 +43,7 @@ locals {
     MAX_CONTINUATIONS           = tostring(var.max_continuations)
     HOOK_NAMES                  = var.hook_names
     ADVISORY_MARK_TTL           = var.advisory_mark_ttl
+    SKIP_NODES_OWNED_BY         = var.skip_nodes_owned_by
     DEAD_NODE_EVICTION_WINDOW   = var.dead_node_eviction_window
     NODE_LEASE_STALE_AFTER      = var.node_lease_stale_after
     LEASE_NAMESPACE             = var.lease_namespace

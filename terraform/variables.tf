@@ -93,7 +93,7 @@ variable "cluster_tag_key" {
 }
 
 variable "dry_run" {
-  description = "Log what would be done; change nothing."
+  description = "Log the plan; write nothing to the cluster; complete hooks with CONTINUE at once."
   type        = bool
   default     = false
 }
@@ -165,6 +165,12 @@ variable "zombie_max_asg_share" {
     condition     = var.zombie_max_asg_share >= 1 && var.zombie_max_asg_share <= 100
     error_message = "zombie_max_asg_share must be 1-100 (percent)."
   }
+}
+
+variable "skip_nodes_owned_by" {
+  description = "Comma-separated lifecycle owners whose nodes are left alone (karpenter, auto-mode, managed-nodegroup); none = act on every node."
+  type        = string
+  default     = "karpenter,auto-mode,managed-nodegroup"
 }
 
 variable "advisory_mark_ttl" {
@@ -395,4 +401,10 @@ variable "create_access_entry" {
   description = "cluster_mode eks only: create an EKS access entry mapping the function's role to the Kubernetes group node-drainer (authentication mode API or API_AND_CONFIG_MAP)."
   type        = bool
   default     = true
+}
+
+variable "alarm_topic_arn" {
+  description = "SNS topic the alarms notify (alarm and OK); empty = the alarms are created without actions."
+  type        = string
+  default     = ""
 }

@@ -86,5 +86,5 @@ func setup(ctx context.Context, log *slog.Logger) (*handler.Handler, error) {
 		ASG:         asg,
 		AutoScaling: asg,
 		Lambda:      awslambda.NewFromConfig(awsCfg),
-	}, log), nil
+	}, log, handler.WithMetrics(os.Stdout)), nil // CloudWatch Logs extracts the EMF lines: no API call
 }

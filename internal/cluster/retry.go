@@ -70,6 +70,7 @@ func RetryIf(ctx context.Context, retriable func(error) bool, fn func() error) e
 		if d, ok := ctx.Deadline(); ok && time.Until(d) < pause {
 			return err // no time left for another try
 		}
+		ObserveRetry(ctx, err)
 		loggerFrom(ctx).WarnContext(ctx, "retrying Kubernetes call", "cause", Cause(err), "error", err, "attempt", attempt, "pause", pause.String())
 		select {
 		case <-ctx.Done():
@@ -113,6 +114,24 @@ func Cause(err error) string {
 }
 
 type loggerKey struct{}
+
+type observerKey struct{}
+
+// ObserveRetry reports a retry of a Kubernetes call that failed with err to
+// the observer WithRetryObserver put in ctx (if any): for retry loops of
+// their own (the eviction loop, the drain step).
+func ObserveRetry(ctx context.Context, err error) {
+	if observe, ok := ctx.Value(observerKey{}).(func(string)); ok && observe != nil {
+		observe(Cause(err))
+	}
+}
+
+// WithRetryObserver returns a context whose Kubernetes retries (Retry,
+// RetryIf) are also reported to observe, with their Cause: counted for
+// metrics without another call.
+func WithRetryObserver(ctx context.Context, observe func(cause string)) context.Context {
+	return context.WithValue(ctx, observerKey{}, observe)
+}
 
 // WithLogger returns a context whose Kubernetes retries are logged to log.
 func WithLogger(ctx context.Context, log *slog.Logger) context.Context {

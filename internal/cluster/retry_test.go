@@ -86,3 +86,23 @@ func TestCause(t *testing.T) {
 		}
 	}
 }
+
+func TestRetryObserver(t *testing.T) {
+	var causes []string
+	ctx := WithRetryObserver(context.Background(), func(c string) { causes = append(causes, c) })
+	calls := 0
+	err := Retry(ctx, func() error {
+		calls++
+		if calls < 3 {
+			return apierrors.NewTooManyRequests("slow down", 0)
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Fatalf("Retry = %v after %d calls", err, calls)
+	}
+	if len(causes) != 2 || causes[0] != "throttled" || causes[1] != "throttled" {
+		t.Errorf("observed %v, want two throttled retries", causes)
+	}
+	ObserveRetry(context.Background(), apierrors.NewTooManyRequests("x", 0)) // no observer: no panic
+}

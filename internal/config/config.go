@@ -68,6 +68,10 @@ type Config struct {
 	ZombieAction      ZombieAction
 	ZombieMaxPerSweep int
 	ZombieMaxASGShare float64 // 0–1
+
+	// SkipNodesOwnedBy names the lifecycle owners (LifecycleOwners) whose
+	// nodes are left to them (empty: none).
+	SkipNodesOwnedBy []string
 }
 
 // ZombieAction is what the sweep does with a zombie node.
@@ -78,6 +82,10 @@ const (
 	ZombieReport  ZombieAction = "report"  // an Event on the Node and a log line
 	ZombieReplace ZombieAction = "replace" // also SetInstanceHealth Unhealthy, so its ASG replaces it
 )
+
+// LifecycleOwners are the other lifecycle owners SKIP_NODES_OWNED_BY may
+// name (internal/node tells them by their labels).
+var LifecycleOwners = []string{"karpenter", "auto-mode", "managed-nodegroup"}
 
 // Var documents one environment variable.
 type Var struct {
@@ -95,7 +103,7 @@ var Vars = []Var{
 	{"KUBECONFIG_SECRET_ID", "", "Secrets Manager secret holding a kubeconfig."},
 	{"ASG_NAMES", "", "Comma-separated Auto Scaling groups whose hooks are handled; empty: any."},
 	{"CLUSTER_TAG_KEY", "", "EC2 tag that marks this cluster's instances; empty: kubernetes.io/cluster/<CLUSTER_NAME>."},
-	{"DRY_RUN", "false", "Log what would be done; change nothing, complete no hook."},
+	{"DRY_RUN", "false", "Log and return the plan; write nothing to the cluster; complete hooks with `CONTINUE` at once."},
 	{"DRAIN_TIMEOUT", "30m", "Longest a drain may take, across continuations; then the hook is completed with LIFECYCLE_RESULT_ON_FAILURE."},
 	{"SPOT_DRAIN_TIMEOUT", "100s", "Longest drain on a spot interruption warning (2 minutes' notice)."},
 	{"REBALANCE_ACTION", "cordon", "On a rebalance recommendation: ignore, cordon or drain."},
@@ -120,6 +128,7 @@ var Vars = []Var{
 	{"ZOMBIE_ACTION", "report", "What the sweep does with a zombie: report (an Event on the Node, a log line) or replace (also SetInstanceHealth Unhealthy, so its ASG replaces it through the terminate hook)."},
 	{"ZOMBIE_MAX_PER_SWEEP", "1", "Most zombie instances one sweep marks Unhealthy."},
 	{"ZOMBIE_MAX_ASG_SHARE", "10", "Most instances of one ASG leaving at once (unhealthy or not in service), in percent of its instances, when the sweep marks a zombie Unhealthy (at least one)."},
+	{"SKIP_NODES_OWNED_BY", "karpenter,auto-mode,managed-nodegroup", "Comma-separated lifecycle owners whose nodes are left alone (their hooks completed with `CONTINUE`): `karpenter`, `auto-mode`, `managed-nodegroup`; `none`: act on every node."},
 	{"ADVISORY_MARK_TTL", "1h", "How long the marks of a spot warning or rebalance recommendation hold when the instance keeps running; then the next event or sweep lifts them."},
 }
 
@@ -206,6 +215,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.ZombieMaxASGShare = share / 100
 	c.ASGNames = list(get("ASG_NAMES"))
 	c.HookNames = list(get("HOOK_NAMES"))
+	if owners := list(get("SKIP_NODES_OWNED_BY")); !slices.Equal(owners, []string{"none"}) {
+		for _, o := range owners {
+			if !slices.Contains(LifecycleOwners, o) {
+				errs = append(errs, fmt.Errorf("SKIP_NODES_OWNED_BY: unknown owner %q: want a comma list of %s, or none", o, strings.Join(LifecycleOwners, ", ")))
+			}
+		}
+		c.SkipNodesOwnedBy = owners
+	}
 	maxCont, err := strconv.Atoi(get("MAX_CONTINUATIONS"))
 	if c.MaxContinuations = maxCont; err != nil || maxCont < 0 {
 		errs = append(errs, fmt.Errorf("MAX_CONTINUATIONS=%q: want an integer >= 0", get("MAX_CONTINUATIONS")))
@@ -282,6 +299,11 @@ func list(s string) []string {
 		}
 	}
 	return out
+}
+
+// SkipsOwner reports whether nodes of the named lifecycle owner are left to it.
+func (c Config) SkipsOwner(owner string) bool {
+	return slices.Contains(c.SkipNodesOwnedBy, owner)
 }
 
 // AllowsHook reports whether the named lifecycle hook is ours.

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/base64"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,7 @@ func TestFromEnvDefaults(t *testing.T) {
 		ZombieAction:             ZombieReport,
 		ZombieMaxPerSweep:        1,
 		ZombieMaxASGShare:        0.1,
+		SkipNodesOwnedBy:         []string{"karpenter", "auto-mode", "managed-nodegroup"},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\ngot  %+v\nwant %+v", c, want)
@@ -123,6 +125,7 @@ func TestFromEnvValues(t *testing.T) {
 		"ZOMBIE_ACTION=Replace",
 		"ZOMBIE_MAX_PER_SWEEP=3",
 		"ZOMBIE_MAX_ASG_SHARE=25%",
+		"SKIP_NODES_OWNED_BY=auto-mode",
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +151,7 @@ func TestFromEnvValues(t *testing.T) {
 		ContinueLongDrains:       false,
 		MaxContinuations:         0,
 		HookNames:                []string{"drain-hook", "other"},
+		SkipNodesOwnedBy:         []string{"auto-mode"},
 		AdvisoryMarkTTL:          10 * time.Minute,
 		DeadNodeEvictionWindow:   5 * time.Second,
 		NodeLeaseStaleAfter:      time.Minute,
@@ -202,6 +206,7 @@ func TestFromEnvErrors(t *testing.T) {
 		{"two kubeconfigs", []string{"KUBECONFIG_PATH=/k", "KUBECONFIG_SECRET_ID=s"}, []string{"at most one of KUBECONFIG_PATH"}, true},
 		{"three kubeconfigs", []string{"KUBECONFIG_PATH=/k", "KUBECONFIG_SSM_PARAMETER=/p", "KUBECONFIG_SECRET_ID=s"}, []string{"at most one"}, true},
 		{"kubeconfig without cluster name or tag", []string{"KUBECONFIG_PATH=/k"}, []string{"CLUSTER_TAG_KEY is required"}, true},
+		{"unknown lifecycle owner", []string{"SKIP_NODES_OWNED_BY=karpenter,nth"}, []string{"SKIP_NODES_OWNED_BY", `"nth"`, "or none"}, false},
 		{"every problem reported at once", []string{"DRY_RUN=x", "DRAIN_TIMEOUT=x", "KUBE_CLIENT_BURST=x"}, []string{"DRY_RUN", "DRAIN_TIMEOUT", "KUBE_CLIENT_BURST", "CLUSTER_NAME is required"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -290,6 +295,33 @@ func TestHookNamesAndListedASGs(t *testing.T) {
 	}
 	if !c.ListsASG("eks-general") || c.ListsASG("eks-other") {
 		t.Errorf("ListsASG(eks-general) = %v, ListsASG(eks-other) = %v: want true, false", c.ListsASG("eks-general"), c.ListsASG("eks-other"))
+	}
+}
+
+func TestSkipNodesOwnedBy(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  []string
+	}{
+		{"", []string{"karpenter", "auto-mode", "managed-nodegroup"}}, // the default
+		{"none", nil},
+		{" karpenter , auto-mode ", []string{"karpenter", "auto-mode"}},
+		{"managed-nodegroup", []string{"managed-nodegroup"}},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			c, err := FromEnv(env("CLUSTER_NAME=prod", "SKIP_NODES_OWNED_BY="+tc.value))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(c.SkipNodesOwnedBy, tc.want) {
+				t.Errorf("SkipNodesOwnedBy = %q, want %q", c.SkipNodesOwnedBy, tc.want)
+			}
+			for _, o := range LifecycleOwners {
+				if got, want := c.SkipsOwner(o), slices.Contains(tc.want, o); got != want {
+					t.Errorf("SkipsOwner(%s) = %v, want %v", o, got, want)
+				}
+			}
+		})
 	}
 }
 

@@ -41,6 +41,10 @@ type Options struct {
 	RetryCap time.Duration
 	// DryRun lists what would be evicted and evicts nothing.
 	DryRun bool
+	// OnPDBWait, if set, is told of each pod a PodDisruptionBudget refused:
+	// the PDBs that cover it, how long from the first refusal until it was
+	// evicted (evicted true) or the drain gave up on it. Called concurrently.
+	OnPDBWait func(p Pod, pdbs string, waited time.Duration, evicted bool)
 }
 
 // Errors a remaining pod's Err matches with errors.Is, so that callers tell
@@ -219,12 +223,21 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 // has a transient failure, until ctx ends. A PDB's refusal at the end is
 // ErrBlockedByPDB, a transient failure ErrTimeout; any other error is the
 // API's, wrapped.
-func (d *Drainer) evict(ctx context.Context, p corev1.Pod) error {
+func (d *Drainer) evict(ctx context.Context, p corev1.Pod) (evictErr error) {
 	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: d.opts.RetryCap}
 	var blockers string // the PDBs named in the log, once
+	var refused time.Time
+	if d.opts.OnPDBWait != nil {
+		defer func() {
+			if !refused.IsZero() {
+				d.opts.OnPDBWait(Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID}, blockers, time.Since(refused), evictErr == nil)
+			}
+		}()
+	}
 	for {
 		err := d.evictPod(ctx, p)
 		if blockers == "" && (apierrors.IsTooManyRequests(err) || isMultiplePDBs(err)) {
+			refused = time.Now()
 			blockers = d.blockers(ctx, p)
 			cluster.Logger(ctx).InfoContext(ctx, "eviction refused by PodDisruptionBudget", "pod", p.Namespace+"/"+p.Name,
 				"pdbs", blockers, "message", pdbMessage(err))
@@ -264,6 +277,7 @@ func (d *Drainer) evict(ctx context.Context, p corev1.Pod) error {
 			case <-time.After(backoff.Step()):
 			}
 		case cluster.Retriable(err):
+			cluster.ObserveRetry(ctx, err)
 			select {
 			case <-ctx.Done():
 				return timedOut{fmt.Errorf("evicting: %w", err)}

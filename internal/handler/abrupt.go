@@ -52,7 +52,7 @@ func (r *run) abrupt(ctx context.Context, id string) error {
 		}
 	}
 	n, err := r.findNode(ctx, inst)
-	if n == nil || err != nil {
+	if n == nil || err != nil || r.leftAlone(ctx, n, true) {
 		return err
 	}
 	return r.release(ctx, n, inst)
@@ -69,9 +69,12 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 		return nil
 	}
 	check := r.guard(n, inst.ID)
+	guarded := r.h.now()
 	if err := r.safeToForce(ctx, check); err != nil {
+		r.step(StepConfirmed, "not confirmed after %s: %v", r.h.now().Sub(guarded).Round(time.Millisecond), err)
 		return r.notForced(ctx, n, err)
 	}
+	r.step(StepConfirmed, "EC2, providerID, node age and kubelet Lease read again (waited %s)", r.h.now().Sub(guarded).Round(time.Millisecond))
 	begin := r.h.now()
 	// cordon first, so nothing new lands on the node; force-delete; then the
 	// out-of-service taint. Tainting first would let the taint manager queue
@@ -80,7 +83,15 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 	if _, err := node.Apply(ctx, r.h.c.Kube, n.Name, node.Mark{Cause: node.CauseOutOfService, Cordon: true}, begin, r.h.cfg.DryRun); err != nil {
 		return err
 	}
+	r.step(StepCordoned, "%s", inst)
 	rel, relErr := volume.ForceRelease(ctx, r.h.c.Kube, n.Name, r.h.cfg.DryRun, check)
+	r.step(StepForceReleased, "%d pods force-deleted, %d attachments deleted%s", len(rel.PodsDeleted), len(rel.AttachmentsDeleted),
+		map[bool]string{true: " (incomplete: " + fmt.Sprint(relErr) + ")"}[relErr != nil])
+	if r.rep != nil {
+		r.rep.mu.Lock()
+		r.rep.released = r.h.now().Sub(begin)
+		r.rep.mu.Unlock()
+	}
 	if errors.Is(relErr, errNotSafe) {
 		r.out.PodsDeleted, r.out.AttachmentsDeleted = rel.PodsDeleted, rel.AttachmentsDeleted
 		return r.notForced(ctx, n, relErr)
@@ -94,6 +105,8 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 		mark := node.Mark{Cause: node.CauseOutOfService, Cordon: true, OutOfService: true}
 		if _, err := node.Apply(ctx, r.h.c.Kube, n.Name, mark, begin, r.h.cfg.DryRun); err != nil {
 			relErr = errors.Join(relErr, err)
+		} else {
+			r.step(StepOutOfService, "%s", node.TaintOutOfService)
 		}
 	}
 	r.out.PodsDeleted, r.out.AttachmentsDeleted = rel.PodsDeleted, rel.AttachmentsDeleted

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -215,6 +216,9 @@ type env struct {
 	mu      sync.Mutex
 	blocked []string // pods whose eviction a PDB refuses
 	evicted []string
+	// dryRunEvictions are the server-side dry-run evictions asked for
+	dryRunEvictions []string
+	metrics         io.Writer // the handler's EMF output (nil: none)
 }
 
 func newEnv(objs ...runtime.Object) *env {
@@ -280,8 +284,15 @@ func newEnv(objs ...runtime.Object) *env {
 		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
 		e.mu.Lock()
 		defer e.mu.Unlock()
+		dryRun := ev.DeleteOptions != nil && slices.Contains(ev.DeleteOptions.DryRun, metav1.DryRunAll)
+		if dryRun {
+			e.dryRunEvictions = append(e.dryRunEvictions, ev.Namespace+"/"+ev.Name)
+		}
 		if slices.Contains(e.blocked, ev.Name) {
 			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		}
+		if dryRun {
+			return true, nil, nil // the apiserver checks and persists nothing
 		}
 		e.evicted = append(e.evicted, ev.Namespace+"/"+ev.Name)
 		return true, nil, e.kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ev.Namespace, ev.Name)
@@ -303,16 +314,26 @@ func (e *env) handle(t *testing.T, payload []byte, timeout time.Duration) (Outco
 	if e.lam != nil {
 		c.Lambda = e.lam
 	}
-	h := New(e.cfg, c, nil, WithClock(func() time.Time { return e.now }))
+	opts := []Option{WithClock(func() time.Time { return e.now })}
+	if e.metrics != nil {
+		opts = append(opts, WithMetrics(e.metrics))
+	}
+	h := New(e.cfg, c, nil, opts...)
 	h.StoppingPollInterval = 10 * time.Millisecond
 	return h.Handle(ctx, payload)
 }
 
 // writes lists the create, update, patch and delete calls made to the
-// cluster (evictions included), as "verb resource/subresource".
+// cluster (evictions included, server-side dry-run ones not), as "verb
+// resource/subresource".
 func (e *env) writes() []string {
 	var out []string
 	for _, a := range e.kube.Actions() {
+		if ca, ok := a.(k8stesting.CreateAction); ok && a.GetSubresource() == "eviction" {
+			if ev, ok := ca.GetObject().(*policyv1.Eviction); ok && ev.DeleteOptions != nil && slices.Contains(ev.DeleteOptions.DryRun, metav1.DryRunAll) {
+				continue
+			}
+		}
 		switch a.GetVerb() {
 		case "create", "update", "patch", "delete":
 			out = append(out, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
@@ -378,6 +399,15 @@ func pod(id, ns, name string, claims ...string) *corev1.Pod {
 		}})
 	}
 	return p
+}
+
+// pdb selects every pod of its namespace and allows that many disruptions now.
+func pdb(ns, name string, allowed int32) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{}},
+		Status:     policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: allowed},
+	}
 }
 
 func claim(ns, name, pv string) *corev1.PersistentVolumeClaim {

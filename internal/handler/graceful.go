@@ -56,6 +56,9 @@ func (r *run) terminate(ctx context.Context) error {
 		return nil
 	}
 	deadline := r.started.Add(r.h.cfg.DrainTimeout)
+	if r.h.cfg.DryRun {
+		deadline = r.h.now().Add(dryRunLimit) // plan, then complete at once
+	}
 	claim, err := r.claim(ctx, act, deadline)
 	if err != nil {
 		return nil // another invocation holds (or finished) this instance: r.out says so
@@ -83,6 +86,7 @@ func (r *run) terminate(ctx context.Context) error {
 	}
 	// the drain's deadline, or the last invocation's budget, is reached
 	r.out.Action = ActionFailed
+	r.drainEnded()
 	if err != nil {
 		r.out.Detail = strings.TrimSpace(fmt.Sprintf("%s drain failed until the deadline (last error, %s): %v", r.out.Detail, cluster.Cause(err), err))
 		r.record(ctx, n, true, node.ReasonDrainFailed, "drain failed until the deadline: %v", err)
@@ -120,6 +124,8 @@ func (r *run) drainRetrying(ctx context.Context, inst instance.Instance, deadlin
 		switch {
 		case err == nil && found == nil:
 			return nil, false, nil
+		case err == nil && r.leftAlone(ctx, found, inst.Down()):
+			return found, true, nil // nothing to do here: the hook is completed
 		case err == nil && inst.Down():
 			// the instance is already gone: nothing can be evicted gracefully
 			err = r.release(ctx, found, inst) // bounded by the budget itself
@@ -139,6 +145,7 @@ func (r *run) drainRetrying(ctx context.Context, inst instance.Instance, deadlin
 			return n, false, err
 		}
 		r.log.WarnContext(ctx, "drain step failed; retrying", "cause", cluster.Cause(err), "error", err, "attempt", attempt, "pause", pause.String())
+		cluster.ObserveRetry(ctx, err)
 		select {
 		case <-wctx.Done():
 			return n, false, err
@@ -249,6 +256,9 @@ func (r *run) advisory(ctx context.Context, id string, action config.Action, tim
 		}
 		return nil
 	}
+	if r.leftAlone(ctx, n, inst.Down()) {
+		return nil
+	}
 	if inst.Down() {
 		return r.release(ctx, n, inst)
 	}
@@ -315,11 +325,15 @@ func (r *run) advisoryExpiry() time.Time {
 // volumes to be detached. It reports whether the node is fully drained; what
 // remains is in r.out.Remaining.
 func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, expires, deadline time.Time) (bool, error) {
+	if r.h.cfg.DryRun {
+		return r.planDrain(ctx, n)
+	}
 	mark := node.Mark{Cause: cause, Expires: expires, Cordon: true, ExcludeLB: true, Draining: true}
 	made, err := node.Apply(ctx, r.h.c.Kube, n.Name, mark, r.h.now(), r.h.cfg.DryRun)
 	if err != nil {
 		return false, err
 	}
+	r.step(StepMarked, "cordon, taint %s, load-balancer exclusion (changed now: %v)", node.TaintDraining, made.Any())
 	if made.Any() {
 		r.record(ctx, n, false, node.ReasonDrainStarted, "draining on %s (cordoned, NoSchedule taint %s, excluded from load balancers)", r.ev.DetailType, node.TaintDraining)
 	}
@@ -336,7 +350,9 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 	}
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	r.step(StepEvicting, "until %s", deadline.UTC().Format(time.RFC3339))
 	res, err := r.drainer().Drain(dctx, n.Name)
+	r.step(StepEvicted, "%d evicted, %d remaining", len(res.Evicted), len(res.Remaining))
 	for _, p := range res.Evicted {
 		r.out.Evicted = append(r.out.Evicted, p.String())
 	}
@@ -348,10 +364,6 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 		return false, fmt.Errorf("draining node %s: %w", n.Name, err)
 	}
 	r.out.Action = ActionDrained
-	if r.h.cfg.DryRun {
-		r.out.Detail = "dry run: would evict the pods listed as remaining"
-		return true, nil
-	}
 	if dead && cause == node.CauseTerminate && !r.h.now().Before(windowEnd) {
 		r.out.Detail = strings.TrimSpace(r.out.Detail + " node NotReady (kubelet dead): pods evicted, not waited for past DEAD_NODE_EVICTION_WINDOW; volumes are released when EC2 reports the instance down")
 		r.record(ctx, n, true, node.ReasonDrainCompleted, "node NotReady: evicted %d pods, not waiting for a dead kubelet; still bound: %s",
@@ -367,7 +379,11 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 	if dead {
 		return true, nil // no kubelet unmounts them: the abrupt path releases the volumes
 	}
-	return true, r.waitVolumes(ctx, n, res.Claims, deadline)
+	err = r.waitVolumes(ctx, n, res.Claims, deadline)
+	if err == nil {
+		r.drainEnded()
+	}
+	return true, err
 }
 
 // waitVolumes waits (bounded) until the VolumeAttachments of the drained
@@ -411,9 +427,11 @@ func (r *run) waitVolumes(ctx context.Context, n *corev1.Node, claims []string, 
 		if !errors.Is(err, volume.ErrTimeout) {
 			what = "not watched to the end (" + err.Error() + ")"
 		}
+		r.step(StepVolumes, "%s: %s", what, strings.Join(left, ", "))
 		r.record(ctx, n, true, node.ReasonVolumesReleased, "volumes %s: %s", what, strings.Join(left, ", "))
 		return nil // the pods are gone; the attacher finishes on its own
 	}
+	r.step(StepVolumes, "detached (waited %s): %s", r.h.now().Sub(begin).Round(time.Millisecond), strings.Join(pvs, ", "))
 	r.record(ctx, n, false, node.ReasonVolumesReleased, "volumes detached (waited %s): %s", r.h.now().Sub(begin).Round(time.Millisecond), strings.Join(pvs, ", "))
 	return nil
 }
@@ -512,6 +530,7 @@ func (r *run) continueLater(ctx context.Context, act lifecycle.Action, n *corev1
 	}
 	r.out.Action = ActionContinued
 	r.out.Detail = fmt.Sprintf("drain continues in attempt %d", r.attempt+1)
+	r.step(StepContinued, "attempt %d invoked", r.attempt+1)
 	r.record(ctx, n, false, node.ReasonContinued, "drain running for %s continues in a new invocation (attempt %d); still on the node: %s",
 		r.h.now().Sub(r.started).Round(time.Second), r.attempt+1, strings.Join(r.out.Remaining, "; "))
 	return nil
@@ -522,11 +541,12 @@ func (r *run) complete(ctx context.Context, act lifecycle.Action, result lifecyc
 	if r.out.Action == "" {
 		r.out.Action = ActionCompleted
 	}
-	r.out.LifecycleResult = string(result)
-	if r.h.cfg.DryRun {
-		r.out.Detail = strings.TrimSpace(r.out.Detail + " (dry run: lifecycle action not completed)")
-		return nil
+	if r.h.cfg.DryRun && result != lifecycle.Continue {
+		// never worse than no function: the instance goes on as it would
+		r.out.Detail = strings.TrimSpace(r.out.Detail + " (dry run: would complete with " + string(result) + ", completed with CONTINUE)")
+		result = lifecycle.Continue
 	}
+	r.out.LifecycleResult = string(result)
 	// a context of its own: the margin kept from the deadline is for this
 	// call (the SDK retries throttling with backoff), up to the deadline itself
 	end := r.h.now().Add(10 * time.Second)
@@ -541,6 +561,9 @@ func (r *run) complete(ctx context.Context, act lifecycle.Action, result lifecyc
 	}
 	if !completed {
 		r.out.Detail = strings.TrimSpace(r.out.Detail + " (lifecycle action was no longer active)")
+		r.step(StepHookCompleted, "no longer active (completed by someone else, or timed out)")
+	} else {
+		r.hookCompleted(string(result))
 	}
 	if n != nil && completed { // a completion by someone else is not ours to record
 		// cctx has its own deadline, not the invocation's: record directly
@@ -563,7 +586,11 @@ func (r *run) launch(ctx context.Context) error {
 		return err
 	}
 	stop := r.keepAlive(ctx, act) // node registration can outlast a short heartbeat timeout
-	wctx, cancel := context.WithDeadline(ctx, r.budget(ctx))
+	limit := r.budget(ctx)
+	if r.h.cfg.DryRun && r.h.now().Add(dryRunLimit).Before(limit) {
+		limit = r.h.now().Add(dryRunLimit) // a dry run completes the hook at once
+	}
+	wctx, cancel := context.WithDeadline(ctx, limit)
 	defer cancel()
 	var joined *corev1.Node
 	err = wait.PollUntilContextCancel(wctx, time.Second, true, func(ctx context.Context) (bool, error) {

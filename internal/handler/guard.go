@@ -94,6 +94,9 @@ func (r *run) kubeletRenewed(ctx context.Context, name string) (time.Time, error
 // safeToForce runs the guard, waiting (bounded by the stopping wait and the
 // budget) while the only objection is a kubelet that still looks alive.
 func (r *run) safeToForce(ctx context.Context, check func(context.Context) error) error {
+	if r.h.cfg.DryRun {
+		return check(ctx) // a dry run says what it sees now; it does not wait (rule 7)
+	}
 	limit := r.h.now().Add(r.h.cfg.StoppingWaitTimeout)
 	if b := r.budget(ctx); b.Before(limit) {
 		limit = b

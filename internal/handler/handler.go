@@ -51,6 +51,7 @@ type Handler struct {
 	now func() time.Time
 	// StoppingPollInterval is how often EC2 is asked while an instance stops.
 	StoppingPollInterval time.Duration
+	metrics              io.Writer // EMF lines (nil: none)
 }
 
 // Option changes a Handler that New builds.
@@ -100,6 +101,10 @@ type Outcome struct {
 	Instances []Outcome `json:"instances,omitempty"`
 	// Sweep is what a sweep looked at and did (Action ActionSwept).
 	Sweep *SweepSummary `json:"sweep,omitempty"`
+	// Plan is what a dry run would have done on the node.
+	Plan *Plan `json:"plan,omitempty"`
+	// Timeline lists this invocation's steps, each with its time.
+	Timeline []Step `json:"timeline,omitempty"`
 }
 
 // Action is what an invocation did, as its Outcome reports it.
@@ -154,9 +159,12 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome,
 		r.out.Instance = ev.InstanceIDs[0]
 	}
 	r.log = h.log.With("event", ev)
+	r.rep = newReport(start, h.now)
 	ctx = cluster.WithLogger(ctx, r.log)
+	ctx = cluster.WithRetryObserver(ctx, r.rep.retried)
 	err = r.dispatch(ctx)
 	r.out.DurationMS = h.now().Sub(start).Milliseconds()
+	r.finishReport()
 	level := slog.LevelInfo
 	if err != nil || r.out.Action == ActionFailed {
 		level = slog.LevelError
@@ -174,6 +182,7 @@ type run struct {
 	attempt int
 	out     Outcome
 	log     *slog.Logger
+	rep     *report // timeline and metrics (nil: not recorded)
 }
 
 func (r *run) dispatch(ctx context.Context) error {
@@ -241,11 +250,14 @@ func (r *run) findNode(ctx context.Context, inst instance.Instance) (*corev1.Nod
 	n, err := node.Find(ctx, r.h.c.Kube, inst.PrivateDNSName, inst.ID)
 	if errors.Is(err, node.ErrNotFound) {
 		r.out.Action, r.out.Detail = ActionNoNode, "instance has no node in this cluster"
+		r.step(StepLookup, "no node for %s", inst.ID)
 		return nil, nil
 	}
 	if err != nil {
+		r.step(StepLookup, "failed (%s)", cluster.Cause(err))
 		return nil, err
 	}
+	r.step(StepLookup, "node %s", n.Name)
 	r.out.Node = n.Name
 	r.log = r.log.With("node", n.Name)
 	return n, nil
@@ -268,5 +280,6 @@ func (r *run) drainer() *drain.Drainer {
 		GracePeriodSeconds: -1,
 		EvictUnmanaged:     r.h.cfg.EvictUnmanagedPods,
 		DryRun:             r.h.cfg.DryRun,
+		OnPDBWait:          r.pdbWait,
 	}, nil)
 }

@@ -221,15 +221,46 @@ func TestTerminate(t *testing.T) {
 			},
 		},
 		{
-			name: "dry run: nothing changed, hook not completed", objs: aNode(), ec2: []reading{running},
-			setup:  func(e *env) { e.cfg.DryRun = true },
-			action: ActionDrained,
+			name: "dry run: nothing written, plan with the PDB that would block, hook completed with CONTINUE at once",
+			objs: append(aNode(), attachment("csi-db", idA, "pv-db"), pdb("db", "db", 0), pdb("apps", "web", 1)), ec2: []reading{running},
+			setup:  func(e *env) { e.cfg.DryRun = true; e.blocked = []string{"db-0"} },
+			action: ActionDrained, results: []lifecycle.Result{lifecycle.Continue},
 			check: func(t *testing.T, e *env, out Outcome) {
-				if w := e.writes(); len(w) != 0 || e.asg.heartbeats != 0 {
-					t.Errorf("dry run wrote %v, %d heartbeats", w, e.asg.heartbeats)
+				if w := e.writes(); len(w) != 0 || e.asg.heartbeats != 0 || len(e.evicted) != 0 {
+					t.Errorf("dry run wrote %v, %d heartbeats, evicted %v", w, e.asg.heartbeats, e.evicted)
 				}
-				if !out.DryRun || out.LifecycleResult != string(lifecycle.Continue) || !strings.Contains(out.Detail, "lifecycle action not completed") || len(out.Remaining) != 2 {
-					t.Errorf("outcome %+v: want the would-be result and the pods that would go", out)
+				if want := []string{"apps/web-1", "db/db-0"}; !reflect.DeepEqual(sorted(e.dryRunEvictions), want) {
+					t.Errorf("server-side dry-run evictions %v, want %v", e.dryRunEvictions, want)
+				}
+				if !out.DryRun || out.Plan == nil || len(out.Remaining) != 2 {
+					t.Fatalf("outcome %+v: want a dry run with its plan", out)
+				}
+				if !reflect.DeepEqual(out.Plan.WouldBlock, []string{"db/db"}) {
+					t.Errorf("would block %v, want db/db (allows 0, covers db-0)", out.Plan.WouldBlock)
+				}
+				if !slices.ContainsFunc(out.Plan.Evict, func(s string) bool {
+					return strings.HasPrefix(s, "db/db-0: dry run: eviction refused now by db/db")
+				}) {
+					t.Errorf("plan %q: want db-0's eviction refused now by db/db", out.Plan.Evict)
+				}
+				if !reflect.DeepEqual(out.Plan.Attachments, []string{"csi-db (pv-db)"}) {
+					t.Errorf("attachments %v: want csi-db", out.Plan.Attachments)
+				}
+			},
+		},
+		{
+			name: "dry run, apiserver refuses the listing: hook still completed with CONTINUE, nothing written", objs: aNode(), ec2: []reading{running},
+			setup: func(e *env) {
+				e.cfg.DryRun = true
+				e.fail("list", "pods", forbidden("pods"))
+			},
+			action: ActionFailed, results: []lifecycle.Result{lifecycle.Continue}, timeout: 500 * time.Millisecond,
+			check: func(t *testing.T, e *env, out Outcome) {
+				if w := e.writes(); len(w) != 0 {
+					t.Errorf("dry run wrote %v", w)
+				}
+				if !strings.Contains(out.Detail, "would complete with ABANDON, completed with CONTINUE") {
+					t.Errorf("detail %q", out.Detail)
 				}
 			},
 		},

@@ -154,6 +154,9 @@ func (r *run) scheduledInstance(ctx context.Context, id string) error {
 		r.record(ctx, n, false, node.ReasonRecovered, "%s", r.out.Detail)
 		return nil
 	}
+	if r.leftAlone(ctx, n, inst.Down()) {
+		return nil
+	}
 	if inst.Down() {
 		return r.release(ctx, n, inst)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -120,11 +121,12 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 	note := func(list *[]string, item string, err error) {
 		mu.Lock()
 		defer mu.Unlock()
-		if err != nil {
+		switch {
+		case err != nil:
 			sum.Failed = append(sum.Failed, item+": "+err.Error())
-			return
+		case list != nil:
+			*list = append(*list, item)
 		}
-		*list = append(*list, item)
 	}
 	do := func(list *[]string, item string, fn func() error) {
 		wg.Add(1)
@@ -135,31 +137,42 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 			note(list, item, fn())
 		}()
 	}
-	now := r.h.now()
-	for _, h := range plan.Hooks {
-		do(&sum.Hooks, h.Action.InstanceID, func() error {
-			sub, err := r.swept(h)
-			if err != nil {
+	// an instance's own path: it acted (the item is listed) or it found
+	// nothing to do once it read again (the note says why)
+	path := func(list *[]string, id string, sub *run, fn func(*run) error) func() error {
+		return func() error {
+			err := sub.end(ctx, fn(sub))
+			switch sub.out.Action {
+			case ActionIgnored, ActionLeftAlone, ActionNotForced, ActionNoNode:
+				mu.Lock()
+				sum.Notes = append(sum.Notes, fmt.Sprintf("%s: %s: %s", id, sub.out.Action, sub.out.Detail))
+				mu.Unlock()
 				return err
+			case ActionFailed:
+				if err == nil {
+					err = errors.New(sub.out.Detail)
+				}
 			}
-			err = sub.dispatch(ctx)
-			if err == nil && sub.out.Action == ActionFailed {
-				err = errors.New(sub.out.Detail)
+			if err == nil {
+				note(list, id, nil)
 			}
 			return err
-		})
+		}
+	}
+	now := r.h.now()
+	for _, h := range plan.Hooks {
+		sub, err := r.swept(h)
+		if err != nil {
+			note(&sum.Hooks, h.Action.InstanceID, err)
+			continue
+		}
+		do(nil, h.Action.InstanceID, path(&sum.Hooks, h.Action.InstanceID, sub, func(sub *run) error { return sub.dispatch(ctx) }))
 	}
 	for _, id := range plan.Dead {
-		do(&sum.Dead, id, func() error {
-			sub := r.sub(event.KindStateChange, id, now)
-			return sub.abrupt(ctx, id)
-		})
+		do(nil, id, path(&sum.Dead, id, r.sub(event.KindStateChange, id, now), func(sub *run) error { return sub.abrupt(ctx, id) }))
 	}
 	for _, id := range plan.Unmark {
-		do(&sum.Unmarked, id, func() error {
-			sub := r.sub(event.KindStateChange, id, now)
-			return sub.recover(ctx, id)
-		})
+		do(nil, id, path(&sum.Unmarked, id, r.sub(event.KindStateChange, id, now), func(sub *run) error { return sub.recover(ctx, id) }))
 	}
 	for _, va := range plan.Orphans {
 		do(&sum.Orphans, va.Name, func() error { return r.deleteOrphan(ctx, va) })
@@ -191,13 +204,27 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 	sum.Leases = len(leases)
 }
 
+// end ends an instance's run inside the sweep as Handle ends an
+// invocation: its timeline and metrics line, and its own "handled" log line.
+func (r *run) end(ctx context.Context, err error) error {
+	r.out.DurationMS = r.h.now().Sub(r.rep.begun).Milliseconds()
+	r.finishReport()
+	level := slog.LevelInfo
+	if err != nil || r.out.Action == ActionFailed {
+		level = slog.LevelError
+	}
+	r.log.Log(ctx, level, "handled", "outcome", r.out, "error", err)
+	return err
+}
+
 // sub is a run of its own for one instance of the sweep, as if an event of
 // kind had come at now.
 func (r *run) sub(kind event.Kind, id string, now time.Time) *run {
 	ev := event.Event{Kind: kind, ID: r.ev.ID, Source: r.ev.Source, DetailType: r.ev.DetailType, Time: now,
 		InstanceIDs: []string{id}}
 	return &run{h: r.h, ev: ev, raw: r.raw, started: r.started, attempt: 1,
-		out: Outcome{Event: kind, Instance: id, DryRun: r.h.cfg.DryRun}, log: r.log.With("sweep", true)}
+		out: Outcome{Event: kind, Instance: id, DryRun: r.h.cfg.DryRun}, log: r.log.With("sweep", true),
+		rep: newReport(r.h.now(), r.h.now)}
 }
 
 // swept is the run of a lifecycle action the sweep found waiting: its event
@@ -213,7 +240,7 @@ func (r *run) swept(h sweep.Hook) (*run, error) {
 	}
 	return &run{h: r.h, ev: ev, raw: raw, started: r.h.now(), attempt: 1,
 		out: Outcome{Event: ev.Kind, Instance: h.Action.InstanceID, DryRun: r.h.cfg.DryRun},
-		log: r.log.With("sweep", true, "event", ev)}, nil
+		log: r.h.log.With("sweep", true, "event", ev), rep: newReport(r.h.now(), r.h.now)}, nil
 }
 
 // deleteOrphan deletes an attachment to a node the cluster no longer has,

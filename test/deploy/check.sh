@@ -59,7 +59,7 @@ else
 fi
 
 step "go test ./test/deploy/" \
-  "template.yaml and terraform/ agree on event patterns, the sweep's schedule rule, IAM actions and statements, managed policies, environment variables and defaults, function runtime/architecture/handler/timeout/memory, hooks, access entry, parameters and outputs; both match the configuration contract; every IAM action and ClusterRole verb the code's AWS and Kubernetes calls need is granted, and every IAM action granted is used; no wildcard IAM action, Resource \"*\" only for actions without resource types; no wildcard in terraform/kubernetes/rbac.yaml; each check is shown to fail when one side alone changes"
+  "template.yaml and terraform/ agree on event patterns, the sweep's schedule rule, IAM actions and statements, managed policies, environment variables and defaults, function runtime/architecture/handler/timeout/memory, hooks, access entry, alarms, parameters and outputs; both match the configuration contract; every IAM action and ClusterRole verb the code's AWS and Kubernetes calls need is granted, and every IAM action granted is used; no wildcard IAM action, Resource \"*\" only for actions without resource types; no wildcard in terraform/kubernetes/rbac.yaml; each check is shown to fail when one side alone changes"
 if go test -count=1 ./test/deploy/; then
   pass
 else

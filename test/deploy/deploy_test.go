@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/node-drainer/node-drainer/internal/metrics"
 )
 
 // repoRoot is where template.yaml and terraform/ live, seen from this package.
@@ -60,6 +62,7 @@ var wantEnv = map[string]string{
 	"MAX_CONTINUATIONS":           "20",
 	"HOOK_NAMES":                  "",
 	"ADVISORY_MARK_TTL":           "1h",
+	"SKIP_NODES_OWNED_BY":         "karpenter,auto-mode,managed-nodegroup",
 	"DEAD_NODE_EVICTION_WINDOW":   "30s",
 	"NODE_LEASE_STALE_AFTER":      "15s",
 	"LEASE_NAMESPACE":             "node-drainer",
@@ -100,6 +103,17 @@ var wantActions = []string{
 	"secretsmanager:GetSecretValue",
 	"sqs:SendMessage",
 	"ssm:GetParameter",
+}
+
+// The alarms both descriptions create (name suffix after "node-drainer-"):
+// what each watches. The NodeDrainer ones read the function's EMF metrics
+// (internal/metrics, written by internal/handler).
+var wantAlarms = map[string]AlarmSpec{
+	"dlq-not-empty":     {Namespace: "AWS/SQS", Metric: "ApproximateNumberOfMessagesVisible", Statistic: "Maximum", Dimensions: "QueueName=${ref}"},
+	"errors":            {Namespace: "AWS/Lambda", Metric: "Errors", Statistic: "Sum", Dimensions: "FunctionName=${ref}"},
+	"throttles":         {Namespace: "AWS/Lambda", Metric: "Throttles", Statistic: "Sum", Dimensions: "FunctionName=${ref}"},
+	"hooks-abandoned":   {Namespace: metrics.Namespace, Metric: "HooksCompleted", Statistic: "Sum", Dimensions: "FunctionName=node-drainer,LifecycleResult=ABANDON"},
+	"hooks-at-deadline": {Namespace: metrics.Namespace, Metric: "HooksCompleted", Statistic: "Sum", Dimensions: "CompletionReason=at-deadline,FunctionName=node-drainer"},
 }
 
 var wantFunction = map[string]string{
@@ -168,6 +182,26 @@ func TestBothMatchTheContract(t *testing.T) {
 			}
 			if !slices.Equal(s.AccessEntryGroups, []string{"node-drainer"}) {
 				t.Errorf("access entry groups = %v, want [node-drainer]", s.AccessEntryGroups)
+			}
+
+			if len(s.Alarms) != len(wantAlarms) {
+				t.Errorf("%d alarms, want %d: %v", len(s.Alarms), len(wantAlarms), sortedKeys(s.Alarms))
+			}
+			for suffix, want := range wantAlarms {
+				got, ok := s.Alarms["node-drainer-"+suffix]
+				if !ok {
+					t.Errorf("alarm node-drainer-%s missing", suffix)
+					continue
+				}
+				// any datum fires them, with no action unless a topic is given
+				want.Period, want.EvaluationPeriods, want.Threshold = "300", "1", "0"
+				want.Comparison, want.TreatMissingData, want.Actions = "GreaterThanThreshold", "notBreaching", ""
+				if got != want {
+					t.Errorf("alarm node-drainer-%s\n got %+v\nwant %+v", suffix, got, want)
+				}
+			}
+			if p, ok := s.Params["alarm_topic_arn"]; !ok || p.Default != "" {
+				t.Errorf("parameter alarm_topic_arn = %+v, %v: want it, empty by default", p, ok)
 			}
 		})
 	}
@@ -268,6 +302,7 @@ const (
 	iamTF     = "terraform/iam.tf"
 	eventsTF  = "terraform/events.tf"
 	varsTF    = "terraform/variables.tf"
+	alarmsTF  = "terraform/alarms.tf"
 	rbacYAML  = "terraform/kubernetes/rbac.yaml"
 	appendTag = "\x00append" // old string meaning "append new at the end"
 )
@@ -345,6 +380,10 @@ func TestDetectsDrift(t *testing.T) {
 		{"access entry group in terraform", mainTF, `kubernetes_groups = ["node-drainer"]`, `kubernetes_groups = ["drainers"]`,
 			"access entry group"},
 		{"output dropped in SAM", samFile, "  RoleArn:\n", "  TheRoleArn:\n", "output role_arn: only in terraform"},
+		{"alarm dimension in terraform", alarmsTF, `LifecycleResult = "ABANDON"`, `LifecycleResult = "CONTINUE"`,
+			"alarm node-drainer-hooks-abandoned"},
+		{"alarm dropped in SAM", samFile, "  FunctionThrottlesAlarm:\n    Type: AWS::CloudWatch::Alarm", "  FunctionThrottlesAlarm:\n    Type: AWS::CloudWatch::AnomalyDetector",
+			"alarm node-drainer-throttles: only in terraform"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -311,6 +311,24 @@ func (t *cfnTemplate) spec() (*Spec, error) {
 		}
 	}
 
+	s.Alarms = map[string]AlarmSpec{}
+	for _, a := range t.ofType("AWS::CloudWatch::Alarm") {
+		ar := t.resolver(a)
+		get := func(k string) string { return stringify(ar.resolve(a.props[k])) }
+		var dims []string
+		for _, d := range asList(a.props["Dimensions"]) {
+			dm := asMap(d)
+			dims = append(dims, stringify(ar.resolve(dm["Name"]))+"="+stringify(ar.resolve(dm["Value"])))
+		}
+		sort.Strings(dims)
+		s.Alarms[get("AlarmName")] = AlarmSpec{
+			Namespace: get("Namespace"), Metric: get("MetricName"), Statistic: get("Statistic"),
+			Dimensions: strings.Join(dims, ","), Period: get("Period"), EvaluationPeriods: get("EvaluationPeriods"),
+			Threshold: get("Threshold"), Comparison: get("ComparisonOperator"), TreatMissingData: get("TreatMissingData"),
+			Actions: get("AlarmActions"),
+		}
+	}
+
 	for name, p := range t.params {
 		s.Params[SnakeCase(name)] = Param{Default: stringify(p.def), Required: !p.hasDefault}
 	}

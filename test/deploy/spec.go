@@ -2,7 +2,7 @@
 // template (template.yaml) and the terraform module (terraform/) — into one
 // comparable Spec, so that a test fails when they drift apart: event patterns,
 // schedule rules, IAM actions, environment variables and their defaults, the
-// function's runtime settings, parameters, hooks and outputs. It also checks the
+// function's runtime settings, parameters, hooks, alarms and outputs. It also checks the
 // least-privilege rules both must keep (no wildcard IAM action, no wildcard in
 // the ClusterRole).
 //
@@ -57,6 +57,18 @@ type Spec struct {
 	Params map[string]Param
 	// Outputs are the snake_case output names.
 	Outputs []string
+	// Alarms maps each CloudWatch alarm's name to what it watches (AlarmSpec).
+	Alarms map[string]AlarmSpec
+}
+
+// AlarmSpec is what a CloudWatch metric alarm watches and when it fires;
+// Actions are the alarm actions of a default deployment (none: "").
+type AlarmSpec struct {
+	Namespace, Metric, Statistic string
+	Dimensions                   string // name=value, sorted, comma separated
+	Period, EvaluationPeriods    string
+	Threshold, Comparison        string
+	TreatMissingData, Actions    string
 }
 
 // EnvVar is one environment variable of the function.
@@ -197,6 +209,19 @@ func Diff(a, b *Spec) []string {
 			add("parameter %s: only in %s", name, a.Source)
 		case pa != pb:
 			add("parameter %s: %s=%+v %s=%+v", name, a.Source, pa, b.Source, pb)
+		}
+	}
+
+	for _, name := range unionKeys(a.Alarms, b.Alarms) {
+		aa, inA := a.Alarms[name]
+		ab, inB := b.Alarms[name]
+		switch {
+		case !inA:
+			add("alarm %s: only in %s", name, b.Source)
+		case !inB:
+			add("alarm %s: only in %s", name, a.Source)
+		case aa != ab:
+			add("alarm %s: %s=%+v %s=%+v", name, a.Source, aa, b.Source, ab)
 		}
 	}
 

@@ -391,6 +391,37 @@ func (m *tfModule) spec() (*Spec, error) {
 		}
 	}
 
+	s.Alarms = map[string]AlarmSpec{}
+	for _, a := range m.resources("aws_cloudwatch_metric_alarm") {
+		vals := map[string]string{}
+		for _, attr := range []string{"alarm_name", "namespace", "metric_name", "statistic", "period", "evaluation_periods",
+			"threshold", "comparison_operator", "treat_missing_data", "alarm_actions"} {
+			v, err := m.eval(a.body, attr, nil)
+			if err != nil {
+				return nil, fmt.Errorf("aws_cloudwatch_metric_alarm.%s: %w", a.name, err)
+			}
+			vals[attr] = tfString(v)
+		}
+		dv, err := m.eval(a.body, "dimensions", nil)
+		if err != nil {
+			return nil, fmt.Errorf("aws_cloudwatch_metric_alarm.%s: %w", a.name, err)
+		}
+		var dims []string
+		if dv.IsKnown() && !dv.IsNull() && dv.CanIterateElements() {
+			for it := dv.ElementIterator(); it.Next(); {
+				k, v := it.Element()
+				dims = append(dims, tfString(k)+"="+tfString(v))
+			}
+		}
+		sort.Strings(dims)
+		s.Alarms[vals["alarm_name"]] = AlarmSpec{
+			Namespace: vals["namespace"], Metric: vals["metric_name"], Statistic: vals["statistic"],
+			Dimensions: strings.Join(dims, ","), Period: vals["period"], EvaluationPeriods: vals["evaluation_periods"],
+			Threshold: vals["threshold"], Comparison: vals["comparison_operator"], TreatMissingData: vals["treat_missing_data"],
+			Actions: vals["alarm_actions"],
+		}
+	}
+
 	for name, v := range m.vars {
 		def := ""
 		if v.hasDefault {

@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"maps"
+	"net/http"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,8 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/node-drainer/node-drainer/internal/metrics"
 	"github.com/node-drainer/node-drainer/internal/node"
 	"github.com/node-drainer/node-drainer/test/harness"
+	fp "github.com/node-drainer/node-drainer/test/harness/faultproxy"
 	"github.com/node-drainer/node-drainer/test/harness/moto"
 )
 
@@ -408,39 +414,130 @@ func TestGracefulTestNotification(t *testing.T) {
 	grUnchanged(t, ctx, target.PrivateDNSName, before)
 }
 
-// TestGracefulDryRun: DRY_RUN changes nothing, completes nothing and says
-// what it would evict.
+// TestGracefulDryRun: with DRY_RUN a terminate hook is completed with
+// CONTINUE within 5 s, the function sends no write to the apiserver but
+// server-side dry-run evictions (every request counted at a recording proxy
+// in front of the apiserver), and its plan, in the outcome and in the log,
+// names the PDB that would block and the pods it would evict.
 func TestGracefulDryRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	s := newScene(t, ctx, "gr-dryrun", 1, harness.ASGSpec{})
 	target := s.insts[0]
 	pods := s.grPlacePods(ctx, target, "web", 2)
+	if _, err := env.PDB(ctx, s.workload("web", 2), 0, 0); err != nil { // maxUnavailable 0: no eviction allowed
+		t.Fatal(err)
+	}
 	before := grTakeSnapshot(t, ctx, target.PrivateDNSName)
 	payload, err := env.StartTerminating(ctx, s.asg, target, "token-dryrun-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := s.function(ctx, time.Minute, "DRY_RUN=true")
-	out, err := harness.Invoke(ctx, rt, payload)
+	serving, err := env.ServingTLS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("outcome: %+v", out)
-	if !out.DryRun || len(out.Evicted) != 0 {
-		t.Errorf("outcome %+v: want a dry run that evicted nothing", out)
+	api, err := fp.Start(fp.Options{Upstream: env.Server, Flavor: fp.Kubernetes, ServeTLS: serving, UpstreamTLS: env.ClientTLS(), Record: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Stop()
+	var logs lockedBuffer
+	rt, err := env.StartFunction(ctx, harness.FunctionOptions{Bootstrap: bootstrap, Timeout: time.Minute,
+		Env: []string{"DRY_RUN=true", "CLUSTER_ENDPOINT=" + api.URL}, Log: io.MultiWriter(testWriter{t}, &logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Stop() })
+
+	began := time.Now()
+	out, err := harness.Invoke(ctx, rt, payload)
+	took := time.Since(began)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("outcome in %s: %+v", took.Round(time.Millisecond), out)
+	ok, failed := s.completions(ctx, target.ID)
+	if len(ok) != 1 || ok[0].Params["LifecycleActionResult"] != "CONTINUE" || len(failed) != 0 {
+		t.Errorf("want exactly one CONTINUE completion, got %+v (failed %+v)", ok, failed)
+	}
+	if took > 5*time.Second {
+		t.Errorf("hook completed after %s: want within 5 s", took)
+	}
+	if !out.DryRun || len(out.Evicted) != 0 || out.Plan == nil || out.LifecycleResult != "CONTINUE" {
+		t.Fatalf("outcome %+v: want a dry run with a plan that evicted nothing and completed with CONTINUE", out)
+	}
+	pdbName := s.ns + "/web"
+	if !slices.Contains(out.Plan.WouldBlock, pdbName) {
+		t.Errorf("plan %+v: want %s named as blocking", out.Plan, pdbName)
 	}
 	for _, p := range pods {
 		name := p.Namespace + "/" + p.Name
-		if !slices.ContainsFunc(out.Remaining, func(r string) bool { return strings.HasPrefix(r, name) && strings.Contains(r, "would evict") }) {
-			t.Errorf("outcome does not say it would evict %s: %v", name, out.Remaining)
+		if !slices.ContainsFunc(out.Plan.Evict, func(e string) bool { return strings.HasPrefix(e, name+": dry run: eviction refused now by "+pdbName) }) {
+			t.Errorf("plan does not say %s's eviction is refused now by %s: %v", name, pdbName, out.Plan.Evict)
 		}
 	}
-	if len(out.Remaining) != len(pods) {
-		t.Errorf("want exactly the %d pods listed, got %v", len(pods), out.Remaining)
+	if !strings.Contains(logs.String(), `"message":"dry run plan"`) || !strings.Contains(logs.String(), pdbName) {
+		t.Errorf("no dry run plan naming %s in the log", pdbName)
 	}
-	s.grNoLifecycleCalls(ctx, target.ID)
+	// the real bootstrap's metrics: one EMF line for the invocation
+	var emf []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"_aws"`) {
+			emf = append(emf, line)
+		}
+	}
+	if len(emf) != 1 {
+		t.Errorf("want one EMF line on the function's output, got %d", len(emf))
+	}
+	for _, line := range emf {
+		if err := metrics.Validate([]byte(line)); err != nil {
+			t.Errorf("metrics line is not EMF: %v\n%s", err, line)
+		}
+		if !strings.Contains(line, `"HooksCompleted":1`) || !strings.Contains(line, `"CompletionReason":"dry-run"`) {
+			t.Errorf("metrics line %s: want the hook completed in a dry run", line)
+		}
+	}
+
+	var writes []string
+	dryEvictions := 0
+	for _, r := range api.Requests() {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			continue
+		}
+		if r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/eviction") && strings.Contains(string(r.Body), `"dryRun":["All"]`) {
+			dryEvictions++
+			continue
+		}
+		writes = append(writes, r.Method+" "+r.Path)
+	}
+	t.Logf("apiserver requests: %d, dry-run evictions %d, writes %v", len(api.Requests()), dryEvictions, writes)
+	if len(writes) != 0 {
+		t.Errorf("dry run sent %d writes to the apiserver: %v", len(writes), writes)
+	}
+	if dryEvictions < len(pods) {
+		t.Errorf("%d server-side dry-run evictions seen, want one per pod (%d): the proxy saw the function's traffic?", dryEvictions, len(pods))
+	}
 	grUnchanged(t, ctx, target.PrivateDNSName, before)
+}
+
+// lockedBuffer is a bytes.Buffer safe for the function's log writer.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestGracefulLaunchHook: the launch hook is completed with CONTINUE only

@@ -1,0 +1,194 @@
+package handler
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/node-drainer/node-drainer/internal/drain"
+	"github.com/node-drainer/node-drainer/internal/metrics"
+)
+
+// Step is one step of an invocation and when it ended, counted from the
+// invocation's start: the outcome's timeline answers "why didn't it drain"
+// in one line.
+type Step struct {
+	AtMS   int64  `json:"atMs"`
+	Step   string `json:"step"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Steps of the timeline.
+const (
+	StepLookup        = "lookup"
+	StepLeftAlone     = "left-alone"
+	StepPlanned       = "planned"
+	StepMarked        = "marked"
+	StepEvicting      = "evicting"
+	StepPDBWait       = "pdb-wait"
+	StepEvicted       = "evicted"
+	StepVolumes       = "volumes-released"
+	StepConfirmed     = "confirmed-down"
+	StepCordoned      = "cordoned"
+	StepForceReleased = "force-released"
+	StepOutOfService  = "out-of-service-taint"
+	StepContinued     = "continued"
+	StepHookCompleted = "hook-completed"
+)
+
+// WithMetrics makes the Handler write one CloudWatch embedded metric format
+// line per invocation to w (the function's stdout); without it none is
+// written.
+func WithMetrics(w io.Writer) Option {
+	return func(h *Handler) { h.metrics = w }
+}
+
+// report is what one invocation observed, for its timeline and metrics. A
+// nil report (an instance handled inside another invocation) records
+// nothing.
+type report struct {
+	mu          sync.Mutex
+	begun       time.Time
+	now         func() time.Time
+	steps       []Step
+	pdbBlocked  time.Duration
+	retries     map[string]int
+	released    time.Duration // force-release of an instance gone
+	hookResult  string        // the result a completion succeeded with
+	hookReason  string        // why: the outcome's action, at-deadline, dry-run
+	drainEnded  bool
+	drainLength time.Duration
+}
+
+func newReport(begun time.Time, now func() time.Time) *report {
+	return &report{begun: begun, now: now, retries: map[string]int{}}
+}
+
+// step adds a step to the timeline, now.
+func (r *run) step(name, format string, args ...any) {
+	rep := r.rep
+	if rep == nil {
+		return
+	}
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	rep.steps = append(rep.steps, Step{AtMS: rep.now().Sub(rep.begun).Milliseconds(), Step: name, Detail: fmt.Sprintf(format, args...)})
+}
+
+// retried counts a Kubernetes call retried for cause.
+func (rep *report) retried(cause string) {
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	rep.retries[cause]++
+}
+
+// pdbWait is the drain's report of a pod a PodDisruptionBudget held.
+func (r *run) pdbWait(p drain.Pod, pdbs string, waited time.Duration, evicted bool) {
+	what := "then evicted"
+	if !evicted {
+		what = "still held"
+	}
+	r.step(StepPDBWait, "%s held by %s for %s, %s", p, pdbs, waited.Round(time.Millisecond), what)
+	if r.rep != nil {
+		r.rep.mu.Lock()
+		r.rep.pdbBlocked += waited
+		r.rep.mu.Unlock()
+	}
+}
+
+// hookCompleted records a completion this invocation made.
+func (r *run) hookCompleted(result string) {
+	if r.rep == nil {
+		return
+	}
+	reason := string(r.out.Action)
+	switch {
+	case r.h.cfg.DryRun:
+		reason = "dry-run"
+	case r.out.Action == ActionFailed:
+		reason = "at-deadline" // completed because the drain's time ran out
+	}
+	r.rep.mu.Lock()
+	r.rep.hookResult, r.rep.hookReason = result, reason
+	r.rep.mu.Unlock()
+	r.step(StepHookCompleted, "%s (%s)", result, reason)
+}
+
+// drainEnded records that a drain ended in this invocation (drained, or
+// given up), started long ago for a continued drain.
+func (r *run) drainEnded() {
+	if r.rep == nil {
+		return
+	}
+	r.rep.mu.Lock()
+	r.rep.drainEnded, r.rep.drainLength = true, r.h.now().Sub(r.started)
+	r.rep.mu.Unlock()
+}
+
+// finishReport puts the timeline in the outcome and writes the
+// invocation's metrics line: one directive by event kind and result, one by
+// lifecycle result and by completion reason for a completed hook.
+func (r *run) finishReport() {
+	rep := r.rep
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	r.out.Timeline = rep.steps
+	if r.h.metrics == nil {
+		return
+	}
+	result := string(r.out.Action)
+	if r.h.cfg.DryRun {
+		result = "dry-run"
+	}
+	// FunctionName in every dimension set: two deployments in one account
+	// and region keep their metrics, and their alarms, apart
+	fn := metrics.Dimension{Name: "FunctionName", Value: r.h.cfg.FunctionName}
+	if fn.Value == "" {
+		fn.Value = "node-drainer" // outside Lambda (local runs)
+	}
+	e := metrics.New(metrics.Namespace)
+	d := e.Directive([]metrics.Dimension{fn, {Name: "Event", Value: string(r.out.Event)}, {Name: "Result", Value: result}})
+	d.Put("Invocations", metrics.Count, 1)
+	d.Put("DurationSeconds", metrics.Seconds, float64(r.out.DurationMS)/1000)
+	if rep.drainEnded {
+		d.Put("DrainSeconds", metrics.Seconds, rep.drainLength.Seconds())
+	}
+	// a metric absent from a line creates no series for its dimensions (each
+	// series is billed): drain metrics only where a drain ran
+	if rep.drainEnded || len(r.out.Evicted) > 0 || rep.pdbBlocked > 0 || r.out.Action == ActionContinued {
+		d.Put("PodsEvicted", metrics.Count, float64(len(r.out.Evicted)))
+		d.Put("PDBBlockedSeconds", metrics.Seconds, rep.pdbBlocked.Seconds())
+	}
+	if !r.h.cfg.DryRun && (len(r.out.AttachmentsDeleted) > 0 || len(r.out.PodsDeleted) > 0) {
+		d.Put("RWOForceReleases", metrics.Count, float64(len(r.out.AttachmentsDeleted)))
+		d.Put("RWOReleaseSeconds", metrics.Seconds, rep.released.Seconds())
+	}
+	if r.out.Action == ActionContinued {
+		d.Put("Continuations", metrics.Count, 1)
+	}
+	total := 0
+	for cause, n := range rep.retries {
+		d.Put("KubeAPIRetries."+cause, metrics.Count, float64(n))
+		total += n
+	}
+	if total > 0 {
+		d.Put("KubeAPIRetries", metrics.Count, float64(total))
+	}
+	if sw := r.out.Sweep; sw != nil {
+		for name, n := range map[string]int{"SweepHooks": len(sw.Hooks), "SweepDeadNodes": len(sw.Dead), "SweepUnmarked": len(sw.Unmarked),
+			"SweepOrphans": len(sw.Orphans), "SweepZombies": len(sw.Zombies), "SweepReplaced": len(sw.Replaced), "SweepFailed": len(sw.Failed)} {
+			d.Put(name, metrics.Count, float64(n))
+		}
+	}
+	if rep.hookResult != "" {
+		e.Directive([]metrics.Dimension{fn, {Name: "LifecycleResult", Value: rep.hookResult}},
+			[]metrics.Dimension{fn, {Name: "CompletionReason", Value: rep.hookReason}}).
+			Put("HooksCompleted", metrics.Count, 1)
+	}
+	e.Property("instance", r.out.Instance)
+	e.Property("node", r.out.Node)
+	if err := e.Write(r.h.metrics, r.h.now()); err != nil {
+		r.log.Warn("could not write metrics", "error", err)
+	}
+}
