@@ -1,0 +1,140 @@
+package sweep
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/node-drainer/node-drainer/internal/instance"
+)
+
+// ec2Calls answers DescribeInstances by filter from states, and records the
+// filters of every call.
+type ec2Calls struct {
+	mu     sync.Mutex
+	states map[string]instance.State
+	calls  [][]ec2types.Filter
+	err    error
+}
+
+func (f *ec2Calls) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, in.Filters)
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []ec2types.Instance
+	for id, st := range f.states {
+		match := true
+		for _, fl := range in.Filters {
+			switch aws.ToString(fl.Name) {
+			case "instance-id":
+				match = match && slices.Contains(fl.Values, id)
+			case "instance-state-name":
+				match = match && slices.Contains(fl.Values, string(st))
+			case "private-dns-name":
+				match = false
+			}
+		}
+		if match {
+			out = append(out, ec2types.Instance{InstanceId: aws.String(id), State: &ec2types.InstanceState{Name: ec2types.InstanceStateName(st)},
+				Tags: []ec2types.Tag{{Key: aws.String(cfg.ClusterTagKey), Value: aws.String("owned")}}})
+		}
+	}
+	return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{{Instances: out}}}, nil
+}
+
+type asgCalls struct{ groups, hooks int }
+
+func (f *asgCalls) DescribeAutoScalingGroups(context.Context, *autoscaling.DescribeAutoScalingGroupsInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
+	f.groups++
+	return &autoscaling.DescribeAutoScalingGroupsOutput{AutoScalingGroups: []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("asg"),
+		Instances: []astypes.Instance{{InstanceId: aws.String("i-1"), LifecycleState: astypes.LifecycleStateInService}}}}}, nil
+}
+
+func (f *asgCalls) DescribeLifecycleHooks(context.Context, *autoscaling.DescribeLifecycleHooksInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
+	f.hooks++
+	return &autoscaling.DescribeLifecycleHooksOutput{}, nil
+}
+
+// TestReadAsksOnlyWhatMayBeWrong: a quiet cluster costs one node list, one
+// attachment list, one lease list, one group page and one EC2 call; nothing
+// per node. A node NotReady adds one EC2 call for it; a stopped instance a
+// pod list for its node.
+func TestReadAsksOnlyWhatMayBeWrong(t *testing.T) {
+	objs := []runtime.Object{}
+	for _, id := range []string{"i-1", "i-2", "i-3", "i-4"} {
+		n := nodeOf(id, id != "i-3", now.Add(-time.Hour))
+		objs = append(objs, &n)
+	}
+	kube := fake.NewClientset(objs...)
+	ec := &ec2Calls{states: map[string]instance.State{"i-1": instance.StateRunning, "i-2": instance.StateStopped, "i-3": instance.StateRunning, "i-4": instance.StateRunning}}
+	as := &asgCalls{}
+	r, err := Read(context.Background(), kube, ec, as, cfg, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists := map[string]int{}
+	for _, a := range kube.Actions() {
+		if a.GetVerb() != "list" {
+			t.Errorf("reading made a %s", a.GetVerb())
+		}
+		lists[a.GetResource().Resource]++
+	}
+	// i-2 is stopped: its pods are counted; nothing else is listed per node
+	if lists["nodes"] != 1 || lists["volumeattachments"] != 1 || lists["leases"] != 1 || lists["pods"] != 1 {
+		t.Errorf("lists %v: want one each of nodes, volumeattachments, leases, and pods for the one stopped node", lists)
+	}
+	if as.groups != 1 || as.hooks != 0 {
+		t.Errorf("autoscaling calls: %d group pages, %d hook reads; want 1 and 0 (no instance waits)", as.groups, as.hooks)
+	}
+	// one call for the cluster's instances not running, one by id for the NotReady node i-3
+	if len(ec.calls) != 2 || !slices.ContainsFunc(ec.calls[1], func(f ec2types.Filter) bool {
+		return aws.ToString(f.Name) == "instance-id" && slices.Equal(f.Values, []string{"i-3"})
+	}) {
+		t.Errorf("EC2 calls %v: want the not-running filter, then instance-id [i-3]", ec.calls)
+	}
+	if r.Instances["i-2"].State != instance.StateStopped || r.Instances["i-3"].State != instance.StateRunning {
+		t.Errorf("instances %v", r.Instances)
+	}
+	if _, asked := r.Instances["i-1"]; asked {
+		t.Error("a Ready node's running instance was described")
+	}
+}
+
+// TestReadAllOrNothing: a failure of any source is the reading's error.
+func TestReadAllOrNothing(t *testing.T) {
+	n := nodeOf("i-1", true, now)
+	for name, fail := range map[string]func(*fake.Clientset, *ec2Calls){
+		"nodes": func(k *fake.Clientset, _ *ec2Calls) {
+			k.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, errors.New("boom") })
+		},
+		"volumeattachments": func(k *fake.Clientset, _ *ec2Calls) {
+			k.PrependReactor("list", "volumeattachments", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, errors.New("boom") })
+		},
+		"ec2": func(_ *fake.Clientset, e *ec2Calls) { e.err = errors.New("throttled") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			kube := fake.NewClientset(&n, &corev1.Namespace{})
+			ec := &ec2Calls{states: map[string]instance.State{"i-1": instance.StateRunning}}
+			fail(kube, ec)
+			if r, err := Read(context.Background(), kube, ec, &asgCalls{}, cfg, now); err == nil || r != nil {
+				t.Errorf("got %v, %v: want no readings and an error", r, err)
+			}
+		})
+	}
+}
