@@ -1,4 +1,4 @@
-# Alarms (README: Alarms), the same as template.yaml's. The last two read the
+# Alarms (docs/operations.md: Alarms), the same as template.yaml's. The last two read the
 # function's own embedded-metric-format metrics (namespace NodeDrainer).
 
 locals {

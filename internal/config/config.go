@@ -1,6 +1,6 @@
 // Package config turns the function's environment into a validated Config.
 // Every variable, its default and its meaning is listed in Vars, which the
-// README's configuration table and the deploy templates follow.
+// configuration table of docs/configuration.md and the deploy templates follow.
 package config
 
 import (

@@ -2,8 +2,8 @@ package event
 
 import "encoding/json"
 
-// EventBridge sources and detail-types node-drainer handles (the README's
-// "Events" table says what happens on each).
+// EventBridge sources and detail-types node-drainer handles (the "Events" table
+// of docs/architecture.md says what happens on each).
 const (
 	sourceAutoScaling = "aws.autoscaling"
 	sourceEC2         = "aws.ec2"

@@ -72,7 +72,7 @@ var wantEnv = map[string]string{
 	"ZOMBIE_MAX_ASG_SHARE":        "10",
 }
 
-// The event kinds the function handles (the README's "Events" table), by rule name
+// The event kinds the function handles (the "Events" table of docs/architecture.md), by rule name
 // suffix, with the exact pattern each rule must have.
 var wantRules = map[string]string{
 	"terminate-hook":    `{"detail":{"AutoScalingGroupName":["${param:asg_names}"],"LifecycleHookName":["node-drainer-terminate"]},"detail-type":["EC2 Instance-terminate Lifecycle Action"],"source":["aws.autoscaling"]}`,

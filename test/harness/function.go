@@ -86,7 +86,7 @@ func Main(m *testing.M, env **Env, bootstrap *string) int {
 	defer cancel()
 	e, b, err := StartWithFunction(ctx, os.Stderr)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: %v (the harness needs `make tools` and python3 with moto[server]; see the README)\n", err)
+		fmt.Fprintf(os.Stderr, "FAIL: %v (the harness needs `make tools` and python3 with moto[server]; see docs/testing.md)\n", err)
 		return 1
 	}
 	defer e.Stop()

@@ -10,34 +10,34 @@ import (
 	"github.com/node-drainer/node-drainer/internal/config"
 )
 
-// readmeTableHeader starts the README's configuration table: its first two
-// columns are the variable and its default.
-const readmeTableHeader = "| variable | default |"
+// configTableHeader starts the configuration table of docs/configuration.md:
+// its first two columns are the variable and its default.
+const configTableHeader = "| variable | default |"
 
-// readmeVar is one row of the README's configuration table.
-type readmeVar struct {
+// configRow is one row of the configuration table.
+type configRow struct {
 	name, def string
 	line      int
 }
 
-// readmeVars parses the configuration table of doc: the one table whose
-// header starts with readmeTableHeader. A variable is written `NAME`; a
+// configRows parses the configuration table of doc: the one table whose
+// header starts with configTableHeader. A variable is written `NAME`; a
 // default is `value`, or the word empty.
-func readmeVars(doc string) ([]readmeVar, error) {
+func configRows(doc string) ([]configRow, error) {
 	lines := strings.Split(doc, "\n")
 	start := -1
 	for i, l := range lines {
-		if strings.HasPrefix(strings.TrimSpace(l), readmeTableHeader) {
+		if strings.HasPrefix(strings.TrimSpace(l), configTableHeader) {
 			if start >= 0 {
-				return nil, fmt.Errorf("two tables start with %q (lines %d and %d)", readmeTableHeader, start+1, i+1)
+				return nil, fmt.Errorf("two tables start with %q (lines %d and %d)", configTableHeader, start+1, i+1)
 			}
 			start = i
 		}
 	}
 	if start < 0 {
-		return nil, fmt.Errorf("no table starting with %q", readmeTableHeader)
+		return nil, fmt.Errorf("no table starting with %q", configTableHeader)
 	}
-	var vars []readmeVar
+	var vars []configRow
 	var errs []string
 	for i := start + 2; i < len(lines); i++ { // skip the header and its |---| line
 		l := strings.TrimSpace(lines[i])
@@ -64,7 +64,7 @@ func readmeVars(doc string) ([]readmeVar, error) {
 			errs = append(errs, fmt.Sprintf("line %d: default %q of %s is neither `value` nor empty", i+1, def, name))
 			continue
 		}
-		vars = append(vars, readmeVar{name: name, def: def, line: i + 1})
+		vars = append(vars, configRow{name: name, def: def, line: i + 1})
 	}
 	if len(errs) > 0 {
 		return vars, fmt.Errorf("%s", strings.Join(errs, "; "))
@@ -72,9 +72,9 @@ func readmeVars(doc string) ([]readmeVar, error) {
 	return vars, nil
 }
 
-// readmeProblems compares the README's configuration table with vars.
-func readmeProblems(doc string, vars []config.Var) []string {
-	rows, err := readmeVars(doc)
+// configTableProblems compares the configuration table of doc with vars.
+func configTableProblems(doc string, vars []config.Var) []string {
+	rows, err := configRows(doc)
 	var out []string
 	if err != nil {
 		out = append(out, err.Error())
@@ -98,26 +98,29 @@ func readmeProblems(doc string, vars []config.Var) []string {
 	}
 	for _, v := range vars {
 		if !seen[v.Name] {
-			out = append(out, fmt.Sprintf("%s (default %q) is missing from the README's configuration table", v.Name, v.Default))
+			out = append(out, fmt.Sprintf("%s (default %q) is missing from the configuration table", v.Name, v.Default))
 		}
 	}
 	return out
 }
 
-// TestReadmeConfigurationTable: README.md's configuration table lists every
-// variable of config.Vars with its default, and nothing else.
-func TestReadmeConfigurationTable(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+// configDoc holds the configuration table, relative to the repository root.
+const configDoc = "docs/configuration.md"
+
+// TestDocsConfigurationTable: the configuration table of docs/configuration.md
+// lists every variable of config.Vars with its default, once, and nothing else.
+func TestDocsConfigurationTable(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(configDoc)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range readmeProblems(string(b), config.Vars) {
-		t.Error("README.md: " + p)
+	for _, p := range configTableProblems(string(b), config.Vars) {
+		t.Error(configDoc + ": " + p)
 	}
 }
 
-// The check fails when the README and config.Vars disagree.
-func TestReadmeProblemsDetectsDrift(t *testing.T) {
+// The check fails when the documented table and config.Vars disagree.
+func TestConfigTableProblemsDetectsDrift(t *testing.T) {
 	vars := []config.Var{{Name: "A_VAR", Default: "1m"}, {Name: "B_VAR", Default: ""}}
 	table := func(rows ...string) string {
 		return "# x\n\n| variable | default | meaning |\n|---|---|---|\n" + strings.Join(rows, "\n") + "\n\nafter | not a row\n"
@@ -137,7 +140,7 @@ func TestReadmeProblemsDetectsDrift(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := strings.Join(readmeProblems(tt.doc, vars), "\n")
+			got := strings.Join(configTableProblems(tt.doc, vars), "\n")
 			switch {
 			case tt.want == "" && got != "":
 				t.Errorf("problems:\n%s\nwant none", got)
