@@ -180,6 +180,18 @@ func abruptStop(ctx context.Context, d *demo) error {
 	}
 	defer rt.Stop()
 
+	// a real stop: the kubelet dies as the instance shuts down, and EC2
+	// reports it stopped tens of seconds later, by when the kubelet's Lease
+	// is stale; that is the guard's evidence, so the demo waits as EC2 would
+	if err := d.env.StopKubelet(ctx, old); err != nil {
+		return fmt.Errorf("stopping the kubelet of %s: %w", old, err)
+	}
+	d.tl.printf("kubelet of %s stopped (kwok no longer holds its Lease); the instance is shutting down", short(old))
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(16 * time.Second):
+	}
 	if err := d.env.SetInstanceState(ctx, target.ID, "stopped"); err != nil {
 		return err
 	}
@@ -187,11 +199,7 @@ func abruptStop(ctx context.Context, d *demo) error {
 	if err != nil {
 		return err
 	}
-	d.tl.printf("EC2 (moto): StopInstances %s; DescribeInstances says %s", target.ID, state)
-	if err := d.env.StopKubelet(ctx, old); err != nil {
-		return fmt.Errorf("stopping the kubelet of %s: %w", old, err)
-	}
-	d.tl.printf("kubelet of %s stopped (kwok no longer holds its Lease)", short(old))
+	d.tl.printf("EC2 (moto): StopInstances %s; DescribeInstances says %s (the kubelet's Lease is 16 s old)", target.ID, state)
 	payload, err := harness.StateChangeEvent(target.ID, "stopped")
 	if err != nil {
 		return err
