@@ -22,9 +22,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	kubectl "k8s.io/kubectl/pkg/drain"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
@@ -183,6 +186,19 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 		}
 		return res, nil
 	}
+	// the node's pods are watched from the start, so that pods that go
+	// while others are still refused are seen gone even if ctx ends first
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	type watched struct {
+		gone map[types.UID]bool
+		err  error
+	}
+	goneC := make(chan watched, 1)
+	go func() {
+		g, err := d.waitGone(wctx, node, pods)
+		goneC <- watched{g, err}
+	}()
 	var (
 		mu      sync.Mutex
 		reasons = map[types.UID]error{}
@@ -198,7 +214,11 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 		})
 	}
 	wg.Wait()
-	gone := d.waitGone(ctx, node, pods)
+	if len(reasons) == len(pods) {
+		stopWatch() // no eviction was accepted: nothing to wait for
+	}
+	w := <-goneC
+	gone, werr := w.gone, w.err
 	for _, p := range pods {
 		pp := Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
 		if gone[p.UID] {
@@ -206,7 +226,11 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 			continue
 		}
 		pp.Err = reasons[p.UID]
-		if pp.Err == nil {
+		switch {
+		case pp.Err != nil:
+		case werr != nil:
+			pp.Err = fmt.Errorf("evicted, not watched to the end: %w", werr)
+		default:
 			pp.Err = timedOut{errors.New("evicted, still terminating")}
 		}
 		pp.Reason = pp.Err.Error()
@@ -397,23 +421,34 @@ func (d *Drainer) waitPDBAllows(ctx context.Context, p corev1.Pod, limit time.Du
 	}
 }
 
-// waitGone polls the node's pods until every one of pods is gone (deleted, or
-// replaced by a pod of the same name with another UID) or ctx ends.
-func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod) map[types.UID]bool {
+// waitGone waits until every one of pods is gone from the node (deleted, or
+// replaced by a pod of the same name with another UID) or ctx ends: it lists
+// the node's pods, then watches them from the list's version. It reports the
+// pods gone, and, when the watch itself failed for good (a 403), why.
+func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod) (map[types.UID]bool, error) {
 	gone := map[types.UID]bool{}
 	if len(pods) == 0 {
-		return gone
+		return gone, nil
 	}
 	sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
-	_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		list, err := d.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
-		if err != nil {
-			return false, nil // transient: poll again until ctx ends
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return d.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return d.client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
+		},
+	}
+	var mu sync.Mutex
+	err := cluster.Until(ctx, lw, &corev1.Pod{}, func(s cache.Store) (bool, error) {
+		present := map[types.UID]bool{}
+		for _, o := range s.List() {
+			present[o.(*corev1.Pod).UID] = true
 		}
-		present := make(map[types.UID]bool, len(list.Items))
-		for _, p := range list.Items {
-			present[p.UID] = true
-		}
+		mu.Lock()
+		defer mu.Unlock()
 		all := true
 		for _, p := range pods {
 			if present[p.UID] {
@@ -424,7 +459,12 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod) 
 		}
 		return all, nil
 	})
-	return gone
+	mu.Lock()
+	defer mu.Unlock()
+	if err != nil && !errors.Is(err, cluster.ErrWaitTimeout) {
+		return gone, fmt.Errorf("watching pods of node %s: %w", node, err)
+	}
+	return gone, nil
 }
 
 // claimsOf returns the PVCs (namespace/name) the pods mount, including

@@ -530,3 +530,60 @@ func TestDrainListForbidden(t *testing.T) {
 		t.Errorf("error %v: want the 403 wrapped, not a timeout", err)
 	}
 }
+
+// waitGone watches the node's pods: a pod is gone when its UID is no longer
+// there, so a replacement of the same name is not the original.
+func TestWaitGone(t *testing.T) {
+	opened := func(c *fake.Clientset) <-chan struct{} {
+		ch := make(chan struct{}, 10)
+		c.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+			ch <- struct{}{}
+			return false, nil, nil
+		})
+		return ch
+	}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	t.Run("deleted, and replaced under the same name", func(t *testing.T) {
+		a, b := pod("apps", "db-0"), pod("apps", "web-1")
+		c := fake.NewClientset(a, b)
+		watching := opened(c)
+		go func() {
+			<-watching
+			_ = c.Tracker().Delete(gvr, "apps", "web-1")
+			_ = c.Tracker().Delete(gvr, "apps", "db-0")
+			repl := pod("apps", "db-0")
+			repl.UID = "replacement"
+			_ = c.Tracker().Create(gvr, repl, "apps")
+		}()
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		gone, err := New(c, Options{}, nil).waitGone(ctx, nodeName, []corev1.Pod{*a, *b})
+		if err != nil || !gone[a.UID] || !gone[b.UID] {
+			t.Fatalf("gone %v, err %v: want both", gone, err)
+		}
+	})
+	t.Run("still there at the deadline", func(t *testing.T) {
+		a := pod("apps", "db-0")
+		c := fake.NewClientset(a)
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		defer cancel()
+		gone, err := New(c, Options{}, nil).waitGone(ctx, nodeName, []corev1.Pod{*a})
+		if err != nil || gone[a.UID] {
+			t.Fatalf("gone %v, err %v: want not gone, no error", gone, err)
+		}
+	})
+	t.Run("a forbidden watch is an error with its cause", func(t *testing.T) {
+		a := pod("apps", "db-0")
+		c := fake.NewClientset(a)
+		c.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("rbac"))
+		})
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		begin := time.Now()
+		_, err := New(c, Options{}, nil).waitGone(ctx, nodeName, []corev1.Pod{*a})
+		if !apierrors.IsForbidden(err) || time.Since(begin) > 5*time.Second {
+			t.Fatalf("err %v after %s: want the 403 at once", err, time.Since(begin))
+		}
+	})
+}

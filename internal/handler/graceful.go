@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
@@ -565,18 +564,13 @@ func (r *run) launch(ctx context.Context) error {
 	stop := r.keepAlive(ctx, act) // node registration can outlast a short heartbeat timeout
 	wctx, cancel := context.WithDeadline(ctx, r.budget(ctx))
 	defer cancel()
-	var joined *corev1.Node
-	err = wait.PollUntilContextCancel(wctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		n, err := node.Find(ctx, r.h.c.Kube, inst.PrivateDNSName, inst.ID)
-		if err != nil {
-			return false, nil
-		}
-		joined = n
-		return node.Ready(n), nil
-	})
+	joined, err := node.WaitReady(wctx, r.h.c.Kube, inst.PrivateDNSName, inst.ID)
 	stop()
 	if err != nil {
 		r.out.Action, r.out.Detail = ActionFailed, "node did not become Ready before the deadline"
+		if !errors.Is(err, cluster.ErrWaitTimeout) {
+			r.out.Detail = fmt.Sprintf("node not watched to the end (%s): %v", cluster.Cause(err), err)
+		}
 		return r.complete(ctx, act, r.h.onFailure(), joined)
 	}
 	r.out.Node = joined.Name
