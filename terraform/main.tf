@@ -27,6 +27,8 @@ locals {
     DRY_RUN                     = tostring(var.dry_run)
     DRAIN_TIMEOUT               = var.drain_timeout
     SPOT_DRAIN_TIMEOUT          = var.spot_drain_timeout
+    SPOT_GRACE_PERIOD_CAP       = var.spot_grace_period_cap
+    CRITICAL_PRIORITY_THRESHOLD = tostring(var.critical_priority_threshold)
     REBALANCE_ACTION            = var.rebalance_action
     SCHEDULED_CHANGE_ACTION     = var.scheduled_change_action
     SCHEDULED_CHANGE_LEAD_TIME  = var.scheduled_change_lead_time

@@ -134,6 +134,18 @@ variable "spot_drain_timeout" {
   default     = "100s"
 }
 
+variable "spot_grace_period_cap" {
+  description = "On a spot interruption warning, the longest grace period an evicted pod gets (Go duration, at most 2m); each drain tier also gets at most its share of the time left."
+  type        = string
+  default     = "90s"
+}
+
+variable "critical_priority_threshold" {
+  description = "Pods at or above this priority (and system-node-critical / system-cluster-critical pods) are drained last."
+  type        = number
+  default     = 2000000000
+}
+
 variable "rebalance_action" {
   description = "What a rebalance recommendation does: cordon, drain or ignore."
   type        = string

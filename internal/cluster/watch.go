@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,27 +35,14 @@ func Until(ctx context.Context, lw *cache.ListWatch, obj runtime.Object, done fu
 		mu    sync.Mutex
 		final error // the first error a re-list cannot cure
 	)
-	check := func(err error) error {
-		if Final(err) {
-			mu.Lock()
-			if final == nil {
-				final = err
-			}
-			mu.Unlock()
-			cancel()
+	guarded := guard(lw, func(err error) {
+		mu.Lock()
+		if final == nil {
+			final = err
 		}
-		return err
-	}
-	guarded := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			l, err := lw.ListWithContext(ctx, o)
-			return l, check(err)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			w, err := lw.WatchWithContext(ctx, o)
-			return w, check(err)
-		},
-	}
+		mu.Unlock()
+		cancel()
+	})
 	var (
 		smu   sync.Mutex
 		store cache.Store
@@ -104,3 +92,129 @@ func Final(err error) bool {
 type listThenWatch struct{ *cache.ListWatch }
 
 func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
+// guard wraps lw so that onFinal hears of a list or watch error that a
+// re-list cannot cure.
+func guard(lw *cache.ListWatch, onFinal func(error)) *cache.ListWatch {
+	check := func(err error) error {
+		if Final(err) {
+			onFinal(err)
+		}
+		return err
+	}
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			l, err := lw.ListWithContext(ctx, o)
+			return l, check(err)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			w, err := lw.WatchWithContext(ctx, o)
+			return w, check(err)
+		},
+	}
+}
+
+// Informer keeps a store of the objects a list-watch yields (list, then
+// watch from the list's version; a broken watch re-lists) and tells its
+// readers when it changes. It stops at ctx's end, or at a list or watch
+// error a re-list cannot cure (Err).
+type Informer struct {
+	store  cache.Store
+	ctrl   cache.Controller
+	change Signal
+	mu     sync.Mutex
+	err    error
+}
+
+// Inform starts an Informer over lw until ctx ends.
+func Inform(ctx context.Context, lw *cache.ListWatch, obj runtime.Object) *Informer {
+	ctx, cancel := context.WithCancel(ctx)
+	in := &Informer{}
+	changed := func(any) { in.change.Broadcast() }
+	in.store, in.ctrl = cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: listThenWatch{guard(lw, func(err error) {
+			in.mu.Lock()
+			if in.err == nil {
+				in.err = err
+			}
+			in.mu.Unlock()
+			cancel()
+			in.change.Broadcast()
+		})},
+		ObjectType: obj,
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    changed,
+			UpdateFunc: func(_, o any) { changed(o) },
+			DeleteFunc: changed,
+		},
+	})
+	go func() {
+		in.ctrl.RunWithContext(ctx)
+		cancel()
+	}()
+	return in
+}
+
+// Store is what the informer last saw.
+func (in *Informer) Store() cache.Store { return in.store }
+
+// Synced reports whether the first list is in the store.
+func (in *Informer) Synced() bool { return in.ctrl.HasSynced() }
+
+// Err is the list or watch error that stopped the informer (nil: running,
+// or stopped by its context).
+func (in *Informer) Err() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.err
+}
+
+// Changed is closed at the next change of the store (or when the informer
+// fails): take it before reading the store, then wait on it.
+func (in *Informer) Changed() <-chan struct{} { return in.change.C() }
+
+// WaitSynced waits until the informer has synced, has failed, or ctx ends;
+// it reports whether it synced.
+func (in *Informer) WaitSynced(ctx context.Context) bool {
+	for {
+		ch := in.Changed()
+		if in.Synced() {
+			return true
+		}
+		if in.Err() != nil {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return in.Synced()
+		case <-ch:
+		case <-time.After(50 * time.Millisecond): // an empty list changes nothing
+		}
+	}
+}
+
+// Signal wakes every waiter at once: C is closed at the next Broadcast.
+type Signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// C is closed at the next Broadcast.
+func (s *Signal) C() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+// Broadcast wakes those waiting on C.
+func (s *Signal) Broadcast() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
+}

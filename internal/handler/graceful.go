@@ -335,7 +335,7 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 	}
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	res, err := r.drainer().Drain(dctx, n.Name)
+	res, err := r.drainer(cause, dead).Drain(dctx, n.Name)
 	for _, p := range res.Evicted {
 		r.out.Evicted = append(r.out.Evicted, p.String())
 	}
