@@ -69,7 +69,7 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 		return nil
 	}
 	check := r.guard(n, inst.ID)
-	if err := r.safeToForce(ctx, check); err != nil {
+	if err := r.safeToForce(ctx, n.Name, check); err != nil {
 		return r.notForced(ctx, n, err)
 	}
 	begin := r.h.now()
