@@ -115,10 +115,11 @@ resource "aws_lambda_function" "this" {
   }
 }
 
-# Asynchronous invocations (EventBridge, self-continuation): 2 retries, then the DLQ.
+# Asynchronous invocations (EventBridge, self-continuation): async_retry_attempts
+# retries (default 2), then the DLQ.
 resource "aws_lambda_function_event_invoke_config" "this" {
   function_name                = aws_lambda_function.this.function_name
-  maximum_retry_attempts       = 2
+  maximum_retry_attempts       = var.async_retry_attempts
   maximum_event_age_in_seconds = var.maximum_event_age_seconds
 
   destination_config {
@@ -163,7 +164,8 @@ resource "aws_eks_access_entry" "function" {
   tags              = var.tags
 }
 
-# The ClusterRole and its binding to the group node-drainer, one manifest per
+# The ClusterRole and its binding to the group node-drainer, the leases'
+# namespace and Role, the FlowSchema and PriorityLevelConfiguration: one manifest per
 # YAML document of kubernetes/rbac.yaml. kubernetes_manifest reads the cluster's
 # API at plan time: the cluster must exist before this module is planned with
 # manage_rbac = true (see README.md, "Two phases").

@@ -346,6 +346,28 @@ variable "maximum_event_age_seconds" {
   }
 }
 
+variable "event_retry_attempts" {
+  description = "Retries of each rule target when the invocation is refused (throttled by reserved_concurrency, say), within maximum_event_age_seconds."
+  type        = number
+  default     = 185
+
+  validation {
+    condition     = var.event_retry_attempts >= 0 && var.event_retry_attempts <= 185
+    error_message = "event_retry_attempts must be 0-185."
+  }
+}
+
+variable "async_retry_attempts" {
+  description = "Retries of an asynchronous invocation that returned an error, then the DLQ."
+  type        = number
+  default     = 2
+
+  validation {
+    condition     = var.async_retry_attempts >= 0 && var.async_retry_attempts <= 2
+    error_message = "async_retry_attempts must be 0-2."
+  }
+}
+
 variable "subnet_ids" {
   description = "Subnets for the function (private cluster endpoint); empty = no VPC."
   type        = list(string)
