@@ -218,8 +218,8 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 		}
 	}
 	for _, t := range Tiers {
-		if len(plan[t]) == 0 {
-			continue
+		if len(plan[t]) == 0 || ctx.Err() != nil {
+			continue // a tier not started by the end: its pods stay pending
 		}
 		grace := d.tierGrace(ctx, tiersLeft)
 		tiersLeft--
@@ -332,6 +332,8 @@ func (d *Drainer) evict(ctx context.Context, r *run, p corev1.Pod, grace time.Du
 				return timedOut{fmt.Errorf("evicting: %w", err)}
 			case <-time.After(cluster.Pause(&backoff, err)):
 			}
+		case ctx.Err() != nil:
+			return timedOut{fmt.Errorf("evicting: %w", err)} // the call ended with the drain
 		default:
 			return fmt.Errorf("evicting: %w", err)
 		}

@@ -796,3 +796,39 @@ func TestGraceCap(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A tier whose pods are still terminating at the deadline holds the next
+// tier: those pods are reported not evicted, as timed out, and were never
+// sent an eviction.
+func TestTierNotStartedByTheDeadline(t *testing.T) {
+	rwoClaim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "data-db-0"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}}
+	db, web := pod("apps", "db-0", managed, claim("data", "data-db-0")), pod("apps", "web-1", managed)
+	c := fake.NewClientset(rwoClaim, db, web)
+	var tried []string
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		tried = append(tried, a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction).Name)
+		return true, nil, nil // accepted; the pod terminates slowly (never, here)
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 400*time.Millisecond)
+	defer cancel()
+	res, err := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil).Drain(ctx, nodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(tried, []string{"db-0"}) {
+		t.Errorf("evictions %v: want db-0 only", tried)
+	}
+	var webErr error
+	for _, p := range res.Remaining {
+		if p.Name == "web-1" {
+			webErr = p.Err
+		}
+	}
+	if !errors.Is(webErr, ErrTimeout) || !strings.Contains(webErr.Error(), "before its tier started") {
+		t.Errorf("web-1: %v, want not evicted, timed out", webErr)
+	}
+}
