@@ -3,9 +3,11 @@ package drain
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -830,5 +832,90 @@ func TestTierNotStartedByTheDeadline(t *testing.T) {
 	}
 	if !errors.Is(webErr, ErrTimeout) || !strings.Contains(webErr.Error(), "before its tier started") {
 		t.Errorf("web-1: %v, want not evicted, timed out", webErr)
+	}
+}
+
+// The eviction API's own bookkeeping, played by the fake: an accepted
+// eviction decrements the PDB's allowance and lists the pod in
+// disruptedPods (one status update), then the pod goes; the disruption
+// controller gives the allowance back once a replacement is Ready. Six pods
+// under an allowance of 2, evicted in parallel: each pod is evicted once,
+// none is refused.
+func TestParallelEvictionsTakeEachAllowanceOnce(t *testing.T) {
+	var objs []runtime.Object
+	for i := range 6 {
+		objs = append(objs, readyPod("apps", fmt.Sprintf("web-%d", i)))
+	}
+	_, pdb := heldPod()
+	pdb.Status.DisruptionsAllowed = 2
+	c := fake.NewClientset(append(objs, pdb)...)
+	var (
+		mu      sync.Mutex
+		status  = pdb.DeepCopy()
+		rv      = 1
+		fw      *watch.RaceFreeFakeWatcher // its sends after Stop are dropped
+		tried   []string
+		refused int
+	)
+	status.Status.DisruptedPods = map[string]metav1.Time{}
+	opened := make(chan struct{})
+	c.PrependWatchReactor("poddisruptionbudgets", func(k8stesting.Action) (bool, watch.Interface, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fw == nil {
+			fw = watch.NewRaceFreeFake()
+			close(opened)
+		}
+		return true, fw, nil
+	})
+	publish := func(change func(*policyv1.PodDisruptionBudget)) { // under mu
+		change(status)
+		rv++
+		status.ResourceVersion = fmt.Sprint(rv)
+		// stored too, so that a re-list (the informer's) sees it, as the
+		// apiserver's would
+		_ = c.Tracker().Update(schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}, status.DeepCopy(), "apps")
+		fw.Modify(status.DeepCopy())
+	}
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		<-opened
+		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+		mu.Lock()
+		defer mu.Unlock()
+		tried = append(tried, ev.Name)
+		if status.Status.DisruptionsAllowed <= 0 {
+			refused++
+			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		}
+		publish(func(p *policyv1.PodDisruptionBudget) {
+			p.Status.DisruptionsAllowed--
+			p.Status.DisruptedPods[ev.Name] = metav1.Now()
+		})
+		go func() {
+			_ = c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
+			time.Sleep(50 * time.Millisecond) // the replacement turns Ready elsewhere
+			mu.Lock()
+			defer mu.Unlock()
+			publish(func(p *policyv1.PodDisruptionBudget) {
+				delete(p.Status.DisruptedPods, ev.Name)
+				p.Status.DisruptionsAllowed++
+			})
+		}()
+		return true, nil, nil
+	})
+	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 50 * time.Millisecond}, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	res, err := d.Drain(ctx, nodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !res.Done() || len(tried) != 6 || refused != 0 {
+		t.Errorf("result %+v; evictions %v, %d refused: want 6 pods evicted once each, none refused", res, tried, refused)
 	}
 }

@@ -44,22 +44,16 @@ type run struct {
 	mu     sync.Mutex
 	state  map[types.UID]podState
 	reason map[types.UID]error
-	spent  map[string]spend // PDB (namespace/name) -> disruptions this drain took from its status
-	change cluster.Signal   // a pod's state changed
+	// taken: per PDB (namespace/name), the pods this drain sent an eviction
+	// for that its status may not count yet, with when it was admitted
+	taken  map[string]map[string]time.Time
+	change cluster.Signal // a pod's state changed
 }
 
-// spend counts the evictions accepted against a PDB's status at one
-// resourceVersion; a newer status (the apiserver decrements it on each
-// eviction) counts afresh.
-type spend struct {
-	version string
-	n       int32
-}
-
-// token is what admit took from PDBs for one eviction, given back if the
+// token is what admit took from a PDB for one eviction, given back if the
 // eviction is refused.
 type token struct {
-	pdb, version string
+	pdb, pod string
 }
 
 // start watches the node's pods and the PDBs of the pods' namespaces (all
@@ -68,7 +62,7 @@ type token struct {
 // PDBs'.
 func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod) *run {
 	ctx, cancel := context.WithCancel(ctx)
-	r := &run{cancel: cancel, want: pods, state: map[types.UID]podState{}, reason: map[types.UID]error{}, spent: map[string]spend{}}
+	r := &run{cancel: cancel, want: pods, state: map[types.UID]podState{}, reason: map[types.UID]error{}, taken: map[string]map[string]time.Time{}}
 	for _, p := range pods {
 		r.state[p.UID] = statePending
 	}
@@ -260,12 +254,12 @@ func gated(p corev1.Pod) bool {
 }
 
 // admit waits until the eviction of p may be tried: when exactly one PDB
-// covers a Ready pod, until that PDB allows a disruption this drain has not
-// already taken. Without the PDBs' watch (not synced, refused), it admits at
-// once: the eviction API still decides, and a 429 is waited on.
+// covers a Ready pod, until that PDB allows a disruption that no eviction of
+// this drain has taken yet. Without the PDBs' watch (not synced, refused),
+// it admits at once: the eviction API still decides, and a 429 is waited on.
 func (r *run) admit(ctx context.Context, p corev1.Pod, logged *bool) (token, error) {
 	for {
-		pdbC := r.pdbs.Changed()
+		pdbC, podsC := r.pdbs.Changed(), r.pods.Changed()
 		tk, ok, blocking := r.take(p)
 		if ok {
 			if st, _ := r.get(p.UID); st == stateBlocked {
@@ -282,11 +276,28 @@ func (r *run) admit(ctx context.Context, p corev1.Pod, logged *bool) (token, err
 		case <-ctx.Done():
 			return token{}, fmt.Errorf("%w (%s): no disruption allowed", ErrBlockedByPDB, blocking)
 		case <-pdbC:
+		case <-podsC:
+		case <-time.After(takenTTL): // a local re-check: an old taken entry may lapse
 		}
 	}
 }
 
+// takenTTL is how long an eviction this drain sent counts against its PDB
+// once its pod is gone, when no status showed it (a re-listed watch can
+// skip that status).
+const takenTTL = 5 * time.Second
+
 // take takes a disruption from the PDB covering p, if p is gated by one.
+//
+// The eviction API decrements the PDB's disruptionsAllowed and lists the pod
+// in its disruptedPods in one status update, before the pod is deleted. An
+// eviction this drain sent counts against the status as watched until a
+// status lists the pod in disruptedPods (the watch delivers the statuses in
+// order, so a later one counts it as disrupted or, once the disruption
+// controller saw it go, as not healthy), or until takenTTL after its pod
+// went, should the watch have skipped that status. So evictions sent in
+// parallel do not take one allowance twice (no 429 storm), and a skipped
+// status costs at most one refusal, never a stall.
 func (r *run) take(p corev1.Pod) (token, bool, string) {
 	if !r.pdbs.Synced() || r.pdbs.Err() != nil || !gated(r.current(p)) {
 		return token{}, true, ""
@@ -297,21 +308,35 @@ func (r *run) take(p corev1.Pod) (token, bool, string) {
 	}
 	pdb := pdbs[0]
 	key := pdb.Namespace + "/" + pdb.Name
+	present := r.presentNames()
+	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	// the resourceVersion names the status; with the allowance, so that a
-	// status changed under the same version (fakes) counts afresh too
-	version := fmt.Sprintf("%s/%d", pdb.ResourceVersion, pdb.Status.DisruptionsAllowed)
-	s := r.spent[key]
-	if s.version != version {
-		s = spend{version: version}
+	taken := r.taken[key]
+	for name, at := range taken {
+		if _, shown := pdb.Status.DisruptedPods[name]; shown || (!present[pdb.Namespace+"/"+name] && now.Sub(at) > takenTTL) {
+			delete(taken, name)
+		}
 	}
-	if pdb.Status.ObservedGeneration < pdb.Generation || pdb.Status.DisruptionsAllowed-s.n <= 0 {
-		return token{}, false, fmt.Sprintf("%s (disruptions allowed %d)", key, pdb.Status.DisruptionsAllowed)
+	if pdb.Status.ObservedGeneration < pdb.Generation || pdb.Status.DisruptionsAllowed-int32(len(taken)) <= 0 {
+		return token{}, false, fmt.Sprintf("%s (disruptions allowed %d, %d of them taken by this drain)", key, pdb.Status.DisruptionsAllowed, len(taken))
 	}
-	s.n++
-	r.spent[key] = s
-	return token{pdb: key, version: s.version}, true, ""
+	if taken == nil {
+		taken = map[string]time.Time{}
+		r.taken[key] = taken
+	}
+	taken[p.Name] = now
+	return token{pdb: key, pod: p.Name}, true, ""
+}
+
+// presentNames is the set of pods (namespace/name) on the node.
+func (r *run) presentNames() map[string]bool {
+	out := map[string]bool{}
+	for _, o := range r.pods.Store().List() {
+		p := o.(*corev1.Pod)
+		out[p.Namespace+"/"+p.Name] = true
+	}
+	return out
 }
 
 // giveBack returns a disruption taken for an eviction that was refused.
@@ -320,10 +345,7 @@ func (r *run) giveBack(tk token) {
 		return
 	}
 	r.mu.Lock()
-	if s := r.spent[tk.pdb]; s.version == tk.version && s.n > 0 {
-		s.n--
-		r.spent[tk.pdb] = s
-	}
+	delete(r.taken[tk.pdb], tk.pod)
 	r.mu.Unlock()
 }
 
