@@ -858,13 +858,11 @@ func TestParallelEvictionsTakeEachAllowanceOnce(t *testing.T) {
 		refused int
 	)
 	status.Status.DisruptedPods = map[string]metav1.Time{}
-	opened := make(chan struct{})
 	c.PrependWatchReactor("poddisruptionbudgets", func(k8stesting.Action) (bool, watch.Interface, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if fw == nil {
 			fw = watch.NewRaceFreeFake()
-			close(opened)
 		}
 		return true, fw, nil
 	})
@@ -875,13 +873,15 @@ func TestParallelEvictionsTakeEachAllowanceOnce(t *testing.T) {
 		// stored too, so that a re-list (the informer's) sees it, as the
 		// apiserver's would
 		_ = c.Tracker().Update(schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}, status.DeepCopy(), "apps")
-		fw.Modify(status.DeepCopy())
+		if fw != nil {
+			fw.Modify(status.DeepCopy())
+		}
 	}
 	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "eviction" {
 			return false, nil, nil
 		}
-		<-opened
+		// no waiting here: the fake holds its lock while a reactor runs
 		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
 		mu.Lock()
 		defer mu.Unlock()
