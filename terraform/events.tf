@@ -98,7 +98,7 @@ resource "aws_cloudwatch_event_target" "this" {
 
   retry_policy {
     maximum_event_age_in_seconds = var.maximum_event_age_seconds
-    maximum_retry_attempts       = 185
+    maximum_retry_attempts       = var.event_retry_attempts
   }
 
   dead_letter_config {

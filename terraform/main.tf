@@ -27,6 +27,8 @@ locals {
     DRY_RUN                     = tostring(var.dry_run)
     DRAIN_TIMEOUT               = var.drain_timeout
     SPOT_DRAIN_TIMEOUT          = var.spot_drain_timeout
+    SPOT_GRACE_PERIOD_CAP       = var.spot_grace_period_cap
+    CRITICAL_PRIORITY_THRESHOLD = tostring(var.critical_priority_threshold)
     REBALANCE_ACTION            = var.rebalance_action
     SCHEDULED_CHANGE_ACTION     = var.scheduled_change_action
     SCHEDULED_CHANGE_LEAD_TIME  = var.scheduled_change_lead_time
@@ -118,10 +120,11 @@ resource "aws_lambda_function" "this" {
   }
 }
 
-# Asynchronous invocations (EventBridge, self-continuation): 2 retries, then the DLQ.
+# Asynchronous invocations (EventBridge, self-continuation): async_retry_attempts
+# retries (default 2), then the DLQ.
 resource "aws_lambda_function_event_invoke_config" "this" {
   function_name                = aws_lambda_function.this.function_name
-  maximum_retry_attempts       = 2
+  maximum_retry_attempts       = var.async_retry_attempts
   maximum_event_age_in_seconds = var.maximum_event_age_seconds
 
   destination_config {
@@ -166,7 +169,8 @@ resource "aws_eks_access_entry" "function" {
   tags              = var.tags
 }
 
-# The ClusterRole and its binding to the group node-drainer, one manifest per
+# The ClusterRole and its binding to the group node-drainer, the leases'
+# namespace and Role, the FlowSchema and PriorityLevelConfiguration: one manifest per
 # YAML document of kubernetes/rbac.yaml. kubernetes_manifest reads the cluster's
 # API at plan time: the cluster must exist before this module is planned with
 # manage_rbac = true (see README.md, "Two phases").

@@ -185,6 +185,18 @@ variable "spot_drain_timeout" {
   default     = "100s"
 }
 
+variable "spot_grace_period_cap" {
+  description = "On a spot interruption warning, the longest grace period an evicted pod gets (Go duration, at most 2m); each drain tier also gets at most its share of the time left."
+  type        = string
+  default     = "90s"
+}
+
+variable "critical_priority_threshold" {
+  description = "Pods at or above this priority (and system-node-critical / system-cluster-critical pods) are drained last."
+  type        = number
+  default     = 2000000000
+}
+
 variable "rebalance_action" {
   description = "What a rebalance recommendation does: cordon, drain or ignore."
   type        = string
@@ -382,6 +394,28 @@ variable "maximum_event_age_seconds" {
   validation {
     condition     = var.maximum_event_age_seconds >= 60 && var.maximum_event_age_seconds <= 21600
     error_message = "maximum_event_age_seconds must be 60-21600."
+  }
+}
+
+variable "event_retry_attempts" {
+  description = "Retries of each rule target when the invocation is refused (throttled by reserved_concurrency, say), within maximum_event_age_seconds."
+  type        = number
+  default     = 185
+
+  validation {
+    condition     = var.event_retry_attempts >= 0 && var.event_retry_attempts <= 185
+    error_message = "event_retry_attempts must be 0-185."
+  }
+}
+
+variable "async_retry_attempts" {
+  description = "Retries of an asynchronous invocation that returned an error, then the DLQ."
+  type        = number
+  default     = 2
+
+  validation {
+    condition     = var.async_retry_attempts >= 0 && var.async_retry_attempts <= 2
+    error_message = "async_retry_attempts must be 0-2."
   }
 }
 

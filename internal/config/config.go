@@ -42,6 +42,8 @@ type Config struct {
 	DryRun                   bool
 	DrainTimeout             time.Duration // overall, across continuations
 	SpotDrainTimeout         time.Duration // must fit the 2-minute notice
+	SpotGracePeriodCap       time.Duration // longest grace period an evicted pod gets on a spot warning
+	CriticalPriority         int32         // pods at or above it are drained last
 	RebalanceAction          Action
 	ScheduledChangeAction    Action
 	ScheduledChangeLeadTime  time.Duration // act on a scheduled change this long before it starts
@@ -106,6 +108,8 @@ var Vars = []Var{
 	{"DRY_RUN", "false", "Log and return the plan; write nothing to the cluster; complete hooks with `CONTINUE` at once."},
 	{"DRAIN_TIMEOUT", "30m", "Longest a drain may take, across continuations; then the hook is completed with LIFECYCLE_RESULT_ON_FAILURE."},
 	{"SPOT_DRAIN_TIMEOUT", "100s", "Longest drain on a spot interruption warning (2 minutes' notice)."},
+	{"SPOT_GRACE_PERIOD_CAP", "90s", "On a spot interruption warning, the longest grace period an evicted pod gets (its own when shorter); each drain tier also gets at most its share of the time left."},
+	{"CRITICAL_PRIORITY_THRESHOLD", "2000000000", "Pods at or above this priority (and those of system-node-critical or system-cluster-critical) are drained last."},
 	{"REBALANCE_ACTION", "cordon", "On a rebalance recommendation: ignore, cordon or drain."},
 	{"SCHEDULED_CHANGE_ACTION", "drain", "On an AWS Health scheduled change: ignore, cordon or drain."},
 	{"SCHEDULED_CHANGE_LEAD_TIME", "15m", "How long before a scheduled change starts it is acted on; before that, cordon or drain only cordons."},
@@ -181,6 +185,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		DryRun:                  boolean("DRY_RUN"),
 		DrainTimeout:            duration("DRAIN_TIMEOUT"),
 		SpotDrainTimeout:        duration("SPOT_DRAIN_TIMEOUT"),
+		SpotGracePeriodCap:      duration("SPOT_GRACE_PERIOD_CAP"),
 		RebalanceAction:         action("REBALANCE_ACTION"),
 		ScheduledChangeAction:   action("SCHEDULED_CHANGE_ACTION"),
 		ScheduledChangeLeadTime: duration("SCHEDULED_CHANGE_LEAD_TIME"),
@@ -222,6 +227,10 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			}
 		}
 		c.SkipNodesOwnedBy = owners
+	}
+	crit, err := strconv.ParseInt(get("CRITICAL_PRIORITY_THRESHOLD"), 10, 32)
+	if c.CriticalPriority = int32(crit); err != nil || crit <= 0 {
+		errs = append(errs, fmt.Errorf("CRITICAL_PRIORITY_THRESHOLD=%q: want a positive 32-bit integer (system-cluster-critical is 2000000000)", get("CRITICAL_PRIORITY_THRESHOLD")))
 	}
 	maxCont, err := strconv.Atoi(get("MAX_CONTINUATIONS"))
 	if c.MaxContinuations = maxCont; err != nil || maxCont < 0 {
@@ -271,6 +280,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if c.SpotDrainTimeout > 2*time.Minute {
 		errs = append(errs, fmt.Errorf("SPOT_DRAIN_TIMEOUT=%s: must fit the 2-minute spot notice", c.SpotDrainTimeout))
+	}
+	if c.SpotGracePeriodCap > 2*time.Minute {
+		errs = append(errs, fmt.Errorf("SPOT_GRACE_PERIOD_CAP=%s: must fit the 2-minute spot notice", c.SpotGracePeriodCap))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, fmt.Errorf("invalid configuration: %w", err)

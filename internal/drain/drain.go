@@ -1,9 +1,10 @@
 // Package drain evicts a node's pods, honouring PodDisruptionBudgets, and
-// waits until they are gone. Pod selection and the eviction call are
-// kubectl's (k8s.io/kubectl/pkg/drain), built in exactly one constructor that
-// sets every field; the retry loop around a 429 is node-drainer's own, so a
-// pod held by a PDB is evicted again as soon as the PDB allows it (a watch on
-// the namespace's PDBs), not after a fixed sleep.
+// waits until they are gone. Pod selection is kubectl's
+// (k8s.io/kubectl/pkg/drain), built in exactly one constructor that sets
+// every field. The pacing is node-drainer's own: one watch of the node's
+// pods and one of the PDBs per drain; a pod a PDB holds is evicted when the
+// PDB allows a disruption (not retried into 429s, not after a fixed sleep),
+// and the pods go in tiers (RWO volumes first, critical pods last).
 package drain
 
 import (
@@ -20,7 +21,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -41,10 +41,21 @@ type Options struct {
 	RetryCap time.Duration
 	// DryRun lists what would be evicted and evicts nothing.
 	DryRun bool
-	// OnPDBWait, if set, is told of each pod a PodDisruptionBudget refused:
-	// the PDBs that cover it, how long from the first refusal until it was
-	// evicted (evicted true) or the drain gave up on it. Called concurrently.
+	// OnPDBWait, if set, is told of each pod a PodDisruptionBudget held:
+	// the PDBs that cover it, how long from when it was first held until it
+	// was evicted (evicted true) or the drain gave up on it. Called
+	// concurrently.
 	OnPDBWait func(p Pod, pdbs string, waited time.Duration, evicted bool)
+	// CriticalPriority: pods at or above this priority (and those of the
+	// system-node-critical and system-cluster-critical classes) are drained
+	// last (0: DefaultCriticalPriority).
+	CriticalPriority int32
+	// GraceCap caps each evicted pod's grace period, and each tier's share of
+	// the time left (0: no cap). A spot warning's drain must fit its notice.
+	GraceCap time.Duration
+	// Unordered evicts every pod at once, not tier by tier: a NotReady
+	// node's pods never finish, so a tier would never end.
+	Unordered bool
 }
 
 // Errors a remaining pod's Err matches with errors.Is, so that callers tell
@@ -104,6 +115,9 @@ type Drainer struct {
 func New(client kubernetes.Interface, opts Options, out io.Writer) *Drainer {
 	if opts.RetryCap <= 0 {
 		opts.RetryCap = 2 * time.Second
+	}
+	if opts.CriticalPriority == 0 {
+		opts.CriticalPriority = DefaultCriticalPriority
 	}
 	if out == nil {
 		out = io.Discard
@@ -171,46 +185,72 @@ func (d *Drainer) Plan(ctx context.Context, node string) (evict []corev1.Pod, wa
 	return evict, list.Warnings(), nil
 }
 
-// Drain evicts the pods of node concurrently, each retried while a PDB holds
-// it, until all are gone or ctx ends. It never deletes a pod: a PDB is never
-// violated. The error is about the drain itself (listing failed); pods that
-// could not be evicted in time are in Result.Remaining.
+// Drain evicts the pods of node, tier by tier (see Tiers): the pods of a
+// tier concurrently, the next tier once each pod of this one is gone,
+// blocked by a PodDisruptionBudget, or failed. A pod a PDB holds is evicted
+// when the PDB allows a disruption again (one PDB watch per drain serves all
+// pods), and retried while the PDB refuses, until ctx ends. It never deletes
+// a pod: a PDB is never violated. The error is about the drain itself
+// (listing failed); pods that could not be evicted in time are in
+// Result.Remaining.
 func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 	pods, warnings, err := d.Plan(ctx, node)
 	res := Result{Warnings: warnings, Claims: claimsOf(pods)}
 	if err != nil {
 		return res, err
 	}
+	if len(pods) == 0 {
+		return res, nil
+	}
+	plan := Plan{TierOther: pods}
+	if !d.opts.Unordered {
+		plan = d.Order(ctx, pods)
+	}
+	cluster.Logger(ctx).InfoContext(ctx, "drain plan", "node", node, "pods", len(pods), "tiers", plan.String(), "dryRun", d.opts.DryRun)
 	if d.opts.DryRun {
 		for _, p := range pods {
 			res.Remaining = append(res.Remaining, Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Reason: "dry run: would evict"})
 		}
 		return res, nil
 	}
-	var (
-		mu      sync.Mutex
-		reasons = map[types.UID]error{}
-		wg      sync.WaitGroup
-	)
-	for _, p := range pods {
-		wg.Go(func() {
-			if err := d.evict(ctx, p); err != nil {
-				mu.Lock()
-				reasons[p.UID] = err
-				mu.Unlock()
-			}
-		})
+	r := d.start(ctx, node, pods)
+	defer r.stop()
+	var wg sync.WaitGroup
+	tiersLeft := 0
+	for _, t := range Tiers {
+		if len(plan[t]) > 0 {
+			tiersLeft++
+		}
+	}
+	for _, t := range Tiers {
+		if len(plan[t]) == 0 || ctx.Err() != nil {
+			continue // a tier not started by the end: its pods stay pending
+		}
+		grace := d.tierGrace(ctx, tiersLeft)
+		tiersLeft--
+		for _, p := range plan[t] {
+			r.set(p.UID, stateStarted, nil)
+			wg.Go(func() { r.done(p.UID, d.evict(ctx, r, p, grace)) })
+		}
+		r.waitTier(ctx, plan[t])
 	}
 	wg.Wait()
-	gone := d.waitGone(ctx, node, pods)
+	werr := r.waitGone(ctx)
 	for _, p := range pods {
 		pp := Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
-		if gone[p.UID] {
+		st, reason := r.get(p.UID)
+		if r.gone(p.UID) {
 			res.Evicted = append(res.Evicted, pp)
 			continue
 		}
-		pp.Err = reasons[p.UID]
-		if pp.Err == nil {
+		pp.Err = reason
+		switch {
+		case pp.Err != nil:
+		case st == statePending:
+			pp.Err = timedOut{errors.New("not evicted: the drain ended before its tier started")}
+		case werr != nil:
+			pp.Err = fmt.Errorf("evicted, not watched to the end: %w", werr)
+		default:
 			pp.Err = timedOut{errors.New("evicted, still terminating")}
 		}
 		pp.Reason = pp.Err.Error()
@@ -219,61 +259,89 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 	return res, nil
 }
 
+// tierGrace caps the grace period of a tier's pods (0: each pod's own or
+// the configured one): GraceCap, and, when ctx has a deadline, the share of
+// the time left that this tier and those after it each get.
+func (d *Drainer) tierGrace(ctx context.Context, tiersLeft int) time.Duration {
+	limit := d.opts.GraceCap
+	if limit <= 0 {
+		return 0
+	}
+	if dl, ok := ctx.Deadline(); ok && tiersLeft > 0 {
+		if share := time.Until(dl) / time.Duration(tiersLeft); share < limit {
+			limit = share
+		}
+	}
+	return max(limit, time.Second)
+}
+
 // evict evicts one pod, retrying while a PDB refuses (429) or the apiserver
-// has a transient failure, until ctx ends. A PDB's refusal at the end is
+// has a transient failure, until ctx ends. A PDB that allows no disruption
+// is waited on before the eviction is tried. A PDB's refusal at the end is
 // ErrBlockedByPDB, a transient failure ErrTimeout; any other error is the
 // API's, wrapped.
-func (d *Drainer) evict(ctx context.Context, p corev1.Pod) (evictErr error) {
+func (d *Drainer) evict(ctx context.Context, r *run, p corev1.Pod, grace time.Duration) (evictErr error) {
 	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: d.opts.RetryCap}
-	var blockers string // the PDBs named in the log, once
-	var refused time.Time
+	logged := false    // the PDBs holding the pod are named in the log once
+	var held time.Time // when a PDB first held the pod
 	if d.opts.OnPDBWait != nil {
 		defer func() {
-			if !refused.IsZero() {
-				d.opts.OnPDBWait(Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID}, blockers, time.Since(refused), evictErr == nil)
+			if !held.IsZero() {
+				d.opts.OnPDBWait(Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID}, r.blockers(p), time.Since(held), evictErr == nil)
 			}
 		}()
 	}
 	for {
-		err := d.evictPod(ctx, p)
-		if blockers == "" && (apierrors.IsTooManyRequests(err) || isMultiplePDBs(err)) {
-			refused = time.Now()
-			blockers = d.blockers(ctx, p)
+		asked := time.Now()
+		tk, err := r.admit(ctx, p, &logged)
+		if logged && held.IsZero() {
+			held = asked // admit waited on a PDB that allowed no disruption
+		}
+		if err != nil {
+			return err
+		}
+		err = d.evictPod(ctx, p, grace)
+		if err != nil {
+			r.giveBack(tk)
+		}
+		if !logged && (apierrors.IsTooManyRequests(err) || isMultiplePDBs(err)) {
+			logged = true
+			held = time.Now()
 			cluster.Logger(ctx).InfoContext(ctx, "eviction refused by PodDisruptionBudget", "pod", p.Namespace+"/"+p.Name,
-				"pdbs", blockers, "message", pdbMessage(err))
+				"pdbs", r.blockers(p), "message", pdbMessage(err))
 		}
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
+			r.set(p.UID, stateAccepted, nil)
 			return nil
 		case apierrors.IsConflict(err):
 			// the UID precondition failed: the pod we meant is gone, and one
 			// of the same name (a StatefulSet's replacement) is not ours
+			r.set(p.UID, stateAccepted, nil)
 			return nil
 		case apierrors.IsTooManyRequests(err):
-			// a PDB holds it: wait until the PDBs covering it allow a
-			// disruption; when none is known to block (its status is ahead of
-			// the refusal, or its selector is not the pod's), pace the retry
-			watched, werr := d.waitPDBAllows(ctx, p, d.opts.RetryCap)
-			if werr != nil {
-				return fmt.Errorf("%w: %s", ErrBlockedByPDB, pdbMessage(err))
-			}
-			if !watched {
-				select {
-				case <-ctx.Done():
-					return fmt.Errorf("%w: %s", ErrBlockedByPDB, pdbMessage(err))
-				case <-time.After(backoff.Step()):
-				}
+			// a PDB holds it (or the apiserver's priority and fairness
+			// throttles): wait until a PDB covering it changes, paced and
+			// no sooner than the server's Retry-After
+			r.set(p.UID, stateBlocked, nil)
+			if !r.waitPDBChange(ctx, p, cluster.Pause(&backoff, err), d.opts.RetryCap) {
+				return fmt.Errorf("%w (%s): %s", ErrBlockedByPDB, r.blockers(p), pdbMessage(err))
 			}
 		case apierrors.IsForbidden(err) && isNamespaceTerminating(err):
 			// what kubectl does: eviction is refused in a terminating
 			// namespace; the delete names the pod's UID as the eviction did
-			return d.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, d.deleteOptions(p))
+			err := d.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, d.deleteOptions(p, grace))
+			if err == nil {
+				r.set(p.UID, stateAccepted, nil)
+			}
+			return err
 		case isMultiplePDBs(err):
 			// the eviction API refuses a pod under two PDBs (a 500): only an
 			// operator can mend it; the retry is paced and the PDBs named
+			r.set(p.UID, stateBlocked, nil)
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("%w (%s): %s", ErrBlockedByPDB, blockers, pdbMessage(err))
+				return fmt.Errorf("%w (%s): %s", ErrBlockedByPDB, r.blockers(p), pdbMessage(err))
 			case <-time.After(backoff.Step()):
 			}
 		case cluster.Retriable(err):
@@ -281,18 +349,18 @@ func (d *Drainer) evict(ctx context.Context, p corev1.Pod) (evictErr error) {
 			select {
 			case <-ctx.Done():
 				return timedOut{fmt.Errorf("evicting: %w", err)}
-			case <-time.After(backoff.Step()):
+			case <-time.After(cluster.Pause(&backoff, err)):
 			}
+		case ctx.Err() != nil:
+			return timedOut{fmt.Errorf("evicting: %w", err)} // the call ended with the drain
 		default:
 			return fmt.Errorf("evicting: %w", err)
 		}
 		if ctx.Err() != nil {
 			// ctx ended between two tries: the last refusal says why
 			switch {
-			case apierrors.IsTooManyRequests(err):
-				return fmt.Errorf("%w: %s", ErrBlockedByPDB, pdbMessage(err))
-			case isMultiplePDBs(err):
-				return fmt.Errorf("%w (%s): %s", ErrBlockedByPDB, blockers, pdbMessage(err))
+			case apierrors.IsTooManyRequests(err), isMultiplePDBs(err):
+				return fmt.Errorf("%w (%s): %s", ErrBlockedByPDB, r.blockers(p), pdbMessage(err))
 			}
 			return timedOut{fmt.Errorf("evicting: %w", ctx.Err())}
 		}
@@ -313,32 +381,29 @@ func covers(pdb policyv1.PodDisruptionBudget, p corev1.Pod) bool {
 	return err == nil && sel.Matches(labels.Set(p.Labels))
 }
 
-// blockers names the PDBs that cover the pod (namespace/name, comma
-// separated), for the log; "unknown" when they cannot be listed.
-func (d *Drainer) blockers(ctx context.Context, p corev1.Pod) string {
-	list, err := d.client.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return "unknown"
+// deleteOptions are the options of every eviction and delete: the pod's own
+// grace period (or the configured one), capped at limit when it is not 0,
+// and its UID as a precondition, so a pod that reuses the name (a
+// StatefulSet's replacement) is never touched.
+func (d *Drainer) deleteOptions(p corev1.Pod, limit time.Duration) metav1.DeleteOptions {
+	o := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}}
+	g := int64(-1)
+	if d.opts.GracePeriodSeconds >= 0 {
+		g = int64(d.opts.GracePeriodSeconds)
 	}
-	var names []string
-	for _, pdb := range list.Items {
-		if covers(pdb, p) {
-			names = append(names, fmt.Sprintf("%s/%s (disruptions allowed %d)", pdb.Namespace, pdb.Name, pdb.Status.DisruptionsAllowed))
+	if limit > 0 {
+		own := int64(corev1.DefaultTerminationGracePeriodSeconds)
+		if p.Spec.TerminationGracePeriodSeconds != nil {
+			own = *p.Spec.TerminationGracePeriodSeconds
+		}
+		if g < 0 {
+			g = own
+		}
+		if c := int64(limit / time.Second); g > c {
+			g = c
 		}
 	}
-	if len(names) == 0 {
-		return "none matching"
-	}
-	return strings.Join(names, ", ")
-}
-
-// deleteOptions are the options of every eviction and delete: the pod's own
-// grace period (or the configured one) and its UID as a precondition, so a
-// pod that reuses the name (a StatefulSet's replacement) is never touched.
-func (d *Drainer) deleteOptions(p corev1.Pod) metav1.DeleteOptions {
-	o := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}}
-	if d.opts.GracePeriodSeconds >= 0 {
-		g := int64(d.opts.GracePeriodSeconds)
+	if g >= 0 {
 		o.GracePeriodSeconds = &g
 	}
 	return o
@@ -346,99 +411,12 @@ func (d *Drainer) deleteOptions(p corev1.Pod) metav1.DeleteOptions {
 
 // evictPod asks the eviction API (policy/v1) to evict the pod it names by
 // UID. kubectl's Helper.EvictPod sends no precondition, so it is not used.
-func (d *Drainer) evictPod(ctx context.Context, p corev1.Pod) error {
-	o := d.deleteOptions(p)
+func (d *Drainer) evictPod(ctx context.Context, p corev1.Pod, grace time.Duration) error {
+	o := d.deleteOptions(p, grace)
 	return d.client.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
 		DeleteOptions: &o,
 	})
-}
-
-// waitPDBAllows waits until every PDB covering the pod reports a disruption
-// allowed (a watch on the namespace's PDBs, from the list's version), or
-// limit passes; then the eviction is simply tried again. It reports whether
-// it waited on a PDB it knows blocks the pod, and fails only when ctx ends.
-func (d *Drainer) waitPDBAllows(ctx context.Context, p corev1.Pod, limit time.Duration) (bool, error) {
-	wctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	list, err := d.client.PolicyV1().PodDisruptionBudgets(p.Namespace).List(wctx, metav1.ListOptions{})
-	if err != nil {
-		<-wctx.Done()
-		return true, ctx.Err()
-	}
-	allowed := map[string]bool{} // the pod's PDBs, and whether each allows a disruption now
-	for _, pdb := range list.Items {
-		if covers(pdb, p) {
-			allowed[pdb.Name] = pdb.Status.DisruptionsAllowed > 0
-		}
-	}
-	all := func() bool {
-		for _, ok := range allowed {
-			if !ok {
-				return false
-			}
-		}
-		return true
-	}
-	if len(allowed) == 0 || all() {
-		return false, ctx.Err() // the caller paces the retry
-	}
-	w, err := d.client.PolicyV1().PodDisruptionBudgets(p.Namespace).Watch(wctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		<-wctx.Done()
-		return true, ctx.Err()
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-wctx.Done(): // the limit: the eviction is tried again
-			return true, ctx.Err()
-		case ev, open := <-w.ResultChan():
-			if !open {
-				return true, ctx.Err()
-			}
-			pdb, ok := ev.Object.(*policyv1.PodDisruptionBudget)
-			if !ok {
-				continue
-			}
-			if _, ours := allowed[pdb.Name]; ours {
-				allowed[pdb.Name] = pdb.Status.DisruptionsAllowed > 0
-				if all() {
-					return true, ctx.Err()
-				}
-			}
-		}
-	}
-}
-
-// waitGone polls the node's pods until every one of pods is gone (deleted, or
-// replaced by a pod of the same name with another UID) or ctx ends.
-func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod) map[types.UID]bool {
-	gone := map[types.UID]bool{}
-	if len(pods) == 0 {
-		return gone
-	}
-	sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
-	_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		list, err := d.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
-		if err != nil {
-			return false, nil // transient: poll again until ctx ends
-		}
-		present := make(map[types.UID]bool, len(list.Items))
-		for _, p := range list.Items {
-			present[p.UID] = true
-		}
-		all := true
-		for _, p := range pods {
-			if present[p.UID] {
-				all = false
-			} else {
-				gone[p.UID] = true
-			}
-		}
-		return all, nil
-	})
-	return gone
 }
 
 // claimsOf returns the PVCs (namespace/name) the pods mount, including

@@ -3,9 +3,11 @@ package drain
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -528,5 +530,392 @@ func TestDrainListForbidden(t *testing.T) {
 	_, err := New(c, Options{GracePeriodSeconds: -1}, nil).Drain(context.Background(), nodeName)
 	if !apierrors.IsForbidden(err) || errors.Is(err, ErrTimeout) {
 		t.Errorf("error %v: want the 403 wrapped, not a timeout", err)
+	}
+}
+
+// The drain watches the node's pods: a pod is gone when its UID is no longer
+// there, so a replacement of the same name is not the original.
+func TestWaitGone(t *testing.T) {
+	opened := func(c *fake.Clientset) <-chan struct{} {
+		ch := make(chan struct{}, 10)
+		c.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+			ch <- struct{}{}
+			return false, nil, nil
+		})
+		return ch
+	}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	start := func(ctx context.Context, c *fake.Clientset, pods ...*corev1.Pod) *run {
+		var ps []corev1.Pod
+		for _, p := range pods {
+			ps = append(ps, *p)
+		}
+		r := New(c, Options{}, nil).start(ctx, nodeName, ps)
+		for _, p := range ps {
+			r.set(p.UID, stateAccepted, nil)
+		}
+		return r
+	}
+	t.Run("deleted, and replaced under the same name", func(t *testing.T) {
+		a, b := pod("apps", "db-0"), pod("apps", "web-1")
+		c := fake.NewClientset(a, b)
+		watching := opened(c)
+		go func() {
+			<-watching
+			_ = c.Tracker().Delete(gvr, "apps", "web-1")
+			_ = c.Tracker().Delete(gvr, "apps", "db-0")
+			repl := pod("apps", "db-0")
+			repl.UID = "replacement"
+			_ = c.Tracker().Create(gvr, repl, "apps")
+		}()
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		r := start(ctx, c, a, b)
+		defer r.stop()
+		err := r.waitGone(ctx)
+		if err != nil || ctx.Err() != nil || !r.gone(a.UID) || !r.gone(b.UID) {
+			t.Fatalf("gone %v %v, err %v, ctx %v: want both gone before the deadline", r.gone(a.UID), r.gone(b.UID), err, ctx.Err())
+		}
+	})
+	t.Run("still there at the deadline", func(t *testing.T) {
+		a := pod("apps", "db-0")
+		c := fake.NewClientset(a)
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		defer cancel()
+		r := start(ctx, c, a)
+		defer r.stop()
+		if err := r.waitGone(ctx); err != nil || r.gone(a.UID) {
+			t.Fatalf("gone %v, err %v: want not gone, no error", r.gone(a.UID), err)
+		}
+	})
+	t.Run("a forbidden watch is an error with its cause", func(t *testing.T) {
+		a := pod("apps", "db-0")
+		c := fake.NewClientset(a)
+		c.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("rbac"))
+		})
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		begin := time.Now()
+		r := start(ctx, c, a)
+		defer r.stop()
+		err := r.waitGone(ctx)
+		if !apierrors.IsForbidden(err) || time.Since(begin) > 5*time.Second {
+			t.Fatalf("err %v after %s: want the 403 at once", err, time.Since(begin))
+		}
+	})
+}
+
+func readyPod(ns, name string, opts ...podOpt) *corev1.Pod {
+	p := pod(ns, name, append([]podOpt{managed, func(p *corev1.Pod) {
+		p.Labels = map[string]string{"app": "web"}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	}}, opts...)...)
+	return p
+}
+
+// apiserverEvictions plays the eviction API over a PDB: while allowed is 0 a
+// Ready pod is refused (429); otherwise allowed is decremented and the pod
+// goes; pods not in governed go at once. It returns the evictions tried, in
+// order, and the refusals.
+func apiserverEvictions(c *fake.Clientset, allowed *atomic.Int32, governed ...string) (func() []string, *atomic.Int32) {
+	var (
+		tried   []string
+		refused atomic.Int32
+		mu      = make(chan struct{}, 1)
+	)
+	get := func() []string {
+		mu <- struct{}{}
+		defer func() { <-mu }()
+		return slices.Clone(tried)
+	}
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		mu <- struct{}{}
+		defer func() { <-mu }()
+		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+		tried = append(tried, ev.Name)
+		if slices.Contains(governed, ev.Name) {
+			if allowed.Load() <= 0 {
+				refused.Add(1)
+				return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+			}
+			allowed.Add(-1)
+		}
+		go func() { // the pod goes a moment later, as a kubelet ends it
+			time.Sleep(20 * time.Millisecond)
+			_ = c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
+		}()
+		return true, nil, nil
+	})
+	return get, &refused
+}
+
+// Ready pods under a PDB that allows no disruption are not evicted (no 429
+// storm) until the PDB allows one; one allowance admits one eviction, even
+// for two pods waiting on it.
+func TestEvictionsPacedByPDB(t *testing.T) {
+	a, b := readyPod("apps", "web-1"), readyPod("apps", "web-2")
+	_, pdb := heldPod()
+	c := fake.NewClientset(a, b, pdb)
+	var allowed atomic.Int32
+	tried, refused := apiserverEvictions(c, &allowed, "web-1", "web-2")
+	var fw atomic.Pointer[watch.FakeWatcher]
+	c.PrependWatchReactor("poddisruptionbudgets", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewFakeWithChanSize(10, false)
+		fw.CompareAndSwap(nil, w)
+		return true, w, nil
+	})
+	status := func(rv string, n int32) {
+		allowed.Store(n)
+		p := pdb.DeepCopy()
+		p.ResourceVersion, p.Status.DisruptionsAllowed = rv, n
+		fw.Load().Modify(p)
+	}
+	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 50 * time.Millisecond}, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	done := make(chan Result)
+	go func() { res, _ := d.Drain(ctx, nodeName); done <- res }()
+	time.Sleep(300 * time.Millisecond)
+	if len(tried()) != 0 {
+		t.Fatalf("evictions %v while the PDB allowed none", tried())
+	}
+	status("2", 1)
+	time.Sleep(300 * time.Millisecond)
+	if len(tried()) != 1 {
+		t.Fatalf("evictions %v: want one for one allowed disruption", tried())
+	}
+	status("3", 1)
+	res := <-done
+	if !res.Done() || len(tried()) != 2 || refused.Load() != 0 {
+		t.Errorf("result %+v, evictions %v, %d refused: want both evicted, one eviction each, none refused", res, tried(), refused.Load())
+	}
+}
+
+// The drain goes in tiers: pods with RWO volumes first, critical pods last,
+// each tier once the previous one's pods are gone; a tier blocked by a PDB
+// does not hold the next one.
+func TestDrainOrder(t *testing.T) {
+	rwoClaim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "data-db-0"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}}
+	rwxClaim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "shared"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}}}
+	high := int32(2000001000)
+	db := pod("apps", "db-0", managed, claim("data", "data-db-0"))
+	shared := pod("apps", "reader", managed, claim("data", "shared"))
+	web := pod("apps", "web-1", managed)
+	dns := pod("kube-system", "coredns", managed, func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-cluster-critical" })
+	agent := pod("kube-system", "agent", managed, func(p *corev1.Pod) { p.Spec.Priority = &high })
+
+	t.Run("tiers", func(t *testing.T) {
+		c := fake.NewClientset(rwoClaim, rwxClaim, dns, agent, web, shared, db)
+		tried, _ := apiserverEvictions(c, nil)
+		d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		plan := d.Order(ctx, []corev1.Pod{*dns, *agent, *web, *shared, *db})
+		if got := plan.String(); got != "rwo-volumes: apps/db-0; other: apps/web-1, apps/reader; critical: kube-system/coredns, kube-system/agent" {
+			t.Errorf("plan %q", got)
+		}
+		res, err := d.Drain(ctx, nodeName)
+		if err != nil || !res.Done() {
+			t.Fatalf("result %+v, %v", res, err)
+		}
+		if len(tried()) != 5 || (tried())[0] != "db-0" || !slices.Contains([]string{"coredns", "agent"}, (tried())[3]) || !slices.Contains([]string{"coredns", "agent"}, (tried())[4]) {
+			t.Errorf("evicted in the order %v: want db-0 first, the critical pods last", tried())
+		}
+	})
+	t.Run("a PDB-blocked tier does not hold the next", func(t *testing.T) {
+		blocked := readyPod("apps", "db-0", claim("data", "data-db-0"))
+		_, pdb := heldPod()
+		c := fake.NewClientset(rwoClaim, blocked, web, pdb)
+		var allowed atomic.Int32
+		tried, refused := apiserverEvictions(c, &allowed, "db-0")
+		d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil)
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		defer cancel()
+		res, err := d.Drain(ctx, nodeName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(tried(), []string{"web-1"}) || refused.Load() != 0 {
+			t.Errorf("evictions %v (%d refused): want web-1 only", tried(), refused.Load())
+		}
+		if len(res.Remaining) != 1 || !errors.Is(res.Remaining[0].Err, ErrBlockedByPDB) || !strings.Contains(res.Remaining[0].Reason, "apps/web") {
+			t.Errorf("remaining %+v: want db-0 blocked, its PDB named", res.Remaining)
+		}
+	})
+	t.Run("an unreadable claim counts as RWO", func(t *testing.T) {
+		c := fake.NewClientset()
+		c.PrependReactor("get", "persistentvolumeclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumeclaims"}, "", errors.New("rbac"))
+		})
+		plan := New(c, Options{}, nil).Order(t.Context(), []corev1.Pod{*web, *db})
+		if len(plan[TierVolumes]) != 1 || plan[TierVolumes][0].Name != "db-0" {
+			t.Errorf("plan %s", plan)
+		}
+	})
+}
+
+// A grace cap (a spot warning's) shortens a pod's own grace period, never
+// lengthens it, and never sends 0 (an immediate kill).
+func TestGraceCap(t *testing.T) {
+	long, short := int64(300), int64(10)
+	for _, tc := range []struct {
+		name  string
+		own   *int64
+		opt   int
+		limit time.Duration
+		want  *int64
+	}{
+		{"no cap: the pod's own", &long, -1, 0, nil},
+		{"capped", &long, -1, 90 * time.Second, ptr(int64(90))},
+		{"shorter than the cap: kept", &short, -1, 90 * time.Second, &short},
+		{"default 30 s capped", nil, -1, 20 * time.Second, ptr(int64(20))},
+		{"configured period capped", nil, 120, 90 * time.Second, ptr(int64(90))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pod("apps", "web-1")
+			p.Spec.TerminationGracePeriodSeconds = tc.own
+			o := New(fake.NewClientset(), Options{GracePeriodSeconds: tc.opt}, nil).deleteOptions(*p, tc.limit)
+			if !reflect.DeepEqual(o.GracePeriodSeconds, tc.want) || o.Preconditions == nil || *o.Preconditions.UID != p.UID {
+				t.Errorf("options %+v: want grace %v and the UID", o, tc.want)
+			}
+		})
+	}
+	d := New(fake.NewClientset(), Options{GraceCap: 90 * time.Second}, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if g := d.tierGrace(ctx, 3); g > 20*time.Second || g < 19*time.Second {
+		t.Errorf("tier grace %s with 60 s left for 3 tiers: want each a third", g)
+	}
+	if g := d.tierGrace(t.Context(), 1); g != 90*time.Second {
+		t.Errorf("tier grace %s without a deadline: want the cap", g)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// A tier whose pods are still terminating at the deadline holds the next
+// tier: those pods are reported not evicted, as timed out, and were never
+// sent an eviction.
+func TestTierNotStartedByTheDeadline(t *testing.T) {
+	rwoClaim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "data-db-0"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}}
+	db, web := pod("apps", "db-0", managed, claim("data", "data-db-0")), pod("apps", "web-1", managed)
+	c := fake.NewClientset(rwoClaim, db, web)
+	var tried []string
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		tried = append(tried, a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction).Name)
+		return true, nil, nil // accepted; the pod terminates slowly (never, here)
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 400*time.Millisecond)
+	defer cancel()
+	res, err := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil).Drain(ctx, nodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(tried, []string{"db-0"}) {
+		t.Errorf("evictions %v: want db-0 only", tried)
+	}
+	var webErr error
+	for _, p := range res.Remaining {
+		if p.Name == "web-1" {
+			webErr = p.Err
+		}
+	}
+	if !errors.Is(webErr, ErrTimeout) || !strings.Contains(webErr.Error(), "before its tier started") {
+		t.Errorf("web-1: %v, want not evicted, timed out", webErr)
+	}
+}
+
+// The eviction API's own bookkeeping, played by the fake: an accepted
+// eviction decrements the PDB's allowance and lists the pod in
+// disruptedPods (one status update), then the pod goes; the disruption
+// controller gives the allowance back once a replacement is Ready. Six pods
+// under an allowance of 2, evicted in parallel: each pod is evicted once,
+// none is refused.
+func TestParallelEvictionsTakeEachAllowanceOnce(t *testing.T) {
+	var objs []runtime.Object
+	for i := range 6 {
+		objs = append(objs, readyPod("apps", fmt.Sprintf("web-%d", i)))
+	}
+	_, pdb := heldPod()
+	pdb.Status.DisruptionsAllowed = 2
+	c := fake.NewClientset(append(objs, pdb)...)
+	var (
+		mu      sync.Mutex
+		status  = pdb.DeepCopy()
+		rv      = 1
+		fw      *watch.RaceFreeFakeWatcher // its sends after Stop are dropped
+		tried   []string
+		refused int
+	)
+	status.Status.DisruptedPods = map[string]metav1.Time{}
+	c.PrependWatchReactor("poddisruptionbudgets", func(k8stesting.Action) (bool, watch.Interface, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fw == nil {
+			fw = watch.NewRaceFreeFake()
+		}
+		return true, fw, nil
+	})
+	publish := func(change func(*policyv1.PodDisruptionBudget)) { // under mu
+		change(status)
+		rv++
+		status.ResourceVersion = fmt.Sprint(rv)
+		// stored too, so that a re-list (the informer's) sees it, as the
+		// apiserver's would
+		_ = c.Tracker().Update(schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}, status.DeepCopy(), "apps")
+		if fw != nil {
+			fw.Modify(status.DeepCopy())
+		}
+	}
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		// no waiting here: the fake holds its lock while a reactor runs
+		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+		mu.Lock()
+		defer mu.Unlock()
+		tried = append(tried, ev.Name)
+		if status.Status.DisruptionsAllowed <= 0 {
+			refused++
+			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		}
+		publish(func(p *policyv1.PodDisruptionBudget) {
+			p.Status.DisruptionsAllowed--
+			p.Status.DisruptedPods[ev.Name] = metav1.Now()
+		})
+		go func() {
+			_ = c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
+			time.Sleep(50 * time.Millisecond) // the replacement turns Ready elsewhere
+			mu.Lock()
+			defer mu.Unlock()
+			publish(func(p *policyv1.PodDisruptionBudget) {
+				delete(p.Status.DisruptedPods, ev.Name)
+				p.Status.DisruptionsAllowed++
+			})
+		}()
+		return true, nil, nil
+	})
+	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 50 * time.Millisecond}, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	res, err := d.Drain(ctx, nodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !res.Done() || len(tried) != 6 || refused != 0 {
+		t.Errorf("result %+v; evictions %v, %d refused: want 6 pods evicted once each, none refused", res, tried, refused)
 	}
 }

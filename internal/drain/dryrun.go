@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -35,6 +36,8 @@ type PDBView struct {
 // DryRunPlan is what a drain of a node would do, computed without changing
 // anything.
 type DryRunPlan struct {
+	// Order is the drain's tiers, as the real drain would take them.
+	Order    string
 	Pods     []Planned
 	PDBs     []PDBView
 	Warnings string
@@ -64,6 +67,7 @@ func (d *Drainer) DryRun(ctx context.Context, node string) (DryRunPlan, error) {
 	if err != nil {
 		return plan, err
 	}
+	plan.Order = d.Order(ctx, pods).String()
 	for _, p := range pods {
 		pl := Planned{Pod: Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Reason: "dry run: would evict"}}
 		if err := d.dryRunEvict(ctx, p); err != nil {
@@ -71,7 +75,7 @@ func (d *Drainer) DryRun(ctx context.Context, node string) (DryRunPlan, error) {
 			pl.Err = err
 			if apierrors.IsTooManyRequests(err) || isMultiplePDBs(err) {
 				pl.Err = fmt.Errorf("%w: %s", ErrBlockedByPDB, pdbMessage(err))
-				pl.Reason = fmt.Sprintf("dry run: eviction refused now by %s: %s", d.blockers(ctx, p), pdbMessage(err))
+				pl.Reason = fmt.Sprintf("dry run: eviction refused now by %s: %s", d.listBlockers(ctx, p), pdbMessage(err))
 			} else {
 				pl.Reason = "dry run: eviction refused now: " + err.Error()
 			}
@@ -85,7 +89,7 @@ func (d *Drainer) DryRun(ctx context.Context, node string) (DryRunPlan, error) {
 // dryRunEvict asks the eviction API whether it would evict the pod now,
 // retrying transient failures (not a PDB's 429: that is the answer).
 func (d *Drainer) dryRunEvict(ctx context.Context, p corev1.Pod) error {
-	o := d.deleteOptions(p)
+	o := d.deleteOptions(p, 0)
 	o.DryRun = []string{metav1.DryRunAll}
 	retriable := func(err error) bool {
 		return cluster.Retriable(err) && !apierrors.IsTooManyRequests(err) && !isMultiplePDBs(err)
@@ -151,4 +155,24 @@ func (p DryRunPlan) Describe() []string {
 		out = append(out, pl.String()+": "+pl.Reason)
 	}
 	return out
+}
+
+// listBlockers names the PDBs that cover the pod (namespace/name, comma
+// separated) from a list of its namespace's PDBs: a dry run has no PDB
+// watch; "unknown" when they cannot be listed.
+func (d *Drainer) listBlockers(ctx context.Context, p corev1.Pod) string {
+	list, err := d.client.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "unknown"
+	}
+	var names []string
+	for _, pdb := range list.Items {
+		if covers(pdb, p) {
+			names = append(names, fmt.Sprintf("%s/%s (disruptions allowed %d)", pdb.Namespace, pdb.Name, pdb.Status.DisruptionsAllowed))
+		}
+	}
+	if len(names) == 0 {
+		return "none matching"
+	}
+	return strings.Join(names, ", ")
 }

@@ -70,7 +70,7 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 	}
 	check := r.guard(n, inst.ID)
 	guarded := r.h.now()
-	if err := r.safeToForce(ctx, check); err != nil {
+	if err := r.safeToForce(ctx, n.Name, check); err != nil {
 		r.step(StepConfirmed, "not confirmed after %s: %v", r.h.now().Sub(guarded).Round(time.Millisecond), err)
 		return r.notForced(ctx, n, err)
 	}

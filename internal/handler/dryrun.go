@@ -12,6 +12,7 @@ import (
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/drain"
+	"github.com/node-drainer/node-drainer/internal/node"
 	"github.com/node-drainer/node-drainer/internal/volume"
 )
 
@@ -22,6 +23,8 @@ const dryRunLimit = 10 * time.Second
 
 // Plan is what a dry run would have done on the node.
 type Plan struct {
+	// Order is the drain's tiers (RWO volumes first, critical pods last).
+	Order string `json:"order,omitempty"`
 	// Evict lists the pods the drain would evict ("ns/name: reason"); a pod
 	// whose server-side dry-run eviction was refused now says by what.
 	Evict []string `json:"evict"`
@@ -39,11 +42,11 @@ type Plan struct {
 // the cluster (no mark, no Event, no eviction but the server-side dry-run
 // ones), logs it and puts it in the outcome.
 func (r *run) planDrain(ctx context.Context, n *corev1.Node) (bool, error) {
-	p, err := r.drainer().DryRun(ctx, n.Name)
+	p, err := r.drainer(node.CauseTerminate, !node.Ready(n)).DryRun(ctx, n.Name)
 	if err != nil {
 		return false, fmt.Errorf("planning the drain of node %s: %w", n.Name, err)
 	}
-	plan := &Plan{Evict: p.Describe(), PDBs: p.PDBs, WouldBlock: p.Blocking()}
+	plan := &Plan{Order: p.Order, Evict: p.Describe(), PDBs: p.PDBs, WouldBlock: p.Blocking()}
 	for _, pl := range p.Pods {
 		if pl.Refused && !slices.ContainsFunc(plan.WouldBlock, func(b string) bool { return strings.Contains(pl.Reason, b) }) {
 			plan.WouldBlock = append(plan.WouldBlock, pl.String()+" refused now")

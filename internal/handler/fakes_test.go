@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	ktypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -276,6 +277,16 @@ func newEnv(objs ...runtime.Object) *env {
 		list.Items = kept
 		return true, list, nil
 	})
+	// the fake's watches start from now, not from the list's version as the
+	// apiserver's do: an evicted pod goes once the node's pods are watched,
+	// or its deletion could fall between the drain's list and watch
+	watched := make(chan struct{})
+	var once sync.Once
+	e.kube.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := e.kube.Tracker().Watch(corev1.SchemeGroupVersion.WithResource("pods"), a.GetNamespace())
+		once.Do(func() { close(watched) }) // once the watch is registered
+		return true, w, err
+	})
 	// evictions: refused with 429 for a blocked pod, as a PDB does; otherwise the pod goes
 	e.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "eviction" {
@@ -295,7 +306,16 @@ func newEnv(objs ...runtime.Object) *env {
 			return true, nil, nil // the apiserver checks and persists nothing
 		}
 		e.evicted = append(e.evicted, ev.Namespace+"/"+ev.Name)
-		return true, nil, e.kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ev.Namespace, ev.Name)
+		// the pod goes once it is watched (not from inside a reactor: the
+		// fake holds its lock while one runs)
+		go func() {
+			select {
+			case <-watched:
+			case <-time.After(time.Second):
+			}
+			_ = e.kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ev.Namespace, ev.Name)
+		}()
+		return true, nil, nil
 	})
 	return e
 }

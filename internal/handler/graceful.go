@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
@@ -351,7 +350,7 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	r.step(StepEvicting, "until %s", deadline.UTC().Format(time.RFC3339))
-	res, err := r.drainer().Drain(dctx, n.Name)
+	res, err := r.drainer(cause, dead).Drain(dctx, n.Name)
 	r.step(StepEvicted, "%d evicted, %d remaining", len(res.Evicted), len(res.Remaining))
 	for _, p := range res.Evicted {
 		r.out.Evicted = append(r.out.Evicted, p.String())
@@ -592,18 +591,13 @@ func (r *run) launch(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithDeadline(ctx, limit)
 	defer cancel()
-	var joined *corev1.Node
-	err = wait.PollUntilContextCancel(wctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		n, err := node.Find(ctx, r.h.c.Kube, inst.PrivateDNSName, inst.ID)
-		if err != nil {
-			return false, nil
-		}
-		joined = n
-		return node.Ready(n), nil
-	})
+	joined, err := node.WaitReady(wctx, r.h.c.Kube, inst.PrivateDNSName, inst.ID)
 	stop()
 	if err != nil {
 		r.out.Action, r.out.Detail = ActionFailed, "node did not become Ready before the deadline"
+		if !errors.Is(err, cluster.ErrWaitTimeout) {
+			r.out.Detail = fmt.Sprintf("node not watched to the end (%s): %v", cluster.Cause(err), err)
+		}
 		return r.complete(ctx, act, r.h.onFailure(), joined)
 	}
 	r.out.Node = joined.Name

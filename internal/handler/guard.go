@@ -10,6 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/instance"
@@ -92,8 +97,12 @@ func (r *run) kubeletRenewed(ctx context.Context, name string) (time.Time, error
 }
 
 // safeToForce runs the guard, waiting (bounded by the stopping wait and the
-// budget) while the only objection is a kubelet that still looks alive.
-func (r *run) safeToForce(ctx context.Context, check func(context.Context) error) error {
+// budget) while the only objection is a kubelet that still looks alive. The
+// wait is on a watch of the node's Lease (kube-node-lease, by name): the
+// guard runs again when the Lease turns stale without a renewal, not on a
+// timer; a Lease that cannot be watched (403) ends the wait, not forced,
+// with that cause.
+func (r *run) safeToForce(ctx context.Context, nodeName string, check func(context.Context) error) error {
 	if r.h.cfg.DryRun {
 		return check(ctx) // a dry run says what it sees now; it does not wait (rule 7)
 	}
@@ -101,15 +110,79 @@ func (r *run) safeToForce(ctx context.Context, check func(context.Context) error
 	if b := r.budget(ctx); b.Before(limit) {
 		limit = b
 	}
+	var lease *cluster.Informer // watched from the first time the kubelet looks alive
 	for {
 		err := check(ctx)
 		if !errors.Is(err, errAlive) || !r.h.now().Add(r.h.StoppingPollInterval).Before(limit) {
 			return err
 		}
+		if lease == nil {
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			lease = watchLease(wctx, r.h.c.Kube, nodeName)
+		}
+		if werr := r.waitStale(ctx, lease, nodeName, limit); werr != nil {
+			return fmt.Errorf("%w (%v); and the node's Lease cannot be watched: %w", errNotSafe, err, werr)
+		}
+		if !r.h.now().Before(limit) || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// watchLease watches the node's kubelet Lease.
+func watchLease(ctx context.Context, c kubernetes.Interface, nodeName string) *cluster.Informer {
+	sel := fields.OneTermEqualSelector("metadata.name", nodeName).String()
+	return cluster.Inform(ctx, &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return c.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Watch(ctx, o)
+		},
+	}, &coordinationv1.Lease{})
+}
+
+// waitStale waits until the watched Lease is older than NODE_LEASE_STALE_AFTER
+// by the handler's clock (or gone), until limit, or ctx's end; a renewal
+// seen on the watch moves the wait on. Its error is the watch's, when the
+// Lease cannot be watched.
+func (r *run) waitStale(ctx context.Context, lease *cluster.Informer, nodeName string, limit time.Time) error {
+	sctx, cancel := context.WithDeadline(ctx, limit)
+	synced := lease.WaitSynced(sctx)
+	cancel()
+	if err := lease.Err(); err != nil || !synced {
+		return err // not synced by the limit: the guard says so itself
+	}
+	for {
+		changed := lease.Changed()
+		if err := lease.Err(); err != nil {
+			return err
+		}
+		until := limit
+		renewed := time.Time{}
+		if o, ok, _ := lease.Store().GetByKey(corev1.NamespaceNodeLease + "/" + nodeName); ok {
+			if l := o.(*coordinationv1.Lease); l.Spec.RenewTime != nil {
+				renewed = l.Spec.RenewTime.Time
+			}
+		}
+		if stale := renewed.Add(r.h.cfg.NodeLeaseStaleAfter); stale.Before(until) {
+			until = stale
+		}
+		if !r.h.now().Before(until) {
+			return nil
+		}
+		timer := time.NewTimer(until.Sub(r.h.now()))
 		select {
 		case <-ctx.Done():
-			return err
-		case <-time.After(r.h.StoppingPollInterval):
+			timer.Stop()
+			return nil
+		case <-timer.C:
+			return nil
+		case <-changed:
+			timer.Stop()
 		}
 	}
 }

@@ -1,15 +1,21 @@
 package handler
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ktypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/node-drainer/node-drainer/internal/config"
 )
 
 // Before each irreversible step the abrupt path reads its evidence again;
@@ -114,4 +120,61 @@ func TestGuardReadsAgain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The abrupt path waits for a live-looking kubelet on a watch of its Lease:
+// it goes on when the Lease turns stale (no renewal), not before, and a
+// Lease it cannot watch is an error with its cause, never a silent wait.
+func TestWaitStale(t *testing.T) {
+	const name = "ip-10-0-1-23.ec2.internal"
+	lease := func(renewed time.Time) *coordinationv1.Lease {
+		rt := metav1.NewMicroTime(renewed)
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: corev1.NamespaceNodeLease},
+			Spec: coordinationv1.LeaseSpec{RenewTime: &rt}}
+	}
+	newRun := func(c *fake.Clientset) *run {
+		h := New(config.Config{NodeLeaseStaleAfter: 300 * time.Millisecond}, Clients{Kube: c}, nil, WithClock(time.Now))
+		return &run{h: h}
+	}
+	t.Run("renewed, then the kubelet dies", func(t *testing.T) {
+		c := fake.NewClientset(lease(time.Now()))
+		stop := time.Now().Add(400 * time.Millisecond)
+		go func() { // the kubelet renews every 50 ms for 400 ms
+			for time.Now().Before(stop) {
+				time.Sleep(50 * time.Millisecond)
+				_, _ = c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Update(context.Background(), lease(time.Now()), metav1.UpdateOptions{})
+			}
+		}()
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		begin := time.Now()
+		r := newRun(c)
+		if err := r.waitStale(ctx, watchLease(ctx, c, name), name, begin.Add(3*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(begin); took < 600*time.Millisecond || took > 2*time.Second {
+			t.Errorf("went on after %s: want once the last renewal (~400 ms) is 300 ms old", took)
+		}
+	})
+	t.Run("no Lease: stale at once", func(t *testing.T) {
+		c := fake.NewClientset()
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		begin := time.Now()
+		if err := newRun(c).waitStale(ctx, watchLease(ctx, c, name), name, begin.Add(3*time.Second)); err != nil || time.Since(begin) > time.Second {
+			t.Errorf("err %v after %s", err, time.Since(begin))
+		}
+	})
+	t.Run("watch forbidden: an error", func(t *testing.T) {
+		c := fake.NewClientset(lease(time.Now()))
+		c.PrependWatchReactor("leases", func(k8stesting.Action) (bool, watch.Interface, error) {
+			return true, nil, forbidden("leases")
+		})
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		err := newRun(c).waitStale(ctx, watchLease(ctx, c, name), name, time.Now().Add(3*time.Second))
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("err %v: want the 403", err)
+		}
+	})
 }

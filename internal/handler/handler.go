@@ -275,11 +275,17 @@ func (r *run) record(ctx context.Context, n *corev1.Node, warning bool, reason n
 	}
 }
 
-func (r *run) drainer() *drain.Drainer {
-	return drain.New(r.h.c.Kube, drain.Options{
+func (r *run) drainer(cause node.Cause, dead bool) *drain.Drainer {
+	o := drain.Options{
 		GracePeriodSeconds: -1,
 		EvictUnmanaged:     r.h.cfg.EvictUnmanagedPods,
 		DryRun:             r.h.cfg.DryRun,
 		OnPDBWait:          r.pdbWait,
-	}, nil)
+		CriticalPriority:   r.h.cfg.CriticalPriority,
+		Unordered:          dead, // a dead kubelet ends no pod: tiers would never end
+	}
+	if cause == node.CauseSpot {
+		o.GraceCap = r.h.cfg.SpotGracePeriodCap // the drain must fit the 2-minute notice
+	}
+	return drain.New(r.h.c.Kube, o, nil)
 }

@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/event"
@@ -651,7 +653,7 @@ func TestSpotDeadlineFromWarning(t *testing.T) {
 	e.ec2.readings[idA] = []reading{running}
 	e.blocked = []string{"db-0"}
 	e.cfg.SpotDrainTimeout = 2 * time.Second
-	warned := time.Now().Add(-1900 * time.Millisecond)
+	warned := time.Now().Add(-1500 * time.Millisecond)
 	e.now = time.Now()
 	start := time.Now()
 	out, err := e.handle(t, spotEvent(idA, warned), 5*time.Second)
@@ -715,5 +717,26 @@ func TestNotActionable(t *testing.T) {
 				t.Errorf("wrote %v, %d EC2 calls, completed %v", w, e.ec2.calls, e.asg.results())
 			}
 		})
+	}
+}
+
+// A launch hook whose node watch is refused (403) is completed with the
+// failure result at once, the cause named: not waited out as a timeout.
+func TestLaunchWatchForbidden(t *testing.T) {
+	e := newEnv()
+	e.ec2.readings[idA] = []reading{running}
+	e.kube.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, nil, forbidden("nodes")
+	})
+	start := time.Now()
+	out, err := e.handle(t, hookEvent(true, asgName, idA), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Action != ActionFailed || !strings.Contains(out.Detail, "forbidden") || !reflect.DeepEqual(e.asg.results(), []lifecycle.Result{lifecycle.Abandon}) {
+		t.Errorf("outcome %+v, completed %v: want the failure result, the 403 named", out, e.asg.results())
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("took %s: the 403 was waited out", took)
 	}
 }

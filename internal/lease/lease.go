@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/node-drainer/node-drainer/internal/cluster"
 )
 
 // Duration is how long a holder that stopped renewing keeps its lease.
@@ -105,11 +107,20 @@ func (cl *Claim) classify(err error) error {
 	return fmt.Errorf("lease %s/%s: %w", cl.ns, cl.name, err)
 }
 
-// update changes the lease if this claim still holds it.
+// update changes the lease if this claim still holds it. A failure a retry
+// may cure is retried (a 401 first: the cached token is reset by it, and a
+// drain that waits on watches may send nothing else for minutes); a
+// conflict is not: another holder changed the lease.
 func (cl *Claim) update(ctx context.Context, change func(*coordinationv1.Lease)) error {
 	if cl == nil {
 		return nil
 	}
+	return cluster.RetryIf(ctx, func(err error) bool { return cluster.Retriable(err) && !apierrors.IsConflict(err) }, func() error {
+		return cl.updateOnce(ctx, change)
+	})
+}
+
+func (cl *Claim) updateOnce(ctx context.Context, change func(*coordinationv1.Lease)) error {
 	l, err := cl.client.CoordinationV1().Leases(cl.ns).Get(ctx, cl.name, metav1.GetOptions{})
 	if err != nil {
 		return cl.classify(err)

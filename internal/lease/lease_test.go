@@ -118,3 +118,30 @@ func TestUnavailable(t *testing.T) {
 		t.Fatalf("a nil claim renews nothing: %v", err)
 	}
 }
+
+// A release that meets an expired token (401) is retried, so the lease is
+// handed over; the continuation would otherwise find it held.
+func TestReleaseRetriesUnauthorized(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c := fake.NewClientset()
+	clk := &clock{time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
+	a, err := Acquire(ctx, c, ns, inst, "req-a", "token-1", clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	c.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failed == 0 {
+			failed++
+			return true, nil, apierrors.NewUnauthorized("token expired")
+		}
+		return false, nil, nil
+	})
+	if err := a.Release(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if h := holderOf(t, c); h != "" || failed != 1 {
+		t.Errorf("holder %q after release (%d 401s): want none", h, failed)
+	}
+}

@@ -12,11 +12,16 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 )
@@ -67,6 +72,61 @@ func Find(ctx context.Context, c kubernetes.Interface, privateDNS, instanceID st
 		}
 	}
 	return nil, fmt.Errorf("%w: no node named %q or with provider id of %s", ErrNotFound, privateDNS, instanceID)
+}
+
+// WaitReady waits until the instance's node (named privateDNS, or with the
+// instance's providerID) is registered and Ready, or ctx ends; it returns the
+// node last seen (nil: none yet) and, when not Ready, an error matching
+// cluster.ErrWaitTimeout or the API's own (a 403 at once, never a timeout).
+// It lists then watches: the node by metadata.name when its name is known,
+// all nodes (filtered here by providerID) when it is not.
+func WaitReady(ctx context.Context, c kubernetes.Interface, privateDNS, instanceID string) (*corev1.Node, error) {
+	sel := fields.Everything()
+	if privateDNS != "" {
+		if n, err := Find(ctx, c, privateDNS, instanceID); err == nil && n.Name != "" {
+			sel = fields.OneTermEqualSelector("metadata.name", n.Name)
+		}
+	}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel.String()
+			return c.CoreV1().Nodes().List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel.String()
+			return c.CoreV1().Nodes().Watch(ctx, o)
+		},
+	}
+	var (
+		mu   sync.Mutex
+		seen *corev1.Node
+	)
+	err := cluster.Until(ctx, lw, &corev1.Node{}, func(s cache.Store) (bool, error) {
+		for _, o := range s.List() {
+			n := o.(*corev1.Node)
+			if matches(n, privateDNS, instanceID) {
+				mu.Lock()
+				seen = n.DeepCopy()
+				mu.Unlock()
+				return Ready(n), nil
+			}
+		}
+		return false, nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if err != nil {
+		return seen, fmt.Errorf("waiting for the node of %s to be Ready: %w", instanceID, err)
+	}
+	return seen, nil
+}
+
+// matches says whether n is the instance's node, as Find decides it.
+func matches(n *corev1.Node, privateDNS, instanceID string) bool {
+	if privateDNS != "" && n.Name == privateDNS && (n.Spec.ProviderID == "" || ProviderInstanceID(n.Spec.ProviderID) == instanceID) {
+		return true
+	}
+	return ProviderInstanceID(n.Spec.ProviderID) == instanceID
 }
 
 // ProviderInstanceID returns the instance id of an AWS providerID

@@ -13,8 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/node-drainer/node-drainer/internal/cluster"
 )
 
 const (
@@ -219,4 +222,69 @@ func generateNames(c *fake.Clientset) {
 		}
 		return false, nil, nil
 	})
+}
+
+func ready(status corev1.ConditionStatus) nodeOpt {
+	return func(n *corev1.Node) {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}
+	}
+}
+
+// WaitReady lists then watches: a node that joins, or turns Ready, while it
+// waits ends the wait; a watch the apiserver refuses is an error at once.
+func TestWaitReady(t *testing.T) {
+	pid := "aws:///us-east-1a/" + instID
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("rbac"))
+	for _, tc := range []struct {
+		name    string
+		objs    []runtime.Object
+		later   func(*fake.Clientset) // once the watch is open
+		watch   error                 // the watch's answer
+		want    string                // the node returned
+		timeout bool
+		forbid  bool
+	}{
+		{name: "already Ready", objs: []runtime.Object{newNode(nodeName, pid, ready(corev1.ConditionTrue))}, want: nodeName},
+		{name: "joins, then Ready", later: func(c *fake.Clientset) {
+			n, _ := c.CoreV1().Nodes().Create(context.Background(), newNode(nodeName, pid, ready(corev1.ConditionFalse)), metav1.CreateOptions{})
+			n.Status.Conditions[0].Status = corev1.ConditionTrue
+			_, _ = c.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+		}, want: nodeName},
+		{name: "another name, found by providerID", later: func(c *fake.Clientset) {
+			_, _ = c.CoreV1().Nodes().Create(context.Background(), newNode("worker-7", pid, ready(corev1.ConditionTrue)), metav1.CreateOptions{})
+		}, want: "worker-7"},
+		{name: "the name is another instance's: not it", objs: []runtime.Object{newNode(nodeName, "aws:///us-east-1a/i-0fedcba9876543210", ready(corev1.ConditionTrue))},
+			timeout: true},
+		{name: "never Ready", objs: []runtime.Object{newNode(nodeName, pid, ready(corev1.ConditionFalse))}, want: nodeName, timeout: true},
+		{name: "watch forbidden", watch: forbidden, forbid: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientset(tc.objs...)
+			opened := make(chan struct{}, 10)
+			c.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
+				opened <- struct{}{}
+				return tc.watch != nil, nil, tc.watch
+			})
+			if tc.later != nil {
+				go func() { <-opened; tc.later(c) }()
+			}
+			limit := 5 * time.Second
+			if tc.timeout {
+				limit = 300 * time.Millisecond
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), limit)
+			defer cancel()
+			n, err := WaitReady(ctx, c, nodeName, instID)
+			if errors.Is(err, cluster.ErrWaitTimeout) != tc.timeout || apierrors.IsForbidden(err) != tc.forbid {
+				t.Fatalf("err %v: want timeout %v, forbidden %v", err, tc.timeout, tc.forbid)
+			}
+			got := ""
+			if n != nil {
+				got = n.Name
+			}
+			if got != tc.want {
+				t.Errorf("node %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

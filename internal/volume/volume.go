@@ -13,15 +13,17 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 )
@@ -89,30 +91,52 @@ func Attachments(ctx context.Context, c kubernetes.Interface, node string, pvs [
 }
 
 // WaitDetached waits until node has no VolumeAttachment left for pvs (none
-// given: returns at once) or ctx ends; it returns those still there. When
-// ctx ends first the error matches ErrTimeout; an error a retry cannot cure
-// (403, 404) ends the wait at once and is returned wrapped.
+// given: returns at once) or ctx ends; it returns those still there. It
+// lists the VolumeAttachments once, then watches them from the list's
+// version (they have no field selector by node: one watch, filtered here).
+// When ctx ends first the error matches ErrTimeout; a list or watch the
+// apiserver refuses for good (403, 404) ends the wait at once and is
+// returned wrapped.
 func WaitDetached(ctx context.Context, c kubernetes.Interface, node string, pvs []string) ([]string, error) {
 	if len(pvs) == 0 {
 		return nil, nil
 	}
-	left := pvs // until read: none is known to be detached
-	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		vas, err := Attachments(ctx, c, node, pvs)
-		switch {
-		case err == nil:
-			left = describe(vas)
-			return len(vas) == 0, nil
-		case ctx.Err() != nil || cluster.Retriable(err):
-			return false, nil // transient: try again until ctx ends
-		default:
-			return false, err
+	want := map[string]bool{}
+	for _, pv := range pvs {
+		want[pv] = true
+	}
+	var (
+		mu   sync.Mutex
+		left = pvs // until read: none is known to be detached
+	)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return c.StorageV1().VolumeAttachments().List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return c.StorageV1().VolumeAttachments().Watch(ctx, o)
+		},
+	}
+	err := cluster.Until(ctx, lw, &storagev1.VolumeAttachment{}, func(s cache.Store) (bool, error) {
+		var vas []storagev1.VolumeAttachment
+		for _, o := range s.List() {
+			va := o.(*storagev1.VolumeAttachment)
+			if va.Spec.NodeName == node && va.Spec.Source.PersistentVolumeName != nil && want[*va.Spec.Source.PersistentVolumeName] {
+				vas = append(vas, *va)
+			}
 		}
+		sort.Slice(vas, func(i, j int) bool { return vas[i].Name < vas[j].Name })
+		mu.Lock()
+		left = describe(vas)
+		mu.Unlock()
+		return len(vas) == 0, nil
 	})
+	mu.Lock()
+	defer mu.Unlock()
 	switch {
 	case err == nil:
 		return nil, nil
-	case !wait.Interrupted(err):
+	case !errors.Is(err, cluster.ErrWaitTimeout):
 		return left, fmt.Errorf("waiting for volume attachments on node %s: %w", node, err)
 	}
 	return left, fmt.Errorf("%w: still on node %s: %s", ErrTimeout, node, strings.Join(left, ", "))

@@ -326,9 +326,20 @@ func terminate(b *testing.B, ctx context.Context, s *scene, target harness.Insta
 		b.Fatal(err)
 	}
 	defer f.stop()
+	before, err := readAPICounts(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
 	send := time.Now()
 	out, err := harness.Invoke(ctx, f.rt, payload)
 	rtt := time.Since(send)
+	if after, merr := readAPICounts(ctx); merr == nil {
+		d := after.since(before)
+		// the function's own (its FlowSchema), and the whole apiserver's by
+		// verb and resource (controllers and kwok answering the drain too)
+		progress("api requests during the drain of %s: %s", s.name, d)
+		record("api_requests_"+strings.SplitN(s.name, "-", 2)[0], d[fnKey])
+	}
 	rss, rssErr := peakRSSMiB(f.rt.PID())
 	if err != nil {
 		f.dump(b)

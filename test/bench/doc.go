@@ -39,6 +39,22 @@
 //     PDB allows 1 unavailable (the other 2 replicas on the other node), so
 //     the second eviction waits for the first pod's replacement to be Ready;
 //     event to hook completed. Target ≤ 3 s (peer: 7.1 s).
+//   - api_requests_d110, api_requests_d110bg, api_requests_pdb: the
+//     function's own apiserver requests during that scene's invocation: the
+//     delta of apiserver_flowcontrol_dispatched_requests_total for the
+//     FlowSchema node-drainer (rbac.yaml; only the function's group matches
+//     it), read from the apiserver's /metrics before and after. The progress
+//     line also gives the delta of apiserver_request_total by verb and
+//     resource, which counts every client (controllers and kwok answering
+//     the drain too). Target ≤ 1 eviction per pod + 30.
+//   - storm_hooks_completed, storm_p95_s, storm_api_requests_per_node,
+//     storm_evictions_per_pod (BenchmarkStorm; -storm-nodes, default 10, and
+//     -storm-runs, default 1): that many nodes of 20 pods (a Deployment per
+//     node under a PDB allowing 2 unavailable, 10 %), all terminate hooks
+//     sent at once, one fresh function process per hook; hooks completed
+//     with CONTINUE, the p95 of event → completion, the function's own
+//     requests per node (its FlowSchema), and the apiserver's evictions per
+//     pod (1.0: none retried into a 429).
 //   - peak_rss_mb: VmHWM of the bootstrap process (MiB) read from
 //     /proc/<pid>/status after the 110-pod drain, one fresh process per run.
 //     The process is the host-architecture build. Target ≤ 100.

@@ -92,6 +92,15 @@ var rows = []struct {
 	}},
 	{"drain_110_pods_other_5000_pods_invoke_s", "-", nil},
 	{"drain_pdb_wait_s", "≤ 3", atMost(3)},
+	// the function's requests per drain, from the apiserver's API Priority
+	// and Fairness counter of its FlowSchema: ≤ 1 eviction per pod + 30
+	{"api_requests_d110", "≤ 140 (110 pods + 30)", atMost(140)},
+	{"api_requests_d110bg", "≤ 140 (110 pods + 30)", atMost(140)},
+	{"api_requests_pdb", "≤ 32 (2 pods + 30)", atMost(32)},
+	{"storm_hooks_completed", "all (-storm-nodes)", func(v float64) bool { return v == float64(*flagStormNodes) }},
+	{"storm_p95_s", "-", nil},
+	{"storm_api_requests_per_node", "≤ 50 (20 pods + 30)", atMost(50)},
+	{"storm_evictions_per_pod", "≤ 1.1", atMost(1.1)},
 	{"peak_rss_mb", "≤ 100", atMost(100)},
 	{"bootstrap_zip_mb", "≤ 25", atMost(25)},
 	{"bootstrap_bin_mb", "-", nil},

@@ -46,6 +46,8 @@ var wantEnv = map[string]string{
 	"DRY_RUN":                     "false",
 	"DRAIN_TIMEOUT":               "30m",
 	"SPOT_DRAIN_TIMEOUT":          "100s",
+	"SPOT_GRACE_PERIOD_CAP":       "90s",
+	"CRITICAL_PRIORITY_THRESHOLD": "2000000000",
 	"REBALANCE_ACTION":            "cordon",
 	"SCHEDULED_CHANGE_ACTION":     "drain",
 	"SCHEDULED_CHANGE_LEAD_TIME":  "15m",

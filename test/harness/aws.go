@@ -15,6 +15,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,6 +96,10 @@ func (e *Env) applyRBAC(ctx context.Context) error {
 			_, err = e.Client.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.RoleBinding:
 			_, err = e.Client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *flowcontrolv1.PriorityLevelConfiguration:
+			_, err = e.Client.FlowcontrolV1().PriorityLevelConfigurations().Create(ctx, o, metav1.CreateOptions{})
+		case *flowcontrolv1.FlowSchema:
+			_, err = e.Client.FlowcontrolV1().FlowSchemas().Create(ctx, o, metav1.CreateOptions{})
 		default:
 			err = fmt.Errorf("unexpected %T in %s", obj, path)
 		}

@@ -1,0 +1,386 @@
+package drain
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/node-drainer/node-drainer/internal/cluster"
+)
+
+// podState is where a pod's eviction stands.
+type podState int
+
+const (
+	statePending  podState = iota // its tier has not started
+	stateStarted                  // being evicted
+	stateBlocked                  // a PDB holds it (waiting, or refused)
+	stateAccepted                 // eviction accepted: going
+	stateFailed                   // given up (error, or ctx ended)
+)
+
+// pdbSyncWait bounds the wait for the PDBs' first list before evicting:
+// evictions are tried without knowing the PDBs rather than not at all.
+const pdbSyncWait = 5 * time.Second
+
+// run is one drain's shared view: the node's pods and the PDBs that may
+// cover them (one watch each), and where each pod's eviction stands.
+type run struct {
+	pods, pdbs *cluster.Informer
+	cancel     context.CancelFunc
+	want       []corev1.Pod
+
+	mu     sync.Mutex
+	state  map[types.UID]podState
+	reason map[types.UID]error
+	// taken: per PDB (namespace/name), the pods this drain sent an eviction
+	// for that its status may not count yet, with when it was admitted
+	taken  map[string]map[string]time.Time
+	change cluster.Signal // a pod's state changed
+}
+
+// token is what admit took from a PDB for one eviction, given back if the
+// eviction is refused.
+type token struct {
+	pdb, pod string
+}
+
+// start watches the node's pods and the PDBs of the pods' namespaces (all
+// namespaces when they are several), and waits until the pods' list is in
+// (so every pod that goes from now on is seen going) and, for a while, the
+// PDBs'.
+func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod) *run {
+	ctx, cancel := context.WithCancel(ctx)
+	r := &run{cancel: cancel, want: pods, state: map[types.UID]podState{}, reason: map[types.UID]error{}, taken: map[string]map[string]time.Time{}}
+	for _, p := range pods {
+		r.state[p.UID] = statePending
+	}
+	sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
+	r.pods = cluster.Inform(ctx, &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return d.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return d.client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
+		},
+	}, &corev1.Pod{})
+	ns := pods[0].Namespace
+	for _, p := range pods {
+		if p.Namespace != ns {
+			ns = metav1.NamespaceAll
+		}
+	}
+	r.pdbs = cluster.Inform(ctx, &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return d.client.PolicyV1().PodDisruptionBudgets(ns).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return d.client.PolicyV1().PodDisruptionBudgets(ns).Watch(ctx, o)
+		},
+	}, &policyv1.PodDisruptionBudget{})
+	r.pods.WaitSynced(ctx)
+	pctx, pcancel := context.WithTimeout(ctx, pdbSyncWait)
+	r.pdbs.WaitSynced(pctx)
+	pcancel()
+	return r
+}
+
+func (r *run) stop() { r.cancel() }
+
+func (r *run) set(uid types.UID, s podState, err error) {
+	r.mu.Lock()
+	r.state[uid] = s
+	if err != nil {
+		r.reason[uid] = err
+	}
+	r.mu.Unlock()
+	r.change.Broadcast()
+}
+
+// done records the end of a pod's eviction: err is why it failed.
+func (r *run) done(uid types.UID, err error) {
+	if err != nil {
+		r.set(uid, stateFailed, err)
+	}
+}
+
+func (r *run) get(uid types.UID) (podState, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state[uid], r.reason[uid]
+}
+
+// present is the set of pod UIDs on the node as the watch last saw them.
+func (r *run) present() map[types.UID]bool {
+	out := map[types.UID]bool{}
+	for _, o := range r.pods.Store().List() {
+		out[o.(*corev1.Pod).UID] = true
+	}
+	return out
+}
+
+// gone reports whether the pod (its UID: a replacement of the same name is
+// not it) has left the node, as far as the watch has seen.
+func (r *run) gone(uid types.UID) bool {
+	return r.pods.Synced() && !r.present()[uid]
+}
+
+// current is the pod as the watch last saw it (p itself if unseen).
+func (r *run) current(p corev1.Pod) corev1.Pod {
+	if o, ok, _ := r.pods.Store().GetByKey(p.Namespace + "/" + p.Name); ok {
+		if c := o.(*corev1.Pod); c.UID == p.UID {
+			return *c
+		}
+	}
+	return p
+}
+
+// waitUntil waits until cond holds, re-checking when a pod goes, a pod's
+// eviction changes state, or ctx ends.
+func (r *run) waitUntil(ctx context.Context, cond func(present map[types.UID]bool) bool) {
+	for {
+		podsC, stateC := r.pods.Changed(), r.change.C()
+		if cond(r.present()) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-podsC:
+		case <-stateC:
+		}
+	}
+}
+
+// waitTier waits until each of the tier's pods is gone, blocked by a PDB or
+// given up (or, the pods' watch failing, at least accepted), or ctx ends.
+func (r *run) waitTier(ctx context.Context, tier []corev1.Pod) {
+	r.waitUntil(ctx, func(present map[types.UID]bool) bool {
+		watchFailed := r.pods.Err() != nil
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, p := range tier {
+			switch r.state[p.UID] {
+			case stateBlocked, stateFailed:
+				continue
+			case stateAccepted:
+				if watchFailed || !present[p.UID] {
+					continue
+				}
+			}
+			return false
+		}
+		return true
+	})
+}
+
+// waitGone waits until every pod is gone or given up, or ctx ends; its
+// error is the pods' watch's, when it failed for good (a 403).
+func (r *run) waitGone(ctx context.Context) error {
+	r.waitUntil(ctx, func(present map[types.UID]bool) bool {
+		if r.pods.Err() != nil {
+			return true
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, p := range r.want {
+			if present[p.UID] && r.state[p.UID] != stateFailed {
+				return false
+			}
+		}
+		return true
+	})
+	if err := r.pods.Err(); err != nil {
+		return fmt.Errorf("watching the node's pods: %w", err)
+	}
+	return nil
+}
+
+// covering lists the PDBs (from the watch) that select the pod.
+func (r *run) covering(p corev1.Pod) []*policyv1.PodDisruptionBudget {
+	var out []*policyv1.PodDisruptionBudget
+	for _, o := range r.pdbs.Store().List() {
+		pdb := o.(*policyv1.PodDisruptionBudget)
+		if pdb.Namespace == p.Namespace && covers(*pdb, p) {
+			out = append(out, pdb)
+		}
+	}
+	return out
+}
+
+// blockers names the PDBs that cover the pod, for the log and the reason;
+// "unknown" when the PDBs could not be watched.
+func (r *run) blockers(p corev1.Pod) string {
+	if !r.pdbs.Synced() {
+		return "unknown"
+	}
+	var names []string
+	for _, pdb := range r.covering(p) {
+		names = append(names, fmt.Sprintf("%s/%s (disruptions allowed %d)", pdb.Namespace, pdb.Name, pdb.Status.DisruptionsAllowed))
+	}
+	if len(names) == 0 {
+		return "none matching"
+	}
+	return strings.Join(names, ", ")
+}
+
+// gated reports whether the eviction API would refuse the pod for its PDB's
+// sake alone: a Ready pod that is not terminating. An unready pod may be
+// evicted under the PDB's unhealthy-pod policy, a terminal or terminating
+// one always: those are tried at once.
+func gated(p corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// admit waits until the eviction of p may be tried: when exactly one PDB
+// covers a Ready pod, until that PDB allows a disruption that no eviction of
+// this drain has taken yet. Without the PDBs' watch (not synced, refused),
+// it admits at once: the eviction API still decides, and a 429 is waited on.
+func (r *run) admit(ctx context.Context, p corev1.Pod, logged *bool) (token, error) {
+	for {
+		pdbC, podsC := r.pdbs.Changed(), r.pods.Changed()
+		tk, ok, blocking := r.take(p)
+		if ok {
+			if st, _ := r.get(p.UID); st == stateBlocked {
+				r.set(p.UID, stateStarted, nil)
+			}
+			return tk, nil
+		}
+		r.set(p.UID, stateBlocked, nil)
+		if !*logged {
+			*logged = true
+			cluster.Logger(ctx).InfoContext(ctx, "eviction waits for PodDisruptionBudget", "pod", p.Namespace+"/"+p.Name, "pdbs", blocking)
+		}
+		select {
+		case <-ctx.Done():
+			return token{}, fmt.Errorf("%w (%s): no disruption allowed", ErrBlockedByPDB, blocking)
+		case <-pdbC:
+		case <-podsC:
+		case <-time.After(takenTTL): // a local re-check: an old taken entry may lapse
+		}
+	}
+}
+
+// takenTTL is how long an eviction this drain sent counts against its PDB
+// once its pod is gone, when no status showed it (a re-listed watch can
+// skip that status).
+const takenTTL = 5 * time.Second
+
+// take takes a disruption from the PDB covering p, if p is gated by one.
+//
+// The eviction API decrements the PDB's disruptionsAllowed and lists the pod
+// in its disruptedPods in one status update, before the pod is deleted. An
+// eviction this drain sent counts against the status as watched until a
+// status lists the pod in disruptedPods (the watch delivers the statuses in
+// order, so a later one counts it as disrupted or, once the disruption
+// controller saw it go, as not healthy), or until takenTTL after its pod
+// went, should the watch have skipped that status. So evictions sent in
+// parallel do not take one allowance twice (no 429 storm), and a skipped
+// status costs at most one refusal, never a stall.
+func (r *run) take(p corev1.Pod) (token, bool, string) {
+	if !r.pdbs.Synced() || r.pdbs.Err() != nil || !gated(r.current(p)) {
+		return token{}, true, ""
+	}
+	pdbs := r.covering(p)
+	if len(pdbs) != 1 {
+		return token{}, true, "" // none; or several, which the eviction API refuses by itself
+	}
+	pdb := pdbs[0]
+	key := pdb.Namespace + "/" + pdb.Name
+	present := r.presentNames()
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	taken := r.taken[key]
+	for name, at := range taken {
+		if _, shown := pdb.Status.DisruptedPods[name]; shown || (!present[pdb.Namespace+"/"+name] && now.Sub(at) > takenTTL) {
+			delete(taken, name)
+		}
+	}
+	if pdb.Status.ObservedGeneration < pdb.Generation || pdb.Status.DisruptionsAllowed-int32(len(taken)) <= 0 {
+		return token{}, false, fmt.Sprintf("%s (disruptions allowed %d, %d of them taken by this drain)", key, pdb.Status.DisruptionsAllowed, len(taken))
+	}
+	if taken == nil {
+		taken = map[string]time.Time{}
+		r.taken[key] = taken
+	}
+	taken[p.Name] = now
+	return token{pdb: key, pod: p.Name}, true, ""
+}
+
+// presentNames is the set of pods (namespace/name) on the node.
+func (r *run) presentNames() map[string]bool {
+	out := map[string]bool{}
+	for _, o := range r.pods.Store().List() {
+		p := o.(*corev1.Pod)
+		out[p.Namespace+"/"+p.Name] = true
+	}
+	return out
+}
+
+// giveBack returns a disruption taken for an eviction that was refused.
+func (r *run) giveBack(tk token) {
+	if tk.pdb == "" {
+		return
+	}
+	r.mu.Lock()
+	delete(r.taken[tk.pdb], tk.pod)
+	r.mu.Unlock()
+}
+
+// waitPDBChange waits, after a refusal, at least pause (the backoff's step,
+// or the server's Retry-After), then until a PDB covering p has a new status
+// or limit has passed since the refusal (a status seen stale). It reports
+// false when ctx ended first. A pod that no PDB covers is tried again after
+// pause.
+func (r *run) waitPDBChange(ctx context.Context, p corev1.Pod, pause, limit time.Duration) bool {
+	versions := func() string {
+		var v []string
+		for _, pdb := range r.covering(p) {
+			v = append(v, fmt.Sprintf("%s@%s/%d", pdb.Name, pdb.ResourceVersion, pdb.Status.DisruptionsAllowed))
+		}
+		return strings.Join(v, ",")
+	}
+	before := versions()
+	minT := time.NewTimer(pause)
+	defer minT.Stop()
+	maxT := time.NewTimer(max(pause, limit))
+	defer maxT.Stop()
+	paced := false
+	for {
+		pdbC := r.pdbs.Changed()
+		if paced && (before == "" || versions() != before || r.pdbs.Err() != nil) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-maxT.C:
+			return true
+		case <-minT.C:
+			paced = true
+		case <-pdbC:
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// apiCounts is a reading of the apiserver's request counters: every request
+// (apiserver_request_total) by "VERB resource[/subresource]", and the
+// function's own under the key fnKey, from API Priority and Fairness: the
+// requests dispatched for the FlowSchema node-drainer (rbac.yaml), which
+// only the function's group matches.
+type apiCounts map[string]float64
+
+const fnKey = "node-drainer (flow schema)"
+
+var labelRE = regexp.MustCompile(`(\w+)="([^"]*)"`)
+
+// readAPICounts scrapes the apiserver's /metrics with the admin client.
+func readAPICounts(ctx context.Context) (apiCounts, error) {
+	raw, err := env.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the apiserver's /metrics: %w", err)
+	}
+	out := apiCounts{}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok || (name != "apiserver_request_total" && name != "apiserver_flowcontrol_dispatched_requests_total") {
+			continue
+		}
+		i := strings.LastIndexByte(rest, '}')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest[i+1:]), 64)
+		if err != nil {
+			continue
+		}
+		labels := map[string]string{}
+		for _, m := range labelRE.FindAllStringSubmatch(rest[:i], -1) {
+			labels[m[1]] = m[2]
+		}
+		if name == "apiserver_flowcontrol_dispatched_requests_total" {
+			if labels["flow_schema"] == "node-drainer" {
+				out[fnKey] += v
+			}
+			continue
+		}
+		key := labels["verb"] + " " + labels["resource"]
+		if labels["subresource"] != "" {
+			key += "/" + labels["subresource"]
+		}
+		out[key] += v
+	}
+	return out, sc.Err()
+}
+
+// since is the delta from an earlier reading.
+func (c apiCounts) since(before apiCounts) apiCounts {
+	out := apiCounts{}
+	for k, v := range c {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// String lists the counts, largest first (the function's own first).
+func (c apiCounts) String() string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		if k != fnKey {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return c[keys[i]] > c[keys[j]] || c[keys[i]] == c[keys[j]] && keys[i] < keys[j] })
+	parts := []string{fmt.Sprintf("%s %.0f", fnKey, c[fnKey])}
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %.0f", k, c[k]))
+	}
+	return strings.Join(parts, ", ")
+}
