@@ -18,7 +18,14 @@ import (
 // RWO CSI volume (attached), the others being free to take it over.
 func statefulScene(t *testing.T, ctx context.Context, name string) (*scene, harness.Instance, string) {
 	t.Helper()
-	s := newScene(t, ctx, name, 2, harness.ASGSpec{})
+	return statefulSceneOf(t, ctx, name, harness.ASGSpec{})
+}
+
+// statefulSceneOf is statefulScene for a group of that spec (its name and
+// size are the scene's).
+func statefulSceneOf(t *testing.T, ctx context.Context, name string, spec harness.ASGSpec) (*scene, harness.Instance, string) {
+	t.Helper()
+	s := newScene(t, ctx, name, 2, spec)
 	target := s.insts[0]
 	var pv string
 	s.onlyOn(ctx, target, func() {

@@ -94,19 +94,7 @@ func TestSweepCompletesForgottenHook(t *testing.T) {
 func TestSweepReleasesStoppedNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	s := swScene(t, ctx, "sw-dead", 2)
-	target := s.insts[0]
-	var pv string
-	s.onlyOn(ctx, target, func() {
-		var err error
-		if pv, err = env.StatefulSet(ctx, s.workload("db", 1), harness.Zone); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := env.WaitPodsRunning(ctx, s.ns, "app=db", 1, time.Minute); err != nil {
-			t.Fatal(err)
-		}
-	})
-	waitAttached(t, ctx, s.ns, "db-0", pv)
+	s, target, pv := statefulSceneOf(t, ctx, "sw-dead", harness.ASGSpec{ClusterTag: swTag("sw-dead")})
 	if err := env.StopKubelet(ctx, target.PrivateDNSName); err != nil {
 		t.Fatal(err)
 	}
