@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -49,8 +50,37 @@ type Claim struct {
 	now    func() time.Time
 }
 
+// prefix starts the name of every instance's lease.
+const prefix = "node-drainer-"
+
 // Name is the lease's name for an instance.
-func Name(instanceID string) string { return "node-drainer-" + instanceID }
+func Name(instanceID string) string { return prefix + instanceID }
+
+// InstanceID is the instance a lease of that name is for ("" when the name
+// is not an instance's lease).
+func InstanceID(name string) string {
+	id, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return ""
+	}
+	return id
+}
+
+// Held reports whether an invocation holds the lease at now: it names a
+// holder that renewed it within its duration.
+func Held(l *coordinationv1.Lease, now time.Time) bool {
+	return ptr.Deref(l.Spec.HolderIdentity, "") != "" && !stale(l, now)
+}
+
+// stale reports whether the lease's holder, if any, stopped renewing it: its
+// last renewal is older than its duration, or there was none.
+func stale(l *coordinationv1.Lease, now time.Time) bool {
+	if l.Spec.RenewTime == nil {
+		return true
+	}
+	d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, int32(Duration/time.Second))) * time.Second
+	return now.After(l.Spec.RenewTime.Add(d))
+}
 
 // Acquire takes the instance's lease for holder, working on key (the
 // lifecycle action's token). It fails with ErrHeld while another holder
@@ -70,21 +100,13 @@ func Acquire(ctx context.Context, c kubernetes.Interface, ns, instanceID, holder
 	if key != "" && l.Annotations[AnnotationDone] == key {
 		return nil, fmt.Errorf("%w: lease %s/%s says %s", ErrDone, ns, cl.name, key)
 	}
-	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" && h != holder && !cl.stale(l) {
+	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" && h != holder && !stale(l, cl.now()) {
 		return nil, fmt.Errorf("%w: %s (lease %s/%s renewed %s)", ErrHeld, h, ns, cl.name, l.Spec.RenewTime)
 	}
 	l = cl.fresh(l.DeepCopy())
 	l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
 	_, err = c.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{}) // at the version read: a race is a conflict
 	return cl, cl.classify(err)
-}
-
-func (cl *Claim) stale(l *coordinationv1.Lease) bool {
-	if l.Spec.RenewTime == nil {
-		return true
-	}
-	d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, int32(Duration/time.Second))) * time.Second
-	return cl.now().After(l.Spec.RenewTime.Add(d))
 }
 
 func (cl *Claim) fresh(l *coordinationv1.Lease) *coordinationv1.Lease {

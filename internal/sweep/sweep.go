@@ -34,7 +34,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/pager"
-	"k8s.io/utils/ptr"
 
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
@@ -434,8 +433,8 @@ func (r *Readings) Plan(cfg Config) Plan {
 		nodeIDs[node.ProviderInstanceID(n.Spec.ProviderID)] = true
 	}
 	for _, l := range r.Leases {
-		id := strings.TrimPrefix(l.Name, "node-drainer-")
-		if held[id] || l.Spec.RenewTime == nil || r.Now.Sub(l.Spec.RenewTime.Time) < leaseIdle {
+		id := lease.InstanceID(l.Name)
+		if id == "" || held[id] || l.Spec.RenewTime == nil || r.Now.Sub(l.Spec.RenewTime.Time) < leaseIdle {
 			continue
 		}
 		if nodeIDs[id] {
@@ -450,12 +449,8 @@ func (r *Readings) Plan(cfg Config) Plan {
 func (r *Readings) heldLeases() map[string]bool {
 	held := map[string]bool{}
 	for _, l := range r.Leases {
-		if ptr.Deref(l.Spec.HolderIdentity, "") == "" || l.Spec.RenewTime == nil {
-			continue
-		}
-		d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, int32(lease.Duration/time.Second))) * time.Second
-		if r.Now.Before(l.Spec.RenewTime.Add(d)) {
-			held[strings.TrimPrefix(l.Name, "node-drainer-")] = true
+		if lease.Held(&l, r.Now) {
+			held[lease.InstanceID(l.Name)] = true
 		}
 	}
 	return held
