@@ -63,16 +63,16 @@ type lifecycleDetail struct {
 }
 
 func parseTerminate(ev Event, detail json.RawMessage) (Event, error) {
-	return parseLifecycle(ev, detail, KindTerminate, TransitionTerminating)
+	return parseLifecycle(ev, detail, KindTerminate, TransitionTerminating, true)
 }
 
 func parseLaunch(ev Event, detail json.RawMessage) (Event, error) {
-	return parseLifecycle(ev, detail, KindLaunch, TransitionLaunching)
+	return parseLifecycle(ev, detail, KindLaunch, TransitionLaunching, true)
 }
 
 // parseLifecycle parses a lifecycle action whose detail-type expects the
 // transition want, or a test notification sent under either detail-type.
-func parseLifecycle(ev Event, detail json.RawMessage, kind Kind, want LifecycleTransition) (Event, error) {
+func parseLifecycle(ev Event, detail json.RawMessage, kind Kind, want LifecycleTransition, needToken bool) (Event, error) {
 	var d lifecycleDetail
 	if err := decodeDetail(detail, &d); err != nil {
 		return Event{}, err
@@ -83,12 +83,15 @@ func parseLifecycle(ev Event, detail json.RawMessage, kind Kind, want LifecycleT
 	}
 
 	var problems problemList
-	for _, f := range []struct{ name, value string }{
-		{"LifecycleActionToken", d.LifecycleActionToken},
-		{"AutoScalingGroupName", d.AutoScalingGroupName},
-		{"LifecycleHookName", d.LifecycleHookName},
+	for _, f := range []struct {
+		name, value string
+		required    bool
+	}{
+		{"LifecycleActionToken", d.LifecycleActionToken, needToken},
+		{"AutoScalingGroupName", d.AutoScalingGroupName, true},
+		{"LifecycleHookName", d.LifecycleHookName, true},
 	} {
-		if strings.TrimSpace(f.value) == "" {
+		if f.required && strings.TrimSpace(f.value) == "" {
 			problems.add(fmt.Errorf("%s is missing", f.name))
 		}
 	}

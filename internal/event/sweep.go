@@ -39,30 +39,8 @@ func parseSweptLaunch(ev Event, detail json.RawMessage) (Event, error) {
 // parseSwept parses a lifecycle event the sweep made: the token may be
 // missing, everything else is checked as for Auto Scaling's own.
 func parseSwept(ev Event, detail json.RawMessage, kind Kind, want LifecycleTransition) (Event, error) {
-	var d lifecycleDetail
-	if err := decodeDetail(detail, &d); err != nil {
-		return Event{}, err
-	}
-	if d.LifecycleActionToken == "" {
-		d.LifecycleActionToken = sweptToken
-		b, err := json.Marshal(d)
-		if err != nil {
-			return Event{}, err
-		}
-		detail = b
-	}
-	ev, err := parseLifecycle(ev, detail, kind, want)
-	if err != nil {
-		return Event{}, err
-	}
-	if ev.Lifecycle != nil && ev.Lifecycle.Token == sweptToken {
-		ev.Lifecycle.Token = ""
-	}
-	return ev, nil
+	return parseLifecycle(ev, detail, kind, want, false)
 }
-
-// sweptToken stands in for the missing token while the detail is checked.
-const sweptToken = "-"
 
 // NewSwept returns the EventBridge event the sweep makes for a lifecycle
 // action whose own event never came (no token: the action is completed by
