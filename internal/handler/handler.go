@@ -162,15 +162,22 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome,
 	r.rep = newReport(start, h.now)
 	ctx = cluster.WithLogger(ctx, r.log)
 	ctx = cluster.WithRetryObserver(ctx, r.rep.retried)
-	err = r.dispatch(ctx)
-	r.out.DurationMS = h.now().Sub(start).Milliseconds()
+	err = r.end(ctx, r.dispatch(ctx))
+	return r.out, err
+}
+
+// end ends a run: its duration, timeline and metrics line, and its one
+// "handled" log line. The sweep ends the run of each instance it handles so
+// too.
+func (r *run) end(ctx context.Context, err error) error {
+	r.out.DurationMS = r.h.now().Sub(r.rep.begun).Milliseconds()
 	r.finishReport()
 	level := slog.LevelInfo
 	if err != nil || r.out.Action == ActionFailed {
 		level = slog.LevelError
 	}
 	r.log.Log(ctx, level, "handled", "outcome", r.out, "error", err)
-	return r.out, err
+	return err
 }
 
 // run is one invocation's state.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +13,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
@@ -204,19 +204,6 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 	sum.Leases = len(leases)
 }
 
-// end ends an instance's run inside the sweep as Handle ends an
-// invocation: its timeline and metrics line, and its own "handled" log line.
-func (r *run) end(ctx context.Context, err error) error {
-	r.out.DurationMS = r.h.now().Sub(r.rep.begun).Milliseconds()
-	r.finishReport()
-	level := slog.LevelInfo
-	if err != nil || r.out.Action == ActionFailed {
-		level = slog.LevelError
-	}
-	r.log.Log(ctx, level, "handled", "outcome", r.out, "error", err)
-	return err
-}
-
 // sub is a run of its own for one instance of the sweep, as if an event of
 // kind had come at now.
 func (r *run) sub(kind event.Kind, id string, now time.Time) *run {
@@ -264,15 +251,8 @@ func (r *run) deleteOrphan(ctx context.Context, va storagev1.VolumeAttachment) e
 		return fmt.Errorf("deleting volume attachment %s: %w", va.Name, err)
 	}
 	r.log.InfoContext(ctx, "deleted orphaned volume attachment", "attachment", va.Name, "node", va.Spec.NodeName,
-		"volume", ptrString(va.Spec.Source.PersistentVolumeName), "evidence", "node not in the cluster; EC2 lists no running instance of that name")
+		"volume", ptr.Deref(va.Spec.Source.PersistentVolumeName, ""), "evidence", "node not in the cluster; EC2 lists no running instance of that name")
 	return nil
-}
-
-func ptrString(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // zombie reports a node NotReady on a running instance, and marks the
