@@ -28,18 +28,15 @@ func parseSweep(ev Event, _ json.RawMessage) (Event, error) {
 	return ev, nil
 }
 
+// parseSweptTerminate and parseSweptLaunch parse the lifecycle events the
+// sweep makes: the token may be missing, everything else is checked as for
+// Auto Scaling's own.
 func parseSweptTerminate(ev Event, detail json.RawMessage) (Event, error) {
-	return parseSwept(ev, detail, KindTerminate, TransitionTerminating)
+	return parseLifecycle(ev, detail, KindTerminate, TransitionTerminating, false)
 }
 
 func parseSweptLaunch(ev Event, detail json.RawMessage) (Event, error) {
-	return parseSwept(ev, detail, KindLaunch, TransitionLaunching)
-}
-
-// parseSwept parses a lifecycle event the sweep made: the token may be
-// missing, everything else is checked as for Auto Scaling's own.
-func parseSwept(ev Event, detail json.RawMessage, kind Kind, want LifecycleTransition) (Event, error) {
-	return parseLifecycle(ev, detail, kind, want, false)
+	return parseLifecycle(ev, detail, KindLaunch, TransitionLaunching, false)
 }
 
 // NewSwept returns the EventBridge event the sweep makes for a lifecycle
