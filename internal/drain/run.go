@@ -302,6 +302,12 @@ func (r *run) take(p corev1.Pod) (token, bool, string) {
 	if !r.pdbs.Synced() || r.pdbs.Err() != nil || !gated(r.current(p)) {
 		return token{}, true, ""
 	}
+	// the status is read under the lock: takes then see the watched statuses
+	// in their order. One that read an older status than the take before it
+	// would count without the evictions that take's newer status had already
+	// absorbed (and removed from taken), and evict past the allowance
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	pdbs := r.covering(p)
 	if len(pdbs) != 1 {
 		return token{}, true, "" // none; or several, which the eviction API refuses by itself
@@ -310,8 +316,6 @@ func (r *run) take(p corev1.Pod) (token, bool, string) {
 	key := pdb.Namespace + "/" + pdb.Name
 	present := r.presentNames()
 	now := time.Now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	taken := r.taken[key]
 	for name, at := range taken {
 		if _, shown := pdb.Status.DisruptedPods[name]; shown || (!present[pdb.Namespace+"/"+name] && now.Sub(at) > takenTTL) {
