@@ -858,6 +858,16 @@ func TestParallelEvictionsTakeEachAllowanceOnce(t *testing.T) {
 		refused int
 	)
 	status.Status.DisruptedPods = map[string]metav1.Time{}
+	// the fake's watches start from now, not from the list's version as the
+	// apiserver's do: a pod goes once the node's pods are watched, or its
+	// deletion could fall between the drain's list and watch, unseen
+	podsWatched := make(chan struct{})
+	var once sync.Once
+	c.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := c.Tracker().Watch(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, a.GetNamespace())
+		once.Do(func() { close(podsWatched) })
+		return true, w, err
+	})
 	c.PrependWatchReactor("poddisruptionbudgets", func(k8stesting.Action) (bool, watch.Interface, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -895,6 +905,7 @@ func TestParallelEvictionsTakeEachAllowanceOnce(t *testing.T) {
 			p.Status.DisruptedPods[ev.Name] = metav1.Now()
 		})
 		go func() {
+			<-podsWatched
 			_ = c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
 			time.Sleep(50 * time.Millisecond) // the replacement turns Ready elsewhere
 			mu.Lock()
