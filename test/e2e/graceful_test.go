@@ -98,6 +98,14 @@ type grSnapshot struct {
 // own schedule; they are no evidence of node-drainer's doing.
 var grControllerAnnotations = []string{"node.alpha.kubernetes.io/ttl"}
 
+// grControllerTaints are added and removed by the node lifecycle controller
+// on its own schedule: the unschedulable taint mirrors spec.unschedulable
+// (compared on its own) and lags a cordon or uncordon by the scenes' own
+// placement; the condition taints follow the node's Ready condition. They
+// are no evidence of node-drainer's doing (its own taints, such as
+// out-of-service, are still compared).
+var grControllerTaints = []string{corev1.TaintNodeUnschedulable, corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable}
+
 func grTakeSnapshot(t *testing.T, ctx context.Context, nodeName string) grSnapshot {
 	t.Helper()
 	n, err := env.Client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
@@ -112,7 +120,12 @@ func grTakeSnapshot(t *testing.T, ctx context.Context, nodeName string) grSnapsh
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap := grSnapshot{spec: n.Spec, labels: n.Labels, annotations: ann, pods: map[string]types.UID{}, events: len(grDrainerEvents(t, ctx, nodeName))}
+	spec := *n.Spec.DeepCopy()
+	spec.Taints = slices.DeleteFunc(spec.Taints, func(t corev1.Taint) bool { return slices.Contains(grControllerTaints, t.Key) })
+	if len(spec.Taints) == 0 {
+		spec.Taints = nil
+	}
+	snap := grSnapshot{spec: spec, labels: n.Labels, annotations: ann, pods: map[string]types.UID{}, events: len(grDrainerEvents(t, ctx, nodeName))}
 	for _, p := range pods.Items {
 		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
 			snap.pods[p.Namespace+"/"+p.Name] = p.UID
