@@ -5,7 +5,7 @@ ARCH ?= arm64
 BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags='-s -w'
 DIST := dist
 
-.PHONY: help build package tools unit integration faults deploy-check test bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
+.PHONY: help build package tools unit integration faults deploy-check deploy-test test bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -34,13 +34,16 @@ unit: ## tests that need nothing but Go (no harness, no tools build), with cover
 	$(GO) test -count=1 -timeout 10m -cover $(UNIT_PKGS)
 
 integration: tools ## end-to-end scenarios and harness tests on the real control plane (test/)
-	$(GO) test -count=1 -timeout 60m $$($(GO) list ./test/... | grep -v -e /test/deploy -e /test/faults)
+	$(GO) test -count=1 -timeout 60m $$($(GO) list ./test/... | grep -v -e /test/deploy -e /test/faults -e /test/install)
 
 faults: tools ## fault-injection suite on the real harness: one line per scenario, then faults_survived=N/M
 	$(GO) test -count=1 -timeout 30m -parallel 4 -v -run TestFaults ./test/faults/
 
 deploy-check: ## the deploy descriptions: cfn-lint, terraform fmt, tflint, SAM/terraform parity
 	bash test/deploy/check.sh
+
+deploy-test: tools ## terraform apply/destroy and the SAM stack, run for real against the emulator and the harness; prints one line of results
+	$(GO) test -count=1 -timeout 30m -v -run '^TestDeploy$$' ./test/install/ -args -require-all
 
 test: ## all tests: vet, unit, deploy checks, then integration on the real harness
 	$(GO) vet ./...

@@ -1,0 +1,164 @@
+// Package install runs the deploy descriptions the way a user does: terraform
+// init/apply/destroy of the module and SAM's build/transform/deploy of the
+// template, against the AWS emulator and the harness's apiserver, then the
+// landed bootstrap with exactly the configuration they created, draining a
+// node of the harness end to end.
+//
+// `make deploy-test` runs it and prints one line of results:
+//
+//	terraform_apply=ok terraform_drain=ok terraform_destroy=ok sam_transform=ok sam_deploy=ok sam_drain=ok deploy_paths_equal=ok
+//
+// and exits non-zero when any is not ok (sam_deploy may be partial:<types>,
+// the resource types the emulator's CloudFormation skips and the test
+// checked on the transformed template instead).
+package install
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/node-drainer/node-drainer/test/harness"
+)
+
+var (
+	env       *harness.Env
+	bootstrap string
+
+	requireAll = flag.Bool("require-all", false, "fail unless every reported step ran and is ok (make deploy-test)")
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := harness.Main(m, &env, &bootstrap)
+	if !results.report(os.Stdout, *requireAll) && code == 0 {
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// reported are the steps of the results line, in order.
+var reported = []string{
+	"terraform_apply", "terraform_drain", "terraform_destroy",
+	"sam_transform", "sam_deploy", "sam_drain",
+	"deploy_paths_equal",
+}
+
+// results holds each reported step's value: "ok", "partial:<what>" (only
+// sam_deploy) or "failed".
+var results = &stepResults{m: map[string]string{}}
+
+type stepResults struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (r *stepResults) set(name, value string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.m[name] = value
+}
+
+func (r *stepResults) get(name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[name]
+}
+
+// report prints the results line and says whether it is all good: every step
+// that ran is ok (or partial), and with all every step ran.
+func (r *stepResults) report(w io.Writer, all bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	good := true
+	var parts []string
+	for _, name := range reported {
+		v, ran := r.m[name]
+		switch {
+		case !ran:
+			v = "not-run"
+			good = good && !all
+		case v != "ok" && !strings.HasPrefix(v, "partial:"):
+			good = false
+		}
+		parts = append(parts, name+"="+v)
+	}
+	fmt.Fprintln(w, strings.Join(parts, " "))
+	return good
+}
+
+// step runs one reported step as a subtest of t. Its value is "ok", or what
+// f returns when that is not empty (sam_deploy's "partial:<types>"), when the
+// subtest passes, and "failed" otherwise. It says whether the step passed, so
+// a caller stops at the first failed step.
+func step(t *testing.T, name string, f func(t *testing.T) string) bool {
+	t.Helper()
+	value := "failed"
+	ok := t.Run(name, func(t *testing.T) {
+		v := f(t)
+		if t.Failed() {
+			return
+		}
+		if v == "" {
+			v = "ok"
+		}
+		value = v
+	})
+	if !ok {
+		value = "failed"
+	}
+	results.set(name, value)
+	return ok
+}
+
+// created is what one path created, read back from the emulator's AWS APIs
+// and the cluster (never from the path's own source), in the terms both
+// paths share; deploy_paths_equal compares the two. Names and ARNs that
+// differ by construction (generated names, the stack's prefix) are replaced
+// by what they stand for before comparing.
+type created struct {
+	// Function: runtime, architectures, handler, timeout, memory_size,
+	// dead letter target kind, reserved concurrency; as strings.
+	Function map[string]string
+	// Env is the function's environment.
+	Env map[string]string
+	// Patterns are the event patterns of the EventBridge rules that target
+	// the function, as canonical JSON, sorted; Schedules their schedule
+	// expressions.
+	Patterns, Schedules []string
+	// Statements are the role's permission statements (inline and managed),
+	// canonical JSON, sorted.
+	Statements []string
+	// Hooks maps a lifecycle transition to its hook's settings
+	// (heartbeat timeout, default result), as "name=value" strings.
+	Hooks map[string][]string
+	// AccessEntryGroups are the Kubernetes groups of the EKS access entry.
+	AccessEntryGroups []string
+}
+
+// paths are the deploy paths, registered by their files: each runs its
+// reported steps as subtests and returns what it created (nil when a step
+// failed before it could be read back).
+var paths = map[string]func(t *testing.T) *created{}
+
+// TestDeploy runs terraform's path, then SAM's, then compares what they
+// created.
+func TestDeploy(t *testing.T) {
+	got := map[string]*created{}
+	for _, name := range []string{"terraform", "sam"} {
+		if run, ok := paths[name]; ok {
+			got[name] = run(t)
+		}
+	}
+	if got["terraform"] == nil || got["sam"] == nil {
+		return
+	}
+	step(t, "deploy_paths_equal", func(t *testing.T) string {
+		comparePaths(t, got["terraform"], got["sam"])
+		return ""
+	})
+}
