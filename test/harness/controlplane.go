@@ -38,14 +38,28 @@ func writeTokenFile(path string, ids []identity) error {
 	return os.WriteFile(path, []byte(sb.String()), 0o600)
 }
 
-// writeKubeconfig writes a kubeconfig for id against server.
-func writeKubeconfig(path, server string, caPEM []byte, id identity) error {
+// kubeconfig is a kubeconfig for id against server.
+func kubeconfig(server string, caPEM []byte, id identity) *clientcmdapi.Config {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["testenv"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
 	cfg.AuthInfos[id.name] = &clientcmdapi.AuthInfo{Token: id.token}
 	cfg.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: id.name}
 	cfg.CurrentContext = "testenv"
-	return clientcmd.WriteToFile(*cfg, path)
+	return cfg
+}
+
+// writeKubeconfig writes a kubeconfig for id against server.
+func writeKubeconfig(path, server string, caPEM []byte, id identity) error {
+	return clientcmd.WriteToFile(*kubeconfig(server, caPEM, id), path)
+}
+
+// DrainerKubeconfig is a kubeconfig for a user of the drainer's Kubernetes
+// group (node-drainer, bound by rbac.yaml) with a static token: what an
+// operator of a self-managed cluster stores in a file, an SSM parameter or a
+// Secrets Manager secret (KUBECONFIG_PATH, KUBECONFIG_SSM_PARAMETER,
+// KUBECONFIG_SECRET_ID) instead of STS authentication.
+func (e *Env) DrainerKubeconfig() ([]byte, error) {
+	return clientcmd.Write(*kubeconfig(e.Server, e.pki.caPEM, e.kubeconfigUser))
 }
 
 func (e *Env) startEtcd(ctx context.Context) (string, error) {

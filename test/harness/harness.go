@@ -43,12 +43,13 @@ type Env struct {
 	AWS        *moto.Server         // the AWS emulator
 	Auth       *authwebhook.Server  // the apiserver's token webhook (EKS-like authentication)
 
-	bins  Binaries
-	pki   *pki
-	log   io.Writer
-	mu    sync.Mutex
-	procs []*process
-	keep  bool
+	bins           Binaries
+	pki            *pki
+	kubeconfigUser identity // the drainer's group with a static token (DrainerKubeconfig)
+	log            io.Writer
+	mu             sync.Mutex
+	procs          []*process
+	keep           bool
 }
 
 // Options tune Start.
@@ -92,6 +93,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	cm := newIdentity("controller-manager", "system:kube-controller-manager")
 	sched := newIdentity("scheduler", "system:kube-scheduler")
 	kwok := newIdentity("kwok", "testenv-kwok", "system:masters")
+	e.kubeconfigUser = newIdentity("node-drainer", "node-drainer-kubeconfig", "node-drainer")
 
 	motoDone := make(chan error, 1)
 	go func() {
@@ -108,7 +110,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := e.startAPIServer(ctx, etcd, []identity{admin, cm, sched, kwok}, webhook); err != nil {
+	if err := e.startAPIServer(ctx, etcd, []identity{admin, cm, sched, kwok, e.kubeconfigUser}, webhook); err != nil {
 		return nil, err
 	}
 	e.logf("kube-apiserver ready at %s", e.Server)
