@@ -328,8 +328,12 @@ func (e *env) fail(verb, resource string, err error) {
 // handle runs one invocation with a deadline timeout away.
 func (e *env) handle(t *testing.T, payload []byte, timeout time.Duration) (Outcome, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+	return e.handleWith(e.handler(), payload, timeout)
+}
+
+// handler is a Handler on the env's fakes and clock, as one execution
+// environment keeps it across invocations.
+func (e *env) handler() *Handler {
 	c := Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg}
 	if e.lam != nil {
 		c.Lambda = e.lam
@@ -340,6 +344,13 @@ func (e *env) handle(t *testing.T, payload []byte, timeout time.Duration) (Outco
 	}
 	h := New(e.cfg, c, nil, opts...)
 	h.StoppingPollInterval = 10 * time.Millisecond
+	return h
+}
+
+// handleWith runs one invocation of h with a deadline timeout away.
+func (e *env) handleWith(h *Handler, payload []byte, timeout time.Duration) (Outcome, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	return h.Handle(ctx, payload)
 }
 

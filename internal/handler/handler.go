@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	corev1 "k8s.io/api/core/v1"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
@@ -52,7 +53,25 @@ type Handler struct {
 	// StoppingPollInterval is how often EC2 is asked while an instance stops.
 	StoppingPollInterval time.Duration
 	metrics              io.Writer // EMF lines (nil: none)
+	// foreign remembers instances found without the cluster tag, so that a
+	// warm function answers their later events with no AWS call (the EC2
+	// state-change rule cannot filter by tag: every instance of the account
+	// and region invokes the function).
+	foreign *utilcache.LRUExpireCache
 }
+
+// Foreign instances are remembered for foreignTTL (an instance tagged into
+// the cluster after its first event is seen again after at most that long;
+// the sweep catches what it missed meanwhile), at most foreignMax of them.
+const (
+	foreignTTL = 10 * time.Minute
+	foreignMax = 10000
+)
+
+// clockFunc is a handler's clock as the cache's clock.
+type clockFunc func() time.Time
+
+func (f clockFunc) Now() time.Time { return f() }
 
 // Option changes a Handler that New builds.
 type Option func(*Handler)
@@ -72,6 +91,7 @@ func New(cfg config.Config, c Clients, log *slog.Logger, opts ...Option) *Handle
 	for _, o := range opts {
 		o(h)
 	}
+	h.foreign = utilcache.NewLRUExpireCacheWithClock(foreignMax, clockFunc(func() time.Time { return h.now() }))
 	return h
 }
 
@@ -238,12 +258,20 @@ func (r *run) reserved(ctx context.Context) (context.Context, context.CancelFunc
 // ours describes the instance and says whether it belongs to this cluster.
 // An instance EC2 no longer knows cannot be checked; the node lookup (in this
 // cluster only) decides then.
+// An instance found foreign is remembered (foreignTTL): its next events are
+// answered from memory, with no AWS call and no cluster request.
 func (r *run) ours(ctx context.Context, id string) (instance.Instance, bool, error) {
+	if at, ok := r.h.foreign.Get(id); ok {
+		r.out.Action = ActionIgnored
+		r.out.Detail = fmt.Sprintf("instance %s has no tag %s: not this cluster's (as EC2 said at %s)", id, r.h.cfg.ClusterTagKey, at.(time.Time).UTC().Format(time.RFC3339))
+		return instance.Instance{ID: id}, false, nil
+	}
 	inst, err := instance.Describe(ctx, r.h.c.EC2, id)
 	if err != nil {
 		return inst, false, err
 	}
 	if inst.Found && !inst.HasTag(r.h.cfg.ClusterTagKey) {
+		r.h.foreign.Add(id, r.h.now(), foreignTTL)
 		r.out.Action = ActionIgnored
 		r.out.Detail = fmt.Sprintf("instance %s has no tag %s: not this cluster's", id, r.h.cfg.ClusterTagKey)
 		return inst, false, nil

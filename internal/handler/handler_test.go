@@ -740,3 +740,45 @@ func TestLaunchWatchForbidden(t *testing.T) {
 		t.Errorf("took %s: the 403 was waited out", took)
 	}
 }
+
+// TestForeignInstanceRemembered: the EC2 state-change rule sends every
+// instance of the account; a warm function asks EC2 about a foreign instance
+// once, answers its later events from memory (no AWS call, no cluster
+// request) until foreignTTL passes, and never remembers its own instances.
+func TestForeignInstanceRemembered(t *testing.T) {
+	const other = "i-0123456789abcdef9"
+	e := newEnv(aNode()...)
+	e.ec2.readings[other] = []reading{{state: instance.StateStopping}}
+	e.ec2.readings[idA] = []reading{running}
+	h := e.handler()
+	for i, state := range []string{"stopping", "stopped", "terminated"} {
+		out, err := e.handleWith(h, stateEvent(other, state, e.now), time.Second)
+		if err != nil || out.Action != ActionIgnored {
+			t.Fatalf("event %d: outcome %+v, error %v: want ignored", i, out, err)
+		}
+	}
+	if e.ec2.calls != 1 {
+		t.Errorf("%d DescribeInstances for three events of one foreign instance: want 1", e.ec2.calls)
+	}
+	if n := len(e.kube.Actions()); n != 0 {
+		t.Errorf("%d cluster requests for a foreign instance: want none", n)
+	}
+	e.now = e.now.Add(foreignTTL + time.Second)
+	if _, err := e.handleWith(h, stateEvent(other, "terminated", e.now), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if e.ec2.calls != 2 {
+		t.Errorf("%d DescribeInstances after the memory lapsed: want EC2 asked again (2)", e.ec2.calls)
+	}
+
+	// the cluster's own instance: EC2 is asked at every event
+	before := e.ec2.calls
+	for range 2 {
+		if _, err := e.handleWith(h, stateEvent(idA, "running", e.now), time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.ec2.calls - before; got < 2 {
+		t.Errorf("%d DescribeInstances for two events of the cluster's own instance: want EC2 asked at each", got)
+	}
+}

@@ -106,6 +106,9 @@ var rows = []struct {
 	{"bootstrap_bin_mb", "-", nil},
 	{"rwo_failover_s", "≤ 5", atMost(5)},
 	{"rwo_failover_baseline_s", "-", nil},
+	{"init_ms", "≤ 100", atMost(100)},
+	{"foreign_event_first_ms", "-", nil},
+	{"foreign_event_ms", "≤ 5", atMost(5)},
 	{"sweep_2000_nodes_s", "≤ 10", atMost(10)},
 	{"sweep_2000_nodes_read_s", "-", nil},
 	{"sweep_2000_nodes_ec2_read_s", "-", nil},
@@ -121,6 +124,7 @@ var summary = []string{
 	"drain_110_pods_s", "drain_110_pods_other_5000_pods_s", "drain_pdb_wait_s", "peak_rss_mb",
 	"bootstrap_zip_mb", "rwo_failover_s", "rwo_failover_baseline_s", "rwo_failover_ratio",
 	"sweep_2000_nodes_s", "sweep_2000_nodes_api_requests", "sweep_2000_nodes_handled", "sweep_2000_nodes_quiet_api_requests",
+	"init_ms", "foreign_event_ms",
 }
 
 func atMost(limit float64) func(float64) bool { return func(v float64) bool { return v <= limit } }

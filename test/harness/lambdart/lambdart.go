@@ -100,6 +100,10 @@ type Invocation struct {
 	// Queued is when the invocation arrived; Start when the function
 	// received it (zero until then); End when it finished (zero until then).
 	Queued, Start, End time.Time
+	// Init is, for the invocation that started a process (a cold start),
+	// the time from the process's start to its first request for the next
+	// invocation: what Lambda reports as the init duration. 0 when warm.
+	Init time.Duration
 	// Response is the function's response or the error document.
 	Response []byte
 	// ErrorType is "" on success, else the errorType the function
@@ -399,6 +403,9 @@ func (r *Runtime) run(inv *invocation) outcome {
 	now := time.Now()
 	r.mu.Lock()
 	inv.rec.Start = now
+	if p.served == 0 {
+		inv.rec.Init = now.Sub(p.started)
+	}
 	r.mu.Unlock()
 	inv.deadline = now.Add(r.opts.Timeout)
 	p.setCurrent(inv)

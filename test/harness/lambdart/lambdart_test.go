@@ -176,6 +176,11 @@ func TestEchoErrorAndContext(t *testing.T) {
 			t.Errorf("bad record %+v", inv)
 		}
 	}
+	// the first invocation started the process: its init is measured; the
+	// warm ones have none
+	if invs[0].Init <= 0 || invs[0].Init > invs[0].Start.Sub(invs[0].Queued) || invs[1].Init != 0 || invs[2].Init != 0 {
+		t.Errorf("init durations %v %v %v: want only the cold start's, within its wait", invs[0].Init, invs[1].Init, invs[2].Init)
+	}
 	if n := strings.Count(log.String(), `"type":"platform.report"`); n != 3 {
 		t.Errorf("want 3 platform.report lines, got %d:\n%s", n, log)
 	}

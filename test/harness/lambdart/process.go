@@ -26,6 +26,7 @@ type process struct {
 	exited  chan struct{}
 	waitErr error // set before exited is closed
 	served  int   // invocations handed over; used by the loop goroutine only
+	started time.Time
 
 	mu       sync.Mutex
 	current  *invocation
@@ -62,6 +63,7 @@ func (r *Runtime) startProcess() (*process, error) {
 	cmd.Stdout, cmd.Stderr = r.log, r.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = time.Second
+	p.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		_ = p.api.Close()
 		<-p.apiDone
