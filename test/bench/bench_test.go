@@ -338,7 +338,7 @@ func terminate(b *testing.B, ctx context.Context, s *scene, target harness.Insta
 		// the function's own (its FlowSchema), and the whole apiserver's by
 		// verb and resource (controllers and kwok answering the drain too)
 		progress("api requests during the drain of %s: %s", s.name, d)
-		record("api_requests_"+strings.SplitN(s.name, "-", 2)[0], d[fnKey])
+		record(apiRequestsMetric[strings.SplitN(s.name, "-", 2)[0]], d[fnKey])
 	}
 	rss, rssErr := peakRSSMiB(f.rt.PID())
 	if err != nil {
@@ -436,6 +436,13 @@ func rwoFailover(b *testing.B, ctx context.Context) (failover, invoke float64, w
 }
 
 // stopInstance is an abrupt stop: EC2 says stopped, the kubelet is gone.
+// apiRequestsMetric names the request count of a drain by its scene's prefix.
+var apiRequestsMetric = map[string]string{
+	"d110":   "api_requests_110_pods",
+	"d110bg": "api_requests_110_pods_other_5000_pods",
+	"pdb":    "api_requests_pdb_wait",
+}
+
 func stopInstance(ctx context.Context, i harness.Instance) error {
 	if err := env.SetInstanceState(ctx, i.ID, "stopped"); err != nil {
 		return err

@@ -39,7 +39,7 @@
 //     PDB allows 1 unavailable (the other 2 replicas on the other node), so
 //     the second eviction waits for the first pod's replacement to be Ready;
 //     event to hook completed. Target ≤ 3 s (peer: 7.1 s).
-//   - api_requests_d110, api_requests_d110bg, api_requests_pdb: the
+//   - api_requests_110_pods, api_requests_110_pods_other_5000_pods, api_requests_pdb_wait: the
 //     function's own apiserver requests during that scene's invocation: the
 //     delta of apiserver_flowcontrol_dispatched_requests_total for the
 //     FlowSchema node-drainer (rbac.yaml; only the function's group matches

@@ -84,27 +84,40 @@ var rows = []struct {
 	name, target string
 	pass         func(median float64) bool
 }{
-	{"drain_110_pods_s", "≤ 1.0", atMost(1.0)},
+	{"drain_110_pods_s", "≤ 0.5", atMost(0.5)},
 	{"drain_110_pods_invoke_s", "-", nil},
 	{"drain_110_pods_other_5000_pods_s", "≤ 1.1 × drain_110_pods_s", func(v float64) bool {
 		base, ok := median("drain_110_pods_s")
 		return ok && v <= 1.1*base
 	}},
 	{"drain_110_pods_other_5000_pods_invoke_s", "-", nil},
-	{"drain_pdb_wait_s", "≤ 3", atMost(3)},
+	{"drain_pdb_wait_s", "≤ 1.0", atMost(1.0)},
 	// the function's requests per drain, from the apiserver's API Priority
 	// and Fairness counter of its FlowSchema: ≤ 1 eviction per pod + 30
-	{"api_requests_d110", "≤ 140 (110 pods + 30)", atMost(140)},
-	{"api_requests_d110bg", "≤ 140 (110 pods + 30)", atMost(140)},
-	{"api_requests_pdb", "≤ 32 (2 pods + 30)", atMost(32)},
-	{"storm_hooks_completed", "all (-storm-nodes)", func(v float64) bool { return v == float64(*flagStormNodes) }},
-	{"storm_p95_s", "-", nil},
-	{"storm_api_requests_per_node", "≤ 50 (20 pods + 30)", atMost(50)},
-	{"storm_evictions_per_pod", "≤ 1.1", atMost(1.1)},
+	{"api_requests_110_pods", "≤ 140 (110 pods + 30)", atMost(140)},
+	{"api_requests_110_pods_other_5000_pods", "≤ 140 (110 pods + 30)", atMost(140)},
+	{"api_requests_pdb_wait", "≤ 32 (2 pods + 30)", atMost(32)},
+	// the storm: 50 nodes × 20 pods (-storm-nodes 50, the default)
+	{"storm_50_nodes_hooks_completed", "= 50", func(v float64) bool { return v == 50 }},
+	{"storm_50_nodes_pdb_violations", "= 0", func(v float64) bool { return v == 0 }},
+	{"storm_50_nodes_p95_s", "-", nil},
+	{"storm_50_nodes_api_requests", "≤ 2500 (1000 pods + 30/node)", atMost(2500)},
+	{"storm_50_nodes_api_requests_per_node", "≤ 50 (20 pods + 30)", atMost(50)},
+	{"storm_50_nodes_evictions_per_pod", "≤ 1.1", atMost(1.1)},
+	{"storm_50_nodes_loose_pdb_hooks_completed", "= 50", func(v float64) bool { return v == 50 }},
+	{"storm_50_nodes_loose_pdb_pdb_violations", "= 0", func(v float64) bool { return v == 0 }},
+	{"storm_50_nodes_loose_pdb_p95_s", "≤ 3 × drain_20_pods_s", func(v float64) bool {
+		base, ok := median("drain_20_pods_s")
+		return ok && v <= 3*base
+	}},
+	{"storm_50_nodes_loose_pdb_api_requests", "≤ 2500", atMost(2500)},
+	{"storm_50_nodes_loose_pdb_api_requests_per_node", "≤ 50", atMost(50)},
+	{"storm_50_nodes_loose_pdb_evictions_per_pod", "≤ 1.1", atMost(1.1)},
+	{"drain_20_pods_s", "-", nil},
 	{"peak_rss_mb", "≤ 100", atMost(100)},
 	{"bootstrap_zip_mb", "≤ 25", atMost(25)},
 	{"bootstrap_bin_mb", "-", nil},
-	{"rwo_failover_s", "≤ 5", atMost(5)},
+	{"rwo_failover_s", "≤ 1.0", atMost(1.0)},
 	{"rwo_failover_baseline_s", "-", nil},
 	{"init_ms", "≤ 100", atMost(100)},
 	{"foreign_event_first_ms", "-", nil},
@@ -125,6 +138,8 @@ var summary = []string{
 	"bootstrap_zip_mb", "rwo_failover_s", "rwo_failover_baseline_s", "rwo_failover_ratio",
 	"sweep_2000_nodes_s", "sweep_2000_nodes_api_requests", "sweep_2000_nodes_handled", "sweep_2000_nodes_quiet_api_requests",
 	"init_ms", "foreign_event_ms",
+	"storm_50_nodes_hooks_completed", "storm_50_nodes_pdb_violations", "storm_50_nodes_p95_s", "storm_50_nodes_api_requests",
+	"storm_50_nodes_loose_pdb_p95_s", "drain_20_pods_s", "api_requests_110_pods",
 }
 
 func atMost(limit float64) func(float64) bool { return func(v float64) bool { return v <= limit } }

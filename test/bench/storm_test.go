@@ -9,40 +9,71 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
 	"github.com/node-drainer/node-drainer/test/harness"
 )
 
 var (
-	flagStormNodes = flag.Int("storm-nodes", 10, "nodes drained at once in BenchmarkStorm (the issue's storm is 50)")
-	flagStormRuns  = flag.Int("storm-runs", 1, "storms measured by BenchmarkStorm")
+	flagStormNodes = flag.Int("storm-nodes", 50, "nodes drained at once in BenchmarkStorm")
+	flagStormRuns  = flag.Int("storm-runs", 1, "storms measured by BenchmarkStorm, for each PDB")
 )
 
-// BenchmarkStorm: -storm-nodes nodes of 20 pods each (one Deployment per
-// node, its PDB allowing 2 unavailable, i.e. 10 %), the terminate hooks of
-// all of them sent at once, one fresh function process per hook (Lambda's
-// concurrency). storm_hooks_completed counts the hooks completed with
-// CONTINUE; storm_p95_s is the 95th percentile of event → completion;
-// storm_api_requests_per_node is the function's own apiserver requests (its
-// FlowSchema's dispatched requests) per node; storm_evictions_per_pod is
-// every eviction the apiserver received per pod drained (1.0: none retried
-// into a 429).
+// stormPods is the pods of each storm node (one Deployment per node).
+const stormPods = 20
+
+// stormMetric names a storm metric by its node count, as the table
+// does (storm_50_nodes_p95_s).
+func stormMetric(n int, name string) string { return fmt.Sprintf("storm_%d_nodes_%s", n, name) }
+
+// BenchmarkStorm: -storm-nodes nodes of stormPods pods each, one Deployment
+// per node; the terminate hooks of all of them sent at once, one fresh
+// function process per hook (Lambda's concurrency). Twice: with PDBs that
+// allow 10 % unavailable (the storm is bound by the PDBs: waves of
+// replacements) and with PDBs that allow 50 % (the storm is bound by
+// node-drainer's own overhead), then one such node alone (drain_20_pods_s)
+// for the ratio. Per storm:
+//   - hooks_completed: hooks completed with CONTINUE (goal: all);
+//   - pdb_violations: Deployments whose ready pods a pod watch saw fall
+//     below the PDB's floor during the storm (goal 0);
+//   - p95_s: 95th percentile of event → hook completed;
+//   - api_requests: the function's own apiserver requests (its FlowSchema's
+//     dispatched count), all hooks together; api_requests_per_node and
+//     evictions_per_pod (every eviction the apiserver received per pod
+//     drained; 1.0: none retried into a 429).
 func BenchmarkStorm(b *testing.B) {
 	needHarness(b)
-	defer failedIfFailed(b, "storm_hooks_completed", "storm_p95_s", "storm_api_requests_per_node", "storm_evictions_per_pod")
-	ctx, cancel := context.WithTimeout(b.Context(), 40*time.Minute)
+	n := *flagStormNodes
+	var names []string
+	for _, pre := range []string{"", "loose_pdb_"} {
+		for _, m := range []string{"hooks_completed", "pdb_violations", "p95_s", "api_requests", "api_requests_per_node", "evictions_per_pod"} {
+			names = append(names, stormMetric(n, pre+m))
+		}
+	}
+	names = append(names, "drain_20_pods_s")
+	defer failedIfFailed(b, names...)
+	ctx, cancel := context.WithTimeout(b.Context(), 60*time.Minute)
 	defer cancel()
 	for i := range *flagStormRuns {
-		storm(b, ctx, i+1, *flagStormNodes)
+		storm(b, ctx, i+1, n, 2, "")            // maxUnavailable 2 of 20: 10 %
+		storm(b, ctx, i+1, n, 10, "loose_pdb_") // 10 of 20: 50 %
+	}
+	for i := range *flagRuns {
+		storm(b, ctx, i+1, 1, 10, "single_")
 	}
 	b.ReportMetric(0, "ns/op")
-	for _, m := range []string{"storm_hooks_completed", "storm_p95_s", "storm_api_requests_per_node", "storm_evictions_per_pod"} {
+	for _, m := range names {
 		report(b, m)
 	}
 }
 
-func storm(b *testing.B, ctx context.Context, run, n int) {
+// storm drains n nodes at once, their PDBs allowing maxUnavailable of
+// stormPods; its metrics are named with prefix ("single_" records
+// drain_20_pods_s only).
+func storm(b *testing.B, ctx context.Context, run, n, maxUnavailable int, prefix string) {
 	b.Helper()
-	const perNode = 20
 	spare := n/2 + 1
 	s, err := newScene(ctx, sceneName("storm"), n+spare)
 	if s != nil {
@@ -53,18 +84,18 @@ func storm(b *testing.B, ctx context.Context, run, n int) {
 	}
 	targets := s.insts[:n]
 	for i, t := range targets {
-		w := s.workload(fmt.Sprintf("app%d", i), perNode)
+		w := s.workload(fmt.Sprintf("app%d", i), stormPods)
 		err := s.onlyOn(ctx, t, func() error {
 			if _, err := env.Deployment(ctx, w, false); err != nil {
 				return err
 			}
-			_, err := env.WaitPodsRunning(ctx, s.name, "app="+w.Name, perNode, 3*time.Minute)
+			_, err := env.WaitPodsRunning(ctx, s.name, "app="+w.Name, stormPods, 3*time.Minute)
 			return err
 		})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := env.PDB(ctx, w, 2, 0); err != nil {
+		if _, err := env.PDB(ctx, w, maxUnavailable, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -80,6 +111,10 @@ func storm(b *testing.B, ctx context.Context, run, n int) {
 		}
 		defer fns[i].stop()
 	}
+	violations, err := watchPDBFloor(ctx, s.name, stormPods-maxUnavailable)
+	if err != nil {
+		b.Fatal(err)
+	}
 	before, err := readAPICounts(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -94,6 +129,7 @@ func storm(b *testing.B, ctx context.Context, run, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	broken := violations()
 	d := after.since(before)
 	var took []float64
 	for i, t := range targets {
@@ -112,12 +148,99 @@ func storm(b *testing.B, ctx context.Context, run, n int) {
 	if len(took) > 0 {
 		p95 = took[min(len(took)-1, (len(took)*95+99)/100-1)]
 	}
-	progress("storm run %d: %d nodes × %d pods, %d hooks completed, p95 %.2f s; api requests: %s", run, n, perNode, len(took), p95, d)
-	record("storm_hooks_completed", float64(len(took)))
-	record("storm_p95_s", p95)
-	record("storm_api_requests_per_node", d[fnKey]/float64(n))
-	record("storm_evictions_per_pod", d["POST pods/eviction"]/float64(n*perNode))
+	progress("storm %srun %d: %d nodes × %d pods, PDB maxUnavailable %d, %d hooks completed, p95 %.2f s, PDB floors broken %v; api requests: %s",
+		prefix, run, n, stormPods, maxUnavailable, len(took), p95, broken, d)
+	if prefix == "single_" {
+		record("drain_20_pods_s", p95)
+	} else {
+		record(stormMetric(n, prefix+"hooks_completed"), float64(len(took)))
+		record(stormMetric(n, prefix+"pdb_violations"), float64(len(broken)))
+		record(stormMetric(n, prefix+"p95_s"), p95)
+		record(stormMetric(n, prefix+"api_requests"), d[fnKey])
+		record(stormMetric(n, prefix+"api_requests_per_node"), d[fnKey]/float64(n))
+		record(stormMetric(n, prefix+"evictions_per_pod"), d["POST pods/eviction"]/float64(n*stormPods))
+	}
 	if len(took) != n {
 		b.Fatalf("%d of %d hooks completed with CONTINUE", len(took), n)
 	}
+}
+
+// watchPDBFloor watches the pods of namespace ns (an informer: list, then
+// watch) and notes each app whose ready, not-terminating pods fall below
+// floor. stop ends the watch and returns those apps: each a PDB violation.
+func watchPDBFloor(ctx context.Context, ns string, floor int) (stop func() []string, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	f := informers.NewSharedInformerFactoryWithOptions(env.Client, 0, informers.WithNamespace(ns))
+	pods := f.Core().V1().Pods().Informer()
+	var mu sync.Mutex
+	ready := map[string]map[string]bool{} // app -> pod -> ready and not terminating
+	broken := map[string]bool{}
+	var synced bool
+	update := func(obj any, gone bool) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj, gone = t.Obj, true
+		}
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		app := p.Labels["app"]
+		mu.Lock()
+		defer mu.Unlock()
+		if ready[app] == nil {
+			ready[app] = map[string]bool{}
+		}
+		ready[app][p.Name] = !gone && p.DeletionTimestamp == nil && podReady(p)
+		if synced {
+			n := 0
+			for _, r := range ready[app] {
+				if r {
+					n++
+				}
+			}
+			if n < floor {
+				broken[app] = true
+			}
+		}
+	}
+	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { update(o, false) },
+		UpdateFunc: func(_, o any) { update(o, false) },
+		DeleteFunc: func(o any) { update(o, true) },
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	f.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced) {
+		cancel()
+		return nil, fmt.Errorf("pod watch of %s did not sync", ns)
+	}
+	mu.Lock()
+	synced = true
+	mu.Unlock()
+	return func() []string {
+		cancel()
+		f.Shutdown()
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for app := range broken {
+			out = append(out, app)
+		}
+		slices.Sort(out)
+		return out
+	}, nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
