@@ -5,7 +5,7 @@ ARCH ?= arm64
 BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags='-s -w'
 DIST := dist
 
-.PHONY: help build package tools unit integration faults deploy-check deploy-test test bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
+.PHONY: help build package tools unit integration faults deploy-check deploy-test test-matrix test bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -44,6 +44,18 @@ deploy-check: ## the deploy descriptions: cfn-lint, terraform fmt, tflint, SAM/t
 
 deploy-test: tools ## terraform apply/destroy and the SAM stack, run for real against the emulator and the harness; prints one line of results
 	$(GO) test -count=1 -timeout 30m -v -run '^TestDeploy$$' ./test/install/ -args -require-all
+
+# The oldest Kubernetes release whose control plane the module proxy serves
+# whole (1.32's kube-controller-manager, kube-scheduler, csi-translation-lib,
+# endpointslice and kube-proxy modules are not served at any 1.32 patch) and
+# the newest release; `make test` runs the tools module's (1.35).
+MATRIX ?= v1.33.13 v1.37.2
+
+test-matrix: ## the integration suite on each release of MATRIX (each control plane built once, ~8 min)
+	@set -e; for v in $(MATRIX); do \
+	  echo "== Kubernetes $$v"; \
+	  NODE_DRAINER_K8S_VERSION=$$v $(MAKE) --no-print-directory integration; \
+	done
 
 test: ## all tests: vet, unit, deploy checks, then integration on the real harness
 	$(GO) vet ./...

@@ -40,6 +40,7 @@ type Env struct {
 	Admin      *rest.Config         // cluster-admin access for tests
 	Client     kubernetes.Interface // cluster-admin client
 	Kubeconfig string               // admin kubeconfig file, for kubectl while debugging
+	Version    string               // the apiserver's version (NODE_DRAINER_K8S_VERSION picks it)
 	AWS        *moto.Server         // the AWS emulator
 	Auth       *authwebhook.Server  // the apiserver's token webhook (EKS-like authentication)
 
@@ -113,12 +114,17 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err := e.startAPIServer(ctx, etcd, []identity{admin, cm, sched, kwok, e.kubeconfigUser}, webhook); err != nil {
 		return nil, err
 	}
-	e.logf("kube-apiserver ready at %s", e.Server)
 	e.Admin = &rest.Config{Host: e.Server, BearerToken: admin.token, QPS: 500, Burst: 1000,
 		TLSClientConfig: rest.TLSClientConfig{CAData: e.pki.caPEM}}
 	if e.Client, err = kubernetes.NewForConfig(e.Admin); err != nil {
 		return nil, err
 	}
+	v, err := e.Client.Discovery().ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("reading the apiserver's version: %w", err)
+	}
+	e.Version = v.GitVersion
+	e.logf("kube-apiserver %s ready at %s", e.Version, e.Server)
 	e.Kubeconfig = filepath.Join(e.Dir, "admin.kubeconfig")
 	if err := writeKubeconfig(e.Kubeconfig, e.Server, e.pki.caPEM, admin); err != nil {
 		return nil, err

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +55,18 @@ func TestHarnessIsReal(t *testing.T) {
 	if err := env.Namespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
+
+	t.Run("the Kubernetes release asked for", func(t *testing.T) {
+		// make test-matrix sets NODE_DRAINER_K8S_VERSION; the default is the
+		// tools module's release
+		want := os.Getenv("NODE_DRAINER_K8S_VERSION")
+		if want == "" {
+			want = defaultK8sVersion(t)
+		}
+		if env.Version != want {
+			t.Errorf("the apiserver is %s, want %s", env.Version, want)
+		}
+	})
 
 	t.Run("PDB refuses an eviction with 429, allows one within budget", func(t *testing.T) {
 		w := harness.Workload{Namespace: ns, Name: "web", Replicas: 2}
@@ -300,4 +315,20 @@ func rawStatus(t *testing.T, ctx context.Context, env *harness.Env, tok, path st
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// defaultK8sVersion is the Kubernetes release of the harness's tools module.
+func defaultK8sVersion(t *testing.T) string {
+	t.Helper()
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "k8s.io/kubernetes")
+	cmd.Dir = filepath.Join(root, "hack", "tools")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
 }
