@@ -2,7 +2,10 @@
 SHELL := bash
 GO ?= go
 ARCH ?= arm64
-BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags='-s -w'
+# The version every build carries (bootstrap's first log line): the release tag,
+# commits since it and the commit, "-dirty" for uncommitted changes; "dev" outside git.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags='-s -w -X github.com/node-drainer/node-drainer/internal/version.Version=$(VERSION)'
 DIST := dist
 
 .PHONY: help build package tools unit integration faults deploy-check deploy-test test bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
