@@ -2,10 +2,13 @@
 SHELL := bash
 GO ?= go
 ARCH ?= arm64
-BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags='-s -w'
+# The version every build carries (bootstrap's first log line): the release tag,
+# commits since it and the commit, "-dirty" for uncommitted changes; "dev" outside git.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags='-s -w -X github.com/node-drainer/node-drainer/internal/version.Version=$(VERSION)'
 DIST := dist
 
-.PHONY: help build package tools unit integration faults deploy-check deploy-test test-matrix test bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
+.PHONY: help build package dist tools unit integration faults deploy-check deploy-test test-matrix test bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -15,10 +18,26 @@ build: ## build bootstrap for provided.al2023 (ARCH=arm64|amd64) into dist/<arch
 
 package: ## zip bootstrap for both architectures: dist/node-drainer-<arch>.zip
 	@for a in arm64 amd64; do \
-	  $(MAKE) --no-print-directory build ARCH=$$a && \
-	  (cd $(DIST)/$$a && rm -f ../node-drainer-$$a.zip && python3 -c 'import zipfile,sys; z=zipfile.ZipFile(sys.argv[1],"w",zipfile.ZIP_DEFLATED); i=zipfile.ZipInfo("bootstrap"); i.external_attr=0o755<<16; i.compress_type=zipfile.ZIP_DEFLATED; z.writestr(i,open("bootstrap","rb").read()); z.close()' ../node-drainer-$$a.zip) && \
-	  ls -l $(DIST)/node-drainer-$$a.zip; \
+	  $(MAKE) --no-print-directory build ARCH=$$a VERSION=$(VERSION) && \
+	  python3 hack/release/zip.py $(DIST)/$$a/bootstrap $(DIST)/node-drainer-$$a.zip && \
+	  ls -l $(DIST)/node-drainer-$$a.zip || exit 1; \
 	done
+
+# A release: both zips named by the version, the SAM template that deploys the
+# arm64 one, the cluster's RBAC, and their checksums (cd dist && sha256sum -c
+# SHA256SUMS). Two runs on one commit with one Go toolchain give byte-identical files.
+RELEASE_FILES := node-drainer-$(VERSION)-arm64.zip node-drainer-$(VERSION)-amd64.zip template.yaml rbac.yaml
+dist: ## release artifacts in dist/: node-drainer-<version>-<arch>.zip (arm64, amd64), template.yaml (SAM, uses the arm64 zip), rbac.yaml, SHA256SUMS
+	@mkdir -p $(DIST) && rm -f $(DIST)/node-drainer-*-*.zip $(DIST)/SHA256SUMS $(DIST)/template.yaml $(DIST)/rbac.yaml
+	@for a in arm64 amd64; do \
+	  $(MAKE) --no-print-directory build ARCH=$$a VERSION=$(VERSION) && \
+	  python3 hack/release/zip.py $(DIST)/$$a/bootstrap $(DIST)/node-drainer-$(VERSION)-$$a.zip || exit 1; \
+	done
+	python3 hack/release/template.py template.yaml node-drainer-$(VERSION)-arm64.zip $(VERSION) > $(DIST)/template.yaml.tmp
+	mv $(DIST)/template.yaml.tmp $(DIST)/template.yaml
+	cp terraform/kubernetes/rbac.yaml $(DIST)/rbac.yaml
+	cd $(DIST) && sha256sum $(RELEASE_FILES) > SHA256SUMS
+	@cd $(DIST) && ls -l $(RELEASE_FILES) SHA256SUMS
 
 build-NodeDrainerFunction: ## called by `sam build` (ARTIFACTS_DIR set by SAM)
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/node-drainer

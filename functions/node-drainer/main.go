@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -26,18 +27,28 @@ import (
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/handler"
+	"github.com/node-drainer/node-drainer/internal/version"
 )
 
 func main() {
 	log := slog.New(lambdacontext.NewLogHandler())
+	starting(log)
 	h, err := setup(context.Background(), log)
 	if err != nil {
-		log.Error("node-drainer cannot start", "error", err)
+		log.Error("node-drainer cannot start", "version", version.Get(), "error", err)
 		os.Exit(1)
 	}
 	lambda.Start(func(ctx context.Context, payload json.RawMessage) (handler.Outcome, error) {
 		return h.Handle(ctx, payload)
 	})
+}
+
+// starting writes the first log line of an execution environment: which
+// build runs, before the configuration is read, so that even a function that
+// cannot start says its version (its error line says it again, for a log
+// level above INFO).
+func starting(log *slog.Logger) {
+	log.Info("node-drainer starting", "version", version.Get(), "go", runtime.Version(), "arch", runtime.GOARCH)
 }
 
 // setup reads the configuration and builds the clients once per execution

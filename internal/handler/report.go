@@ -8,6 +8,7 @@ import (
 
 	"github.com/node-drainer/node-drainer/internal/drain"
 	"github.com/node-drainer/node-drainer/internal/metrics"
+	"github.com/node-drainer/node-drainer/internal/version"
 )
 
 // Step is one step of an invocation and when it ended, counted from the
@@ -188,6 +189,7 @@ func (r *run) finishReport() {
 	}
 	e.Property("instance", r.out.Instance)
 	e.Property("node", r.out.Node)
+	e.Property("version", version.Get()) // which build, for Logs Insights across an upgrade
 	if err := e.Write(r.h.metrics, r.h.now()); err != nil {
 		r.log.Warn("could not write metrics", "error", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/node-drainer/node-drainer/internal/metrics"
+	"github.com/node-drainer/node-drainer/internal/version"
 )
 
 // emf is one metrics line, decoded after it was validated as EMF.
@@ -54,7 +55,8 @@ func TestTimelineAndMetrics(t *testing.T) {
 			name: "terminate drained", payload: terminateEvent(idA), ec2: running,
 			steps: []string{StepLookup, StepMarked, StepEvicting, StepEvicted, StepVolumes, StepHookCompleted},
 			values: map[string]any{"FunctionName": "node-drainer", "Event": "terminate", "Result": "drained", "Invocations": 1.0, "PodsEvicted": 2.0,
-				"LifecycleResult": "CONTINUE", "CompletionReason": "drained", "HooksCompleted": 1.0, "PDBBlockedSeconds": 0.0},
+				"LifecycleResult": "CONTINUE", "CompletionReason": "drained", "HooksCompleted": 1.0, "PDBBlockedSeconds": 0.0,
+				"version": version.Get()},
 		},
 		{
 			name: "terminate held by a PDB until the deadline", payload: terminateEvent(idA), ec2: running, timeout: 400 * time.Millisecond,

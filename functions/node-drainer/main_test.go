@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/node-drainer/node-drainer/internal/version"
+)
+
+func TestStartingLine(t *testing.T) {
+	var buf bytes.Buffer
+	starting(slog.New(slog.NewJSONHandler(&buf, nil)))
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("not one JSON line: %v: %q", err, buf.String())
+	}
+	for k, want := range map[string]string{"msg": "node-drainer starting", "version": version.Get(), "go": runtime.Version(), "arch": runtime.GOARCH} {
+		if line[k] != want {
+			t.Errorf("%s = %v, want %q (line %s)", k, line[k], want, buf.String())
+		}
+	}
+}
+
+// The real bootstrap, stamped the way the Makefile stamps it and started with
+// no configuration at all: its first line, in Lambda's JSON log format, names
+// the version before the configuration is read, and the error line that
+// follows names it too.
+func TestBootstrapLogsVersionFirst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	const stamped = "v0.0.0-test-stamp"
+	bin := filepath.Join(t.TempDir(), "bootstrap")
+	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath",
+		"-ldflags", "-s -w -X github.com/node-drainer/node-drainer/internal/version.Version="+stamped, "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	run := exec.Command(bin)
+	run.Env = []string{"AWS_LAMBDA_LOG_FORMAT=JSON", "HOME=" + t.TempDir()} // no CLUSTER_NAME: misconfigured
+	var stdout, stderr bytes.Buffer
+	run.Stdout, run.Stderr = &stdout, &stderr
+	err := run.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("want exit status 1 without configuration, got %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	var lines []map[string]any
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		var l map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("not a JSON log line: %q: %v", sc.Text(), err)
+		}
+		lines = append(lines, l)
+	}
+	if len(lines) < 2 {
+		t.Fatalf("want the starting line and the error line, got %d lines: %s", len(lines), stdout.String())
+	}
+	first := lines[0]
+	for k, want := range map[string]string{"message": "node-drainer starting", "level": "INFO", "version": stamped, "go": runtime.Version(), "arch": runtime.GOARCH} {
+		if first[k] != want {
+			t.Errorf("first line: %s = %v, want %q (line %v)", k, first[k], want, first)
+		}
+	}
+	last := lines[len(lines)-1]
+	if last["message"] != "node-drainer cannot start" || last["version"] != stamped || last["error"] == nil {
+		t.Errorf("last line: want the start error with the version and the error, got %v", last)
+	}
+}
