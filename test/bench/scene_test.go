@@ -20,7 +20,6 @@ import (
 
 	"github.com/node-drainer/node-drainer/test/harness"
 	"github.com/node-drainer/node-drainer/test/harness/lambdart"
-	"github.com/node-drainer/node-drainer/test/harness/moto"
 )
 
 // seq keeps scene names unique in the harness (ASG, namespace, CSI volume
@@ -37,7 +36,9 @@ type scene struct {
 	pvs   []string
 }
 
-func newScene(ctx context.Context, name string, nodes int) (*scene, error) {
+// newScene builds a scene of nodes instances and nodes, fitted to d (nil:
+// no drainer, the baseline).
+func newScene(ctx context.Context, d drainer, name string, nodes int) (*scene, error) {
 	insts, err := env.CreateASG(ctx, harness.ASGSpec{Name: name, Size: nodes, Hooks: true})
 	if err != nil {
 		return nil, err
@@ -51,6 +52,11 @@ func newScene(ctx context.Context, name string, nodes int) (*scene, error) {
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
+			return s, err
+		}
+	}
+	if d != nil {
+		if err := d.prepare(ctx, s); err != nil {
 			return s, err
 		}
 	}
@@ -172,21 +178,6 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
-}
-
-// completion returns moto's record of the successful CompleteLifecycleAction
-// of the instance with token.
-func completion(ctx context.Context, instance, token string) (moto.LifecycleCall, bool, error) {
-	calls, err := env.AWS.LifecycleCalls(ctx)
-	if err != nil {
-		return moto.LifecycleCall{}, false, err
-	}
-	for _, c := range calls {
-		if c.Operation == "CompleteLifecycleAction" && c.OK() && c.Params["InstanceId"] == instance && c.Params["LifecycleActionToken"] == token {
-			return c, true, nil
-		}
-	}
-	return moto.LifecycleCall{}, false, nil
 }
 
 // peakRSSMiB reads the process's peak resident set size (VmHWM).
