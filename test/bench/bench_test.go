@@ -344,7 +344,7 @@ func drainPDB(b *testing.B, ctx context.Context, d drainer) (float64, delivered)
 // and what the delivery told.
 func terminate(b *testing.B, ctx context.Context, d drainer, s *scene, target harness.Instance) (float64, delivered) {
 	b.Helper()
-	token := "token-" + s.name
+	token := lifecycleToken()
 	payload, err := env.StartTerminating(ctx, s.name, target, token)
 	if err != nil {
 		b.Fatal(err)

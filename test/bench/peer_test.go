@@ -21,9 +21,13 @@ var flagNTHWait = flag.Duration("nth-wait", 20*time.Minute, "longest wait for aw
 // instances carry its managed tag, so CHECK_TAG_BEFORE_DRAINING stays on.
 func nthDefaults() nth { return nth{prefix: "nth_", name: "nth", wait: *flagNTHWait} }
 
+// nthWorkersDefault is NTH's WORKERS default (its parallel event processors).
+const nthWorkersDefault = 10
+
 // nthTuned is NTH with WORKERS (parallel event processors, default 10)
 // raised to the storm's node count, so every hook of the storm is drained
-// at once: the one setting of v1.25.6 that bears on a storm. It has no
+// at once: the one setting of v1.25.6 that bears on a storm. With 10 nodes
+// or fewer it is the default, and the tuned storm is not run. It has no
 // setting for its Kubernetes client's rate limit (rest.InClusterConfig,
 // client-go's 5 QPS / burst 10, shared by every drain of the process),
 // and the pod and node termination grace periods change nothing here (kwok
@@ -84,7 +88,11 @@ func BenchmarkNTHStorm(b *testing.B) {
 	defer cancel()
 	for i := range *flagStormRuns {
 		storm(b, ctx, nthDefaults(), i+1, n, 2, "")
-		storm(b, ctx, nthTuned(n), i+1, n, 2, "")
+		if n > nthWorkersDefault {
+			storm(b, ctx, nthTuned(n), i+1, n, 2, "")
+		} else {
+			progress("nth_tuned_storm: not run, WORKERS=%d is NTH's default (%d nodes)", n, n)
+		}
 	}
 	b.ReportMetric(0, "ns/op")
 	for _, m := range names {
@@ -93,10 +101,15 @@ func BenchmarkNTHStorm(b *testing.B) {
 }
 
 // BenchmarkNTHRWOFailover: nth_rwo_failover_s, the RWO scene with the
-// EC2 state-change "stopped" event sent to NTH's queue. NTH cordons and
-// drains the stopped node, but an eviction on a dead kubelet leaves the pod
-// Terminating, so its volume is never released: the scenes run
-// concurrently, each watched up to -baseline-cap like the baseline's.
+// EC2 state-change "stopped" event sent to NTH's queue, timed from the stop
+// (the event is sent right after it), the scenes run concurrently and each
+// watched up to -baseline-cap like the baseline's. NTH cordons and evicts
+// the pods of the stopped node. On a real cluster the evicted pod of a dead
+// kubelet stays Terminating and keeps its volume (capped); on this harness
+// the stopped kubelet is a Lease taken from kwok, and kwok still finishes
+// the deletion of a pod with a deletionTimestamp, so the eviction alone
+// moves the pod: the number measures that harness shortcut, not a failover
+// NTH would achieve.
 func BenchmarkNTHRWOFailover(b *testing.B) {
 	needHarness(b)
 	d := nthDefaults()

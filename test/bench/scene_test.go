@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"os"
 	"strconv"
@@ -27,6 +28,16 @@ import (
 var seq atomic.Int64
 
 func sceneName(prefix string) string { return fmt.Sprintf("%s-%d", prefix, seq.Add(1)) }
+
+// lifecycleToken is a fresh lifecycle action token, a UUID as Auto Scaling
+// gives one (aws-node-termination-handler's SDK refuses a token shorter
+// than 36 characters when it completes the action).
+func lifecycleToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
 
 // scene is one run's slice of the cluster: an ASG whose instances have kwok
 // nodes labelled pool=<name>, and a namespace of the same name.

@@ -101,7 +101,7 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n, maxUnavailable 
 	payloads := make([][]byte, n)
 	ids, tokens := make([]string, n), make([]string, n)
 	for i, t := range targets {
-		ids[i], tokens[i] = t.ID, fmt.Sprintf("token-%s-%d", s.name, i)
+		ids[i], tokens[i] = t.ID, lifecycleToken()
 		if payloads[i], err = env.StartTerminating(ctx, s.name, t, tokens[i]); err != nil {
 			b.Fatal(err)
 		}
