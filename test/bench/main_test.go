@@ -174,6 +174,13 @@ func summary() []string {
 	}
 }
 
+// notAResult names the ratios the harness cannot judge, with the reason.
+var notAResult = map[string]string{
+	// NTH only evicts; on this harness kwok still finishes the deletion of
+	// a pod on a stopped kubelet, which a real dead kubelet never does
+	"ratio_rwo_failover": "kwok finishes deletions on a stopped kubelet",
+}
+
 // ratioName names the ratio NTH ÷ ours of a peer's time metric:
 // nth_drain_110_pods_s → ratio_drain_110_pods, nth_tuned_… → ratio_tuned_….
 func ratioName(metric string) (string, bool) {
@@ -342,6 +349,10 @@ func printTable(w io.Writer) {
 		}
 		if pass != nil {
 			note = map[bool]string{true: "pass", false: "FAIL"}[pass(r)]
+		}
+		if why, ok := notAResult[name]; ok {
+			rs += " (not a result: " + why + ")"
+			note = "not a result"
 		}
 		medians[name] = rs
 		fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t%s\t%s\n", name, format(name, r), target, note)
