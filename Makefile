@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags='-s -w -X github.com/node-drainer/node-drainer/internal/version.Version=$(VERSION)'
 DIST := dist
 
-.PHONY: help build package dist tools unit integration faults deploy-check deploy-test test-matrix test bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
+.PHONY: help build package dist tools tools-nth unit integration faults deploy-check deploy-test test-matrix test bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -83,8 +83,11 @@ test: ## all tests: vet, unit, deploy checks, then integration on the real harne
 	$(MAKE) --no-print-directory integration
 	$(MAKE) --no-print-directory faults
 
-bench: tools ## the benchmark table (drain speed, PDB wait, RSS, zip size, RWO failover)
-	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime 1x ./test/bench/ -args -table
+tools-nth: ## build aws-node-termination-handler v1.25.6, the bench's peer (cached; ~3 min the first time)
+	bash hack/tools/nth.sh
+
+bench: tools tools-nth ## the benchmark table (drain speed, PDB wait, RSS, zip size, RWO failover)
+	$(GO) test -count=1 -timeout 120m -run '^$$' -bench . -benchtime 1x ./test/bench/ -args -table
 
 demo: tools ## play the two stories on the real harness with the real bootstrap
 	$(GO) run ./test/demo

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/node-drainer/node-drainer/test/harness"
 )
 
 // apiCounts is a reading of the apiserver's request counters: every request
@@ -19,6 +21,10 @@ import (
 type apiCounts map[string]float64
 
 const fnKey = "node-drainer (flow schema)"
+
+// peerKey is the peer's own requests (aws-node-termination-handler's
+// FlowSchema, harness.PeerGroup).
+const peerKey = "aws-node-termination-handler (flow schema)"
 
 var labelRE = regexp.MustCompile(`(\w+)="([^"]*)"`)
 
@@ -50,8 +56,11 @@ func readAPICounts(ctx context.Context) (apiCounts, error) {
 			labels[m[1]] = m[2]
 		}
 		if name == "apiserver_flowcontrol_dispatched_requests_total" {
-			if labels["flow_schema"] == "node-drainer" {
+			switch labels["flow_schema"] {
+			case "node-drainer":
 				out[fnKey] += v
+			case harness.PeerGroup:
+				out[peerKey] += v
 			}
 			continue
 		}
@@ -79,12 +88,15 @@ func (c apiCounts) since(before apiCounts) apiCounts {
 func (c apiCounts) String() string {
 	keys := make([]string, 0, len(c))
 	for k := range c {
-		if k != fnKey {
+		if k != fnKey && k != peerKey {
 			keys = append(keys, k)
 		}
 	}
 	sort.Slice(keys, func(i, j int) bool { return c[keys[i]] > c[keys[j]] || c[keys[i]] == c[keys[j]] && keys[i] < keys[j] })
 	parts := []string{fmt.Sprintf("%s %.0f", fnKey, c[fnKey])}
+	if c[peerKey] > 0 {
+		parts = append(parts, fmt.Sprintf("%s %.0f", peerKey, c[peerKey]))
+	}
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s %.0f", k, c[k]))
 	}

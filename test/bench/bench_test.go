@@ -34,11 +34,11 @@ func BenchmarkDrain110Pods(b *testing.B) {
 	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Minute)
 	defer cancel()
 	for i := range *flagRuns {
-		drain, invoke, rss := drain110(b, ctx, "d110")
-		progress("drain_110_pods run %d: %.2f s to hook completed, invoke %.2f s, peak RSS %.1f MiB", i+1, drain, invoke, rss)
+		drain, got := drain110(b, ctx, ours{}, "d110")
+		progress("drain_110_pods run %d: %.2f s to hook completed, invoke %.2f s, peak RSS %.1f MiB", i+1, drain, got.invoke.Seconds(), got.rssMiB)
 		record("drain_110_pods_s", drain)
-		record("drain_110_pods_invoke_s", invoke)
-		record("peak_rss_mb", rss)
+		record("drain_110_pods_invoke_s", got.invoke.Seconds())
+		record("peak_rss_mb", got.rssMiB)
 	}
 	b.ReportMetric(0, "ns/op")
 	report(b, "drain_110_pods_s")
@@ -55,10 +55,10 @@ func BenchmarkDrain110PodsOther5000Pods(b *testing.B) {
 	cleanup := background(b, ctx, *flagOtherPods)
 	defer cleanup()
 	for i := range *flagRuns {
-		drain, invoke, _ := drain110(b, ctx, "d110bg")
-		progress("drain_110_pods_other_%d_pods run %d: %.2f s to hook completed, invoke %.2f s", *flagOtherPods, i+1, drain, invoke)
+		drain, got := drain110(b, ctx, ours{}, "d110bg")
+		progress("drain_110_pods_other_%d_pods run %d: %.2f s to hook completed, invoke %.2f s", *flagOtherPods, i+1, drain, got.invoke.Seconds())
 		record("drain_110_pods_other_5000_pods_s", drain)
-		record("drain_110_pods_other_5000_pods_invoke_s", invoke)
+		record("drain_110_pods_other_5000_pods_invoke_s", got.invoke.Seconds())
 	}
 	b.ReportMetric(0, "ns/op")
 	report(b, "drain_110_pods_other_5000_pods_s")
@@ -72,8 +72,8 @@ func BenchmarkDrainPDBWait(b *testing.B) {
 	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Minute)
 	defer cancel()
 	for i := range *flagRuns {
-		drain, invoke := drainPDB(b, ctx)
-		progress("drain_pdb_wait run %d: %.2f s to hook completed, invoke %.2f s", i+1, drain, invoke)
+		drain, got := drainPDB(b, ctx, ours{})
+		progress("drain_pdb_wait run %d: %.2f s to hook completed, invoke %.2f s", i+1, drain, got.invoke.Seconds())
 		record("drain_pdb_wait_s", drain)
 	}
 	b.ReportMetric(0, "ns/op")
@@ -154,6 +154,17 @@ func BenchmarkRWOFailover(b *testing.B) {
 func BenchmarkRWOFailoverBaseline(b *testing.B) {
 	needHarness(b)
 	defer failedIfFailed(b, "rwo_failover_baseline_s")
+	rwoCapped(b, nil, "rwobase", "rwo_failover_baseline_s")
+	b.ReportMetric(0, "ns/op")
+	report(b, "rwo_failover_baseline_s")
+}
+
+// rwoCapped runs -runs RWO scenes concurrently: each instance stopped
+// abruptly (EC2 and its kubelet), then, when d is not nil, the EC2
+// state-change "stopped" event delivered to d; each scene watched from the
+// stop until db-0 runs elsewhere with its volume attached, at most
+// -baseline-cap. It records metric per scene, the cap where it was reached.
+func rwoCapped(b *testing.B, d drainer, prefix, metric string) {
 	capD := *flagBaselineCap
 	ctx, cancel := context.WithTimeout(b.Context(), capD+20*time.Minute)
 	defer cancel()
@@ -165,7 +176,7 @@ func BenchmarkRWOFailoverBaseline(b *testing.B) {
 	}
 	scenes := make([]*scn, *flagRuns)
 	for i := range scenes {
-		s, target, pv := statefulScene(b, ctx, "rwobase")
+		s, target, pv := statefulScene(b, ctx, d, prefix)
 		scenes[i] = &scn{s: s, target: target, pv: pv}
 	}
 	defer func() {
@@ -173,12 +184,27 @@ func BenchmarkRWOFailoverBaseline(b *testing.B) {
 			sc.s.remove(context.WithoutCancel(ctx))
 		}
 	}()
+	var h handle
+	if d != nil {
+		var err error
+		if h, err = d.start(ctx, len(scenes)); err != nil {
+			b.Fatal(err)
+		}
+		defer h.stop()
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(scenes))
 	for i, sc := range scenes {
 		wg.Go(func() {
 			sc.begin = time.Now()
-			errs[i] = stopInstance(ctx, sc.target)
+			if errs[i] = stopInstance(ctx, sc.target); errs[i] != nil || h == nil {
+				return
+			}
+			ev, err := harness.StateChangeEvent(sc.target.ID, "stopped")
+			if err == nil {
+				_, err = h.deliver(ctx, i, ev)
+			}
+			errs[i] = err
 		})
 	}
 	wg.Wait()
@@ -187,7 +213,11 @@ func BenchmarkRWOFailoverBaseline(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	progress("rwo_failover_baseline: %d instances stopped, kubelets stopped, no node-drainer; watching up to %s", len(scenes), capD)
+	who := "no node-drainer"
+	if d != nil {
+		who = "the stopped event sent to " + metric
+	}
+	progress("%s: %d instances stopped, kubelets stopped, %s; watching up to %s", metric, len(scenes), who, capD)
 	values := make([]float64, len(scenes))
 	capped := make([]bool, len(scenes))
 	for i, sc := range scenes {
@@ -195,35 +225,33 @@ func BenchmarkRWOFailoverBaseline(b *testing.B) {
 			at, where, ok := waitMoved(ctx, sc.s.name, "db-0", sc.pv, sc.target.PrivateDNSName, time.Second, time.Until(sc.begin.Add(capD)))
 			if ok {
 				values[i] = at.Sub(sc.begin).Seconds()
-				progress("rwo_failover_baseline scene %d: %.1f s to db-0 running on %s with its volume attached", i+1, values[i], where)
+				progress("%s scene %d: %.1f s to db-0 running on %s with its volume attached", metric, i+1, values[i], where)
 			} else {
 				values[i], capped[i] = capD.Seconds(), true
 				state := "gone"
 				if p, err := env.Client.CoreV1().Pods(sc.s.name).Get(ctx, "db-0", metav1.GetOptions{}); err == nil {
 					state = fmt.Sprintf("on %s, phase %s, terminating %v", p.Spec.NodeName, p.Status.Phase, p.DeletionTimestamp != nil)
 				}
-				progress("rwo_failover_baseline scene %d: not moved within %s (cap reached); db-0 %s", i+1, capD, state)
+				progress("%s scene %d: not moved within %s (cap reached); db-0 %s", metric, i+1, capD, state)
 			}
 		})
 	}
 	wg.Wait()
 	for i, v := range values {
-		record("rwo_failover_baseline_s", v)
+		record(metric, v)
 		if capped[i] {
-			markCapped("rwo_failover_baseline_s")
+			markCapped(metric)
 		}
 	}
-	b.ReportMetric(0, "ns/op")
-	report(b, "rwo_failover_baseline_s")
 }
 
 // drain110 runs one scene: a node with 110 pods of 5 Deployments (no PDB),
 // the terminate lifecycle action active, the event sent to a fresh runtime.
 // It returns event→hook completed, the invoke round trip (s) and the
 // process's peak RSS (MiB).
-func drain110(b *testing.B, ctx context.Context, prefix string) (drain, invoke, rss float64) {
+func drain110(b *testing.B, ctx context.Context, d drainer, prefix string) (float64, delivered) {
 	b.Helper()
-	s, err := newScene(ctx, sceneName(prefix), 2)
+	s, err := newScene(ctx, d, sceneName(prefix), 2)
 	if s != nil {
 		defer s.remove(context.WithoutCancel(ctx))
 	}
@@ -251,15 +279,15 @@ func drain110(b *testing.B, ctx context.Context, prefix string) (drain, invoke, 
 	if n := podsOn(b, ctx, s.name, target.PrivateDNSName); n != deployments*perDeployment {
 		b.Fatalf("scene: %d pods on the target node, want %d", n, deployments*perDeployment)
 	}
-	return terminate(b, ctx, s, target)
+	return terminate(b, ctx, d, s, target)
 }
 
 // drainPDB runs one scene: 2 of a 4-replica Deployment's pods on the target,
 // 2 on the other node, a PDB allowing 1 unavailable; event→hook completed
-// and the invoke round trip (s).
-func drainPDB(b *testing.B, ctx context.Context) (drain, invoke float64) {
+// and what the delivery told.
+func drainPDB(b *testing.B, ctx context.Context, d drainer) (float64, delivered) {
 	b.Helper()
-	s, err := newScene(ctx, sceneName("pdb"), 2)
+	s, err := newScene(ctx, d, sceneName("pdb"), 2)
 	if s != nil {
 		defer s.remove(context.WithoutCancel(ctx))
 	}
@@ -307,68 +335,64 @@ func drainPDB(b *testing.B, ctx context.Context) (drain, invoke float64) {
 	if err != nil {
 		b.Fatalf("scene: the PDB never allowed 1 disruption of 4 healthy pods: %v", err)
 	}
-	drain, invoke, _ = terminate(b, ctx, s, target)
-	return drain, invoke
+	return terminate(b, ctx, d, s, target)
 }
 
-// terminate sends the terminate lifecycle event for target to a fresh
-// runtime and checks the hook was completed (CONTINUE, the event's token)
-// after a successful drain.
-func terminate(b *testing.B, ctx context.Context, s *scene, target harness.Instance) (drain, invoke, rss float64) {
+// terminate sends the terminate lifecycle event for target to d (ours: a
+// fresh runtime) and checks the hook was completed (CONTINUE, the event's
+// token) after a successful drain. It returns event → hook completed (s)
+// and what the delivery told.
+func terminate(b *testing.B, ctx context.Context, d drainer, s *scene, target harness.Instance) (float64, delivered) {
 	b.Helper()
-	token := "token-" + s.name
+	token := lifecycleToken()
 	payload, err := env.StartTerminating(ctx, s.name, target, token)
 	if err != nil {
 		b.Fatal(err)
 	}
-	f, err := startFunction(ctx)
+	h, err := d.start(ctx, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.stop()
+	defer h.stop()
 	before, err := readAPICounts(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
 	send := time.Now()
-	out, err := harness.Invoke(ctx, f.rt, payload)
-	rtt := time.Since(send)
-	if after, merr := readAPICounts(ctx); merr == nil {
-		d := after.since(before)
-		// the function's own (its FlowSchema), and the whole apiserver's by
-		// verb and resource (controllers and kwok answering the drain too)
-		progress("api requests during the drain of %s: %s", s.name, d)
-		record(apiRequestsMetric[strings.SplitN(s.name, "-", 2)[0]], d[fnKey])
-	}
-	rss, rssErr := peakRSSMiB(f.rt.PID())
+	got, err := h.deliver(ctx, 0, payload)
 	if err != nil {
-		f.dump(b)
-		b.Fatalf("invoking: %v", err)
+		h.dump(b, 0)
+		b.Fatalf("delivering the terminate event: %v", err)
 	}
-	c, ok, err := completion(ctx, target.ID, token)
+	calls, ok, err := waitCompletions(ctx, []string{target.ID}, []string{token}, d.settle())
 	if err != nil {
 		b.Fatal(err)
 	}
-	if !ok {
-		f.dump(b)
-		b.Fatalf("lifecycle action of %s not completed (outcome %+v)", target.ID, out)
+	if after, merr := readAPICounts(ctx); merr == nil {
+		delta := after.since(before)
+		// the drainer's own (its FlowSchema), and the whole apiserver's by
+		// verb and resource (controllers and kwok answering the drain too)
+		progress("api requests during the drain of %s: %s", s.name, delta)
+		record(d.metric(apiRequestsMetric[strings.SplitN(s.name, "-", 2)[0]]), delta[d.apiKey()])
 	}
-	if out.Action != handler.ActionDrained || c.Params["LifecycleActionResult"] != "CONTINUE" {
-		f.dump(b)
-		b.Fatalf("outcome %+v, completed with %s: want %s and CONTINUE", out, c.Params["LifecycleActionResult"], handler.ActionDrained)
+	if !ok[0] {
+		h.dump(b, 0)
+		b.Fatalf("lifecycle action of %s not completed within %s of the event (outcome %+v)", target.ID, d.settle(), got.out)
 	}
-	if rssErr != nil {
-		b.Fatalf("reading the function's peak RSS: %v", rssErr)
+	c := calls[0]
+	if got.out != nil && got.out.Action != handler.ActionDrained || c.Params["LifecycleActionResult"] != "CONTINUE" {
+		h.dump(b, 0)
+		b.Fatalf("outcome %+v, completed with %s: want %s and CONTINUE", got.out, c.Params["LifecycleActionResult"], handler.ActionDrained)
 	}
-	return c.Time.Sub(send).Seconds(), rtt.Seconds(), rss
+	return c.Time.Sub(send).Seconds(), got
 }
 
 // statefulScene builds a scene whose first node runs a one-replica
 // StatefulSet pod with an RWO CSI volume, attached; the other node is free
 // to take it over.
-func statefulScene(b *testing.B, ctx context.Context, prefix string) (*scene, harness.Instance, string) {
+func statefulScene(b *testing.B, ctx context.Context, d drainer, prefix string) (*scene, harness.Instance, string) {
 	b.Helper()
-	s, err := newScene(ctx, sceneName(prefix), 2)
+	s, err := newScene(ctx, d, sceneName(prefix), 2)
 	if err != nil {
 		if s != nil {
 			s.remove(ctx)
@@ -405,7 +429,7 @@ func statefulScene(b *testing.B, ctx context.Context, prefix string) (*scene, ha
 // elsewhere with its volume attached, the invoke round trip (s) and where.
 func rwoFailover(b *testing.B, ctx context.Context) (failover, invoke float64, where string) {
 	b.Helper()
-	s, target, pv := statefulScene(b, ctx, "rwo")
+	s, target, pv := statefulScene(b, ctx, ours{}, "rwo")
 	defer s.remove(context.WithoutCancel(ctx))
 	if err := stopInstance(ctx, target); err != nil {
 		b.Fatal(err)

@@ -10,7 +10,7 @@
 //
 // which is
 //
-//	go test -count=1 -timeout 60m -run '^$' -bench . -benchtime 1x ./test/bench/ -args -table
+//	go test -count=1 -timeout 120m -run '^$' -bench . -benchtime 1x ./test/bench/ -args -table
 //
 // (about 12-15 minutes on 2 cores, 7 of them the baseline's cap). Package
 // flags, after -args: -table prints the summary table after the benchmarks;
@@ -75,6 +75,47 @@
 //     run concurrently, each in its own namespace and ASG.
 //   - rwo_failover_ratio: rwo_failover_baseline_s / rwo_failover_s (a lower
 //     bound when the baseline reached its cap).
+//
+// The peer in the same run (peer_test.go): aws-node-termination-handler
+// (NTH) v1.25.6, built once into the tools cache by hack/tools/nth.sh (its
+// Go module, -trimpath, CGO_ENABLED=0) and run by harness.StartNTH in
+// queue mode out of cluster: its SQS queue in moto, AWS_ENDPOINT at moto,
+// its in-cluster Kubernetes client at the harness apiserver as the group
+// aws-node-termination-handler with its Helm chart's ClusterRole (and a
+// FlowSchema of its own at workload-high, where its kube-system service
+// account would land, so its requests are counted). The scenes are the
+// same code as ours (a drainer: ours invokes a fresh function, NTH's gets
+// the same EventBridge event as an SQS message body); their instances carry
+// NTH's managed tag, so CHECK_TAG_BEFORE_DRAINING stays at its default.
+// Each time is from the message sent to moto's record of the
+// CompleteLifecycleAction, as ours:
+//
+//   - nth_drain_110_pods_s, nth_drain_pdb_wait_s: the scenes of
+//     drain_110_pods_s and drain_pdb_wait_s, NTH at its shipped defaults
+//     (nth_api_requests_*: its FlowSchema's dispatched requests).
+//   - nth_storm_<n>_nodes_*: the storm of BenchmarkStorm (PDBs of 10 %),
+//     every hook sent to NTH's queue at once; nth_tuned_storm_<n>_nodes_*:
+//     the same with WORKERS (its parallel event processors, default 10)
+//     raised to n (not run when n ≤ 10: that is the default). NTH v1.25.6
+//     has no setting for its client's rate limit (client-go's 5 QPS, burst
+//     10), and its grace periods change nothing here, so the single-node
+//     scenes run at the defaults only.
+//   - nth_rwo_failover_s: the RWO scene with the "stopped" state-change
+//     event sent to NTH's queue, from the stop, capped at -baseline-cap
+//     like the baseline. NTH cordons and evicts. On a real cluster the
+//     evicted pod of a dead kubelet stays Terminating with its volume
+//     attached (the cap); on this harness the stopped kubelet is a Lease
+//     taken from kwok, and kwok still finishes deleting a pod with a
+//     deletionTimestamp, so the eviction alone moves the pod in about 2 s:
+//     the number shows that shortcut of the harness, not a failover NTH
+//     achieves, and ratio_rwo_failover is not a result.
+//   - ratio_<case> (after the table and as summary lines): NTH's median ÷
+//     ours, same run: ratio_drain_110_pods, ratio_drain_pdb_wait,
+//     ratio_storm_<n>_nodes_p95 (goal ≥ 10 at NTH's defaults),
+//     ratio_tuned_storm_<n>_nodes_p95, ratio_rwo_failover (a lower bound
+//     when NTH reached the cap).
+//
+// -nth-wait (default 20m) bounds the wait for NTH's completions.
 //
 // The benchmarks assert no timing: they fail only when node-drainer does not
 // do its job (hook not completed, pod never moved). Numbers on a loaded

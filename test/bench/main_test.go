@@ -130,16 +130,71 @@ var rows = []struct {
 	{"sweep_2000_nodes_api_requests", "-", nil},
 	{"sweep_2000_nodes_quiet_s", "-", nil},
 	{"sweep_2000_nodes_quiet_api_requests", "≤ 40", atMost(40)},
+	// the peer in the same run (peer_test.go): aws-node-termination-handler
+	// v1.25.6 in queue mode on the same scenes; ratio_<case> = NTH ÷ ours
+	// follows the table
+	{"nth_drain_110_pods_s", "-", nil},
+	{"nth_api_requests_110_pods", "-", nil},
+	{"nth_drain_pdb_wait_s", "-", nil},
+	{"nth_api_requests_pdb_wait", "-", nil},
+	{"nth_storm_50_nodes_hooks_completed", "= 50", func(v float64) bool { return v == 50 }},
+	{"nth_storm_50_nodes_pdb_violations", "-", nil},
+	{"nth_storm_50_nodes_p95_s", "-", nil},
+	{"nth_storm_50_nodes_api_requests", "-", nil},
+	{"nth_tuned_storm_50_nodes_hooks_completed", "= 50", func(v float64) bool { return v == 50 }},
+	{"nth_tuned_storm_50_nodes_pdb_violations", "-", nil},
+	{"nth_tuned_storm_50_nodes_p95_s", "-", nil},
+	{"nth_tuned_storm_50_nodes_api_requests", "-", nil},
+	{"nth_rwo_failover_s", "-", nil},
+}
+
+// ratioTargets are the goals of the ratios NTH ÷ ours (by ratio name, the
+// storm's by its node count).
+func ratioTarget(name string) (string, func(float64) bool) {
+	if name == "ratio_"+strings.TrimSuffix(stormMetric(*flagStormNodes, "p95_s"), "_s") {
+		return "≥ 10", func(v float64) bool { return v >= 10 }
+	}
+	return "-", nil
 }
 
 // The lines that end the table, in order.
-var summary = []string{
-	"drain_110_pods_s", "drain_110_pods_other_5000_pods_s", "drain_pdb_wait_s", "peak_rss_mb",
-	"bootstrap_zip_mb", "rwo_failover_s", "rwo_failover_baseline_s", "rwo_failover_ratio",
-	"sweep_2000_nodes_s", "sweep_2000_nodes_api_requests", "sweep_2000_nodes_handled", "sweep_2000_nodes_quiet_api_requests",
-	"init_ms", "foreign_event_ms",
-	"storm_50_nodes_hooks_completed", "storm_50_nodes_pdb_violations", "storm_50_nodes_p95_s", "storm_50_nodes_api_requests",
-	"storm_50_nodes_loose_pdb_p95_s", "drain_20_pods_s", "api_requests_110_pods",
+func summary() []string {
+	n := *flagStormNodes
+	return []string{
+		"drain_110_pods_s", "drain_110_pods_other_5000_pods_s", "drain_pdb_wait_s", "peak_rss_mb",
+		"bootstrap_zip_mb", "rwo_failover_s", "rwo_failover_baseline_s", "rwo_failover_ratio",
+		"sweep_2000_nodes_s", "sweep_2000_nodes_api_requests", "sweep_2000_nodes_handled", "sweep_2000_nodes_quiet_api_requests",
+		"init_ms", "foreign_event_ms",
+		stormMetric(n, "hooks_completed"), stormMetric(n, "pdb_violations"), stormMetric(n, "p95_s"), stormMetric(n, "api_requests"),
+		stormMetric(n, "loose_pdb_p95_s"), "drain_20_pods_s", "api_requests_110_pods",
+		"nth_" + stormMetric(n, "p95_s"), "nth_drain_110_pods_s", "nth_drain_pdb_wait_s", "nth_rwo_failover_s",
+		"nth_tuned_" + stormMetric(n, "p95_s"),
+		"ratio_" + strings.TrimSuffix(stormMetric(n, "p95_s"), "_s"), "ratio_drain_110_pods", "ratio_drain_pdb_wait", "ratio_rwo_failover",
+		"ratio_tuned_" + strings.TrimSuffix(stormMetric(n, "p95_s"), "_s"),
+	}
+}
+
+// notAResult names the ratios the harness cannot judge, with the reason.
+var notAResult = map[string]string{
+	// NTH only evicts; on this harness kwok still finishes the deletion of
+	// a pod on a stopped kubelet, which a real dead kubelet never does
+	"ratio_rwo_failover": "kwok finishes deletions on a stopped kubelet",
+}
+
+// ratioName names the ratio NTH ÷ ours of a peer's time metric:
+// nth_drain_110_pods_s → ratio_drain_110_pods, nth_tuned_… → ratio_tuned_….
+func ratioName(metric string) (string, bool) {
+	if !strings.HasSuffix(metric, "_s") {
+		return "", false
+	}
+	base := strings.TrimSuffix(metric, "_s")
+	switch {
+	case strings.HasPrefix(base, "nth_tuned_"):
+		return "ratio_tuned_" + strings.TrimPrefix(base, "nth_tuned_"), true
+	case strings.HasPrefix(base, "nth_"):
+		return "ratio_" + strings.TrimPrefix(base, "nth_"), true
+	}
+	return "", false
 }
 
 func atMost(limit float64) func(float64) bool { return func(v float64) bool { return v <= limit } }
@@ -273,9 +328,38 @@ func printTable(w io.Writer) {
 		}
 	}
 	medians["rwo_failover_ratio"] = ratio
+	// the peer's times ÷ ours, same run (a lower bound where the peer
+	// reached its cap)
+	for _, m := range list {
+		name, ok := ratioName(m.name)
+		if !ok || len(m.values) == 0 || m.failed {
+			continue
+		}
+		ourName := strings.TrimPrefix(strings.TrimPrefix(m.name, "nth_tuned_"), "nth_")
+		nd, ok := median(ourName)
+		if !ok || nd <= 0 {
+			continue
+		}
+		r := medianOf(m.values) / nd
+		rs, note := format(name, r), "-"
+		target, pass := ratioTarget(name)
+		if m.capped && medianOf(m.values) >= capSeconds() {
+			rs += " (lower bound: NTH reached the cap)"
+			note = "lower bound"
+		}
+		if pass != nil {
+			note = map[bool]string{true: "pass", false: "FAIL"}[pass(r)]
+		}
+		if why, ok := notAResult[name]; ok {
+			rs += " (not a result: " + why + ")"
+			note = "not a result"
+		}
+		medians[name] = rs
+		fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t%s\t%s\n", name, format(name, r), target, note)
+	}
 	tw.Flush()
 	fmt.Fprintln(w)
-	for _, name := range summary {
+	for _, name := range summary() {
 		v, ok := medians[name]
 		if !ok {
 			v = "n/a"

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"os"
 	"strconv"
@@ -20,7 +21,6 @@ import (
 
 	"github.com/node-drainer/node-drainer/test/harness"
 	"github.com/node-drainer/node-drainer/test/harness/lambdart"
-	"github.com/node-drainer/node-drainer/test/harness/moto"
 )
 
 // seq keeps scene names unique in the harness (ASG, namespace, CSI volume
@@ -28,6 +28,16 @@ import (
 var seq atomic.Int64
 
 func sceneName(prefix string) string { return fmt.Sprintf("%s-%d", prefix, seq.Add(1)) }
+
+// lifecycleToken is a fresh lifecycle action token, a UUID as Auto Scaling
+// gives one (aws-node-termination-handler's SDK refuses a token shorter
+// than 36 characters when it completes the action).
+func lifecycleToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
 
 // scene is one run's slice of the cluster: an ASG whose instances have kwok
 // nodes labelled pool=<name>, and a namespace of the same name.
@@ -37,7 +47,9 @@ type scene struct {
 	pvs   []string
 }
 
-func newScene(ctx context.Context, name string, nodes int) (*scene, error) {
+// newScene builds a scene of nodes instances and nodes, fitted to d (nil:
+// no drainer, the baseline).
+func newScene(ctx context.Context, d drainer, name string, nodes int) (*scene, error) {
 	insts, err := env.CreateASG(ctx, harness.ASGSpec{Name: name, Size: nodes, Hooks: true})
 	if err != nil {
 		return nil, err
@@ -51,6 +63,11 @@ func newScene(ctx context.Context, name string, nodes int) (*scene, error) {
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
+			return s, err
+		}
+	}
+	if d != nil {
+		if err := d.prepare(ctx, s); err != nil {
 			return s, err
 		}
 	}
@@ -172,21 +189,6 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
-}
-
-// completion returns moto's record of the successful CompleteLifecycleAction
-// of the instance with token.
-func completion(ctx context.Context, instance, token string) (moto.LifecycleCall, bool, error) {
-	calls, err := env.AWS.LifecycleCalls(ctx)
-	if err != nil {
-		return moto.LifecycleCall{}, false, err
-	}
-	for _, c := range calls {
-		if c.Operation == "CompleteLifecycleAction" && c.OK() && c.Params["InstanceId"] == instance && c.Params["LifecycleActionToken"] == token {
-			return c, true, nil
-		}
-	}
-	return moto.LifecycleCall{}, false, nil
 }
 
 // peakRSSMiB reads the process's peak resident set size (VmHWM).

@@ -12,8 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/node-drainer/node-drainer/test/harness"
 )
 
 var (
@@ -57,11 +55,11 @@ func BenchmarkStorm(b *testing.B) {
 	ctx, cancel := context.WithTimeout(b.Context(), 60*time.Minute)
 	defer cancel()
 	for i := range *flagStormRuns {
-		storm(b, ctx, i+1, n, 2, "")            // maxUnavailable 2 of 20: 10 %
-		storm(b, ctx, i+1, n, 10, "loose_pdb_") // 10 of 20: 50 %
+		storm(b, ctx, ours{}, i+1, n, 2, "")            // maxUnavailable 2 of 20: 10 %
+		storm(b, ctx, ours{}, i+1, n, 10, "loose_pdb_") // 10 of 20: 50 %
 	}
 	for i := range *flagRuns {
-		storm(b, ctx, i+1, 1, 10, "single_")
+		storm(b, ctx, ours{}, i+1, 1, 10, "single_")
 	}
 	b.ReportMetric(0, "ns/op")
 	for _, m := range names {
@@ -70,12 +68,12 @@ func BenchmarkStorm(b *testing.B) {
 }
 
 // storm drains n nodes at once, their PDBs allowing maxUnavailable of
-// stormPods; its metrics are named with prefix ("single_" records
-// drain_20_pods_s only).
-func storm(b *testing.B, ctx context.Context, run, n, maxUnavailable int, prefix string) {
+// stormPods, the hooks handled by d; its metrics are named with prefix
+// ("single_" records drain_20_pods_s only) and by d.
+func storm(b *testing.B, ctx context.Context, d drainer, run, n, maxUnavailable int, prefix string) {
 	b.Helper()
 	spare := n/2 + 1
-	s, err := newScene(ctx, sceneName("storm"), n+spare)
+	s, err := newScene(ctx, d, sceneName("storm"), n+spare)
 	if s != nil {
 		defer s.remove(context.WithoutCancel(ctx))
 	}
@@ -101,16 +99,18 @@ func storm(b *testing.B, ctx context.Context, run, n, maxUnavailable int, prefix
 	}
 	// the spares stay free for the replacements; the targets' pods are theirs
 	payloads := make([][]byte, n)
-	fns := make([]*fn, n)
+	ids, tokens := make([]string, n), make([]string, n)
 	for i, t := range targets {
-		if payloads[i], err = env.StartTerminating(ctx, s.name, t, fmt.Sprintf("token-%s-%d", s.name, i)); err != nil {
+		ids[i], tokens[i] = t.ID, lifecycleToken()
+		if payloads[i], err = env.StartTerminating(ctx, s.name, t, tokens[i]); err != nil {
 			b.Fatal(err)
 		}
-		if fns[i], err = startFunction(ctx); err != nil {
-			b.Fatal(err)
-		}
-		defer fns[i].stop()
 	}
+	h, err := d.start(ctx, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.stop()
 	violations, err := watchPDBFloor(ctx, s.name, stormPods-maxUnavailable)
 	if err != nil {
 		b.Fatal(err)
@@ -122,25 +122,25 @@ func storm(b *testing.B, ctx context.Context, run, n, maxUnavailable int, prefix
 	send := time.Now()
 	var wg sync.WaitGroup
 	for i := range targets {
-		wg.Go(func() { _, _ = harness.Invoke(ctx, fns[i].rt, payloads[i]) })
+		wg.Go(func() { _, _ = h.deliver(ctx, i, payloads[i]) })
 	}
 	wg.Wait()
+	calls, ok, err := waitCompletions(ctx, ids, tokens, d.settle())
+	if err != nil {
+		b.Fatal(err)
+	}
 	after, err := readAPICounts(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
 	broken := violations()
-	d := after.since(before)
+	delta := after.since(before)
 	var took []float64
-	for i, t := range targets {
-		c, ok, err := completion(ctx, t.ID, fmt.Sprintf("token-%s-%d", s.name, i))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if ok && c.Params["LifecycleActionResult"] == "CONTINUE" {
-			took = append(took, c.Time.Sub(send).Seconds())
+	for i := range targets {
+		if ok[i] && calls[i].Params["LifecycleActionResult"] == "CONTINUE" {
+			took = append(took, calls[i].Time.Sub(send).Seconds())
 		} else {
-			fns[i].dump(b)
+			h.dump(b, i)
 		}
 	}
 	slices.Sort(took)
@@ -148,17 +148,17 @@ func storm(b *testing.B, ctx context.Context, run, n, maxUnavailable int, prefix
 	if len(took) > 0 {
 		p95 = took[min(len(took)-1, (len(took)*95+99)/100-1)]
 	}
-	progress("storm %srun %d: %d nodes × %d pods, PDB maxUnavailable %d, %d hooks completed, p95 %.2f s, PDB floors broken %v; api requests: %s",
-		prefix, run, n, stormPods, maxUnavailable, len(took), p95, broken, d)
+	progress("%sstorm %srun %d: %d nodes × %d pods, PDB maxUnavailable %d, %d hooks completed, p95 %.2f s, PDB floors broken %v; api requests: %s",
+		d.metric(""), prefix, run, n, stormPods, maxUnavailable, len(took), p95, broken, delta)
 	if prefix == "single_" {
-		record("drain_20_pods_s", p95)
+		record(d.metric("drain_20_pods_s"), p95)
 	} else {
-		record(stormMetric(n, prefix+"hooks_completed"), float64(len(took)))
-		record(stormMetric(n, prefix+"pdb_violations"), float64(len(broken)))
-		record(stormMetric(n, prefix+"p95_s"), p95)
-		record(stormMetric(n, prefix+"api_requests"), d[fnKey])
-		record(stormMetric(n, prefix+"api_requests_per_node"), d[fnKey]/float64(n))
-		record(stormMetric(n, prefix+"evictions_per_pod"), d["POST pods/eviction"]/float64(n*stormPods))
+		record(d.metric(stormMetric(n, prefix+"hooks_completed")), float64(len(took)))
+		record(d.metric(stormMetric(n, prefix+"pdb_violations")), float64(len(broken)))
+		record(d.metric(stormMetric(n, prefix+"p95_s")), p95)
+		record(d.metric(stormMetric(n, prefix+"api_requests")), delta[d.apiKey()])
+		record(d.metric(stormMetric(n, prefix+"api_requests_per_node")), delta[d.apiKey()]/float64(n))
+		record(d.metric(stormMetric(n, prefix+"evictions_per_pod")), delta["POST pods/eviction"]/float64(n*stormPods))
 	}
 	if len(took) != n {
 		b.Fatalf("%d of %d hooks completed with CONTINUE", len(took), n)

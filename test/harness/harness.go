@@ -47,6 +47,8 @@ type Env struct {
 	bins           Binaries
 	pki            *pki
 	kubeconfigUser identity // the drainer's group with a static token (DrainerKubeconfig)
+	peerUser       identity // the peer the bench measures (StartNTH), in its own group
+	peerRBAC       bool     // the peer's ClusterRole and FlowSchema applied
 	log            io.Writer
 	mu             sync.Mutex
 	procs          []*process
@@ -95,6 +97,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	sched := newIdentity("scheduler", "system:kube-scheduler")
 	kwok := newIdentity("kwok", "testenv-kwok", "system:masters")
 	e.kubeconfigUser = newIdentity("node-drainer", "node-drainer-kubeconfig", "node-drainer")
+	e.peerUser = newIdentity("nth", PeerGroup, PeerGroup)
 
 	motoDone := make(chan error, 1)
 	go func() {
@@ -111,7 +114,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := e.startAPIServer(ctx, etcd, []identity{admin, cm, sched, kwok, e.kubeconfigUser}, webhook); err != nil {
+	if err := e.startAPIServer(ctx, etcd, []identity{admin, cm, sched, kwok, e.kubeconfigUser, e.peerUser}, webhook); err != nil {
 		return nil, err
 	}
 	e.Admin = &rest.Config{Host: e.Server, BearerToken: admin.token, QPS: 500, Burst: 1000,

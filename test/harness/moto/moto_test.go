@@ -279,3 +279,24 @@ func TestStartNamesWhatToInstall(t *testing.T) {
 		t.Fatalf("without moto: want an error naming what to install, got %v", err)
 	}
 }
+
+// The SQS calls the bench's peer needs: a queue, a message on it.
+func TestSQSQueue(t *testing.T) {
+	ctx := reset(t)
+	u, err := srv.CreateQueue(ctx, "peer-events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(u, "/"+moto.AccountID+"/peer-events") {
+		t.Fatalf("queue URL %q", u)
+	}
+	if again, err := srv.CreateQueue(ctx, "peer-events"); err != nil || again != u {
+		t.Fatalf("creating it again: %q, %v; want %q", again, err, u)
+	}
+	if err := srv.SendMessage(ctx, u, `{"detail-type":"EC2 Instance-terminate Lifecycle Action"}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SendMessage(ctx, u+"-missing", "x"); err == nil {
+		t.Fatal("sending to a queue that does not exist: no error")
+	}
+}
