@@ -184,7 +184,10 @@ locals {
 }
 
 resource "kubernetes_manifest" "rbac" {
-  for_each = var.manage_rbac ? local.rbac_documents : {}
+  # a for expression, not `manage_rbac ? documents : {}`: the documents differ in
+  # shape, so rbac_documents is an object and the conditional's two sides have
+  # inconsistent types (terraform plan fails)
+  for_each = { for key, doc in local.rbac_documents : key => doc if var.manage_rbac }
 
   manifest = each.value
 }
