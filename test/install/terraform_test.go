@@ -69,7 +69,7 @@ func terraformPath(t *testing.T) *created {
 	defer func() {
 		if !destroyed {
 			// leave nothing for the SAM path whatever failed
-			if err := tf.run(ctx, "destroy", "-auto-approve", "-input=false"); err != nil {
+			if err := tf.run(ctx, "destroy", "-auto-approve", "-input=false", "-no-color"); err != nil {
 				t.Logf("terraform destroy after a failure: %v", err)
 			}
 		}
@@ -231,6 +231,11 @@ func (r *terraformRoot) run(ctx context.Context, args ...string) error {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	r.t.Logf("terraform %s (%s):\n%s", args[0], time.Since(began).Round(100*time.Millisecond), tail(out.String(), 60))
+	if err != nil && strings.Contains(out.String(), "unexpected smithy-protocol response header") {
+		return fmt.Errorf("terraform %s: %w: the AWS emulator (moto 5.2.1) does not speak the rpc-v2-cbor protocol "+
+			"that the aws provider's CloudWatch client uses (the module's aws_cloudwatch_metric_alarm): "+
+			"test/harness/moto must be extended for it", args[0], err)
+	}
 	if err != nil {
 		return fmt.Errorf("terraform %s: %w", args[0], err)
 	}
