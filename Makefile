@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags='-s -w -X github.com/node-drainer/node-drainer/internal/version.Version=$(VERSION)'
 DIST := dist
 
-.PHONY: help build package dist tools tools-nth unit integration faults deploy-check deploy-test test-matrix test bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
+.PHONY: help build package dist tools tools-nth providers unit integration faults deploy-check deploy-test test-matrix test bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -45,6 +45,9 @@ build-NodeDrainerFunction: ## called by `sam build` (ARTIFACTS_DIR set by SAM)
 tools: ## build the harness's control plane, kwok (cached; ~8 min the first time)
 	bash hack/tools/build.sh
 
+providers: ## build the terraform providers into the tools cache as a filesystem mirror (cached; ~10 min the first time)
+	bash hack/tools/providers.sh
+
 # The product is internal/ and functions/; test/ holds the harness, the
 # end-to-end scenarios, the bench and the deploy tests; hack/ the tool builds.
 UNIT_PKGS := ./internal/... ./functions/...
@@ -61,7 +64,7 @@ faults: tools ## fault-injection suite on the real harness: one line per scenari
 deploy-check: ## the deploy descriptions: cfn-lint, terraform fmt, tflint, SAM/terraform parity
 	bash test/deploy/check.sh
 
-deploy-test: tools ## terraform apply/destroy and the SAM stack, run for real against the emulator and the harness; prints one line of results
+deploy-test: tools providers ## terraform apply/destroy and the SAM stack, run for real against the emulator and the harness; prints one line of results
 	$(GO) test -count=1 -timeout 30m -v -run '^TestDeploy$$' ./test/install/ -args -require-all
 
 # The oldest Kubernetes release whose control plane the module proxy serves

@@ -183,8 +183,26 @@ locals {
   }
 }
 
-resource "kubernetes_manifest" "rbac" {
-  for_each = var.manage_rbac ? local.rbac_documents : {}
+# The namespace first: the Role and RoleBinding in it fail with "namespaces not
+# found" when applied alongside it.
+resource "kubernetes_manifest" "rbac_namespace" {
+  # a for expression, not `manage_rbac ? documents : {}`: the documents differ in
+  # shape, so rbac_documents is an object and the conditional's two sides have
+  # inconsistent types (terraform plan fails)
+  for_each = { for key, doc in local.rbac_documents : key => doc if var.manage_rbac && doc.kind == "Namespace" }
 
   manifest = each.value
+}
+
+resource "kubernetes_manifest" "rbac" {
+  for_each = { for key, doc in local.rbac_documents : key => doc if var.manage_rbac && doc.kind != "Namespace" }
+
+  manifest = each.value
+
+  depends_on = [kubernetes_manifest.rbac_namespace]
+}
+
+moved {
+  from = kubernetes_manifest.rbac["Namespace/node-drainer"]
+  to   = kubernetes_manifest.rbac_namespace["Namespace/node-drainer"]
 }

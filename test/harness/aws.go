@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	corev1 "k8s.io/api/core/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
@@ -39,11 +42,14 @@ const (
 
 // startAuthWebhook starts the token webhook and returns its kubeconfig for
 // the apiserver. The role node-drainer maps to group node-drainer, like an EKS
-// access entry with kubernetesGroups [node-drainer].
+// access entry with kubernetesGroups [node-drainer]; any other principal is
+// looked up in the emulator's EKS access entries of cluster ClusterName (the
+// ones terraform or CloudFormation create), as EKS does.
 func (e *Env) startAuthWebhook(ctx context.Context) (string, error) {
 	var err error
 	e.Auth, err = authwebhook.Start(ctx, authwebhook.Options{
 		STSEndpoint: e.AWS.URL(),
+		Lookup:      e.lookupAccessEntry,
 		Mappings: []authwebhook.Mapping{{
 			PrincipalARN: fmt.Sprintf("arn:aws:iam::%s:role/%s", moto.AccountID, DrainerRole),
 			Username:     "node-drainer:{{SessionName}}",
@@ -55,6 +61,42 @@ func (e *Env) startAuthWebhook(ctx context.Context) (string, error) {
 	}
 	path := filepath.Join(e.Dir, "webhook.kubeconfig")
 	return path, e.Auth.WriteKubeconfig(path)
+}
+
+// lookupAccessEntry maps a principal by its EKS access entry in the emulator.
+func (e *Env) lookupAccessEntry(ctx context.Context, principal string) (authwebhook.Mapping, bool, error) {
+	out, err := eks.NewFromConfig(e.AWS.AWSConfig()).DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{
+		ClusterName: aws.String(ClusterName), PrincipalArn: aws.String(principal),
+	})
+	var nf *ekstypes.ResourceNotFoundException
+	if errors.As(err, &nf) {
+		return authwebhook.Mapping{}, false, nil
+	}
+	if err != nil {
+		return authwebhook.Mapping{}, false, err
+	}
+	a := out.AccessEntry
+	if aws.ToString(a.Type) != "STANDARD" {
+		return authwebhook.Mapping{}, false, nil
+	}
+	return authwebhook.Mapping{Username: aws.ToString(a.Username), Groups: a.KubernetesGroups}, true, nil
+}
+
+// CreateEKSCluster creates the harness cluster (ClusterName) in the emulator's
+// EKS, with DescribeCluster answering the harness's apiserver endpoint and CA,
+// as data.aws_eks_cluster and the function in EKS mode read them.
+func (e *Env) CreateEKSCluster(ctx context.Context) error {
+	_, err := eks.NewFromConfig(e.AWS.AWSConfig()).CreateCluster(ctx, &eks.CreateClusterInput{
+		Name:               aws.String(ClusterName),
+		RoleArn:            aws.String(fmt.Sprintf("arn:aws:iam::%s:role/eks-cluster", moto.AccountID)),
+		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: []string{"subnet-00000001"}},
+		AccessConfig:       &ekstypes.CreateAccessConfigRequest{AuthenticationMode: ekstypes.AuthenticationModeApi},
+	})
+	var inUse *ekstypes.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("creating EKS cluster %s: %w", ClusterName, err)
+	}
+	return e.AWS.SetEKSCluster(ctx, ClusterName, e.Server, base64.StdEncoding.EncodeToString(e.CAData))
 }
 
 // RBACFile is the project's ClusterRole manifest, the one users apply.
@@ -109,6 +151,11 @@ func (e *Env) applyRBAC(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ApplyRBAC applies the project's RBAC manifest again (objects that exist are
+// left as they are): a test that removed it, to let a deploy path create and
+// delete it, puts it back for the tests after it.
+func (e *Env) ApplyRBAC(ctx context.Context) error { return e.applyRBAC(ctx) }
 
 // DrainerCredentials assumes the drainer's role in the emulator, as Lambda
 // does for the function; the credentials' identity is what the webhook maps.

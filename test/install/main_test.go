@@ -122,16 +122,27 @@ func step(t *testing.T, name string, f func(t *testing.T) string) bool {
 // by what they stand for before comparing.
 type created struct {
 	// Function: runtime, architectures, handler, timeout, memory_size,
-	// dead letter target kind, reserved concurrency; as strings.
+	// dead_letter (the service of the asynchronous on-failure destination),
+	// reserved_concurrency ("none" when unset), async_retry_attempts,
+	// async_max_event_age, dlq_retention_seconds, log_retention_days; as
+	// strings.
 	Function map[string]string
 	// Env is the function's environment.
 	Env map[string]string
 	// Patterns are the event patterns of the EventBridge rules that target
 	// the function, as canonical JSON, sorted; Schedules their schedule
-	// expressions.
+	// expressions and states ("rate(5 minutes) ENABLED").
 	Patterns, Schedules []string
+	// Targets are the rules' targets as canonical JSON, sorted: Arn,
+	// DeadLetter, MaximumEventAgeInSeconds, MaximumRetryAttempts.
+	Targets []string
+	// Alarms are the CloudWatch alarms' names without the function's name
+	// and its dash, sorted.
+	Alarms []string
 	// Statements are the role's permission statements (inline and managed),
-	// canonical JSON, sorted.
+	// canonical JSON (Action and Resource as sorted lists), sorted, with the
+	// ARNs <function>, <role>, <log-group> and <dead-letter-queue> replaced
+	// by those placeholders.
 	Statements []string
 	// Hooks maps a lifecycle transition to its hook's settings
 	// (heartbeat timeout, default result), as "name=value" strings.

@@ -62,6 +62,10 @@ type Options struct {
 	// default: the host of STSEndpoint.
 	AllowedHosts []string
 	Mappings     []Mapping
+	// Lookup, when set, is asked for a principal no Mapping matches (the
+	// role ARN of an assumed-role caller): like EKS reading the cluster's
+	// access entries. ok false means not mapped.
+	Lookup func(ctx context.Context, principalARN string) (m Mapping, ok bool, err error)
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// HTTPClient calls STS; default a client with a 10 s timeout.
@@ -218,6 +222,18 @@ func (s *Server) review(ctx context.Context, token string) Review {
 		return rev
 	}
 	user, groups, ok := mapARN(rev.ARN, s.opts.Mappings)
+	if !ok && s.opts.Lookup != nil {
+		principal, _, _ := principalOf(rev.ARN)
+		m, found, err := s.opts.Lookup(ctx, principal)
+		if err != nil {
+			rev.Reason = fmt.Sprintf("looking up %s: %v", principal, err)
+			return rev
+		}
+		if found {
+			m.PrincipalARN = principal
+			user, groups, ok = mapARN(rev.ARN, []Mapping{m})
+		}
+	}
 	if !ok {
 		rev.Reason = "ARN not mapped: " + rev.ARN
 		return rev
@@ -261,11 +277,10 @@ func (s *Server) callerARN(ctx context.Context, p *Presigned) (string, error) {
 	return out.Arn, nil
 }
 
-// mapARN finds the mapping for a caller ARN. An assumed-role ARN
-// arn:<p>:sts::<acct>:assumed-role/<role>/<session> matches the role ARN
-// arn:<p>:iam::<acct>:role/<role>; other ARNs match themselves.
-func mapARN(arn string, mappings []Mapping) (username string, groups []string, ok bool) {
-	principal, session := arn, ""
+// principalOf returns the principal a caller ARN stands for (an assumed
+// role's role ARN), the session name and the account.
+func principalOf(arn string) (principal, session, account string) {
+	principal = arn
 	parts := strings.SplitN(arn, ":", 6)
 	if len(parts) == 6 && parts[2] == "sts" {
 		if rest, found := strings.CutPrefix(parts[5], "assumed-role/"); found {
@@ -274,10 +289,17 @@ func mapARN(arn string, mappings []Mapping) (username string, groups []string, o
 			session = sess
 		}
 	}
-	account := ""
 	if len(parts) == 6 {
 		account = parts[4]
 	}
+	return principal, session, account
+}
+
+// mapARN finds the mapping for a caller ARN. An assumed-role ARN
+// arn:<p>:sts::<acct>:assumed-role/<role>/<session> matches the role ARN
+// arn:<p>:iam::<acct>:role/<role>; other ARNs match themselves.
+func mapARN(arn string, mappings []Mapping) (username string, groups []string, ok bool) {
+	principal, session, account := principalOf(arn)
 	for _, m := range mappings {
 		if m.PrincipalARN != principal {
 			continue

@@ -107,6 +107,36 @@ func TestWebhookWithMoto(t *testing.T) {
 		wantRejected(t, review(ctx, t, restCfg.Host, otk.Token), "ARN not mapped: arn:aws:sts::"+moto.AccountID+":assumed-role/someone-else/x")
 	})
 
+	t.Run("looked up", func(t *testing.T) {
+		// a principal no Mapping names, mapped by Lookup (the harness reads
+		// the emulator's EKS access entries there)
+		lookedUp, err := authwebhook.Start(ctx, authwebhook.Options{
+			STSEndpoint: emu.URL(),
+			Lookup: func(_ context.Context, principal string) (authwebhook.Mapping, bool, error) {
+				if principal != "arn:aws:iam::"+moto.AccountID+":role/node-drainer" {
+					return authwebhook.Mapping{}, false, nil
+				}
+				return authwebhook.Mapping{Username: "arn:aws:sts::{{AccountID}}:assumed-role/node-drainer/{{SessionName}}", Groups: []string{"g"}}, true, nil
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lookedUp.Stop()
+		kc := filepath.Join(t.TempDir(), "lookup.kubeconfig")
+		if err := lookedUp.WriteKubeconfig(kc); err != nil {
+			t.Fatal(err)
+		}
+		lc, err := clientcmd.BuildConfigFromFlags("", kc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := review(ctx, t, lc.Host, tok.Token)
+		if !st.Authenticated || st.User.Username != "arn:aws:sts::"+moto.AccountID+":assumed-role/node-drainer/drain-1" || !slices.Equal(st.User.Groups, []string{"g"}) {
+			t.Fatalf("want the looked-up identity in [g], got %+v", st)
+		}
+	})
+
 	t.Run("expired", func(t *testing.T) {
 		skew.Store(int64(16 * time.Minute))
 		defer skew.Store(0)

@@ -1,6 +1,7 @@
 // Package moto runs moto, the AWS emulator, as a child process for the
 // test harness, with node-drainer's extension for Auto Scaling lifecycle
-// actions.
+// actions and EKS access entries (see motoext.py), and DescribeCluster
+// answers that SetEKSCluster chooses.
 //
 // moto 5.2.1 does not implement CompleteLifecycleAction and
 // RecordLifecycleActionHeartbeat. The embedded motoext.py adds them with the
@@ -220,6 +221,20 @@ func (s *Server) RegisterLifecycleAction(ctx context.Context, a LifecycleAction)
 	}
 	if err := s.do(ctx, http.MethodPost, "/node-drainer/lifecycle-actions", body, nil); err != nil {
 		return fmt.Errorf("registering lifecycle action: %w", err)
+	}
+	return nil
+}
+
+// SetEKSCluster makes DescribeCluster of an existing EKS cluster answer this
+// endpoint and certificate authority (base64 of the PEM, as EKS gives it);
+// moto makes both up.
+func (s *Server) SetEKSCluster(ctx context.Context, name, endpoint, caData string) error {
+	body, err := json.Marshal(map[string]string{"name": name, "endpoint": endpoint, "caData": caData})
+	if err != nil {
+		return err
+	}
+	if err := s.do(ctx, http.MethodPost, "/node-drainer/eks-cluster", body, nil); err != nil {
+		return fmt.Errorf("setting EKS cluster %s: %w", name, err)
 	}
 	return nil
 }

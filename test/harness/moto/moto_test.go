@@ -16,6 +16,8 @@ import (
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go"
 
@@ -299,4 +301,76 @@ func TestSQSQueue(t *testing.T) {
 	if err := srv.SendMessage(ctx, u+"-missing", "x"); err == nil {
 		t.Fatal("sending to a queue that does not exist: no error")
 	}
+}
+
+// TestEKSAccessEntries exercises the access-entry extension with the SDK's
+// own EKS client, as terraform's aws provider calls it.
+func TestEKSAccessEntries(t *testing.T) {
+	ctx := reset(t)
+	c := eks.NewFromConfig(srv.AWSConfig())
+	role := "arn:aws:iam::" + moto.AccountID + ":role/node-drainer-x"
+	if _, err := c.CreateAccessEntry(ctx, &eks.CreateAccessEntryInput{ClusterName: aws.String("nope"), PrincipalArn: aws.String(role)}); !isCode(err, "ResourceNotFoundException") {
+		t.Fatalf("CreateAccessEntry on a missing cluster: got %v, want ResourceNotFoundException", err)
+	}
+	if _, err := c.CreateCluster(ctx, &eks.CreateClusterInput{Name: aws.String("c1"), RoleArn: aws.String("arn:aws:iam::" + moto.AccountID + ":role/eks"),
+		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: []string{"subnet-1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.CreateAccessEntry(ctx, &eks.CreateAccessEntryInput{ClusterName: aws.String("c1"), PrincipalArn: aws.String(role),
+		KubernetesGroups: []string{"node-drainer"}, Tags: map[string]string{"a": "b"}})
+	if err != nil {
+		t.Fatalf("CreateAccessEntry: %v", err)
+	}
+	e := out.AccessEntry
+	if *e.PrincipalArn != role || *e.Type != "STANDARD" || len(e.KubernetesGroups) != 1 || e.KubernetesGroups[0] != "node-drainer" ||
+		*e.Username != "arn:aws:sts::"+moto.AccountID+":assumed-role/node-drainer-x/{{SessionName}}" || !strings.Contains(*e.AccessEntryArn, ":access-entry/c1/role/") {
+		t.Fatalf("created entry: %+v", *e)
+	}
+	if _, err := c.CreateAccessEntry(ctx, &eks.CreateAccessEntryInput{ClusterName: aws.String("c1"), PrincipalArn: aws.String(role)}); !isCode(err, "ResourceInUseException") {
+		t.Fatalf("second CreateAccessEntry: got %v, want ResourceInUseException", err)
+	}
+	d, err := c.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String("c1"), PrincipalArn: aws.String(role)})
+	if err != nil || *d.AccessEntry.AccessEntryArn != *e.AccessEntryArn || d.AccessEntry.Tags["a"] != "b" {
+		t.Fatalf("DescribeAccessEntry: %v %+v", err, d)
+	}
+	if tags, err := c.ListTagsForResource(ctx, &eks.ListTagsForResourceInput{ResourceArn: e.AccessEntryArn}); err != nil || tags.Tags["a"] != "b" {
+		t.Fatalf("ListTagsForResource: %v %+v", err, tags)
+	}
+	list, err := c.ListAccessEntries(ctx, &eks.ListAccessEntriesInput{ClusterName: aws.String("c1")})
+	if err != nil || len(list.AccessEntries) != 1 || list.AccessEntries[0] != role {
+		t.Fatalf("ListAccessEntries: %v %+v", err, list)
+	}
+	policy := "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
+	if _, err := c.AssociateAccessPolicy(ctx, &eks.AssociateAccessPolicyInput{ClusterName: aws.String("c1"), PrincipalArn: aws.String(role),
+		PolicyArn: aws.String(policy), AccessScope: &ekstypes.AccessScope{Type: ekstypes.AccessScopeTypeNamespace, Namespaces: []string{"kube-system"}}}); err != nil {
+		t.Fatalf("AssociateAccessPolicy: %v", err)
+	}
+	pols, err := c.ListAssociatedAccessPolicies(ctx, &eks.ListAssociatedAccessPoliciesInput{ClusterName: aws.String("c1"), PrincipalArn: aws.String(role)})
+	if err != nil || len(pols.AssociatedAccessPolicies) != 1 || *pols.AssociatedAccessPolicies[0].PolicyArn != policy ||
+		pols.AssociatedAccessPolicies[0].AccessScope.Namespaces[0] != "kube-system" {
+		t.Fatalf("ListAssociatedAccessPolicies: %v %+v", err, pols)
+	}
+	if _, err := c.DisassociateAccessPolicy(ctx, &eks.DisassociateAccessPolicyInput{ClusterName: aws.String("c1"), PrincipalArn: aws.String(role), PolicyArn: aws.String(policy)}); err != nil {
+		t.Fatalf("DisassociateAccessPolicy: %v", err)
+	}
+	if _, err := c.DeleteAccessEntry(ctx, &eks.DeleteAccessEntryInput{ClusterName: aws.String("c1"), PrincipalArn: aws.String(role)}); err != nil {
+		t.Fatalf("DeleteAccessEntry: %v", err)
+	}
+	if _, err := c.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String("c1"), PrincipalArn: aws.String(role)}); !isCode(err, "ResourceNotFoundException") {
+		t.Fatalf("DescribeAccessEntry after delete: got %v, want ResourceNotFoundException", err)
+	}
+
+	// DescribeCluster answers what SetEKSCluster chose.
+	if err := srv.SetEKSCluster(ctx, "c1", "https://127.0.0.1:6443", "Q0E="); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := c.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String("c1")})
+	if err != nil || *cl.Cluster.Endpoint != "https://127.0.0.1:6443" || *cl.Cluster.CertificateAuthority.Data != "Q0E=" {
+		t.Fatalf("DescribeCluster: %v %+v", err, cl)
+	}
+}
+
+func isCode(err error, code string) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == code
 }

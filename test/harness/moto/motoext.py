@@ -7,11 +7,21 @@ real AWS: an action must be active (the test harness registers it, as a real Aut
 Scaling group would create it when an instance starts terminating or launching),
 the group and the hook must exist, and a completed action is gone.
 
+It also adds EKS access entries and access policy associations, which moto
+5.2.1 answers with 404 (the terraform module creates an access entry):
+CreateAccessEntry, DescribeAccessEntry, ListAccessEntries, UpdateAccessEntry,
+DeleteAccessEntry, AssociateAccessPolicy, ListAssociatedAccessPolicies,
+DisassociateAccessPolicy, and the tag operations on an access entry's ARN. The
+cluster must exist in moto's EKS; deleting the cluster does not delete its entries
+(moto's DeleteCluster is not extended).
+
 Extra HTTP endpoints, beside moto's own:
   POST /node-drainer/lifecycle-actions  JSON {asg, hook, instanceId, token, transition}
                                         (the instance then waits in Terminating:Wait or
                                         Pending:Wait in its group, until the action completes)
   GET  /node-drainer/lifecycle-calls    every lifecycle call, as JSON
+  POST /node-drainer/eks-cluster        JSON {name, endpoint, caData}: what DescribeCluster
+                                        answers for an existing cluster (moto makes them up)
   POST /moto-api/reset                  moto's reset, which also clears the above
 
 Usage: python3 motoext.py --host 127.0.0.1 --port-file FILE
@@ -212,6 +222,248 @@ def _register(request):
     return _json(201, action)
 
 
+# ---- EKS access entries -------------------------------------------------------
+
+ACCESS_POLICY_PREFIX = "arn:aws:eks::aws:cluster-access-policy/"
+
+
+class EKSError(Exception):
+    def __init__(self, status, code, message):
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+class AccessEntries:
+    """Access entries by (cluster, principalArn), with their associated policies."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.entries = {}  # (cluster, principal) -> entry dict (API shape)
+        self.policies = {}  # (cluster, principal) -> {policyArn: association}
+
+    def reset(self):
+        with self.lock:
+            self.entries, self.policies = {}, {}
+
+
+ACCESS = AccessEntries()
+
+
+def _eks_cluster(name):
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.eks.models import eks_backends
+
+    cluster = eks_backends[DEFAULT_ACCOUNT_ID][REGION].clusters.get(name)
+    if cluster is None:
+        raise EKSError(404, "ResourceNotFoundException", f"No cluster found for name: {name}.")
+    return cluster
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc).timestamp()
+
+
+def _entry(cluster, principal):
+    e = ACCESS.entries.get((cluster, principal))
+    if e is None:
+        raise EKSError(404, "ResourceNotFoundException",
+                       f"The specified principalArn could not be found. You can view your available access entries with 'list-access-entries'.")
+    return e
+
+
+def _default_username(principal):
+    # EKS's default for an IAM role: its assumed-role ARN with the session name.
+    parts = principal.split(":", 5)
+    if len(parts) == 6 and parts[5].startswith("role/"):
+        role = parts[5].rsplit("/", 1)[-1]
+        return f"arn:{parts[1]}:sts::{parts[4]}:assumed-role/{role}/{{{{SessionName}}}}"
+    return principal
+
+
+def _create_entry(cluster_name, body):
+    cluster = _eks_cluster(cluster_name)
+    principal = body.get("principalArn") or ""
+    if not principal.startswith("arn:"):
+        raise EKSError(400, "InvalidParameterException", f"The principalArn parameter format is not valid: {principal!r}")
+    typ = body.get("type") or "STANDARD"
+    groups = body.get("kubernetesGroups") or []
+    if typ != "STANDARD" and groups:
+        raise EKSError(400, "InvalidParameterException", f"kubernetesGroups cannot be specified with type {typ}")
+    with ACCESS.lock:
+        if (cluster_name, principal) in ACCESS.entries:
+            raise EKSError(409, "ResourceInUseException", f"The specified access entry resource is already in use on this cluster.")
+        parts = principal.split(":", 5)
+        kind, name = (parts[5].split("/", 1) + [""])[:2] if len(parts) == 6 else ("role", principal)
+        import uuid
+        now = _now()
+        entry = {
+            "clusterName": cluster_name,
+            "principalArn": principal,
+            "kubernetesGroups": sorted(set(groups)),
+            "accessEntryArn": f"{cluster.arn.replace(':cluster/', ':access-entry/')}/{kind}/{parts[4] if len(parts) == 6 else ''}/{name.rsplit('/', 1)[-1]}/{uuid.uuid4()}",
+            "createdAt": now,
+            "modifiedAt": now,
+            "tags": dict(body.get("tags") or {}),
+            "username": body.get("username") or _default_username(principal),
+            "type": typ,
+        }
+        ACCESS.entries[(cluster_name, principal)] = entry
+        ACCESS.policies[(cluster_name, principal)] = {}
+        return {"accessEntry": entry}
+
+
+def _update_entry(cluster_name, principal, body):
+    _eks_cluster(cluster_name)
+    with ACCESS.lock:
+        e = _entry(cluster_name, principal)
+        if "kubernetesGroups" in body:
+            e["kubernetesGroups"] = sorted(set(body.get("kubernetesGroups") or []))
+        if body.get("username"):
+            e["username"] = body["username"]
+        e["modifiedAt"] = _now()
+        return {"accessEntry": e}
+
+
+def _associate(cluster_name, principal, body):
+    _eks_cluster(cluster_name)
+    policy = body.get("policyArn") or ""
+    if not policy.startswith(ACCESS_POLICY_PREFIX):
+        raise EKSError(400, "InvalidParameterException", f"The policyArn parameter format is not valid: {policy!r}")
+    scope = body.get("accessScope") or {}
+    if scope.get("type") not in ("cluster", "namespace"):
+        raise EKSError(400, "InvalidParameterException", "accessScope.type must be cluster or namespace")
+    if scope.get("type") == "cluster" and scope.get("namespaces"):
+        raise EKSError(400, "InvalidParameterException", "namespaces cannot be specified with accessScope type cluster")
+    with ACCESS.lock:
+        e = _entry(cluster_name, principal)
+        now = _now()
+        assoc = {"policyArn": policy, "accessScope": {"type": scope["type"], "namespaces": list(scope.get("namespaces") or [])},
+                 "associatedAt": now, "modifiedAt": now}
+        old = ACCESS.policies[(cluster_name, principal)].get(policy)
+        if old:
+            assoc["associatedAt"] = old["associatedAt"]
+        ACCESS.policies[(cluster_name, principal)][policy] = assoc
+        return {"clusterName": cluster_name, "principalArn": e["principalArn"], "associatedAccessPolicy": assoc}
+
+
+def _entry_by_arn(arn):
+    for e in ACCESS.entries.values():
+        if e["accessEntryArn"] == arn:
+            return e
+    raise EKSError(404, "ResourceNotFoundException", f"Resource not found: {arn}")
+
+
+def _eks_access(method, segments, query, body):
+    """Serves the access-entry operations; segments are the decoded path parts."""
+    if segments[0] == "tags":
+        arn = segments[1]
+        with ACCESS.lock:
+            e = _entry_by_arn(arn)
+            if method == "GET":
+                return 200, {"tags": dict(e["tags"])}
+            if method == "POST":
+                e["tags"].update(body.get("tags") or {})
+                return 200, {}
+            if method == "DELETE":
+                for k in query.get("tagKeys", []):
+                    e["tags"].pop(k, None)
+                return 200, {}
+    cluster = segments[1]
+    rest = segments[3:]
+    if not rest:
+        if method == "POST":
+            return 200, _create_entry(cluster, body)
+        if method == "GET":
+            _eks_cluster(cluster)
+            with ACCESS.lock:
+                arns = sorted(p for (c, p) in ACCESS.entries if c == cluster)
+            return 200, {"accessEntries": arns}
+    principal = rest[0]
+    if len(rest) == 1:
+        if method == "GET":
+            _eks_cluster(cluster)
+            with ACCESS.lock:
+                return 200, {"accessEntry": _entry(cluster, principal)}
+        if method == "POST":
+            return 200, _update_entry(cluster, principal, body)
+        if method == "DELETE":
+            _eks_cluster(cluster)
+            with ACCESS.lock:
+                _entry(cluster, principal)
+                del ACCESS.entries[(cluster, principal)]
+                ACCESS.policies.pop((cluster, principal), None)
+            return 200, {}
+    if len(rest) >= 2 and rest[1] == "access-policies":
+        if len(rest) == 2 and method == "POST":
+            return 200, _associate(cluster, principal, body)
+        if len(rest) == 2 and method == "GET":
+            _eks_cluster(cluster)
+            with ACCESS.lock:
+                e = _entry(cluster, principal)
+                pols = [ACCESS.policies[(cluster, principal)][k] for k in sorted(ACCESS.policies[(cluster, principal)])]
+            return 200, {"clusterName": cluster, "principalArn": e["principalArn"], "associatedAccessPolicies": pols}
+        if len(rest) == 3 and method == "DELETE":
+            _eks_cluster(cluster)
+            with ACCESS.lock:
+                _entry(cluster, principal)
+                if ACCESS.policies[(cluster, principal)].pop(rest[2], None) is None:
+                    raise EKSError(404, "ResourceNotFoundException", f"The specified policy {rest[2]} is not associated with this access entry.")
+            return 200, {}
+    raise EKSError(400, "InvalidRequestException", f"unsupported access-entry request {method} /{'/'.join(segments)}")
+
+
+def _is_eks_access(environ, segments):
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    if "/eks/aws4_request" not in auth:
+        return False
+    if len(segments) >= 3 and segments[0] == "clusters" and segments[2] == "access-entries":
+        return True
+    return len(segments) == 2 and segments[0] == "tags" and ":access-entry/" in segments[1]
+
+
+def _serve_eks_access(environ, segments):
+    from urllib.parse import parse_qs
+
+    request = Request(environ)
+    try:
+        body = json.loads(request.get_data(as_text=True) or "{}")
+    except ValueError:
+        body = {}
+    query = parse_qs(environ.get("QUERY_STRING", ""))
+    try:
+        status, out = _eks_access(environ.get("REQUEST_METHOD", ""), segments, query, body)
+    except EKSError as err:
+        resp = _json(err.status, {"message": err.message})
+        resp.headers["x-amzn-ErrorType"] = err.code
+        return resp
+    return _json(status, out)
+
+
+def _set_eks_cluster(request):
+    try:
+        body = json.loads(request.get_data(as_text=True) or "{}")
+        cluster = _eks_cluster(body.get("name", ""))
+    except ValueError as err:
+        return _json(400, {"error": f"invalid JSON: {err}"})
+    except EKSError as err:
+        return _json(404, {"error": err.message})
+    if body.get("endpoint"):
+        cluster.endpoint = body["endpoint"]
+    if body.get("caData"):
+        cluster.certificate_authority = {"data": body["caData"]}
+    return _json(200, {"name": cluster.name, "endpoint": cluster.endpoint})
+
+
+def _segments(environ):
+    """The request path's segments, each percent-decoded on its own (an ARN in
+    a label carries encoded slashes, which PATH_INFO has already decoded)."""
+    from urllib.parse import unquote
+
+    raw = environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ.get("PATH_INFO", "")
+    raw = raw.split("?", 1)[0]
+    return [unquote(p) for p in raw.strip("/").split("/")]
+
+
 class Extension:
     """WSGI middleware: our endpoints first, then moto."""
 
@@ -227,8 +479,15 @@ class Extension:
             with STORE.lock:
                 calls = list(STORE.calls)
             return _json(200, calls)(environ, start_response)
+        if path == "/node-drainer/eks-cluster" and method == "POST":
+            return _set_eks_cluster(Request(environ))(environ, start_response)
+        if path.startswith(("/clusters/", "/tags/")):
+            segments = _segments(environ)
+            if _is_eks_access(environ, segments):
+                return _serve_eks_access(environ, segments)(environ, start_response)
         if path == "/moto-api/reset" and method == "POST":
             STORE.reset()
+            ACCESS.reset()
         return self.moto_app(environ, start_response)
 
 

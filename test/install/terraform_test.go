@@ -1,0 +1,804 @@
+package install
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/node-drainer/node-drainer/test/harness"
+	"github.com/node-drainer/node-drainer/test/harness/moto"
+)
+
+// The terraform path: terraform/examples/eks, unchanged, applied against the
+// AWS emulator and the harness's apiserver. The test copies terraform/ (the
+// module and its examples) to a temporary directory, puts the package where
+// the example expects it (dist/node-drainer-arm64.zip beside terraform/) and
+// adds one override file to the example (terraform's *_override.tf merging)
+// that only points the providers at the emulator and the harness: the aws
+// provider's endpoints and test credentials, and the kubernetes provider's
+// exec credential plugin swapped from `aws eks get-token` to one that prints
+// the harness's admin token. The cluster's endpoint and CA still come from
+// data.aws_eks_cluster, which the emulator answers with the harness's.
+
+func init() { paths["terraform"] = terraformPath }
+
+// tfScene is the ASG of the terraform path's drain (asg_names of the example).
+const tfScene = "tf-nodes"
+
+func terraformPath(t *testing.T) *created {
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	tf := newTerraformRoot(t, ctx)
+	scene := newDrainScene(t, ctx, tfScene, 2)
+
+	var got *created
+	var fn deployedFunction
+	destroyed := false
+	defer func() {
+		if !destroyed {
+			// leave nothing for the SAM path whatever failed
+			if err := tf.run(ctx, "destroy", "-auto-approve", "-input=false", "-no-color"); err != nil {
+				t.Logf("terraform destroy after a failure: %v", err)
+			}
+		}
+		if err := env.ApplyRBAC(ctx); err != nil {
+			t.Errorf("putting the harness's RBAC back: %v", err)
+		}
+	}()
+	if !step(t, "terraform_apply", func(t *testing.T) string {
+		if err := tf.run(ctx, "init", "-input=false", "-no-color"); err != nil {
+			t.Fatal(err)
+		}
+		if err := tf.run(ctx, "apply", "-auto-approve", "-input=false", "-no-color"); err != nil {
+			t.Fatal(err)
+		}
+		got, fn = tf.readBack(t, ctx)
+		return ""
+	}) {
+		return nil
+	}
+	step(t, "terraform_drain", func(t *testing.T) string {
+		drainWith(t, ctx, scene, fn)
+		return ""
+	})
+	step(t, "terraform_destroy", func(t *testing.T) string {
+		destroyed = true
+		if err := tf.run(ctx, "destroy", "-auto-approve", "-input=false", "-no-color"); err != nil {
+			t.Fatal(err)
+		}
+		tf.assertNothingLeft(t, ctx, fn)
+		return ""
+	})
+	return got
+}
+
+// terraformRoot is the copied example, ready to run terraform in.
+type terraformRoot struct {
+	t       *testing.T
+	dir     string   // the example's directory (terraform's working directory)
+	env     []string // terraform's environment
+	zip     []byte   // the package the example deploys
+	vars    []string // -var arguments
+	cluster string
+}
+
+func newTerraformRoot(t *testing.T, ctx context.Context) *terraformRoot {
+	t.Helper()
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exec.LookPath("terraform"); err != nil {
+		t.Fatalf("terraform is not installed (terraform 1.5+ is needed): %v", err)
+	}
+	// the providers from the tools cache (built once per machine)
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", "tools", "providers.sh"))
+	cmd.Stderr = testWriter{t}
+	rcOut, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("hack/tools/providers.sh (builds the terraform providers the first time): %v", err)
+	}
+	rc := strings.TrimSpace(string(rcOut))
+
+	work := t.TempDir()
+	if err := copyTree(filepath.Join(root, "terraform"), filepath.Join(work, "terraform")); err != nil {
+		t.Fatal(err)
+	}
+	// The package where examples/eks expects `make package`'s output. It
+	// holds the harness's bootstrap, built for this machine (the name says
+	// arm64 because the example's path does; the emulator runs no code).
+	zipBytes, err := zipBootstrap(bootstrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(work, "dist"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "dist", "node-drainer-arm64.zip"), zipBytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(work, "terraform", "examples", "eks")
+
+	// the kubernetes provider's credential plugin: prints the admin token
+	cred := filepath.Join(work, "kube-credential.json")
+	credJSON, _ := json.Marshal(map[string]any{
+		"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential",
+		"status": map[string]string{"token": env.Admin.BearerToken},
+	})
+	if err := os.WriteFile(cred, credJSON, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	override := fmt.Sprintf(`# Written by test/install: the example's providers pointed at the AWS
+# emulator and the test harness's apiserver. Nothing else of the example changes.
+provider "aws" {
+  access_key                  = %[2]q
+  secret_key                  = %[3]q
+  skip_credentials_validation = true
+  skip_metadata_api_check     = true
+  skip_region_validation      = true
+
+  endpoints {
+    autoscaling = %[1]q
+    cloudwatch  = %[1]q
+    eks         = %[1]q
+    events      = %[1]q
+    iam         = %[1]q
+    lambda      = %[1]q
+    logs        = %[1]q
+    sqs         = %[1]q
+    sts         = %[1]q
+  }
+}
+
+provider "kubernetes" {
+  exec {
+    api_version = "client.authentication.k8s.io/v1beta1"
+    command     = "cat"
+    args        = [%[4]q]
+  }
+}
+`, env.AWS.URL(), moto.AccessKeyID, moto.SecretAccessKey, cred)
+	if err := os.WriteFile(filepath.Join(dir, "emulator_override.tf"), []byte(override), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	var tfEnv []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "AWS_") || strings.HasPrefix(kv, "TF_") || strings.HasPrefix(kv, "KUBE") {
+			continue // nothing of the machine's own AWS or terraform settings
+		}
+		tfEnv = append(tfEnv, kv)
+	}
+	tfEnv = append(tfEnv, "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1",
+		"TF_DATA_DIR="+filepath.Join(dir, ".terraform"))
+
+	// the cluster terraform reads (data.aws_eks_cluster), answering the
+	// harness's endpoint and CA; the harness's own RBAC objects go, so that
+	// terraform creates them (they come back when the path ends)
+	if err := env.CreateEKSCluster(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deleteHarnessRBAC(t, ctx)
+
+	return &terraformRoot{
+		t: t, dir: dir, env: tfEnv, zip: zipBytes, cluster: harness.ClusterName,
+		vars: []string{"-var", "region=" + moto.Region, "-var", "cluster_name=" + harness.ClusterName, "-var", `asg_names=["` + tfScene + `"]`},
+	}
+}
+
+// run runs one terraform command in the example, its output in the test log.
+func (r *terraformRoot) run(ctx context.Context, args ...string) error {
+	switch args[0] {
+	case "apply", "destroy", "plan":
+		args = append(args, r.vars...)
+	}
+	began := time.Now()
+	cmd := exec.CommandContext(ctx, "terraform", args...)
+	cmd.Dir, cmd.Env = r.dir, r.env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	r.t.Logf("terraform %s (%s):\n%s", args[0], time.Since(began).Round(100*time.Millisecond), tail(out.String(), 60))
+	if err != nil && strings.Contains(out.String(), "unexpected smithy-protocol response header") {
+		return fmt.Errorf("terraform %s: %w: the AWS emulator (moto 5.2.1) does not speak the rpc-v2-cbor protocol "+
+			"that the aws provider's CloudWatch client uses (the module's aws_cloudwatch_metric_alarm): "+
+			"test/harness/moto must be extended for it", args[0], err)
+	}
+	if err != nil {
+		return fmt.Errorf("terraform %s: %w", args[0], err)
+	}
+	return nil
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("... (%d lines)", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// output reads one of the example's outputs.
+func (r *terraformRoot) output(ctx context.Context, name string) (string, error) {
+	cmd := exec.CommandContext(ctx, "terraform", "output", "-raw", name)
+	cmd.Dir, cmd.Env = r.dir, r.env
+	b, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("terraform output %s: %w", name, err)
+	}
+	return string(b), nil
+}
+
+// readBack reads what apply created through the emulator's AWS APIs and the
+// cluster's API, checks it, and returns it in the paths' shared terms (see
+// created) with what the drain needs.
+func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, deployedFunction) {
+	t.Helper()
+	cfg := env.AWS.AWSConfig()
+	fnARN, err := r.output(ctx, "function_arn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fnName := fnARN[strings.LastIndex(fnARN, ":")+1:]
+
+	lc := lambda.NewFromConfig(cfg)
+	f, err := lc.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(fnName)})
+	if err != nil {
+		t.Fatalf("GetFunction %s: %v", fnName, err)
+	}
+	c := f.Configuration
+	sum := sha256.Sum256(r.zip)
+	if got, want := aws.ToString(c.CodeSha256), base64.StdEncoding.EncodeToString(sum[:]); got != want {
+		t.Errorf("the function's code is not the package: CodeSha256 %s, the zip's %s", got, want)
+	}
+	got := &created{Function: map[string]string{}, Hooks: map[string][]string{}}
+	if c.Environment != nil {
+		got.Env = c.Environment.Variables
+	}
+	var archs []string
+	for _, a := range c.Architectures {
+		archs = append(archs, string(a))
+	}
+	got.Function["runtime"] = string(c.Runtime)
+	got.Function["architectures"] = strings.Join(archs, ",")
+	got.Function["handler"] = aws.ToString(c.Handler)
+	got.Function["timeout"] = strconv.Itoa(int(aws.ToInt32(c.Timeout)))
+	got.Function["memory_size"] = strconv.Itoa(int(aws.ToInt32(c.MemorySize)))
+	got.Function["reserved_concurrency"] = "none"
+	if f.Concurrency != nil && f.Concurrency.ReservedConcurrentExecutions != nil {
+		got.Function["reserved_concurrency"] = strconv.Itoa(int(*f.Concurrency.ReservedConcurrentExecutions))
+	}
+
+	// the queue: dead letters of the rules' targets and of async invocations
+	qc := sqs.NewFromConfig(cfg)
+	q, err := qc.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(fnName + "-dlq")})
+	if err != nil {
+		t.Fatalf("the dead-letter queue %s-dlq: %v", fnName, err)
+	}
+	qa, err := qc.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlqARN := qa.Attributes["QueueArn"]
+	got.Function["dlq_retention_seconds"] = qa.Attributes["MessageRetentionPeriod"]
+	if qa.Attributes["Policy"] == "" {
+		t.Errorf("the dead-letter queue has no policy (EventBridge may not send to it)")
+	}
+
+	inv, err := lc.GetFunctionEventInvokeConfig(ctx, &lambda.GetFunctionEventInvokeConfigInput{FunctionName: aws.String(fnName)})
+	if err != nil {
+		t.Errorf("GetFunctionEventInvokeConfig: %v", err)
+	} else {
+		got.Function["async_retry_attempts"] = strconv.Itoa(int(aws.ToInt32(inv.MaximumRetryAttempts)))
+		got.Function["async_max_event_age"] = strconv.Itoa(int(aws.ToInt32(inv.MaximumEventAgeInSeconds)))
+		dest := ""
+		if inv.DestinationConfig != nil && inv.DestinationConfig.OnFailure != nil {
+			dest = aws.ToString(inv.DestinationConfig.OnFailure.Destination)
+		}
+		got.Function["dead_letter"] = arnKind(dest)
+		if dest != dlqARN {
+			t.Errorf("async invocations fail to %q, want the dead-letter queue %s", dest, dlqARN)
+		}
+	}
+
+	// names and ARNs that differ by construction, replaced by what they are
+	logGroup := "/aws/lambda/" + fnName
+	lg, err := cloudwatchlogs.NewFromConfig(cfg).DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String(logGroup)})
+	if err != nil || len(lg.LogGroups) != 1 {
+		t.Fatalf("the log group %s: %v %+v", logGroup, err, lg)
+	}
+	got.Function["log_retention_days"] = strconv.Itoa(int(aws.ToInt32(lg.LogGroups[0].RetentionInDays)))
+	canon := newCanon(map[string]string{
+		aws.ToString(lg.LogGroups[0].Arn): "<log-group>",
+		aws.ToString(c.FunctionArn):       "<function>",
+		dlqARN:                            "<dead-letter-queue>",
+		aws.ToString(c.Role):              "<role>",
+	})
+
+	// the role and its policies
+	roleARN := aws.ToString(c.Role)
+	roleName := roleARN[strings.LastIndex(roleARN, "/")+1:]
+	ic := iam.NewFromConfig(cfg)
+	role, err := ic.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(roleName)})
+	if err != nil {
+		t.Fatalf("GetRole %s: %v", roleName, err)
+	}
+	trust, _ := url.QueryUnescape(aws.ToString(role.Role.AssumeRolePolicyDocument))
+	if !strings.Contains(trust, "lambda.amazonaws.com") {
+		t.Errorf("the role's trust policy does not name Lambda: %s", trust)
+	}
+	inline, err := ic.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: aws.String(roleName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range inline.PolicyNames {
+		doc, err := ic.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(roleName), PolicyName: aws.String(p)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Statements = append(got.Statements, canon.statements(t, aws.ToString(doc.PolicyDocument))...)
+	}
+	attached, err := ic.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(roleName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range attached.AttachedPolicies {
+		pol, err := ic.GetPolicy(ctx, &iam.GetPolicyInput{PolicyArn: p.PolicyArn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := ic.GetPolicyVersion(ctx, &iam.GetPolicyVersionInput{PolicyArn: p.PolicyArn, VersionId: pol.Policy.DefaultVersionId})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Statements = append(got.Statements, canon.statements(t, aws.ToString(v.PolicyVersion.Document))...)
+	}
+	sort.Strings(got.Statements)
+	if len(got.Statements) == 0 {
+		t.Errorf("the role %s has no permissions", roleName)
+	}
+
+	// the rules that invoke the function, their targets and permissions
+	ec := eventbridge.NewFromConfig(cfg)
+	names, err := ec.ListRuleNamesByTarget(ctx, &eventbridge.ListRuleNamesByTargetInput{TargetArn: c.FunctionArn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names.RuleNames {
+		rule, err := ec.DescribeRule(ctx, &eventbridge.DescribeRuleInput{Name: aws.String(name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := aws.ToString(rule.EventPattern); p != "" {
+			got.Patterns = append(got.Patterns, canonicalJSON(t, p))
+		}
+		if s := aws.ToString(rule.ScheduleExpression); s != "" {
+			got.Schedules = append(got.Schedules, s+" "+string(rule.State))
+		}
+		targets, err := ec.ListTargetsByRule(ctx, &eventbridge.ListTargetsByRuleInput{Rule: aws.String(name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tg := range targets.Targets {
+			tj := map[string]any{"Arn": canon.s(aws.ToString(tg.Arn))}
+			if tg.DeadLetterConfig != nil {
+				tj["DeadLetter"] = canon.s(aws.ToString(tg.DeadLetterConfig.Arn))
+			}
+			if tg.RetryPolicy != nil {
+				tj["MaximumEventAgeInSeconds"] = aws.ToInt32(tg.RetryPolicy.MaximumEventAgeInSeconds)
+				tj["MaximumRetryAttempts"] = aws.ToInt32(tg.RetryPolicy.MaximumRetryAttempts)
+			}
+			got.Targets = append(got.Targets, marshal(tj))
+		}
+	}
+	sort.Strings(got.Patterns)
+	sort.Strings(got.Schedules)
+	sort.Strings(got.Targets)
+	if len(got.Patterns) == 0 || len(got.Schedules) == 0 {
+		t.Errorf("want rules with patterns and the sweep's schedule, got %v and %v", got.Patterns, got.Schedules)
+	}
+	if pol, err := lc.GetPolicy(ctx, &lambda.GetPolicyInput{FunctionName: aws.String(fnName)}); err != nil {
+		t.Errorf("the function's resource policy (EventBridge's permission to invoke it): %v", err)
+	} else if n := strings.Count(aws.ToString(pol.Policy), "events.amazonaws.com"); n != len(names.RuleNames) {
+		t.Errorf("the function lets %d rules invoke it, want %d: %s", n, len(names.RuleNames), aws.ToString(pol.Policy))
+	}
+
+	// the lifecycle hooks on the group
+	hooks, err := autoscaling.NewFromConfig(cfg).DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(tfScene)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := deployedFunction{Name: fnName, Env: got.Env, RoleARN: roleARN, Bootstrap: bootstrap,
+		Timeout: time.Duration(aws.ToInt32(c.Timeout)) * time.Second, MemoryMB: int(aws.ToInt32(c.MemorySize))}
+	for _, h := range hooks.LifecycleHooks {
+		tr := aws.ToString(h.LifecycleTransition)
+		got.Hooks[tr] = []string{
+			"default_result=" + aws.ToString(h.DefaultResult),
+			"heartbeat_timeout=" + strconv.Itoa(int(aws.ToInt32(h.HeartbeatTimeout))),
+			"name=" + aws.ToString(h.LifecycleHookName),
+		}
+		if tr == "autoscaling:EC2_INSTANCE_TERMINATING" {
+			fn.TerminateHook = aws.ToString(h.LifecycleHookName)
+		}
+	}
+	if fn.TerminateHook == "" {
+		t.Errorf("no terminate lifecycle hook on %s: %+v", tfScene, got.Hooks)
+	}
+
+	// the access entry of the role
+	ae, err := eks.NewFromConfig(cfg).DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String(r.cluster), PrincipalArn: aws.String(roleARN)})
+	if err != nil {
+		t.Errorf("the role's access entry: %v", err)
+	} else {
+		got.AccessEntryGroups = slices.Sorted(slices.Values(ae.AccessEntry.KubernetesGroups))
+		if aws.ToString(ae.AccessEntry.Type) != "STANDARD" {
+			t.Errorf("access entry type %s, want STANDARD", aws.ToString(ae.AccessEntry.Type))
+		}
+	}
+
+	// alarms
+	al, err := cloudwatch.NewFromConfig(cfg).DescribeAlarms(ctx, &cloudwatch.DescribeAlarmsInput{AlarmNamePrefix: aws.String(fnName + "-")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range al.MetricAlarms {
+		got.Alarms = append(got.Alarms, strings.TrimPrefix(aws.ToString(a.AlarmName), fnName+"-"))
+	}
+	sort.Strings(got.Alarms)
+
+	// the cluster's objects (kubernetes_manifest of rbac.yaml), bound to the
+	// access entry's group
+	if have := harnessRBACObjects(t, ctx); len(have) != len(rbacObjects) {
+		t.Errorf("cluster objects after apply: %v, want %v", have, rbacObjectNames())
+	}
+	if crb, err := env.Client.RbacV1().ClusterRoleBindings().Get(ctx, "node-drainer", metav1.GetOptions{}); err == nil {
+		for _, s := range crb.Subjects {
+			if s.Kind == "Group" && !slices.Contains(got.AccessEntryGroups, s.Name) {
+				t.Errorf("the ClusterRoleBinding's group %s is not the access entry's %v", s.Name, got.AccessEntryGroups)
+			}
+		}
+	}
+
+	t.Logf("created: %s", mustJSON(got))
+	return got, fn
+}
+
+// assertNothingLeft fails t for each thing apply created that is still there.
+func (r *terraformRoot) assertNothingLeft(t *testing.T, ctx context.Context, fn deployedFunction) {
+	t.Helper()
+	cfg := env.AWS.AWSConfig()
+	left := func(what string, err error) {
+		if err == nil {
+			t.Errorf("%s is left after destroy", what)
+		} else if !notFound(err) {
+			t.Errorf("%s: %v", what, err)
+		}
+	}
+	_, err := lambda.NewFromConfig(cfg).GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(fn.Name)})
+	left("the function", err)
+	roleName := fn.RoleARN[strings.LastIndex(fn.RoleARN, "/")+1:]
+	_, err = iam.NewFromConfig(cfg).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(roleName)})
+	left("the role", err)
+	_, err = sqs.NewFromConfig(cfg).GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(fn.Name + "-dlq")})
+	left("the dead-letter queue", err)
+	_, err = eks.NewFromConfig(cfg).DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String(r.cluster), PrincipalArn: aws.String(fn.RoleARN)})
+	left("the access entry", err)
+	if rules, err := eventbridge.NewFromConfig(cfg).ListRules(ctx, &eventbridge.ListRulesInput{NamePrefix: aws.String(fn.Name + "-")}); err != nil || len(rules.Rules) != 0 {
+		t.Errorf("rules left after destroy: %v %+v", err, rules)
+	}
+	if hooks, err := autoscaling.NewFromConfig(cfg).DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(tfScene)}); err != nil || len(hooks.LifecycleHooks) != 0 {
+		t.Errorf("lifecycle hooks left after destroy: %v %+v", err, hooks)
+	}
+	if lg, err := cloudwatchlogs.NewFromConfig(cfg).DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String("/aws/lambda/" + fn.Name)}); err != nil || len(lg.LogGroups) != 0 {
+		t.Errorf("log groups left after destroy: %v %+v", err, lg)
+	}
+	if al, err := cloudwatch.NewFromConfig(cfg).DescribeAlarms(ctx, &cloudwatch.DescribeAlarmsInput{AlarmNamePrefix: aws.String(fn.Name + "-")}); err != nil || len(al.MetricAlarms) != 0 {
+		t.Errorf("alarms left after destroy: %v %+v", err, al)
+	}
+	if err := waitRBACGone(ctx); err != nil {
+		t.Errorf("cluster objects left after destroy: %v", harnessRBACObjects(t, ctx))
+	}
+}
+
+func notFound(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.ErrorCode() {
+	case "ResourceNotFoundException", "NoSuchEntity", "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist":
+		return true
+	}
+	return false
+}
+
+// rbacObjects are the objects of terraform/kubernetes/rbac.yaml (the Role
+// and RoleBinding live in the namespace node-drainer).
+var rbacObjects = []struct {
+	kind string
+	get  func(ctx context.Context) error
+}{
+	{"ClusterRole", func(ctx context.Context) error {
+		_, err := env.Client.RbacV1().ClusterRoles().Get(ctx, "node-drainer", metav1.GetOptions{})
+		return err
+	}},
+	{"ClusterRoleBinding", func(ctx context.Context) error {
+		_, err := env.Client.RbacV1().ClusterRoleBindings().Get(ctx, "node-drainer", metav1.GetOptions{})
+		return err
+	}},
+	{"Namespace", func(ctx context.Context) error {
+		_, err := env.Client.CoreV1().Namespaces().Get(ctx, "node-drainer", metav1.GetOptions{})
+		return err
+	}},
+	{"Role", func(ctx context.Context) error {
+		_, err := env.Client.RbacV1().Roles("node-drainer").Get(ctx, "node-drainer", metav1.GetOptions{})
+		return err
+	}},
+	{"RoleBinding", func(ctx context.Context) error {
+		_, err := env.Client.RbacV1().RoleBindings("node-drainer").Get(ctx, "node-drainer", metav1.GetOptions{})
+		return err
+	}},
+	{"PriorityLevelConfiguration", func(ctx context.Context) error {
+		_, err := env.Client.FlowcontrolV1().PriorityLevelConfigurations().Get(ctx, "node-drainer", metav1.GetOptions{})
+		return err
+	}},
+	{"FlowSchema", func(ctx context.Context) error {
+		_, err := env.Client.FlowcontrolV1().FlowSchemas().Get(ctx, "node-drainer", metav1.GetOptions{})
+		return err
+	}},
+}
+
+func rbacObjectNames() []string {
+	var names []string
+	for _, o := range rbacObjects {
+		names = append(names, o.kind+"/node-drainer")
+	}
+	return names
+}
+
+// harnessRBACObjects lists which of rbacObjects exist.
+func harnessRBACObjects(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	var have []string
+	for _, o := range rbacObjects {
+		err := o.get(ctx)
+		if err == nil {
+			have = append(have, o.kind+"/node-drainer")
+		} else if !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	return have
+}
+
+func waitRBACGone(ctx context.Context) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, o := range rbacObjects {
+			if err := o.get(ctx); !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// deleteHarnessRBAC removes what the harness applied from rbac.yaml, so the
+// terraform path creates (and then deletes) it itself.
+func deleteHarnessRBAC(t *testing.T, ctx context.Context) {
+	t.Helper()
+	c := env.Client
+	var errs []error
+	for _, err := range []error{
+		c.RbacV1().ClusterRoleBindings().Delete(ctx, "node-drainer", metav1.DeleteOptions{}),
+		c.RbacV1().ClusterRoles().Delete(ctx, "node-drainer", metav1.DeleteOptions{}),
+		c.FlowcontrolV1().FlowSchemas().Delete(ctx, "node-drainer", metav1.DeleteOptions{}),
+		c.FlowcontrolV1().PriorityLevelConfigurations().Delete(ctx, "node-drainer", metav1.DeleteOptions{}),
+		c.CoreV1().Namespaces().Delete(ctx, "node-drainer", metav1.DeleteOptions{}),
+	} {
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("removing the harness's RBAC: %v", err)
+	}
+	if err := waitRBACGone(ctx); err != nil {
+		t.Fatalf("the harness's RBAC objects are not gone: %v", harnessRBACObjects(t, ctx))
+	}
+}
+
+// canon replaces names and ARNs that differ by construction between the
+// paths with what they stand for, in strings and JSON documents.
+type canon struct{ r *strings.Replacer }
+
+func newCanon(m map[string]string) canon {
+	var pairs []string
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		if k != "" {
+			keys = append(keys, k)
+		}
+	}
+	// longest first, so an ARN is replaced before a prefix of it
+	sort.Slice(keys, func(i, j int) bool { return len(keys[i]) > len(keys[j]) })
+	for _, k := range keys {
+		pairs = append(pairs, k, m[k])
+	}
+	return canon{strings.NewReplacer(pairs...)}
+}
+
+func (c canon) s(v string) string { return c.r.Replace(v) }
+
+// statements returns a policy document's statements, each as canonical JSON
+// (Action and Resource as sorted lists, names replaced). IAM may return the
+// document URL-encoded.
+func (c canon) statements(t *testing.T, doc string) []string {
+	t.Helper()
+	if strings.HasPrefix(doc, "%7B") || strings.HasPrefix(doc, "%7b") {
+		if d, err := url.QueryUnescape(doc); err == nil {
+			doc = d
+		}
+	}
+	var p struct {
+		Statement json.RawMessage
+	}
+	if err := json.Unmarshal([]byte(doc), &p); err != nil {
+		t.Fatalf("policy document %q: %v", doc, err)
+	}
+	var list []map[string]any
+	if err := json.Unmarshal(p.Statement, &list); err != nil {
+		var one map[string]any
+		if err := json.Unmarshal(p.Statement, &one); err != nil {
+			t.Fatalf("policy statements %s: %v", p.Statement, err)
+		}
+		list = []map[string]any{one}
+	}
+	var out []string
+	for _, st := range list {
+		for _, k := range []string{"Action", "Resource", "NotAction", "NotResource"} {
+			var vs []string
+			switch v := st[k].(type) {
+			case nil:
+				continue
+			case string:
+				vs = []string{v}
+			case []any:
+				for _, x := range v {
+					vs = append(vs, fmt.Sprint(x))
+				}
+			}
+			for i := range vs {
+				vs[i] = c.s(vs[i])
+			}
+			sort.Strings(vs)
+			st[k] = vs
+		}
+		out = append(out, c.s(marshal(st)))
+	}
+	return out
+}
+
+// canonicalJSON re-encodes a JSON document with sorted keys and no spaces.
+func canonicalJSON(t *testing.T, s string) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("JSON %q: %v", s, err)
+	}
+	return marshal(v)
+}
+
+// marshal is JSON with sorted keys (maps), no spaces and no HTML escaping
+// (the placeholders' angle brackets stay as they are).
+func marshal(v any) string {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	_ = e.Encode(v)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+func mustJSON(v any) string {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	return string(b)
+}
+
+// arnKind is the service of an ARN (sqs, sns, lambda, ...), or "none".
+func arnKind(arn string) string {
+	parts := strings.SplitN(arn, ":", 4)
+	if len(parts) < 3 {
+		return "none"
+	}
+	return parts[2]
+}
+
+// zipBootstrap zips a bootstrap as `make package` does (one entry,
+// bootstrap, mode 0755).
+func zipBootstrap(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading bootstrap: %w", err)
+	}
+	var buf bytes.Buffer
+	z := zip.NewWriter(&buf)
+	h := &zip.FileHeader{Name: "bootstrap", Method: zip.Deflate}
+	h.SetMode(0o755)
+	w, err := z.CreateHeader(h)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(b); err != nil {
+		return nil, err
+	}
+	if err := z.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// copyTree copies a directory, leaving out terraform's working files.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		base := d.Name()
+		if d.IsDir() && base == ".terraform" || strings.HasPrefix(base, "terraform.tfstate") || base == ".terraform.lock.hcl" {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		in, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.Create(target)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
+}
