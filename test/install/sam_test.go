@@ -368,6 +368,9 @@ func (r *samRun) deploy(t *testing.T) *created {
 	r.readHooks(t, ctx, c)
 	r.readAccessEntry(t, ctx, c)
 	sort.Strings(r.skipped)
+	if b, err := json.MarshalIndent(c, "", "  "); err == nil {
+		t.Logf("created (canonical terms):\n%s", b)
+	}
 	if len(r.skipped) > 0 {
 		t.Logf("the emulator's CloudFormation skipped %s: checked on the transformed template", strings.Join(r.skipped, ", "))
 	}
@@ -922,10 +925,12 @@ func samDrain(t *testing.T, ctx context.Context, r *samRun) {
 		fenv = append(fenv, k+"="+v)
 	}
 	sort.Strings(fenv)
-	// what must point at the harness: the AWS endpoints, the role's session,
-	// and the API server. The emulator's DescribeCluster answers a made-up
-	// endpoint and CA, so the harness's are given the way a self-managed
-	// cluster gives them (the function then skips DescribeCluster).
+	// what must point at the harness: the AWS endpoints and the role's
+	// session. The cluster is found as in EKS: DescribeCluster, whose answer
+	// the emulator gives the harness's API server.
+	if err := env.AWS.SetClusterEndpoint(ctx, fc.Environment.Variables["CLUSTER_NAME"], env.Server, base64.StdEncoding.EncodeToString(env.CAData)); err != nil {
+		t.Fatal(err)
+	}
 	harnessEnv := []string{
 		"AWS_REGION=" + moto.Region,
 		"AWS_ENDPOINT_URL_EC2=" + env.AWS.URL(),
@@ -935,16 +940,15 @@ func samDrain(t *testing.T, ctx context.Context, r *samRun) {
 		"AWS_ACCESS_KEY_ID=" + aws.ToString(creds.Credentials.AccessKeyId),
 		"AWS_SECRET_ACCESS_KEY=" + aws.ToString(creds.Credentials.SecretAccessKey),
 		"AWS_SESSION_TOKEN=" + aws.ToString(creds.Credentials.SessionToken),
-		"CLUSTER_ENDPOINT=" + env.Server,
-		"CLUSTER_CA_DATA=" + base64.StdEncoding.EncodeToString(env.CAData),
 	}
-	t.Logf("function environment from the stack: %v; the harness adds AWS_REGION, AWS_ENDPOINT_URL_{EC2,AUTO_SCALING,STS,EKS}, the role's credentials, CLUSTER_ENDPOINT and CLUSTER_CA_DATA", fenv)
+	t.Logf("function environment from the stack: %v; the harness adds only AWS_REGION, AWS_ENDPOINT_URL_{EC2,AUTO_SCALING,STS,EKS} and the role's credentials", fenv)
+	var fnLog lockedBuffer
 	asyncRetries := lambdart.DefaultAsyncRetries
 	fmt.Sscan(r.eval.mustStr(t, r.props(r.ofType(t, "AWS::Lambda::EventInvokeConfig")[0])["MaximumRetryAttempts"]), &asyncRetries)
 	rt, err := lambdart.Start(ctx, lambdart.Options{
 		Bootstrap: bootstrap, Env: append(fenv, harnessEnv...), Timeout: time.Duration(aws.ToInt32(fc.Timeout)) * time.Second,
 		FunctionName: aws.ToString(fc.FunctionName), MemoryMB: int(aws.ToInt32(fc.MemorySize)), Region: moto.Region,
-		AsyncRetries: asyncRetries, Log: testWriter{t},
+		AsyncRetries: asyncRetries, Log: io.MultiWriter(testWriter{t}, &fnLog),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -983,6 +987,9 @@ func samDrain(t *testing.T, ctx context.Context, r *samRun) {
 	t.Logf("outcome in %s: %+v", time.Since(began).Round(10*time.Millisecond), out)
 	if out.Action != "drained" || out.LifecycleResult != "CONTINUE" || out.Node != target.PrivateDNSName {
 		t.Fatalf("outcome %+v: want drained, CONTINUE, node %s", out, target.PrivateDNSName)
+	}
+	if !strings.Contains(fnLog.String(), `"mode":"eks"`) {
+		t.Errorf("the function did not find the cluster as in EKS (DescribeCluster): no \"mode\":\"eks\" in its log")
 	}
 	calls, err := env.AWS.LifecycleCalls(ctx)
 	if err != nil {
@@ -1111,6 +1118,23 @@ func (e *cfnEval) mustStr(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 type testWriter struct{ t *testing.T }

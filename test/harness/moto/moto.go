@@ -224,6 +224,19 @@ func (s *Server) RegisterLifecycleAction(ctx context.Context, a LifecycleAction)
 	return nil
 }
 
+// SetClusterEndpoint makes DescribeCluster of an existing EKS cluster answer
+// a real API server's endpoint and CA (base64 PEM), where moto makes both up.
+func (s *Server) SetClusterEndpoint(ctx context.Context, name, endpoint, caData string) error {
+	body, err := json.Marshal(map[string]string{"name": name, "endpoint": endpoint, "caData": caData})
+	if err != nil {
+		return err
+	}
+	if err := s.do(ctx, http.MethodPost, "/node-drainer/eks-cluster", body, nil); err != nil {
+		return fmt.Errorf("setting the endpoint of EKS cluster %s: %w", name, err)
+	}
+	return nil
+}
+
 // LifecycleCalls returns every CompleteLifecycleAction and
 // RecordLifecycleActionHeartbeat call since the start or the last Reset, in
 // arrival order.

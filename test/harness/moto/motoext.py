@@ -15,6 +15,8 @@ Extra HTTP endpoints, beside moto's own:
                                         (the instance then waits in Terminating:Wait or
                                         Pending:Wait in its group, until the action completes)
   GET  /node-drainer/lifecycle-calls    every lifecycle call, as JSON
+  POST /node-drainer/eks-cluster        JSON {name, endpoint, caData}: the EKS cluster's
+                                        endpoint and CA in DescribeCluster (a real API server)
   POST /moto-api/reset                  moto's reset, which also clears the above
 
 Usage: python3 motoext.py --host 127.0.0.1 --port-file FILE
@@ -227,6 +229,25 @@ def _register(request):
     return _json(201, action)
 
 
+def _eks_cluster(request):
+    """Points an EKS cluster of moto at a real API server: DescribeCluster
+    then answers its endpoint and CA (moto makes both up)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.eks.models import eks_backends
+
+    try:
+        body = json.loads(request.get_data(as_text=True) or "{}")
+    except ValueError as err:
+        return _json(400, {"error": f"invalid JSON: {err}"})
+    backend = eks_backends[DEFAULT_ACCOUNT_ID][body.get("region") or REGION]
+    cluster = backend.clusters.get(body.get("name", ""))
+    if cluster is None:
+        return _json(404, {"error": f"no cluster {body.get('name')!r}"})
+    cluster.endpoint = body.get("endpoint", cluster.endpoint)
+    cluster.certificate_authority = {"data": body.get("caData", cluster.certificate_authority["data"])}
+    return _json(200, {"name": cluster.name, "endpoint": cluster.endpoint})
+
+
 class Extension:
     """WSGI middleware: our endpoints first, then moto."""
 
@@ -238,6 +259,8 @@ class Extension:
         method = environ.get("REQUEST_METHOD", "")
         if path == "/node-drainer/lifecycle-actions" and method == "POST":
             return _register(Request(environ))(environ, start_response)
+        if path == "/node-drainer/eks-cluster" and method == "POST":
+            return _eks_cluster(Request(environ))(environ, start_response)
         if path == "/node-drainer/lifecycle-calls" and method == "GET":
             with STORE.lock:
                 calls = list(STORE.calls)
