@@ -57,6 +57,12 @@ class _Template:
 def expand_language_extensions(filename, template, region, params):
     from cfnlint.template.transforms._language_extensions import language_extension
 
+    # cfn-lint invents random values for a collection it cannot resolve (it
+    # lints, it does not deploy): every parameter without a default must be
+    # given, as CloudFormation requires anyway
+    missing = [n for n, spec in template.get("Parameters", {}).items() if "Default" not in spec and n not in params]
+    if missing:
+        raise SystemExit("transform: parameters without a default need a value: " + ", ".join(sorted(missing)))
     work = copy.deepcopy(template)
     for name, value in params.items():
         spec = work.get("Parameters", {}).get(name)
