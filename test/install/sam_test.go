@@ -455,6 +455,11 @@ func (r *samRun) replacer(t *testing.T, ctx context.Context) *strings.Replacer {
 	return strings.NewReplacer(pairs...)
 }
 
+// readFunction fills created.Function with the keys runtime, handler,
+// timeout, memory_size, architectures (comma-separated), reserved_concurrency
+// ("none" when unreserved), dead_letter (where failed asynchronous
+// invocations go: "${dlq_arn}"), async_max_retries and async_max_event_age
+// (the EventInvokeConfig), and created.Env with the environment.
 func (r *samRun) readFunction(t *testing.T, ctx context.Context, c *created, rep *strings.Replacer) {
 	t.Helper()
 	lc := lambda.NewFromConfig(env.AWS.AWSConfig(), func(o *lambda.Options) { o.APIOptions = append(o.APIOptions, stringEnvironment) })
