@@ -139,6 +139,27 @@ func (s *Server) ExpireTokensSignedBefore(t time.Time) {
 	s.mu.Unlock()
 }
 
+// AddMapping maps one more principal, as creating an EKS access entry does
+// on a running cluster (a deploy test maps the role its stack created).
+func (s *Server) AddMapping(m Mapping) {
+	s.mu.Lock()
+	s.opts.Mappings = append(s.opts.Mappings, m)
+	s.mu.Unlock()
+}
+
+// RemoveMapping unmaps a principal, as deleting its access entry does.
+func (s *Server) RemoveMapping(principalARN string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept := s.opts.Mappings[:0:0]
+	for _, m := range s.opts.Mappings {
+		if m.PrincipalARN != principalARN {
+			kept = append(kept, m)
+		}
+	}
+	s.opts.Mappings = kept
+}
+
 // URL is the TokenReview endpoint, http://127.0.0.1:PORT/authenticate.
 func (s *Server) URL() string { return s.url }
 
@@ -221,7 +242,10 @@ func (s *Server) review(ctx context.Context, token string) Review {
 		rev.Reason = err.Error()
 		return rev
 	}
-	user, groups, ok := mapARN(rev.ARN, s.opts.Mappings)
+	s.mu.Lock()
+	mappings := append([]Mapping(nil), s.opts.Mappings...)
+	s.mu.Unlock()
+	user, groups, ok := mapARN(rev.ARN, mappings)
 	if !ok && s.opts.Lookup != nil {
 		principal, _, _ := principalOf(rev.ARN)
 		m, found, err := s.opts.Lookup(ctx, principal)

@@ -1,5 +1,8 @@
 """moto's server with node-drainer's lifecycle-action extension.
 
+It also answers EventBridge's TestEventPattern with moto's own pattern matcher
+(moto 5.2.1 answers it with an empty body).
+
 moto 5.2.1 does not implement the Auto Scaling operations CompleteLifecycleAction
 and RecordLifecycleActionHeartbeat (HTTP 500, NotImplementedError). This script
 adds them to moto.autoscaling.responses.AutoScalingResponse with the semantics of
@@ -39,6 +42,7 @@ import threading
 from moto.autoscaling.exceptions import ValidationError
 from moto.autoscaling.responses import AutoScalingResponse
 from moto.core.responses import EmptyResult
+from moto.events.responses import EventsHandler
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
     create_backend_app,
@@ -194,6 +198,17 @@ def record_lifecycle_action_heartbeat(self):
     return _lifecycle_call(self, "RecordLifecycleActionHeartbeat", complete=False)
 
 
+def test_event_pattern(self):
+    """EventBridge TestEventPattern (moto 5.2.1 answers it with nothing),
+    with moto's own matcher, the one its rules use for PutEvents."""
+    from moto.events.models import EventPattern
+
+    event = json.loads(self._get_param("Event"))
+    pattern = EventPattern.load(self._get_param("EventPattern"))
+    return json.dumps({"Result": bool(pattern.matches_event(event))})
+
+
+EventsHandler.test_event_pattern = test_event_pattern
 AutoScalingResponse.complete_lifecycle_action = complete_lifecycle_action
 AutoScalingResponse.record_lifecycle_action_heartbeat = record_lifecycle_action_heartbeat
 

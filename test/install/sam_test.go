@@ -1,0 +1,1358 @@
+package install
+
+// SAM's path of `make deploy-test`: what `sam build && sam deploy` does, with
+// the emulator's CloudFormation in place of AWS's.
+//
+//	sam_transform  `make build-NodeDrainerFunction ARTIFACTS_DIR=...` (sam
+//	               build's Makefile method), the artifact zipped and uploaded
+//	               to the emulator's S3 (sam deploy's packaging), then
+//	               hack/sam/transform.py: Fn::ForEach expanded (cfn-lint's
+//	               code) and SAM's translator, as CloudFormation runs the
+//	               template's two transforms;
+//	sam_deploy     CreateStack of the plain template, CREATE_COMPLETE, then
+//	               everything read back through the service APIs; each
+//	               resource type the emulator skipped (in the template,
+//	               absent from its service) is asserted on the template,
+//	               resolved for this stack, and named in partial:<types>;
+//	sam_drain      the landed bootstrap under the runtime emulator with the
+//	               created function's environment (plus only the harness's
+//	               endpoints and the role's credentials) drains a node;
+//	sam_delete     (not reported) DeleteStack leaves nothing behind.
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	cftypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	smithymiddleware "github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/node-drainer/node-drainer/internal/node"
+	"github.com/node-drainer/node-drainer/test/harness"
+	"github.com/node-drainer/node-drainer/test/harness/authwebhook"
+	"github.com/node-drainer/node-drainer/test/harness/lambdart"
+	"github.com/node-drainer/node-drainer/test/harness/moto"
+)
+
+func init() { paths["sam"] = runSAM }
+
+const (
+	samStackName = "node-drainer"
+	samBucket    = "node-drainer-sam-artifacts"
+)
+
+// samASGs are the stack's AsgNames: the hyphens exercise ForEach's &{}
+// (logical IDs without non-alphanumerics). The first is drained.
+var samASGs = []string{"sam-nodes-a", "sam-nodes-b"}
+
+// samRun carries one run of the SAM path from step to step.
+type samRun struct {
+	dir      string
+	params   map[string]string
+	zipSHA   string         // base64 SHA-256 of the uploaded zip, as Lambda reports CodeSha256
+	tmpl     map[string]any // the transformed template
+	stackID  string
+	eval     *cfnEval
+	insts    map[string][]harness.Instance
+	fnName   string
+	roleARN  string
+	skipped  []string // resource types the emulator's CloudFormation skipped
+	dropped  []string // properties it dropped from resources it created
+	testHook []string // "asg/hook" lifecycle hooks the test itself created (moto skipped them)
+	mapped   string   // principal mapped in the token webhook
+}
+
+func runSAM(t *testing.T) *created {
+	r := &samRun{dir: t.TempDir(), insts: map[string][]harness.Instance{}}
+	r.params = map[string]string{
+		"AsgNames":    strings.Join(samASGs, ","),
+		"ClusterName": harness.ClusterName,
+	}
+	if !step(t, "sam_transform", r.transform) {
+		return nil
+	}
+	var c *created
+	deployed := step(t, "sam_deploy", func(t *testing.T) string {
+		c = r.deploy(t)
+		var partial []string
+		partial = append(partial, r.skipped...)
+		partial = append(partial, r.dropped...)
+		if len(partial) > 0 {
+			return "partial:" + strings.Join(partial, ",")
+		}
+		return ""
+	})
+	if deployed {
+		step(t, "sam_drain", r.drain)
+	}
+	if r.stackID != "" {
+		t.Run("sam_delete", r.delete)
+	}
+	if !deployed {
+		return nil
+	}
+	return c
+}
+
+func samCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// transform is sam build, sam deploy's packaging and the two transforms.
+func (r *samRun) transform(t *testing.T) string {
+	ctx := samCtx(t, 10*time.Minute)
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// sam build: the template's Metadata BuildMethod makefile.
+	art := filepath.Join(r.dir, "artifacts")
+	began := time.Now()
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "build-NodeDrainerFunction", "ARTIFACTS_DIR="+art)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sam build (make build-NodeDrainerFunction): %v\n%s", err, out)
+	}
+	t.Logf("sam build: make build-NodeDrainerFunction in %s", time.Since(began).Round(100*time.Millisecond))
+	bin, err := os.ReadFile(filepath.Join(art, "bootstrap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, err := elf.NewFile(bytes.NewReader(bin))
+	if err != nil {
+		t.Fatalf("the built bootstrap is not an ELF binary: %v", err)
+	}
+	if ef.Machine != elf.EM_AARCH64 {
+		t.Errorf("the built bootstrap is for %v, the template says arm64", ef.Machine)
+	}
+	// sam deploy's packaging: zip, upload, CodeUri pointed at it.
+	var zbuf bytes.Buffer
+	zw := zip.NewWriter(&zbuf)
+	h := &zip.FileHeader{Name: "bootstrap", Method: zip.Deflate}
+	h.SetMode(0o755)
+	w, err := zw.CreateHeader(h)
+	if err == nil {
+		_, err = w.Write(bin)
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(zbuf.Bytes())
+	r.zipSHA = base64.StdEncoding.EncodeToString(sum[:])
+	key := "node-drainer/" + hex.EncodeToString(sum[:16]) + ".zip"
+	s3c := s3.NewFromConfig(env.AWS.AWSConfig(), func(o *s3.Options) { o.UsePathStyle = true })
+	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(samBucket)}); err != nil {
+		t.Fatalf("creating the artifact bucket: %v", err)
+	}
+	if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(samBucket), Key: aws.String(key), Body: bytes.NewReader(zbuf.Bytes())}); err != nil {
+		t.Fatalf("uploading the artifact: %v", err)
+	}
+	t.Logf("sam package: %d-byte zip uploaded to s3://%s/%s", zbuf.Len(), samBucket, key)
+
+	args := []string{filepath.Join(root, "hack", "sam", "transform.py"), "--template", filepath.Join(root, "template.yaml"),
+		"--code-uri", "s3://" + samBucket + "/" + key, "--region", moto.Region}
+	for _, k := range slices.Sorted(maps.Keys(r.params)) {
+		args = append(args, "--parameter", k+"="+r.params[k])
+	}
+	began = time.Now()
+	cmd = exec.CommandContext(ctx, "python3", args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("hack/sam/transform.py: %v\n%s", err, stderr.Bytes())
+	}
+	t.Logf("transform (language extensions + SAM translator) in %s", time.Since(began).Round(100*time.Millisecond))
+	if err := os.WriteFile(filepath.Join(r.dir, "transformed.json"), out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.UseNumber() // numbers keep their text (2000000000, not 2e+09)
+	if err := dec.Decode(&r.tmpl); err != nil {
+		t.Fatalf("the transformed template is not JSON: %v", err)
+	}
+	if tr, ok := r.tmpl["Transform"]; ok {
+		t.Errorf("the transformed template still has Transform %v", tr)
+	}
+	counts := map[string]int{}
+	for id, v := range r.resources() {
+		if strings.HasPrefix(id, "Fn::ForEach") {
+			t.Errorf("Fn::ForEach left unexpanded: %s", id)
+		}
+		ty, _ := v["Type"].(string)
+		if strings.HasPrefix(ty, "AWS::Serverless::") {
+			t.Errorf("%s is still %s", id, ty)
+		}
+		counts[ty]++
+	}
+	n := len(samASGs)
+	want := map[string]int{
+		"AWS::Lambda::Function": 1, "AWS::IAM::Role": 1, "AWS::Events::Rule": 7, "AWS::Lambda::Permission": 7,
+		"AWS::Lambda::EventInvokeConfig": 1, "AWS::SQS::Queue": 1, "AWS::SQS::QueuePolicy": 1, "AWS::Logs::LogGroup": 1,
+		"AWS::CloudWatch::Alarm": 5, "AWS::IAM::RolePolicy": n, "AWS::AutoScaling::LifecycleHook": 2 * n, "AWS::EKS::AccessEntry": 1,
+	}
+	if !mapsEqual(counts, want) {
+		t.Errorf("resource types of the transformed template:\ngot  %v\nwant %v", counts, want)
+	}
+	for _, a := range samASGs {
+		id := "TerminateHook" + strings.ReplaceAll(a, "-", "")
+		if _, ok := r.resources()[id]; !ok {
+			t.Errorf("no %s for ASG %s in the transformed template", id, a)
+		}
+	}
+	code := r.props("NodeDrainerFunction")["Code"]
+	if want := map[string]any{"S3Bucket": samBucket, "S3Key": key}; !jsonEqual(code, want) {
+		t.Errorf("the function's Code is %v, want the uploaded artifact %v", code, want)
+	}
+	return ""
+}
+
+func (r *samRun) resources() map[string]map[string]any {
+	out := map[string]map[string]any{}
+	res, _ := r.tmpl["Resources"].(map[string]any)
+	for id, v := range res {
+		m, _ := v.(map[string]any)
+		out[id] = m
+	}
+	return out
+}
+
+func (r *samRun) props(id string) map[string]any {
+	p, _ := r.resources()[id]["Properties"].(map[string]any)
+	return p
+}
+
+// ofType lists the logical IDs of the template's resources of a type that
+// this stack creates (their Condition holds), sorted.
+func (r *samRun) ofType(t *testing.T, ty string) []string {
+	t.Helper()
+	var ids []string
+	for id, v := range r.resources() {
+		if v["Type"] != ty {
+			continue
+		}
+		on, err := r.eval.active(v)
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if on {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// resolved is a resource's properties resolved for this stack.
+func (r *samRun) resolved(t *testing.T, id string) map[string]any {
+	t.Helper()
+	v, err := r.eval.resolve(r.props(id))
+	if err != nil {
+		t.Fatalf("resolving %s: %v", id, err)
+	}
+	m, _ := v.(map[string]any)
+	return m
+}
+
+func (r *samRun) skip(t *testing.T, ty, why string) {
+	t.Helper()
+	if !slices.Contains(r.skipped, ty) {
+		r.skipped = append(r.skipped, ty)
+		t.Logf("SKIPPED BY THE EMULATOR: %s (%s); asserting on the transformed template instead", ty, why)
+	}
+}
+
+// deploy creates the stack and reads back what exists.
+func (r *samRun) deploy(t *testing.T) *created {
+	ctx := samCtx(t, 5*time.Minute)
+	cfg := env.AWS.AWSConfig()
+	// what the user has before deploying: the cluster (in EKS) and the ASGs
+	var inUse *ekstypes.ResourceInUseException
+	if _, err := eks.NewFromConfig(cfg).CreateCluster(ctx, &eks.CreateClusterInput{
+		Name: aws.String(harness.ClusterName), RoleArn: aws.String("arn:aws:iam::" + moto.AccountID + ":role/eks-cluster"),
+		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: []string{"subnet-1"}},
+		AccessConfig:       &ekstypes.CreateAccessConfigRequest{AuthenticationMode: ekstypes.AuthenticationModeApi},
+	}); err != nil && !errors.As(err, &inUse) {
+		t.Fatalf("creating the EKS cluster: %v", err)
+	}
+	for i, a := range samASGs {
+		insts, err := env.CreateASG(ctx, harness.ASGSpec{Name: a, Size: 2 - i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.insts[a] = insts
+	}
+
+	cf := cloudformation.NewFromConfig(cfg)
+	body, err := json.Marshal(r.tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var params []cftypes.Parameter
+	for _, k := range slices.Sorted(maps.Keys(r.params)) {
+		params = append(params, cftypes.Parameter{ParameterKey: aws.String(k), ParameterValue: aws.String(r.params[k])})
+	}
+	began := time.Now()
+	out, err := cf.CreateStack(ctx, &cloudformation.CreateStackInput{
+		StackName: aws.String(samStackName), TemplateBody: aws.String(string(body)), Parameters: params,
+		Capabilities: []cftypes.Capability{cftypes.CapabilityCapabilityIam, cftypes.CapabilityCapabilityNamedIam, cftypes.CapabilityCapabilityAutoExpand},
+	})
+	if err != nil {
+		t.Fatalf("CreateStack: %v", err)
+	}
+	r.stackID = *out.StackId
+	status, reason := r.waitStack(t, ctx, "CREATE_IN_PROGRESS")
+	if status != cftypes.StackStatusCreateComplete {
+		t.Fatalf("stack %s: %s", status, reason)
+	}
+	t.Logf("CreateStack: CREATE_COMPLETE in %s", time.Since(began).Round(100*time.Millisecond))
+	rs, err := cf.DescribeStackResources(ctx, &cloudformation.DescribeStackResourcesInput{StackName: aws.String(r.stackID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.eval = newCfnEval(r.tmpl, r.params, moto.Region, moto.AccountID, samStackName)
+	for _, res := range rs.StackResources {
+		if res.LogicalResourceId != nil && res.PhysicalResourceId != nil {
+			r.eval.refs[*res.LogicalResourceId] = *res.PhysicalResourceId
+		}
+	}
+	c := &created{Function: map[string]string{}, Hooks: map[string][]string{}}
+	rep := r.replacer(t, ctx)
+	r.readFunction(t, ctx, c, rep)
+	r.readRole(t, ctx, c, rep)
+	r.readRules(t, ctx, c, rep)
+	r.readQueue(t, ctx, rep)
+	r.readLogsAndAlarms(t, ctx)
+	r.readHooks(t, ctx, c)
+	r.readAccessEntry(t, ctx, c)
+	sort.Strings(r.skipped)
+	if b, err := json.MarshalIndent(c, "", "  "); err == nil {
+		t.Logf("created (canonical terms):\n%s", b)
+	}
+	if len(r.skipped) > 0 {
+		t.Logf("the emulator's CloudFormation skipped %s: checked on the transformed template", strings.Join(r.skipped, ", "))
+	}
+	if len(r.dropped) > 0 {
+		t.Logf("the emulator dropped %s: checked on the transformed template", strings.Join(r.dropped, ", "))
+	}
+	return c
+}
+
+func (r *samRun) waitStack(t *testing.T, ctx context.Context, inProgress string) (cftypes.StackStatus, string) {
+	t.Helper()
+	cf := cloudformation.NewFromConfig(env.AWS.AWSConfig())
+	for {
+		out, err := cf.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(r.stackID)})
+		if err != nil {
+			t.Fatalf("DescribeStacks: %v", err)
+		}
+		s := out.Stacks[0]
+		if string(s.StackStatus) != inProgress {
+			return s.StackStatus, aws.ToString(s.StackStatusReason)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("stack still %s: %v", inProgress, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// replacer turns the names and ARNs the stack made into what they stand
+// for, the terms both paths share:
+//
+//	function ARN ${function_arn}, role ARN ${role_arn}, log group ARN
+//	${log_group_arn}, queue ARN ${dlq_arn}, queue URL ${dlq_url}, the i-th
+//	listed ASG ${asg<i>}.
+//
+// The function's, queue's and log group's names are the template's (from
+// FunctionName) and stay.
+func (r *samRun) replacer(t *testing.T, ctx context.Context) *strings.Replacer {
+	t.Helper()
+	cfg := env.AWS.AWSConfig()
+	fn := r.eval.refs["NodeDrainerFunction"]
+	if fn == "" {
+		t.Fatal("the stack has no NodeDrainerFunction")
+	}
+	r.fnName = fn
+	f, err := lambda.NewFromConfig(cfg, func(o *lambda.Options) { o.APIOptions = append(o.APIOptions, stringEnvironment) }).GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(fn)})
+	if err != nil {
+		t.Fatalf("GetFunction %s: %v", fn, err)
+	}
+	r.roleARN = aws.ToString(f.Configuration.Role)
+	q, err := sqs.NewFromConfig(cfg).GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(r.eval.refs["DeadLetterQueue"]), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll},
+	})
+	if err != nil {
+		t.Fatalf("the dead-letter queue: %v", err)
+	}
+	lg, err := cloudwatchlogs.NewFromConfig(cfg).DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String(r.eval.refs["LogGroup"])})
+	if err != nil || len(lg.LogGroups) != 1 {
+		t.Fatalf("the log group %s: %v %v", r.eval.refs["LogGroup"], err, lg)
+	}
+	// what Fn::GetAtt answers for this stack, read from the services
+	r.eval.attrs["NodeDrainerFunction.Arn"] = aws.ToString(f.Configuration.FunctionArn)
+	r.eval.attrs["FunctionRole.Arn"] = r.roleARN
+	r.eval.attrs["DeadLetterQueue.Arn"] = q.Attributes["QueueArn"]
+	r.eval.attrs["DeadLetterQueue.QueueName"] = r.eval.refs["DeadLetterQueue"][strings.LastIndex(r.eval.refs["DeadLetterQueue"], "/")+1:]
+	r.eval.attrs["LogGroup.Arn"] = aws.ToString(lg.LogGroups[0].Arn)
+	pairs := []string{
+		aws.ToString(f.Configuration.FunctionArn), "${function_arn}",
+		r.roleARN, "${role_arn}",
+		// DescribeLogGroups' arn ends in :* (as CloudFormation's GetAtt Arn
+		// does); the emulator's GetAtt answers it without, as LogGroupArn
+		aws.ToString(lg.LogGroups[0].Arn), "${log_group_arn}",
+		aws.ToString(lg.LogGroups[0].LogGroupArn), "${log_group_arn}",
+		q.Attributes["QueueArn"], "${dlq_arn}",
+		r.eval.refs["DeadLetterQueue"], "${dlq_url}",
+	}
+	for i, a := range samASGs {
+		pairs = append(pairs, a, fmt.Sprintf("${asg%d}", i))
+	}
+	return strings.NewReplacer(pairs...)
+}
+
+// readFunction fills created.Function with the keys runtime, handler,
+// timeout, memory_size, architectures (comma-separated), reserved_concurrency
+// ("none" when unreserved), dead_letter (where failed asynchronous
+// invocations go: "${dlq_arn}"), async_max_retries and async_max_event_age
+// (the EventInvokeConfig), and created.Env with the environment.
+func (r *samRun) readFunction(t *testing.T, ctx context.Context, c *created, rep *strings.Replacer) {
+	t.Helper()
+	lc := lambda.NewFromConfig(env.AWS.AWSConfig(), func(o *lambda.Options) { o.APIOptions = append(o.APIOptions, stringEnvironment) })
+	f, err := lc.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(r.fnName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.Configuration
+	want := r.resolved(t, "NodeDrainerFunction")
+	numericEnv.Range(func(k, _ any) bool {
+		t.Logf("EMULATOR QUIRK: GetFunction answered %s as a JSON number (CloudFormation passes a Number parameter on as a string); read as its string", k)
+		return true
+	})
+	if got := aws.ToString(cfg.CodeSha256); got != r.zipSHA {
+		t.Errorf("the function's code is %s, not the uploaded artifact %s", got, r.zipSHA)
+	}
+	c.Function["runtime"] = string(cfg.Runtime)
+	c.Function["handler"] = aws.ToString(cfg.Handler)
+	c.Function["timeout"] = fmt.Sprint(aws.ToInt32(cfg.Timeout))
+	c.Function["memory_size"] = fmt.Sprint(aws.ToInt32(cfg.MemorySize))
+	for k, v := range map[string]string{"runtime": "Runtime", "handler": "Handler", "timeout": "Timeout", "memory_size": "MemorySize"} {
+		if fmt.Sprint(want[v]) != c.Function[k] {
+			t.Errorf("function %s is %s, the template says %v", k, c.Function[k], want[v])
+		}
+	}
+	var arch []string
+	for _, a := range cfg.Architectures {
+		arch = append(arch, string(a))
+	}
+	var wantArch []string
+	for _, a := range want["Architectures"].([]any) {
+		wantArch = append(wantArch, fmt.Sprint(a))
+	}
+	if !slices.Equal(arch, wantArch) {
+		r.dropped = append(r.dropped, "AWS::Lambda::Function.Architectures")
+		t.Logf("DROPPED BY THE EMULATOR: the function's Architectures are %v, the template says %v; the template's value is used", arch, wantArch)
+		arch = wantArch
+	}
+	c.Function["architectures"] = strings.Join(arch, ",")
+	if lcfg, ok := want["LoggingConfig"]; ok && cfg.LoggingConfig == nil {
+		r.dropped = append(r.dropped, "AWS::Lambda::Function.LoggingConfig")
+		t.Logf("DROPPED BY THE EMULATOR: the function has no LoggingConfig; the template's is %v", lcfg)
+	}
+	conc, err := lc.GetFunctionConcurrency(ctx, &lambda.GetFunctionConcurrencyInput{FunctionName: aws.String(r.fnName)})
+	if err != nil {
+		t.Fatalf("GetFunctionConcurrency: %v", err)
+	}
+	c.Function["reserved_concurrency"] = "none"
+	if conc.ReservedConcurrentExecutions != nil {
+		c.Function["reserved_concurrency"] = fmt.Sprint(*conc.ReservedConcurrentExecutions)
+	}
+	if _, set := want["ReservedConcurrentExecutions"]; set != (conc.ReservedConcurrentExecutions != nil) {
+		t.Errorf("reserved concurrency %s, the template sets %v", c.Function["reserved_concurrency"], want["ReservedConcurrentExecutions"])
+	}
+	if cfg.Environment == nil {
+		t.Fatal("the function has no environment")
+	}
+	c.Env = map[string]string{}
+	for k, v := range cfg.Environment.Variables {
+		c.Env[k] = rep.Replace(v)
+	}
+	wantEnv, _ := want["Environment"].(map[string]any)["Variables"].(map[string]any)
+	for k, v := range wantEnv {
+		if got, ok := cfg.Environment.Variables[k]; !ok || got != fmt.Sprint(v) {
+			t.Errorf("environment %s=%q, the template says %q", k, got, v)
+		}
+	}
+	if len(cfg.Environment.Variables) != len(wantEnv) {
+		t.Errorf("the function has %d environment variables, the template %d", len(cfg.Environment.Variables), len(wantEnv))
+	}
+
+	// asynchronous invocations: retries, age, the failure destination
+	var retries, age, dest string
+	eic, err := lc.GetFunctionEventInvokeConfig(ctx, &lambda.GetFunctionEventInvokeConfigInput{FunctionName: aws.String(r.fnName)})
+	var nf *lambdatypes.ResourceNotFoundException
+	switch {
+	case errors.As(err, &nf):
+		r.skip(t, "AWS::Lambda::EventInvokeConfig", "GetFunctionEventInvokeConfig: "+err.Error())
+		ids := r.ofType(t, "AWS::Lambda::EventInvokeConfig")
+		if len(ids) != 1 {
+			t.Fatalf("want one EventInvokeConfig in the template, got %v", ids)
+		}
+		p := r.resolved(t, ids[0])
+		if p["FunctionName"] != r.fnName || p["Qualifier"] != "$LATEST" {
+			t.Errorf("the template's EventInvokeConfig is for %v:%v, not the function", p["FunctionName"], p["Qualifier"])
+		}
+		retries, age = fmt.Sprint(p["MaximumRetryAttempts"]), fmt.Sprint(p["MaximumEventAgeInSeconds"])
+		d, _ := p["DestinationConfig"].(map[string]any)
+		of, _ := d["OnFailure"].(map[string]any)
+		dest = fmt.Sprint(of["Destination"])
+	case err != nil:
+		t.Fatalf("GetFunctionEventInvokeConfig: %v", err)
+	default:
+		retries, age = fmt.Sprint(aws.ToInt32(eic.MaximumRetryAttempts)), fmt.Sprint(aws.ToInt32(eic.MaximumEventAgeInSeconds))
+		if eic.DestinationConfig != nil && eic.DestinationConfig.OnFailure != nil {
+			dest = aws.ToString(eic.DestinationConfig.OnFailure.Destination)
+		}
+	}
+	c.Function["async_max_retries"] = retries
+	c.Function["async_max_event_age"] = age
+	c.Function["dead_letter"] = rep.Replace(dest)
+	if c.Function["dead_letter"] != "${dlq_arn}" {
+		t.Errorf("asynchronous failures go to %q, not the dead-letter queue", dest)
+	}
+}
+
+func (r *samRun) readRole(t *testing.T, ctx context.Context, c *created, rep *strings.Replacer) {
+	t.Helper()
+	ic := iam.NewFromConfig(env.AWS.AWSConfig())
+	roleName := r.roleARN[strings.LastIndex(r.roleARN, "/")+1:]
+	if roleName != r.eval.refs["FunctionRole"] {
+		t.Errorf("the function runs as %s, not the stack's FunctionRole %s", r.roleARN, r.eval.refs["FunctionRole"])
+	}
+	role, err := ic.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(roleName)})
+	if err != nil {
+		t.Fatalf("GetRole: %v", err)
+	}
+	trust := decodePolicy(t, aws.ToString(role.Role.AssumeRolePolicyDocument))
+	if !strings.Contains(samJSON(t, trust), `"lambda.amazonaws.com"`) {
+		t.Errorf("the role does not trust Lambda: %s", samJSON(t, trust))
+	}
+	var stmts []string
+	add := func(doc any) {
+		m, _ := doc.(map[string]any)
+		for _, s := range listOf(m["Statement"]) {
+			if s == nil {
+				// the emulator's CloudFormation keeps a statement that
+				// resolved to AWS::NoValue as null; CloudFormation drops it
+				t.Logf("EMULATOR QUIRK: a policy statement that is AWS::NoValue was kept as null; left out, as CloudFormation leaves it out")
+				continue
+			}
+			stmts = append(stmts, rep.Replace(samJSON(t, canonicalStatement(s))))
+		}
+	}
+	// the role's own inline policies (AWS::IAM::Role Policies)
+	inline, err := ic.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: aws.String(roleName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, name := range inline.PolicyNames {
+		p, err := ic.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(roleName), PolicyName: aws.String(name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		have[name] = true
+		add(decodePolicy(t, aws.ToString(p.PolicyDocument)))
+	}
+	rp := r.resolved(t, "FunctionRole")
+	for _, p := range listOf(rp["Policies"]) {
+		name := fmt.Sprint(p.(map[string]any)["PolicyName"])
+		if !have[name] {
+			t.Errorf("the role has no inline policy %s", name)
+		}
+	}
+	// AWS::IAM::RolePolicy resources (one per ASG)
+	for _, id := range r.ofType(t, "AWS::IAM::RolePolicy") {
+		p := r.resolved(t, id)
+		if p["RoleName"] != roleName {
+			t.Errorf("%s is for role %v, not %s", id, p["RoleName"], roleName)
+		}
+		name := fmt.Sprint(p["PolicyName"])
+		if have[name] {
+			continue // created, read above
+		}
+		r.skip(t, "AWS::IAM::RolePolicy", "role "+roleName+" has no policy "+name)
+		add(p["PolicyDocument"])
+	}
+	// managed policies
+	att, err := ic.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(roleName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(listOf(rp["ManagedPolicyArns"])); n != len(att.AttachedPolicies) {
+		t.Errorf("the role has %d managed policies, the template %d", len(att.AttachedPolicies), n)
+	}
+	for _, a := range att.AttachedPolicies {
+		pol, err := ic.GetPolicy(ctx, &iam.GetPolicyInput{PolicyArn: a.PolicyArn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := ic.GetPolicyVersion(ctx, &iam.GetPolicyVersionInput{PolicyArn: a.PolicyArn, VersionId: pol.Policy.DefaultVersionId})
+		if err != nil {
+			t.Fatal(err)
+		}
+		add(decodePolicy(t, aws.ToString(v.PolicyVersion.Document)))
+	}
+	sort.Strings(stmts)
+	c.Statements = stmts
+}
+
+func (r *samRun) readRules(t *testing.T, ctx context.Context, c *created, rep *strings.Replacer) {
+	t.Helper()
+	cfg := env.AWS.AWSConfig()
+	eb := eventbridge.NewFromConfig(cfg)
+	fnARN := r.eval.attrs["NodeDrainerFunction.Arn"]
+	pol, err := lambda.NewFromConfig(cfg, func(o *lambda.Options) { o.APIOptions = append(o.APIOptions, stringEnvironment) }).GetPolicy(ctx, &lambda.GetPolicyInput{FunctionName: aws.String(r.fnName)})
+	if err != nil {
+		t.Fatalf("the function's resource policy: %v", err)
+	}
+	resPolicy := aws.ToString(pol.Policy)
+	for _, id := range r.ofType(t, "AWS::Events::Rule") {
+		want := r.resolved(t, id)
+		name := r.eval.refs[id]
+		rule, err := eb.DescribeRule(ctx, &eventbridge.DescribeRuleInput{Name: aws.String(name)})
+		if err != nil {
+			t.Fatalf("rule %s (%s): %v", id, name, err)
+		}
+		if s := fmt.Sprint(want["State"]); want["State"] != nil && string(rule.State) != s {
+			t.Errorf("rule %s is %s, the template says %s", name, rule.State, s)
+		}
+		if p := aws.ToString(rule.EventPattern); p != "" {
+			var v any
+			if err := json.Unmarshal([]byte(p), &v); err != nil {
+				t.Fatalf("rule %s pattern: %v", name, err)
+			}
+			if !jsonEqual(v, want["EventPattern"]) {
+				t.Errorf("rule %s pattern %s, the template says %s", name, samJSON(t, v), samJSON(t, want["EventPattern"]))
+			}
+			c.Patterns = append(c.Patterns, rep.Replace(samJSON(t, v)))
+		}
+		if s := aws.ToString(rule.ScheduleExpression); s != "" {
+			if s != want["ScheduleExpression"] {
+				t.Errorf("rule %s schedule %s, the template says %v", name, s, want["ScheduleExpression"])
+			}
+			c.Schedules = append(c.Schedules, s)
+		}
+		tg, err := eb.ListTargetsByRule(ctx, &eventbridge.ListTargetsByRuleInput{Rule: aws.String(name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tg.Targets) != 1 || aws.ToString(tg.Targets[0].Arn) != fnARN {
+			t.Errorf("rule %s targets %+v, want the function only", name, tg.Targets)
+			continue
+		}
+		tgt := tg.Targets[0]
+		if tgt.DeadLetterConfig == nil || aws.ToString(tgt.DeadLetterConfig.Arn) != r.eval.attrs["DeadLetterQueue.Arn"] {
+			t.Errorf("rule %s target has no dead-letter queue", name)
+		}
+		wt := listOf(want["Targets"])[0].(map[string]any)["RetryPolicy"].(map[string]any)
+		if tgt.RetryPolicy == nil || fmt.Sprint(aws.ToInt32(tgt.RetryPolicy.MaximumRetryAttempts)) != wt["MaximumRetryAttempts"] ||
+			fmt.Sprint(aws.ToInt32(tgt.RetryPolicy.MaximumEventAgeInSeconds)) != wt["MaximumEventAgeInSeconds"] {
+			t.Errorf("rule %s target retry policy %+v, the template says %v", name, tgt.RetryPolicy, wt)
+		}
+		ruleARN := fmt.Sprintf("arn:aws:events:%s:%s:rule/%s", moto.Region, moto.AccountID, name)
+		if !strings.Contains(resPolicy, `"`+ruleARN+`"`) {
+			t.Errorf("the function does not let rule %s invoke it", name)
+		}
+	}
+	sort.Strings(c.Patterns)
+	sort.Strings(c.Schedules)
+}
+
+func (r *samRun) readQueue(t *testing.T, ctx context.Context, rep *strings.Replacer) {
+	t.Helper()
+	q, err := sqs.NewFromConfig(env.AWS.AWSConfig()).GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(r.eval.refs["DeadLetterQueue"]), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := r.resolved(t, "DeadLetterQueue")
+	if q.Attributes["MessageRetentionPeriod"] != want["MessageRetentionPeriod"] || q.Attributes["SqsManagedSseEnabled"] != fmt.Sprint(want["SqsManagedSseEnabled"]) {
+		t.Errorf("queue retention %s SSE %s, the template says %v", q.Attributes["MessageRetentionPeriod"], q.Attributes["SqsManagedSseEnabled"], want)
+	}
+	for _, id := range r.ofType(t, "AWS::SQS::QueuePolicy") {
+		p := r.resolved(t, id)
+		var doc any = p["PolicyDocument"]
+		if got := q.Attributes["Policy"]; got != "" {
+			doc = decodePolicy(t, got)
+		} else {
+			r.skip(t, "AWS::SQS::QueuePolicy", "the queue has no Policy attribute")
+			if qs := listOf(p["Queues"]); len(qs) != 1 || qs[0] != r.eval.refs["DeadLetterQueue"] {
+				t.Errorf("%s is for queues %v", id, qs)
+			}
+		}
+		// EventBridge may deliver to it, from this function's rules only
+		s := rep.Replace(samJSON(t, doc))
+		if !strings.Contains(s, `"events.amazonaws.com"`) || !strings.Contains(s, `"sqs:SendMessage"`) || !strings.Contains(s, `rule/node-drainer-*`) {
+			t.Errorf("the queue policy does not let the rules deliver: %s", s)
+		}
+	}
+}
+
+func (r *samRun) readLogsAndAlarms(t *testing.T, ctx context.Context) {
+	t.Helper()
+	cfg := env.AWS.AWSConfig()
+	lg, err := cloudwatchlogs.NewFromConfig(cfg).DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String(r.eval.refs["LogGroup"])})
+	if err != nil || len(lg.LogGroups) != 1 {
+		t.Fatalf("log group: %v", err)
+	}
+	if got, want := fmt.Sprint(aws.ToInt32(lg.LogGroups[0].RetentionInDays)), r.resolved(t, "LogGroup")["RetentionInDays"]; got != want {
+		t.Errorf("log retention %s days, the template says %v", got, want)
+	}
+	if got := aws.ToString(lg.LogGroups[0].LogGroupName); got != "/aws/lambda/"+r.fnName {
+		t.Errorf("log group %s is not the function's", got)
+	}
+	ids := r.ofType(t, "AWS::CloudWatch::Alarm")
+	var names []string
+	for _, id := range ids {
+		names = append(names, fmt.Sprint(r.resolved(t, id)["AlarmName"]))
+	}
+	al, err := cloudWatchAlarmNames(ctx, names...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(al) == 0 {
+		r.skip(t, "AWS::CloudWatch::Alarm", "DescribeAlarms finds none of "+strings.Join(names, ", "))
+		for _, id := range ids {
+			p := r.resolved(t, id)
+			if p["ComparisonOperator"] != "GreaterThanThreshold" || p["Threshold"] != "0" || p["TreatMissingData"] != "notBreaching" {
+				t.Errorf("alarm %v: %v", p["AlarmName"], p)
+			}
+		}
+	} else if len(al) != len(names) {
+		t.Errorf("only %v of the alarms %v exist", al, names)
+	}
+}
+
+func (r *samRun) readHooks(t *testing.T, ctx context.Context, c *created) {
+	t.Helper()
+	asc := autoscaling.NewFromConfig(env.AWS.AWSConfig())
+	for _, id := range r.ofType(t, "AWS::AutoScaling::LifecycleHook") {
+		p := r.resolved(t, id)
+		asg, name := fmt.Sprint(p["AutoScalingGroupName"]), fmt.Sprint(p["LifecycleHookName"])
+		if !slices.Contains(samASGs, asg) {
+			t.Errorf("%s is on %s, not a listed ASG", id, asg)
+		}
+		out, err := asc.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(asg), LifecycleHookNames: []string{name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		transition, settings := fmt.Sprint(p["LifecycleTransition"]), []string{
+			"default_result=" + fmt.Sprint(p["DefaultResult"]), "heartbeat_timeout=" + fmt.Sprint(p["HeartbeatTimeout"]), "name=" + name,
+		}
+		if len(out.LifecycleHooks) == 1 {
+			h := out.LifecycleHooks[0]
+			transition, settings = aws.ToString(h.LifecycleTransition), []string{
+				"default_result=" + aws.ToString(h.DefaultResult), "heartbeat_timeout=" + fmt.Sprint(aws.ToInt32(h.HeartbeatTimeout)), "name=" + aws.ToString(h.LifecycleHookName),
+			}
+		} else {
+			r.skip(t, "AWS::AutoScaling::LifecycleHook", "DescribeLifecycleHooks finds no "+name+" on "+asg)
+		}
+		for _, s := range settings {
+			if !slices.Contains(c.Hooks[transition], s) {
+				c.Hooks[transition] = append(c.Hooks[transition], s)
+			}
+		}
+		sort.Strings(c.Hooks[transition])
+	}
+	if len(c.Hooks["autoscaling:EC2_INSTANCE_TERMINATING"]) != 3 {
+		t.Errorf("terminate hooks differ between the ASGs or are missing: %v", c.Hooks)
+	}
+}
+
+func (r *samRun) readAccessEntry(t *testing.T, ctx context.Context, c *created) {
+	t.Helper()
+	for _, id := range r.ofType(t, "AWS::EKS::AccessEntry") {
+		p := r.resolved(t, id)
+		out, err := eks.NewFromConfig(env.AWS.AWSConfig()).DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{
+			ClusterName: aws.String(fmt.Sprint(p["ClusterName"])), PrincipalArn: aws.String(r.roleARN),
+		})
+		if err == nil && out.AccessEntry != nil {
+			c.AccessEntryGroups = append(c.AccessEntryGroups, out.AccessEntry.KubernetesGroups...)
+			continue
+		}
+		r.skip(t, "AWS::EKS::AccessEntry", fmt.Sprintf("DescribeAccessEntry: %v", err))
+		if p["PrincipalArn"] != r.roleARN || p["ClusterName"] != harness.ClusterName || p["Type"] != "STANDARD" {
+			t.Errorf("the template's access entry: %v", p)
+		}
+		for _, g := range listOf(p["KubernetesGroups"]) {
+			c.AccessEntryGroups = append(c.AccessEntryGroups, fmt.Sprint(g))
+		}
+	}
+	sort.Strings(c.AccessEntryGroups)
+}
+
+// drain runs the landed bootstrap with the created function's configuration
+// and drains a node of the first ASG through the terminate hook.
+func (r *samRun) drain(t *testing.T) string {
+	ctx := samCtx(t, 5*time.Minute)
+	samDrain(t, ctx, r)
+	return ""
+}
+
+// samDrain is the SAM path's drain, self-contained until it is unified with
+// terraform's drainWith.
+func samDrain(t *testing.T, ctx context.Context, r *samRun) {
+	cfg := env.AWS.AWSConfig()
+	asg, insts := samASGs[0], r.insts[samASGs[0]]
+	target, other := insts[0], insts[1]
+
+	// the terminate hook the stack made on the ASG (or, moto skipping hooks,
+	// the template's, created here)
+	var hook map[string]any
+	for _, id := range r.ofType(t, "AWS::AutoScaling::LifecycleHook") {
+		p := r.resolved(t, id)
+		if p["AutoScalingGroupName"] == asg && p["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_TERMINATING" {
+			hook = p
+		}
+	}
+	if hook == nil {
+		t.Fatalf("the template has no terminate hook on %s", asg)
+	}
+	hookName := fmt.Sprint(hook["LifecycleHookName"])
+	asc := autoscaling.NewFromConfig(cfg)
+	hs, err := asc.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(asg), LifecycleHookNames: []string{hookName}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs.LifecycleHooks) == 0 {
+		var hb int32
+		fmt.Sscan(fmt.Sprint(hook["HeartbeatTimeout"]), &hb)
+		if _, err := asc.PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{
+			AutoScalingGroupName: aws.String(asg), LifecycleHookName: aws.String(hookName),
+			LifecycleTransition: aws.String(fmt.Sprint(hook["LifecycleTransition"])),
+			HeartbeatTimeout:    aws.Int32(hb), DefaultResult: aws.String(fmt.Sprint(hook["DefaultResult"])),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		r.testHook = append(r.testHook, asg+"/"+hookName)
+		t.Logf("the emulator skipped the stack's lifecycle hooks: the test created %s on %s from the transformed template (%v)", hookName, asg, hook)
+	}
+
+	// the node and its pods
+	ns := "sam-drain"
+	if err := env.Namespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range insts {
+		if err := env.AddNodeFor(ctx, i, map[string]string{"pool": asg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := env.SetUnschedulable(ctx, other.PrivateDNSName, true); err != nil {
+		t.Fatal(err)
+	}
+	w := harness.Workload{Namespace: ns, Name: "web", Replicas: 2, NodeSelector: map[string]string{"pool": asg}}
+	if _, err := env.Deployment(ctx, w, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.PDB(ctx, w, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.WaitPodsRunning(ctx, ns, "app=web", 2, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.SetUnschedulable(ctx, other.PrivateDNSName, false); err != nil {
+		t.Fatal(err)
+	}
+
+	// the function as the stack made it
+	lc := lambda.NewFromConfig(cfg, func(o *lambda.Options) { o.APIOptions = append(o.APIOptions, stringEnvironment) })
+	f, err := lc.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(r.fnName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := f.Configuration
+	creds, err := sts.NewFromConfig(cfg).AssumeRole(ctx, &sts.AssumeRoleInput{RoleArn: fc.Role, RoleSessionName: fc.FunctionName})
+	if err != nil {
+		t.Fatalf("assuming the function's role: %v", err)
+	}
+	// the access entry (the stack's, or the template's when skipped) maps the
+	// role in the cluster: the token webhook plays it
+	var groups []string
+	for _, id := range r.ofType(t, "AWS::EKS::AccessEntry") {
+		for _, g := range listOf(r.resolved(t, id)["KubernetesGroups"]) {
+			groups = append(groups, fmt.Sprint(g))
+		}
+	}
+	env.Auth.AddMapping(authwebhook.Mapping{PrincipalARN: r.roleARN, Username: "node-drainer:{{SessionName}}", Groups: groups})
+	r.mapped = r.roleARN
+	var fenv []string
+	for k, v := range fc.Environment.Variables {
+		fenv = append(fenv, k+"="+v)
+	}
+	sort.Strings(fenv)
+	// what must point at the harness: the AWS endpoints and the role's
+	// session. The cluster is found as in EKS: DescribeCluster, whose answer
+	// the emulator gives the harness's API server.
+	if err := env.AWS.SetEKSCluster(ctx, fc.Environment.Variables["CLUSTER_NAME"], env.Server, base64.StdEncoding.EncodeToString(env.CAData)); err != nil {
+		t.Fatal(err)
+	}
+	harnessEnv := []string{
+		"AWS_REGION=" + moto.Region,
+		"AWS_ENDPOINT_URL_EC2=" + env.AWS.URL(),
+		"AWS_ENDPOINT_URL_AUTO_SCALING=" + env.AWS.URL(),
+		"AWS_ENDPOINT_URL_STS=" + env.AWS.URL(),
+		"AWS_ENDPOINT_URL_EKS=" + env.AWS.URL(),
+		"AWS_ACCESS_KEY_ID=" + aws.ToString(creds.Credentials.AccessKeyId),
+		"AWS_SECRET_ACCESS_KEY=" + aws.ToString(creds.Credentials.SecretAccessKey),
+		"AWS_SESSION_TOKEN=" + aws.ToString(creds.Credentials.SessionToken),
+	}
+	t.Logf("function environment from the stack: %v; the harness adds only AWS_REGION, AWS_ENDPOINT_URL_{EC2,AUTO_SCALING,STS,EKS} and the role's credentials", fenv)
+	var fnLog lockedBuffer
+	asyncRetries := lambdart.DefaultAsyncRetries
+	fmt.Sscan(r.eval.mustStr(t, r.props(r.ofType(t, "AWS::Lambda::EventInvokeConfig")[0])["MaximumRetryAttempts"]), &asyncRetries)
+	rt, err := lambdart.Start(ctx, lambdart.Options{
+		Bootstrap: bootstrap, Env: append(fenv, harnessEnv...), Timeout: time.Duration(aws.ToInt32(fc.Timeout)) * time.Second,
+		FunctionName: aws.ToString(fc.FunctionName), MemoryMB: int(aws.ToInt32(fc.MemorySize)), Region: moto.Region,
+		AsyncRetries: asyncRetries, Log: io.MultiWriter(testWriter{t}, &fnLog),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Stop()
+
+	// the instance starts terminating: the hook's lifecycle action, and the
+	// event EventBridge delivers for it (it must match the stack's rule)
+	token := "sam-drain-token"
+	if err := env.AWS.RegisterLifecycleAction(ctx, moto.LifecycleAction{ASG: asg, Hook: hookName, InstanceID: target.ID, Token: token}); err != nil {
+		t.Fatal(err)
+	}
+	payload, err := harness.EventFile("asg-terminate.json", map[string]string{
+		"AutoScalingGroupName": asg, "LifecycleHookName": hookName, "EC2InstanceId": target.ID, "LifecycleActionToken": token,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb := eventbridge.NewFromConfig(cfg)
+	rule, err := eb.DescribeRule(ctx, &eventbridge.DescribeRuleInput{Name: aws.String(r.eval.refs["NodeDrainerFunctionTerminateLifecycleAction"])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	match, err := eb.TestEventPattern(ctx, &eventbridge.TestEventPatternInput{Event: aws.String(string(payload)), EventPattern: rule.EventPattern})
+	switch {
+	case err != nil:
+		t.Fatalf("TestEventPattern: %v", err)
+	case !match.Result:
+		t.Fatalf("the terminate event does not match the stack's rule %s", aws.ToString(rule.EventPattern))
+	}
+	began := time.Now()
+	out, err := harness.Invoke(ctx, rt, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("outcome in %s: %+v", time.Since(began).Round(10*time.Millisecond), out)
+	if out.Action != "drained" || out.LifecycleResult != "CONTINUE" || out.Node != target.PrivateDNSName {
+		t.Fatalf("outcome %+v: want drained, CONTINUE, node %s", out, target.PrivateDNSName)
+	}
+	if !strings.Contains(fnLog.String(), `"mode":"eks"`) {
+		t.Errorf("the function did not find the cluster as in EKS (DescribeCluster): no \"mode\":\"eks\" in its log")
+	}
+	calls, err := env.AWS.LifecycleCalls(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ok []moto.LifecycleCall
+	for _, c := range calls {
+		if c.Operation == "CompleteLifecycleAction" && c.Params["InstanceId"] == target.ID && c.OK() {
+			ok = append(ok, c)
+		}
+	}
+	if len(ok) != 1 || ok[0].Params["LifecycleActionResult"] != "CONTINUE" || ok[0].Params["LifecycleActionToken"] != token || ok[0].Params["LifecycleHookName"] != hookName {
+		t.Fatalf("want exactly one CONTINUE of %s with the event's token, got %+v", hookName, ok)
+	}
+	pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + target.PrivateDNSName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 0 {
+		t.Errorf("%d pods left on the drained node", len(pods.Items))
+	}
+	n, err := env.Client.CoreV1().Nodes().Get(ctx, target.PrivateDNSName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !n.Spec.Unschedulable || !node.HasTaint(n, node.TaintDraining) {
+		t.Errorf("node not cordoned and marked: unschedulable=%v taints=%v", n.Spec.Unschedulable, n.Spec.Taints)
+	}
+	if _, err := env.WaitPodsRunning(ctx, ns, "app=web", 2, time.Minute); err != nil {
+		t.Errorf("the drained pods did not come back elsewhere: %v", err)
+	}
+}
+
+// delete deletes the stack and checks that nothing it made is left.
+func (r *samRun) delete(t *testing.T) {
+	ctx := samCtx(t, 5*time.Minute)
+	cfg := env.AWS.AWSConfig()
+	if r.mapped != "" {
+		env.Auth.RemoveMapping(r.mapped)
+	}
+	cf := cloudformation.NewFromConfig(cfg)
+	if _, err := cf.DeleteStack(ctx, &cloudformation.DeleteStackInput{StackName: aws.String(r.stackID)}); err != nil {
+		t.Fatalf("DeleteStack: %v", err)
+	}
+	if status, reason := r.waitStack(t, ctx, "DELETE_IN_PROGRESS"); status != cftypes.StackStatusDeleteComplete {
+		t.Fatalf("stack %s: %s", status, reason)
+	}
+	asc := autoscaling.NewFromConfig(cfg)
+	for _, h := range r.testHook {
+		asg, name, _ := strings.Cut(h, "/")
+		if _, err := asc.DeleteLifecycleHook(ctx, &autoscaling.DeleteLifecycleHookInput{AutoScalingGroupName: aws.String(asg), LifecycleHookName: aws.String(name)}); err != nil {
+			t.Errorf("deleting the hook the test created: %v", err)
+		}
+		t.Logf("deleted the hook %s the test created in place of the stack", h)
+	}
+	var left []string
+	if r.fnName != "" {
+		if _, err := lambda.NewFromConfig(cfg, func(o *lambda.Options) { o.APIOptions = append(o.APIOptions, stringEnvironment) }).GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(r.fnName)}); err == nil {
+			left = append(left, "function "+r.fnName)
+		}
+	}
+	if r.roleARN != "" {
+		name := r.roleARN[strings.LastIndex(r.roleARN, "/")+1:]
+		if _, err := iam.NewFromConfig(cfg).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)}); err == nil {
+			left = append(left, "role "+name)
+		}
+	}
+	// everything the stack names starts with its FunctionName
+	prefix := r.params["FunctionName"]
+	if prefix == "" {
+		prefix = "node-drainer" // the template's default
+	}
+	rules, err := eventbridge.NewFromConfig(cfg).ListRules(ctx, &eventbridge.ListRulesInput{NamePrefix: aws.String(prefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ru := range rules.Rules {
+		left = append(left, "rule "+aws.ToString(ru.Name))
+	}
+	qs, err := sqs.NewFromConfig(cfg).ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(prefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qs.QueueUrls {
+		left = append(left, "queue "+q)
+	}
+	lg, err := cloudwatchlogs.NewFromConfig(cfg).DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String("/aws/lambda/" + prefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range lg.LogGroups {
+		left = append(left, "log group "+aws.ToString(g.LogGroupName))
+	}
+	al, err := cloudWatchAlarmNames(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range al {
+		if strings.HasPrefix(a, prefix) {
+			left = append(left, "alarm "+a)
+		}
+	}
+	for _, a := range samASGs {
+		hs, err := asc.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(a)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hs.LifecycleHooks {
+			left = append(left, "hook "+a+"/"+aws.ToString(h.LifecycleHookName))
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("left behind after DeleteStack: %s", strings.Join(left, "; "))
+	} else {
+		t.Log("DeleteStack: DELETE_COMPLETE, no function, role, rule, queue, log group, alarm or hook left")
+	}
+	// sam deploy's artifact bucket is not the stack's (SAM keeps its managed
+	// bucket); the test removes its own
+	s3c := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
+	objs, err := s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(samBucket)})
+	if err == nil {
+		for _, o := range objs.Contents {
+			_, _ = s3c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(samBucket), Key: o.Key})
+		}
+		_, _ = s3c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(samBucket)})
+	}
+}
+
+func (e *cfnEval) mustStr(t *testing.T, v any) string {
+	t.Helper()
+	s, err := e.str(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func mapsEqual(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonEqual compares two values as JSON, numbers and strings alike (the
+// resolved template has numbers as strings, the services answer numbers).
+func jsonEqual(a, b any) bool {
+	return normJSON(a) == normJSON(b)
+}
+
+func normJSON(v any) string {
+	var walk func(any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			out := map[string]any{}
+			for k, e := range x {
+				out[k] = walk(e)
+			}
+			return out
+		case []any:
+			out := make([]any, len(x))
+			for i, e := range x {
+				out[i] = walk(e)
+			}
+			return out
+		case json.Number:
+			return x.String()
+		case float64, int, int32, int64, bool:
+			return fmt.Sprint(x)
+		}
+		return v
+	}
+	b, _ := json.Marshal(walk(v))
+	return string(b)
+}
+
+// samJSON is v as JSON with sorted keys and no spaces.
+func samJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// canonicalStatement is an IAM statement with Action, NotAction, Resource
+// and NotResource as sorted lists (a lone string and a one-item list mean
+// the same).
+func canonicalStatement(s any) any {
+	m, ok := s.(map[string]any)
+	if !ok {
+		return s
+	}
+	out := map[string]any{}
+	for k, v := range m {
+		switch k {
+		case "Action", "NotAction", "Resource", "NotResource":
+			var l []string
+			for _, x := range listOf(v) {
+				l = append(l, fmt.Sprint(x))
+			}
+			sort.Strings(l)
+			out[k] = l
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func decodePolicy(t *testing.T, doc string) any {
+	t.Helper()
+	var v any
+	if json.Unmarshal([]byte(doc), &v) == nil {
+		return v
+	}
+	// IAM answers documents URL-encoded
+	if u, err := url.QueryUnescape(doc); err == nil && json.Unmarshal([]byte(u), &v) == nil {
+		return v
+	}
+	// the emulator's CloudFormation stores an inline role policy as Python's
+	// repr of the document (single quotes): read it as Python reads it
+	cmd := exec.Command("python3", "-c", "import ast,json,sys; json.dump(ast.literal_eval(sys.stdin.read()), sys.stdout)")
+	cmd.Stdin = strings.NewReader(doc)
+	out, err := cmd.Output()
+	if err == nil && json.Unmarshal(out, &v) == nil {
+		t.Logf("EMULATOR QUIRK: a policy document came back as a Python literal, not JSON; read as Python reads it")
+		return v
+	}
+	t.Fatalf("policy document %q is neither JSON, URL-encoded JSON nor a Python literal", doc)
+	return nil
+}
+
+func listOf(v any) []any {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case []any:
+		return x
+	}
+	return []any{v}
+}
+
+// cloudWatchAlarmNames lists the emulator's metric alarms (all of them, or
+// those named) through CloudWatch's query protocol: the SDK's CloudWatch
+// client speaks Smithy RPCv2 CBOR, which moto 5.2.1 does not serve.
+func cloudWatchAlarmNames(ctx context.Context, names ...string) ([]string, error) {
+	form := url.Values{"Action": {"DescribeAlarms"}, "Version": {"2010-08-01"}}
+	for i, n := range names {
+		form.Set(fmt.Sprintf("AlarmNames.member.%d", i+1), n)
+	}
+	body := form.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, env.AWS.URL()+"/", strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded; charset=utf-8")
+	sum := sha256.Sum256([]byte(body))
+	creds := aws.Credentials{AccessKeyID: moto.AccessKeyID, SecretAccessKey: moto.SecretAccessKey}
+	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "monitoring", moto.Region, time.Now()); err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("DescribeAlarms: %s: %s", resp.Status, b)
+	}
+	var out struct {
+		Names []string `xml:"DescribeAlarmsResult>MetricAlarms>member>AlarmName"`
+	}
+	if err := xml.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("DescribeAlarms: %w", err)
+	}
+	return out.Names, nil
+}
+
+// stringEnvironment makes the function's environment variables strings in
+// GetFunction's answer before the SDK decodes it: the emulator's
+// CloudFormation passes a Number parameter's Ref on as a JSON number (real
+// CloudFormation passes strings), and the SDK refuses a number there.
+func stringEnvironment(stack *smithymiddleware.Stack) error {
+	return stack.Deserialize.Add(smithymiddleware.DeserializeMiddlewareFunc("stringEnvironment",
+		func(ctx context.Context, in smithymiddleware.DeserializeInput, next smithymiddleware.DeserializeHandler) (smithymiddleware.DeserializeOutput, smithymiddleware.Metadata, error) {
+			out, md, err := next.HandleDeserialize(ctx, in)
+			if err != nil {
+				return out, md, err
+			}
+			resp, ok := out.RawResponse.(*smithyhttp.Response)
+			if !ok || resp.StatusCode != http.StatusOK {
+				return out, md, err
+			}
+			b, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if rerr != nil {
+				return out, md, rerr
+			}
+			var doc map[string]any
+			dec := json.NewDecoder(bytes.NewReader(b))
+			dec.UseNumber() // 2000000000 stays 2000000000, not 2e+09
+			if dec.Decode(&doc) == nil {
+				cfg, _ := doc["Configuration"].(map[string]any)
+				if cfg == nil {
+					cfg = doc
+				}
+				envv, _ := cfg["Environment"].(map[string]any)
+				vars, _ := envv["Variables"].(map[string]any)
+				for k, v := range vars {
+					if _, isString := v.(string); !isString {
+						vars[k] = fmt.Sprint(v)
+						numericEnv.Store(k, true)
+					}
+				}
+				if nb, merr := json.Marshal(doc); merr == nil {
+					b = nb
+				}
+			}
+			resp.Body = io.NopCloser(bytes.NewReader(b))
+			return out, md, err
+		}), smithymiddleware.After)
+}
+
+// numericEnv records the variables the emulator answered as numbers.
+var numericEnv sync.Map
