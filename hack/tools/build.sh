@@ -17,9 +17,10 @@ mkdir -p "$cache"
 want=${NODE_DRAINER_K8S_VERSION:-$k8s_version}
 if [ "$want" != "$k8s_version" ]; then
   base=$(NODE_DRAINER_K8S_VERSION= bash "$0") # etcd, kwok and stages are the default build's
-  exec 9>"$cache/.lock"
-  flock 9
   out=$cache/kubernetes-$want-kwok-$kwok_version
+  # a lock per release: building one never holds up a harness of another
+  exec 9>"$out.lock"
+  flock 9
   missing=0
   for b in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do [ -x "$out/$b" ] || missing=1; done
   if [ "$missing" = 0 ]; then echo "$out"; exit 0; fi
@@ -65,7 +66,7 @@ if [ "$want" != "$k8s_version" ]; then
 fi
 
 out=$cache/kubernetes-$k8s_version-kwok-$kwok_version
-exec 9>"$cache/.lock"
+exec 9>"$out.lock"
 flock 9
 
 bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
