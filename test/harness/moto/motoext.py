@@ -15,6 +15,12 @@ DisassociateAccessPolicy, and the tag operations on an access entry's ARN. The
 cluster must exist in moto's EKS; deleting the cluster does not delete its entries
 (moto's DeleteCluster is not extended).
 
+And it serves CloudWatch's Smithy rpc-v2-cbor protocol, which aws-sdk-go-v2's
+client (and so the terraform aws provider) speaks and moto 5.2.1 does not, for
+the metric-alarm operations: PutMetricAlarm, DescribeAlarms, DeleteAlarms,
+ListTagsForResource, TagResource, UntagResource, on moto's own CloudWatch
+backend (the query protocol still reaches moto). Composite alarms are not served.
+
 Extra HTTP endpoints, beside moto's own:
   POST /node-drainer/lifecycle-actions  JSON {asg, hook, instanceId, token, transition}
                                         (the instance then waits in Terminating:Wait or
