@@ -1,7 +1,9 @@
 // Package moto runs moto, the AWS emulator, as a child process for the
 // test harness, with node-drainer's extension for Auto Scaling lifecycle
-// actions and EKS access entries (see motoext.py), and DescribeCluster
-// answers that SetEKSCluster chooses.
+// actions and EKS access entries (see motoext.py), DescribeCluster
+// answers that SetEKSCluster chooses, and CloudWatch's metric-alarm
+// operations over the Smithy rpc-v2-cbor protocol that aws-sdk-go-v2's
+// CloudWatch client speaks (moto 5.2.1 speaks only the query protocol).
 //
 // moto 5.2.1 does not implement CompleteLifecycleAction and
 // RecordLifecycleActionHeartbeat. The embedded motoext.py adds them with the

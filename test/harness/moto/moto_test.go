@@ -14,12 +14,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/node-drainer/node-drainer/test/harness/moto"
 )
@@ -373,4 +376,129 @@ func TestEKSAccessEntries(t *testing.T) {
 func isCode(err error, code string) bool {
 	var ae smithy.APIError
 	return errors.As(err, &ae) && ae.ErrorCode() == code
+}
+
+// TestCloudWatchAlarmsCBOR drives the metric-alarm operations with the SDK's
+// CloudWatch client, which speaks Smithy rpc-v2-cbor (as terraform's aws
+// provider does), against motoext's CBOR endpoint.
+func TestCloudWatchAlarmsCBOR(t *testing.T) {
+	ctx := reset(t)
+	c := cloudwatch.NewFromConfig(srv.AWSConfig())
+	topic := "arn:aws:sns:us-east-1:" + moto.AccountID + ":node-drainer-alarms"
+	in := &cloudwatch.PutMetricAlarmInput{
+		AlarmName:               aws.String("node-drainer-errors"),
+		AlarmDescription:        aws.String("drain errors"),
+		ActionsEnabled:          aws.Bool(true),
+		AlarmActions:            []string{topic},
+		OKActions:               []string{topic},
+		InsufficientDataActions: []string{},
+		MetricName:              aws.String("DrainErrors"),
+		Namespace:               aws.String("NodeDrainer"),
+		Statistic:               cwtypes.StatisticSum,
+		Dimensions:              []cwtypes.Dimension{{Name: aws.String("Cluster"), Value: aws.String("c1")}},
+		Period:                  aws.Int32(300),
+		Unit:                    cwtypes.StandardUnitCount,
+		EvaluationPeriods:       aws.Int32(2),
+		DatapointsToAlarm:       aws.Int32(1),
+		Threshold:               aws.Float64(0.5),
+		ComparisonOperator:      cwtypes.ComparisonOperatorGreaterThanOrEqualToThreshold,
+		TreatMissingData:        aws.String("notBreaching"),
+		Tags:                    []cwtypes.Tag{{Key: aws.String("team"), Value: aws.String("infra")}},
+	}
+	before := time.Now().Add(-time.Minute)
+	if _, err := c.PutMetricAlarm(ctx, in); err != nil {
+		t.Fatalf("PutMetricAlarm: %v", err)
+	}
+	out, err := c.DescribeAlarms(ctx, &cloudwatch.DescribeAlarmsInput{
+		AlarmNames: []string{"node-drainer-errors"},
+		AlarmTypes: []cwtypes.AlarmType{cwtypes.AlarmTypeMetricAlarm},
+	})
+	if err != nil {
+		t.Fatalf("DescribeAlarms: %v", err)
+	}
+	if len(out.MetricAlarms) != 1 || len(out.CompositeAlarms) != 0 || out.NextToken != nil {
+		t.Fatalf("DescribeAlarms: want one metric alarm, got %+v", out)
+	}
+	a := out.MetricAlarms[0]
+	arn := "arn:aws:cloudwatch:us-east-1:" + moto.AccountID + ":alarm:node-drainer-errors"
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"AlarmName", aws.ToString(a.AlarmName), "node-drainer-errors"},
+		{"AlarmArn", aws.ToString(a.AlarmArn), arn},
+		{"AlarmDescription", aws.ToString(a.AlarmDescription), "drain errors"},
+		{"ActionsEnabled", aws.ToBool(a.ActionsEnabled), true},
+		{"AlarmActions", fmt.Sprint(a.AlarmActions), fmt.Sprint([]string{topic})},
+		{"OKActions", fmt.Sprint(a.OKActions), fmt.Sprint([]string{topic})},
+		{"InsufficientDataActions", len(a.InsufficientDataActions), 0},
+		{"StateValue", a.StateValue, cwtypes.StateValueOk},
+		{"MetricName", aws.ToString(a.MetricName), "DrainErrors"},
+		{"Namespace", aws.ToString(a.Namespace), "NodeDrainer"},
+		{"Statistic", a.Statistic, cwtypes.StatisticSum},
+		{"ExtendedStatistic", a.ExtendedStatistic, (*string)(nil)},
+		{"Dimensions", len(a.Dimensions), 1},
+		{"Period", aws.ToInt32(a.Period), int32(300)},
+		{"Unit", a.Unit, cwtypes.StandardUnitCount},
+		{"EvaluationPeriods", aws.ToInt32(a.EvaluationPeriods), int32(2)},
+		{"DatapointsToAlarm", aws.ToInt32(a.DatapointsToAlarm), int32(1)},
+		{"Threshold", aws.ToFloat64(a.Threshold), 0.5},
+		{"ComparisonOperator", a.ComparisonOperator, cwtypes.ComparisonOperatorGreaterThanOrEqualToThreshold},
+		{"TreatMissingData", aws.ToString(a.TreatMissingData), "notBreaching"},
+		{"EvaluateLowSampleCountPercentile", a.EvaluateLowSampleCountPercentile, (*string)(nil)},
+		{"Metrics", len(a.Metrics), 0},
+		{"ThresholdMetricId", a.ThresholdMetricId, (*string)(nil)},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s: got %#v, want %#v", ch.name, ch.got, ch.want)
+		}
+	}
+	if len(a.Dimensions) == 1 && (aws.ToString(a.Dimensions[0].Name) != "Cluster" || aws.ToString(a.Dimensions[0].Value) != "c1") {
+		t.Errorf("Dimensions: got %+v", a.Dimensions[0])
+	}
+	if a.AlarmConfigurationUpdatedTimestamp == nil || a.AlarmConfigurationUpdatedTimestamp.Before(before) ||
+		a.StateUpdatedTimestamp == nil || a.StateUpdatedTimestamp.Before(before) {
+		t.Errorf("timestamps: configuration %v, state %v, want after %v", a.AlarmConfigurationUpdatedTimestamp, a.StateUpdatedTimestamp, before)
+	}
+
+	tags, err := c.ListTagsForResource(ctx, &cloudwatch.ListTagsForResourceInput{ResourceARN: aws.String(arn)})
+	if err != nil || len(tags.Tags) != 1 || aws.ToString(tags.Tags[0].Key) != "team" || aws.ToString(tags.Tags[0].Value) != "infra" {
+		t.Fatalf("ListTagsForResource: %v %+v", err, tags)
+	}
+	if _, err := c.TagResource(ctx, &cloudwatch.TagResourceInput{ResourceARN: aws.String(arn),
+		Tags: []cwtypes.Tag{{Key: aws.String("env"), Value: aws.String("test")}}}); err != nil {
+		t.Fatalf("TagResource: %v", err)
+	}
+	if _, err := c.UntagResource(ctx, &cloudwatch.UntagResourceInput{ResourceARN: aws.String(arn), TagKeys: []string{"team"}}); err != nil {
+		t.Fatalf("UntagResource: %v", err)
+	}
+	tags, err = c.ListTagsForResource(ctx, &cloudwatch.ListTagsForResourceInput{ResourceARN: aws.String(arn)})
+	if err != nil || len(tags.Tags) != 1 || aws.ToString(tags.Tags[0].Key) != "env" {
+		t.Fatalf("ListTagsForResource after tag/untag: %v %+v", err, tags)
+	}
+
+	if _, err := c.DeleteAlarms(ctx, &cloudwatch.DeleteAlarmsInput{AlarmNames: []string{"node-drainer-errors"}}); err != nil {
+		t.Fatalf("DeleteAlarms: %v", err)
+	}
+	out, err = c.DescribeAlarms(ctx, &cloudwatch.DescribeAlarmsInput{AlarmNames: []string{"node-drainer-errors"}})
+	if err != nil || len(out.MetricAlarms) != 0 || len(out.CompositeAlarms) != 0 {
+		t.Fatalf("DescribeAlarms after delete: %v %+v", err, out)
+	}
+
+	// A request without AlarmName reaches the server (the client's own
+	// validation is removed) and comes back as a CBOR error the SDK decodes.
+	noValidation := func(o *cloudwatch.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			_, err := s.Initialize.Remove("OperationInputValidation")
+			return err
+		})
+	}
+	bad := *in
+	bad.AlarmName = nil
+	_, err = c.PutMetricAlarm(ctx, &bad, noValidation)
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "ValidationError" || !strings.Contains(apiErr.ErrorMessage(), "alarmName") {
+		t.Fatalf("PutMetricAlarm without AlarmName: want API error ValidationError about alarmName, got %T %v", err, err)
+	}
 }

@@ -18,6 +18,12 @@ DisassociateAccessPolicy, and the tag operations on an access entry's ARN. The
 cluster must exist in moto's EKS; deleting the cluster does not delete its entries
 (moto's DeleteCluster is not extended).
 
+And it serves CloudWatch's Smithy rpc-v2-cbor protocol, which aws-sdk-go-v2's
+client (and so the terraform aws provider) speaks and moto 5.2.1 does not, for
+the metric-alarm operations: PutMetricAlarm, DescribeAlarms, DeleteAlarms,
+ListTagsForResource, TagResource, UntagResource, on moto's own CloudWatch
+backend (the query protocol still reaches moto). Composite alarms are not served.
+
 Extra HTTP endpoints, beside moto's own:
   POST /node-drainer/lifecycle-actions  JSON {asg, hook, instanceId, token, transition}
                                         (the instance then waits in Terminating:Wait or
@@ -469,6 +475,404 @@ def _set_eks_cluster(request):
     return _json(200, {"name": cluster.name, "endpoint": cluster.endpoint})
 
 
+# ---- CloudWatch over Smithy rpc-v2-cbor ----------------------------------------
+#
+# aws-sdk-go-v2's CloudWatch client (and so the terraform aws provider 6.x)
+# speaks Smithy's rpc-v2-cbor protocol: POST /service/GraniteServiceVersion20100801/
+# operation/<Operation> with header smithy-protocol: rpc-v2-cbor and a CBOR body.
+# moto 5.2.1 only speaks the query protocol for CloudWatch, so the alarm
+# operations are served here by calling moto's CloudWatch backend directly.
+# The CBOR codec (RFC 8949) is hand-written because the image has no CBOR
+# package (no cbor2) and no package index to install one from, and moto has none.
+
+
+class CBORError(ValueError):
+    pass
+
+
+class _Reader:
+    def __init__(self, data):
+        self.data, self.pos = data, 0
+
+    def take(self, n):
+        if self.pos + n > len(self.data):
+            raise CBORError("truncated CBOR")
+        b = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return b
+
+
+_BREAK = object()
+
+
+def _cbor_arg(r, info):
+    if info < 24:
+        return info
+    if info == 24:
+        return r.take(1)[0]
+    if info == 25:
+        return int.from_bytes(r.take(2), "big")
+    if info == 26:
+        return int.from_bytes(r.take(4), "big")
+    if info == 27:
+        return int.from_bytes(r.take(8), "big")
+    raise CBORError(f"invalid additional info {info}")
+
+
+def _cbor_item(r):
+    import struct
+
+    ib = r.take(1)[0]
+    major, info = ib >> 5, ib & 0x1F
+    if major == 7:
+        if info == 20:
+            return False
+        if info == 21:
+            return True
+        if info in (22, 23):
+            return None
+        if info == 25:
+            return struct.unpack(">e", r.take(2))[0]
+        if info == 26:
+            return struct.unpack(">f", r.take(4))[0]
+        if info == 27:
+            return struct.unpack(">d", r.take(8))[0]
+        if info == 31:
+            return _BREAK
+        if info < 24:
+            return None  # unassigned simple value
+        if info == 24:
+            r.take(1)
+            return None
+        raise CBORError(f"invalid simple value {info}")
+    if info == 31:  # indefinite length
+        if major in (2, 3):
+            parts = []
+            while True:
+                part = _cbor_item(r)
+                if part is _BREAK:
+                    break
+                parts.append(part)
+            return (b"" if major == 2 else "").join(parts)
+        if major == 4:
+            out = []
+            while True:
+                v = _cbor_item(r)
+                if v is _BREAK:
+                    return out
+                out.append(v)
+        if major == 5:
+            out = {}
+            while True:
+                k = _cbor_item(r)
+                if k is _BREAK:
+                    return out
+                out[k] = _cbor_item(r)
+        raise CBORError(f"indefinite length for major type {major}")
+    n = _cbor_arg(r, info)
+    if major == 0:
+        return n
+    if major == 1:
+        return -1 - n
+    if major == 2:
+        return r.take(n)
+    if major == 3:
+        return r.take(n).decode("utf-8")
+    if major == 4:
+        return [_cbor_item(r) for _ in range(n)]
+    if major == 5:
+        out = {}
+        for _ in range(n):
+            k = _cbor_item(r)
+            out[k] = _cbor_item(r)
+        return out
+    # major 6: tag
+    v = _cbor_item(r)
+    if n == 1:
+        return datetime.datetime.fromtimestamp(v, datetime.timezone.utc)
+    return v
+
+
+def cbor_loads(data):
+    if not data:
+        return {}
+    r = _Reader(data)
+    v = _cbor_item(r)
+    if v is _BREAK or r.pos != len(data):
+        raise CBORError("malformed CBOR")
+    return v
+
+
+def _cbor_head(major, n):
+    if n < 24:
+        return bytes([major << 5 | n])
+    for info, size in ((24, 1), (25, 2), (26, 4), (27, 8)):
+        if n < 1 << (8 * size):
+            return bytes([major << 5 | info]) + n.to_bytes(size, "big")
+    raise CBORError("integer too large")
+
+
+def cbor_dumps(v):
+    import struct
+
+    if v is None:
+        return b"\xf6"
+    if v is True:
+        return b"\xf5"
+    if v is False:
+        return b"\xf4"
+    if isinstance(v, int):
+        return _cbor_head(0, v) if v >= 0 else _cbor_head(1, -1 - v)
+    if isinstance(v, float):
+        return b"\xfb" + struct.pack(">d", v)
+    if isinstance(v, datetime.datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=datetime.timezone.utc)
+        return b"\xc1" + cbor_dumps(float(v.timestamp()))
+    if isinstance(v, bytes):
+        return _cbor_head(2, len(v)) + v
+    if isinstance(v, str):
+        b = v.encode("utf-8")
+        return _cbor_head(3, len(b)) + b
+    if isinstance(v, (list, tuple)):
+        return _cbor_head(4, len(v)) + b"".join(cbor_dumps(x) for x in v)
+    if isinstance(v, dict):
+        return _cbor_head(5, len(v)) + b"".join(cbor_dumps(k) + cbor_dumps(x) for k, x in v.items())
+    raise CBORError(f"cannot encode {type(v).__name__}")
+
+
+CW_PATH = "/service/GraniteServiceVersion20100801/operation/"
+
+
+class CWError(Exception):
+    def __init__(self, code, message, status=400):
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
+
+
+def _cw_backend(environ):
+    from moto.cloudwatch.models import cloudwatch_backends
+    from moto.core import DEFAULT_ACCOUNT_ID
+
+    region = REGION
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    if "Credential=" in auth:
+        scope = auth.split("Credential=", 1)[1].split(",", 1)[0].split("/")
+        if len(scope) >= 3 and scope[2]:
+            region = scope[2]
+    return cloudwatch_backends[DEFAULT_ACCOUNT_ID][region]
+
+
+def _required(body, *names):
+    for name in names:
+        if body.get(name) in (None, ""):
+            raise CWError("ValidationError",
+                          f"1 validation error detected: Value null at '{name[0].lower() + name[1:]}' "
+                          "failed to satisfy constraint: Member must not be null")
+
+
+def _cw_metric_queries(metrics):
+    from moto.cloudwatch.models import Dimension, Metric, MetricDataQuery, MetricStat
+
+    out = []
+    for m in metrics or []:
+        stat = m.get("MetricStat") or {}
+        metric = stat.get("Metric") or {}
+        ms = None
+        if metric.get("MetricName"):
+            ms = MetricStat(
+                metric=Metric(metric_name=metric["MetricName"], namespace=metric.get("Namespace"),
+                              dimensions=[Dimension(d.get("Name"), d.get("Value")) for d in metric.get("Dimensions") or []]),
+                period=stat.get("Period"), stat=stat.get("Stat"), unit=stat.get("Unit"))
+        out.append(MetricDataQuery(query_id=m.get("Id"), label=m.get("Label"), period=m.get("Period"),
+                                   return_data=m.get("ReturnData"), expression=m.get("Expression"), metric_stat=ms))
+    return out or None
+
+
+def _cw_put_metric_alarm(backend, body):
+    _required(body, "AlarmName", "EvaluationPeriods", "ComparisonOperator")
+    threshold = body.get("Threshold")
+    backend.put_metric_alarm(
+        name=body["AlarmName"],
+        namespace=body.get("Namespace"),
+        metric_name=body.get("MetricName"),
+        metric_data_queries=_cw_metric_queries(body.get("Metrics")),
+        comparison_operator=body.get("ComparisonOperator"),
+        evaluation_periods=body.get("EvaluationPeriods"),
+        datapoints_to_alarm=body.get("DatapointsToAlarm"),
+        period=body.get("Period"),
+        threshold=float(threshold) if threshold is not None else None,
+        statistic=body.get("Statistic"),
+        extended_statistic=body.get("ExtendedStatistic"),
+        description=body.get("AlarmDescription"),
+        dimensions=body.get("Dimensions") or [],
+        alarm_actions=body.get("AlarmActions") or [],
+        ok_actions=body.get("OKActions") or [],
+        insufficient_data_actions=body.get("InsufficientDataActions") or [],
+        unit=body.get("Unit"),
+        actions_enabled=body.get("ActionsEnabled"),
+        treat_missing_data=body.get("TreatMissingData"),
+        evaluate_low_sample_count_percentile=body.get("EvaluateLowSampleCountPercentile"),
+        threshold_metric_id=body.get("ThresholdMetricId"),
+        rule=None,
+        tags=body.get("Tags") or [],
+    )
+    return {}
+
+
+def _cw_query(q):
+    out = {"Id": q.id}
+    for key, val in (("Label", q.label), ("Expression", q.expression), ("Period", q.period)):
+        if val is not None:
+            out[key] = int(val) if key == "Period" else val
+    if q.return_data is not None:
+        out["ReturnData"] = q.return_data if isinstance(q.return_data, bool) else str(q.return_data).lower() == "true"
+    if q.metric_stat is not None:
+        ms = q.metric_stat
+        metric = {"MetricName": ms.metric.metric_name,
+                  "Dimensions": [{"Name": d.name, "Value": d.value} for d in ms.metric.dimensions]}
+        if ms.metric.namespace:
+            metric["Namespace"] = ms.metric.namespace
+        stat = {"Metric": metric, "Stat": ms.stat}
+        if ms.period is not None:
+            stat["Period"] = int(ms.period)
+        if ms.unit:
+            stat["Unit"] = ms.unit
+        out["MetricStat"] = stat
+    return out
+
+
+def _cw_alarm(a):
+    out = {
+        "AlarmName": a.name,
+        "AlarmArn": a.alarm_arn,
+        "ActionsEnabled": bool(a.actions_enabled),
+        "OKActions": list(a.ok_actions or []),
+        "AlarmActions": list(a.alarm_actions or []),
+        "InsufficientDataActions": list(a.insufficient_data_actions or []),
+        "StateValue": a.state_value,
+        "StateReason": a.state_reason,
+        "StateReasonData": a.state_reason_data,
+        "StateUpdatedTimestamp": a.state_updated_timestamp,
+        "StateTransitionedTimestamp": a.state_updated_timestamp,
+        "AlarmConfigurationUpdatedTimestamp": a.configuration_updated_timestamp,
+        "Dimensions": [{"Name": d.name, "Value": d.value} for d in a.dimensions],
+        "EvaluationPeriods": int(a.evaluation_periods),
+        "ComparisonOperator": a.comparison_operator,
+    }
+    optional = (
+        ("AlarmDescription", a.description, str),
+        ("MetricName", a.metric_name, str),
+        ("Namespace", a.namespace, str),
+        ("Statistic", a.statistic, str),
+        ("ExtendedStatistic", a.extended_statistic, str),
+        ("Period", a.period, int),
+        ("Unit", a.unit, str),
+        ("DatapointsToAlarm", a.datapoints_to_alarm, int),
+        ("Threshold", a.threshold, float),
+        ("TreatMissingData", a.treat_missing_data, str),
+        ("EvaluateLowSampleCountPercentile", a.evaluate_low_sample_count_percentile, str),
+        ("ThresholdMetricId", a.threshold_metric_id, str),
+    )
+    for key, val, typ in optional:
+        if val is not None and val != "":
+            out[key] = typ(val)
+    if a.metric_data_queries:
+        out["Metrics"] = [_cw_query(q) for q in a.metric_data_queries]
+    return out
+
+
+def _cw_describe_alarms(backend, body):
+    types = body.get("AlarmTypes") or []
+    if body.get("ActionPrefix"):
+        alarms = backend.get_alarms_by_action_prefix(body["ActionPrefix"])
+    elif body.get("AlarmNamePrefix"):
+        alarms = backend.get_alarms_by_alarm_name_prefix(body["AlarmNamePrefix"])
+    elif body.get("AlarmNames"):
+        alarms = backend.get_alarms_by_alarm_names(body["AlarmNames"])
+    elif body.get("StateValue"):
+        alarms = backend.get_alarms_by_state_value(body["StateValue"])
+    else:
+        alarms = backend.describe_alarms()
+    metric = []
+    if not types or "MetricAlarm" in types:
+        metric = [_cw_alarm(a) for a in alarms if a.rule is None]
+    # Composite alarms (AlarmRule) are not served over CBOR.
+    return {"MetricAlarms": metric, "CompositeAlarms": []}
+
+
+def _cw_delete_alarms(backend, body):
+    _required(body, "AlarmNames")
+    backend.delete_alarms(list(body["AlarmNames"]))
+    return {}
+
+
+def _cw_list_tags(backend, body):
+    _required(body, "ResourceARN")
+    tags = backend.list_tags_for_resource(body["ResourceARN"])
+    return {"Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+
+
+def _cw_tag_resource(backend, body):
+    _required(body, "ResourceARN", "Tags")
+    backend.tag_resource(body["ResourceARN"], list(body["Tags"]))
+    return {}
+
+
+def _cw_untag_resource(backend, body):
+    _required(body, "ResourceARN", "TagKeys")
+    backend.untag_resource(body["ResourceARN"], list(body["TagKeys"]))
+    return {}
+
+
+CW_OPERATIONS = {
+    "PutMetricAlarm": _cw_put_metric_alarm,
+    "DescribeAlarms": _cw_describe_alarms,
+    "DeleteAlarms": _cw_delete_alarms,
+    "ListTagsForResource": _cw_list_tags,
+    "TagResource": _cw_tag_resource,
+    "UntagResource": _cw_untag_resource,
+}
+
+
+def _cbor_response(status, body, error_code=None):
+    resp = Response(cbor_dumps(body), status=status, content_type="application/cbor")
+    resp.headers["smithy-protocol"] = "rpc-v2-cbor"
+    if error_code:
+        # CloudWatch is @awsQueryCompatible: the SDK takes the query error code from this header.
+        fault = "Sender" if status < 500 else "Receiver"
+        resp.headers["x-amzn-query-error"] = f"{error_code};{fault}"
+    return resp
+
+
+def _cw_error(err):
+    return _cbor_response(err.status, {"__type": f"com.amazonaws.cloudwatch#{err.code}", "message": err.message},
+                          err.code)
+
+
+def _serve_cloudwatch_cbor(environ, operation):
+    from moto.core.exceptions import ServiceException
+
+    handler = CW_OPERATIONS.get(operation)
+    if handler is None:
+        return _cw_error(CWError("UnknownOperationException",
+                                 f"motoext: CloudWatch operation {operation} is not served over rpc-v2-cbor", 404))
+    try:
+        body = cbor_loads(Request(environ).get_data())
+        if not isinstance(body, dict):
+            raise CWError("SerializationException", "request body is not a CBOR map")
+        out = handler(_cw_backend(environ), body)
+    except CBORError as err:
+        return _cw_error(CWError("SerializationException", str(err)))
+    except CWError as err:
+        return _cw_error(err)
+    except ServiceException as err:
+        code = getattr(err, "code", None) or type(err).__name__
+        message = getattr(err, "message", None) or str(err)
+        return _cw_error(CWError(code, message, 404 if "NotFound" in code else 400))
+    return _cbor_response(200, out)
+
+
 def _segments(environ):
     """The request path's segments, each percent-decoded on its own (an ARN in
     a label carries encoded slashes, which PATH_INFO has already decoded)."""
@@ -500,6 +904,9 @@ class Extension:
             segments = _segments(environ)
             if _is_eks_access(environ, segments):
                 return _serve_eks_access(environ, segments)(environ, start_response)
+        if (path.startswith(CW_PATH) and method == "POST"
+                and environ.get("HTTP_SMITHY_PROTOCOL", "") == "rpc-v2-cbor"):
+            return _serve_cloudwatch_cbor(environ, path[len(CW_PATH):])(environ, start_response)
         if path == "/moto-api/reset" and method == "POST":
             STORE.reset()
             ACCESS.reset()
