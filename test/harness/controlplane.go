@@ -95,6 +95,10 @@ func (e *Env) startAPIServer(ctx context.Context, etcd string, ids []identity, w
 	args := []string{
 		"--etcd-servers=" + etcd,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		// nothing in the harness reaches the apiserver through the default
+		// kubernetes Service, and 1.37 refuses a loopback address for its
+		// endpoints
+		"--endpoint-reconciler-type=none",
 		"--secure-port=" + strconv.Itoa(ports[0]),
 		"--cert-dir=" + filepath.Join(e.Dir, "apiserver-certs"),
 		"--tls-cert-file=" + e.pki.certFile, "--tls-private-key-file=" + e.pki.keyFile,
