@@ -22,7 +22,6 @@ import (
 	"github.com/node-drainer/node-drainer/internal/metrics"
 	"github.com/node-drainer/node-drainer/internal/node"
 	"github.com/node-drainer/node-drainer/test/harness"
-	fp "github.com/node-drainer/node-drainer/test/harness/faultproxy"
 	"github.com/node-drainer/node-drainer/test/harness/moto"
 )
 
@@ -446,15 +445,7 @@ func TestGracefulDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serving, err := env.ServingTLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, err := fp.Start(fp.Options{Upstream: env.Server, Flavor: fp.Kubernetes, ServeTLS: serving, UpstreamTLS: env.ClientTLS(), Record: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer api.Stop()
+	api := recordingProxy(t)
 	var logs lockedBuffer
 	rt, err := env.StartFunction(ctx, harness.FunctionOptions{Bootstrap: bootstrap, Timeout: time.Minute,
 		Env: []string{"DRY_RUN=true", "CLUSTER_ENDPOINT=" + api.URL}, Log: io.MultiWriter(testWriter{t}, &logs)})

@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/node-drainer/node-drainer/test/harness"
-	fp "github.com/node-drainer/node-drainer/test/harness/faultproxy"
 )
 
 // TestKubeconfigModes: the self-managed modes that read a kubeconfig instead
@@ -66,15 +65,7 @@ func TestKubeconfigModes(t *testing.T) {
 			target := s.insts[0]
 			pods := s.grPlacePods(ctx, target, "web", 2)
 
-			serving, err := env.ServingTLS()
-			if err != nil {
-				t.Fatal(err)
-			}
-			api, err := fp.Start(fp.Options{Upstream: env.Server, Flavor: fp.Kubernetes, ServeTLS: serving, UpstreamTLS: env.ClientTLS(), Record: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer api.Stop()
+			api := recordingProxy(t)
 			raw, err := env.DrainerKubeconfig()
 			if err != nil {
 				t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/node-drainer/node-drainer/internal/node"
 	"github.com/node-drainer/node-drainer/test/harness"
+	fp "github.com/node-drainer/node-drainer/test/harness/faultproxy"
 	"github.com/node-drainer/node-drainer/test/harness/lambdart"
 	"github.com/node-drainer/node-drainer/test/harness/moto"
 )
@@ -93,6 +94,23 @@ func (s *scene) function(ctx context.Context, timeout time.Duration, extra ...st
 	}
 	s.t.Cleanup(func() { _ = rt.Stop() })
 	return rt
+}
+
+// recordingProxy starts a fault proxy in front of the apiserver that records
+// every request (and faults none until a rule is added), stopped when the
+// test ends; point the function at it with CLUSTER_ENDPOINT=api.URL.
+func recordingProxy(t *testing.T) *fp.Proxy {
+	t.Helper()
+	serving, err := env.ServingTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := fp.Start(fp.Options{Upstream: env.Server, Flavor: fp.Kubernetes, ServeTLS: serving, UpstreamTLS: env.ClientTLS(), Record: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = api.Stop() })
+	return api
 }
 
 type testWriter struct{ t *testing.T }

@@ -246,15 +246,7 @@ func TestSweepApiserverFailingChangesNothing(t *testing.T) {
 	if err := env.SetInstanceState(ctx, dead.ID, "stopped"); err != nil {
 		t.Fatal(err)
 	}
-	serving, err := env.ServingTLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, err := fp.Start(fp.Options{Upstream: env.Server, Flavor: fp.Kubernetes, ServeTLS: serving, UpstreamTLS: env.ClientTLS(), Record: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer api.Stop()
+	api := recordingProxy(t)
 	failing := api.Add(fp.Rule{Name: "va-list-fails", Method: http.MethodGet, Path: regexp.MustCompile(`/volumeattachments$`), Fault: fp.ServerError})
 	rt := s.function(ctx, 2*time.Minute, "CLUSTER_ENDPOINT="+api.URL, "CLUSTER_TAG_KEY="+swTag(s.name), "ASG_NAMES="+s.asg)
 	payload, err := harness.EventFile("sweep.json", nil)

@@ -95,8 +95,8 @@ func (e *Env) WaitNodeReady(ctx context.Context, name string, ready bool, timeou
 
 // StopKubelet makes kwok abandon the node as a dead kubelet would: its Lease
 // is taken over by another holder, with a day-long duration so kwok does not
-// take it back when it would expire, and never renewed. Heartbeats stop, and
-// the controller-manager marks the node NotReady about 20 s later.
+// take it back when it would expire, and never renewed after that. Heartbeats
+// stop, and the controller-manager marks the node NotReady about 20 s later.
 func (e *Env) StopKubelet(ctx context.Context, node string) error {
 	leases := e.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -107,6 +107,11 @@ func (e *Env) StopKubelet(ctx context.Context, node string) error {
 		holder, day := "testenv-dead-kubelet", int32(86400)
 		l.Spec.HolderIdentity = &holder
 		l.Spec.LeaseDurationSeconds = &day
+		// the takeover is the dead kubelet's last renewal: a controller that
+		// sees a Lease change without a later renewTime (1.37's lease circuit
+		// breaker) takes its cache for stale and never marks the node
+		now := metav1.NewMicroTime(time.Now())
+		l.Spec.RenewTime = &now
 		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 		return err == nil, nil
 	})
