@@ -133,6 +133,16 @@ func canonJSON(v any) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
+// mustJSON is v indented for the test log, without HTML escaping.
+func mustJSON(v any) string {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	e.SetIndent("", "  ")
+	_ = e.Encode(v)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
 // decodeJSON decodes a JSON document, numbers kept as their text.
 func decodeJSON(s string) (any, error) {
 	dec := json.NewDecoder(strings.NewReader(s))
@@ -228,9 +238,35 @@ func (c canon) statements(doc any) (out []map[string]any, nulls int) {
 			sort.Strings(l)
 			st[k] = slices.Compact(l)
 		}
+		// Principal {"Service": "x"} and Condition {"Op": {"key": "v"}}: a
+		// value and a one-item list mean the same
+		if pr, ok := st["Principal"].(map[string]any); ok {
+			st["Principal"] = sortedValues(pr)
+		}
+		if cond, ok := st["Condition"].(map[string]any); ok {
+			for op, kv := range cond {
+				if m, ok := kv.(map[string]any); ok {
+					cond[op] = sortedValues(m)
+				}
+			}
+		}
 		out = append(out, st)
 	}
 	return out, nulls
+}
+
+// sortedValues is m with each value a sorted list of strings.
+func sortedValues(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		var l []string
+		for _, x := range listOf(v) {
+			l = append(l, fmt.Sprint(x))
+		}
+		sort.Strings(l)
+		out[k] = slices.Compact(l)
+	}
+	return out
 }
 
 // statementSet is the role's permissions: its statements (from all its
@@ -310,7 +346,7 @@ func checkCreated(t *testing.T, c *created) {
 		t.Errorf("created.Function has the keys %v, the canonical terms are %v", keys, functionKeys)
 	}
 	for name, l := range map[string][]string{"Patterns": c.Patterns, "Schedules": c.Schedules, "Targets": c.Targets,
-		"Alarms": c.Alarms, "Statements": c.Statements, "AccessEntryGroups": c.AccessEntryGroups} {
+		"Alarms": c.Alarms, "Statements": c.Statements, "QueuePolicy": c.QueuePolicy, "AccessEntryGroups": c.AccessEntryGroups} {
 		if !slices.IsSorted(l) {
 			t.Errorf("created.%s is not sorted: %v", name, l)
 		}
@@ -403,5 +439,28 @@ func TestCanonStatements(t *testing.T) {
 		"Action": []any{"logs:CreateLogStream", "logs:PutLogEvents"}, "Resource": sampleARN("logs", "log-group:/aws/lambda/node-drainer")}})
 	if d := diffList(want, statementSet(narrower)); len(d) == 0 {
 		t.Errorf("a Logs statement on <log-group> (no :*) equals one on <log-group>:*")
+	}
+}
+
+func TestCanonQueuePolicy(t *testing.T) {
+	dlq := sampleARN("sqs", "node-drainer-dlq")
+	c := newCanon(made{DLQARN: dlq})
+	// aws_iam_policy_document's rendering: lists for several values, a
+	// string for one
+	tf, _ := c.statements(decodePolicy(t, `{"Version":"2012-10-17","Statement":[{"Sid":"EventBridgeRuleDeadLetters","Effect":"Allow",`+
+		`"Principal":{"Service":["events.amazonaws.com"]},"Action":"sqs:SendMessage","Resource":"`+dlq+`",`+
+		`"Condition":{"ArnLike":{"aws:SourceArn":["arn:aws:events:us-east-1:123456789012:rule/node-drainer-*"]}}}]}`))
+	// the template's, resolved
+	sam, _ := c.statements(map[string]any{"Version": "2012-10-17", "Statement": []any{map[string]any{
+		"Sid": "EventBridgeRuleDeadLetters", "Effect": "Allow", "Principal": map[string]any{"Service": "events.amazonaws.com"},
+		"Action": "sqs:SendMessage", "Resource": dlq,
+		"Condition": map[string]any{"ArnLike": map[string]any{"aws:SourceArn": "arn:aws:events:us-east-1:123456789012:rule/node-drainer-*"}},
+	}}})
+	a, b := statementSet(tf), statementSet(sam)
+	if !slices.Equal(a, b) {
+		t.Errorf("queue policies differ:\n%s", strings.Join(diffList(a, b), "\n"))
+	}
+	if want := `{"Action":["sqs:SendMessage"],"Condition":{"ArnLike":{"aws:SourceArn":["arn:aws:events:us-east-1:123456789012:rule/node-drainer-*"]}},"Effect":"Allow","Principal":{"Service":["events.amazonaws.com"]},"Resource":["<dead-letter-queue>"],"Sid":"EventBridgeRuleDeadLetters"}`; len(a) != 1 || a[0] != want {
+		t.Errorf("got %v, want [%s]", a, want)
 	}
 }

@@ -144,6 +144,9 @@ type created struct {
 	// Statements are the role's permission statements (inline, managed and
 	// role policies), see statementSet.
 	Statements []string
+	// QueuePolicy are the dead-letter queue's policy statements, as
+	// Statements.
+	QueuePolicy []string
 	// Hooks maps a lifecycle transition to its hooks' settings (the same on
 	// every listed ASG), as sorted "name=value" strings.
 	Hooks map[string][]string

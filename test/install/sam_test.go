@@ -762,6 +762,9 @@ func (r *samRun) readQueue(t *testing.T, ctx context.Context, c *created, cn can
 				t.Errorf("%s is for queues %v", id, qs)
 			}
 		}
+		sts, _ := cn.statements(doc)
+		c.QueuePolicy = append(c.QueuePolicy, statementSet(sts)...)
+		sort.Strings(c.QueuePolicy)
 		// EventBridge may deliver to it, from this function's rules only
 		s := canonJSON(cn.value(doc))
 		if !strings.Contains(s, `"events.amazonaws.com"`) || !strings.Contains(s, `"sqs:SendMessage"`) || !strings.Contains(s, `rule/node-drainer-*`) {

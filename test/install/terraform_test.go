@@ -319,9 +319,6 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 	dlqARN := qa.Attributes["QueueArn"]
 	got.Function["dlq_retention_seconds"] = qa.Attributes["MessageRetentionPeriod"]
 	got.Function["dlq_sse"] = qa.Attributes["SqsManagedSseEnabled"]
-	if qa.Attributes["Policy"] == "" {
-		t.Errorf("the dead-letter queue has no policy (EventBridge may not send to it)")
-	}
 
 	// names and ARNs that differ by construction, replaced by what they are
 	logGroup := "/aws/lambda/" + fnName
@@ -337,6 +334,13 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 	})
 	if c.Environment != nil {
 		got.Env = canon.env(c.Environment.Variables)
+	}
+
+	if qa.Attributes["Policy"] == "" {
+		t.Errorf("the dead-letter queue has no policy (EventBridge may not send to it)")
+	} else {
+		sts, _ := canon.statements(decodePolicy(t, qa.Attributes["Policy"]))
+		got.QueuePolicy = statementSet(sts)
 	}
 
 	inv, err := lc.GetFunctionEventInvokeConfig(ctx, &lambda.GetFunctionEventInvokeConfigInput{FunctionName: aws.String(fnName)})
@@ -676,11 +680,6 @@ func deleteHarnessRBAC(t *testing.T, ctx context.Context) {
 	if err := waitRBACGone(ctx); err != nil {
 		t.Fatalf("the harness's RBAC objects are not gone: %v", harnessRBACObjects(t, ctx))
 	}
-}
-
-func mustJSON(v any) string {
-	b, _ := json.MarshalIndent(v, "", "  ")
-	return string(b)
 }
 
 // zipBootstrap zips a bootstrap as `make package` does (one entry,
