@@ -310,11 +310,12 @@ func statementSet(sts []map[string]any) []string {
 // schedule is a rule's schedule expression and state.
 func schedule(expr, state string) string { return expr + " " + state }
 
-// target is a rule's target: its ARN and dead-letter queue (replaced), and
-// its retry policy.
-func (c canon) target(arn, deadLetter string, maxAge, maxRetries int32) string {
+// target is a rule's target: the rule's name without the function's name
+// and its dash (both paths name the rules "<function name>-<kind>"), the
+// target's ARN and dead-letter queue (replaced), and its retry policy.
+func (c canon) target(fnName, rule, arn, deadLetter string, maxAge, maxRetries int32) string {
 	return canonJSON(map[string]any{
-		"Arn": c.str(arn), "DeadLetter": c.str(deadLetter),
+		"Rule": strings.TrimPrefix(rule, fnName+"-"), "Arn": c.str(arn), "DeadLetter": c.str(deadLetter),
 		"MaximumEventAgeInSeconds": maxAge, "MaximumRetryAttempts": maxRetries,
 	})
 }

@@ -161,7 +161,7 @@ func samplePaths(t *testing.T) (tf, sam *created) {
 		}
 		c.Patterns = []string{p}
 		c.Schedules = []string{schedule("rate(5 minutes)", schedState)}
-		c.Targets = []string{cn.target(fnARN, dlq, 3600, 2)}
+		c.Targets = []string{cn.target("node-drainer", "node-drainer-terminate-hook", fnARN, dlq, 3600, 2)}
 		for _, a := range []string{"node-drainer-errors", "node-drainer-dlq-not-empty"} {
 			c.Alarms = append(c.Alarms, alarm("node-drainer", a))
 		}

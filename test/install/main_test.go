@@ -135,7 +135,8 @@ type created struct {
 	// the function, as canonical JSON, sorted; Schedules their schedule
 	// expressions and states ("rate(5 minutes) ENABLED").
 	Patterns, Schedules []string
-	// Targets are the rules' targets as canonical JSON, sorted: Arn,
+	// Targets are the rules' targets as canonical JSON, sorted: Rule (the
+	// rule's name without the function's name and its dash), Arn,
 	// DeadLetter, MaximumEventAgeInSeconds, MaximumRetryAttempts.
 	Targets []string
 	// Alarms are the CloudWatch alarms' names without the function's name

@@ -718,7 +718,7 @@ func (r *samRun) readRules(t *testing.T, ctx context.Context, c *created, cn can
 		if tgt.RetryPolicy != nil {
 			age, retries = aws.ToInt32(tgt.RetryPolicy.MaximumEventAgeInSeconds), aws.ToInt32(tgt.RetryPolicy.MaximumRetryAttempts)
 		}
-		c.Targets = append(c.Targets, cn.target(aws.ToString(tgt.Arn), dl, age, retries))
+		c.Targets = append(c.Targets, cn.target(r.fnName, name, aws.ToString(tgt.Arn), dl, age, retries))
 		if dl != r.eval.attrs["DeadLetterQueue.Arn"] {
 			t.Errorf("rule %s target has no dead-letter queue", name)
 		}

@@ -443,7 +443,7 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 			if tg.RetryPolicy != nil {
 				age, retries = aws.ToInt32(tg.RetryPolicy.MaximumEventAgeInSeconds), aws.ToInt32(tg.RetryPolicy.MaximumRetryAttempts)
 			}
-			got.Targets = append(got.Targets, canon.target(aws.ToString(tg.Arn), dl, age, retries))
+			got.Targets = append(got.Targets, canon.target(fnName, name, aws.ToString(tg.Arn), dl, age, retries))
 		}
 	}
 	sort.Strings(got.Patterns)
