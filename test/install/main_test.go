@@ -116,16 +116,18 @@ func step(t *testing.T, name string, f func(t *testing.T) string) bool {
 }
 
 // created is what one path created, read back from the emulator's AWS APIs
-// and the cluster (never from the path's own source), in the terms both
-// paths share; deploy_paths_equal compares the two. Names and ARNs that
-// differ by construction (generated names, the stack's prefix) are replaced
-// by what they stand for before comparing.
+// and the cluster (never from the path's own source), in the canonical terms
+// of canon_test.go; deploy_paths_equal compares the two field by field.
+// Names and ARNs that differ by construction (generated names, the stack's
+// prefix, the test's ASG names) are replaced by the placeholders for what
+// they stand for (<function>, <role>, <log-group>, <dead-letter-queue>,
+// <dead-letter-queue-url>, <asg0>, <asg1>, ...).
 type created struct {
-	// Function: runtime, architectures, handler, timeout, memory_size,
-	// dead_letter (the service of the asynchronous on-failure destination),
-	// reserved_concurrency ("none" when unset), async_retry_attempts,
-	// async_max_event_age, dlq_retention_seconds, log_retention_days; as
-	// strings.
+	// Function (functionKeys): runtime, architectures, handler, timeout,
+	// memory_size, reserved_concurrency ("none" when unset),
+	// async_retry_attempts, async_max_event_age, dead_letter (the
+	// asynchronous on-failure destination), dlq_retention_seconds, dlq_sse
+	// (SqsManagedSseEnabled), log_retention_days; as strings.
 	Function map[string]string
 	// Env is the function's environment.
 	Env map[string]string
@@ -133,22 +135,30 @@ type created struct {
 	// the function, as canonical JSON, sorted; Schedules their schedule
 	// expressions and states ("rate(5 minutes) ENABLED").
 	Patterns, Schedules []string
-	// Targets are the rules' targets as canonical JSON, sorted: Arn,
+	// Targets are the rules' targets as canonical JSON, sorted: Rule (the
+	// rule's name without the function's name and its dash), Arn,
 	// DeadLetter, MaximumEventAgeInSeconds, MaximumRetryAttempts.
 	Targets []string
 	// Alarms are the CloudWatch alarms' names without the function's name
 	// and its dash, sorted.
 	Alarms []string
-	// Statements are the role's permission statements (inline and managed),
-	// canonical JSON (Action and Resource as sorted lists), sorted, with the
-	// ARNs <function>, <role>, <log-group> and <dead-letter-queue> replaced
-	// by those placeholders.
+	// Statements are the role's permission statements (inline, managed and
+	// role policies), see statementSet.
 	Statements []string
-	// Hooks maps a lifecycle transition to its hook's settings
-	// (heartbeat timeout, default result), as "name=value" strings.
+	// QueuePolicy are the dead-letter queue's policy statements, as
+	// Statements.
+	QueuePolicy []string
+	// Hooks maps a lifecycle transition to its hooks' settings (the same on
+	// every listed ASG), as sorted "name=value" strings.
 	Hooks map[string][]string
 	// AccessEntryGroups are the Kubernetes groups of the EKS access entry.
 	AccessEntryGroups []string
+
+	// FromTemplate is not compared: what the path could not read back from
+	// the emulator and took from its own description instead (SAM: the
+	// resource types the emulator's CloudFormation skipped and the
+	// properties it dropped, resolved from the transformed template).
+	FromTemplate []string `compare:"-"`
 }
 
 // paths are the deploy paths, registered by their files: each runs its

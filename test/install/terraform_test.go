@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +23,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
@@ -54,14 +52,24 @@ import (
 
 func init() { paths["terraform"] = terraformPath }
 
-// tfScene is the ASG of the terraform path's drain (asg_names of the example).
-const tfScene = "tf-nodes"
+// tfASGs are the example's asg_names: two, as the SAM path's AsgNames, so
+// that both paths are given the same shape of input. The first is the
+// drain's scene.
+var tfASGs = []string{"tf-nodes", "tf-nodes-b"}
+
+// tfScene is the ASG of the terraform path's drain.
+var tfScene = tfASGs[0]
 
 func terraformPath(t *testing.T) *created {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	tf := newTerraformRoot(t, ctx)
 	scene := newDrainScene(t, ctx, tfScene, 2)
+	for _, a := range tfASGs[1:] {
+		if _, err := env.CreateASG(ctx, harness.ASGSpec{Name: a, Size: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	var got *created
 	var fn deployedFunction
@@ -214,7 +222,7 @@ provider "kubernetes" {
 
 	return &terraformRoot{
 		t: t, dir: dir, env: tfEnv, zip: zipBytes, cluster: harness.ClusterName,
-		vars: []string{"-var", "region=" + moto.Region, "-var", "cluster_name=" + harness.ClusterName, "-var", `asg_names=["` + tfScene + `"]`},
+		vars: []string{"-var", "region=" + moto.Region, "-var", "cluster_name=" + harness.ClusterName, "-var", `asg_names=["` + strings.Join(tfASGs, `","`) + `"]`},
 	}
 }
 
@@ -284,9 +292,6 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 		t.Errorf("the function's code is not the package: CodeSha256 %s, the zip's %s", got, want)
 	}
 	got := &created{Function: map[string]string{}, Hooks: map[string][]string{}}
-	if c.Environment != nil {
-		got.Env = c.Environment.Variables
-	}
 	var archs []string
 	for _, a := range c.Architectures {
 		archs = append(archs, string(a))
@@ -313,8 +318,29 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 	}
 	dlqARN := qa.Attributes["QueueArn"]
 	got.Function["dlq_retention_seconds"] = qa.Attributes["MessageRetentionPeriod"]
+	got.Function["dlq_sse"] = qa.Attributes["SqsManagedSseEnabled"]
+
+	// names and ARNs that differ by construction, replaced by what they are
+	logGroup := "/aws/lambda/" + fnName
+	lg, err := cloudwatchlogs.NewFromConfig(cfg).DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String(logGroup)})
+	if err != nil || len(lg.LogGroups) != 1 {
+		t.Fatalf("the log group %s: %v %+v", logGroup, err, lg)
+	}
+	got.Function["log_retention_days"] = strconv.Itoa(int(aws.ToInt32(lg.LogGroups[0].RetentionInDays)))
+	canon := newCanon(made{
+		FunctionARN: aws.ToString(c.FunctionArn), RoleARN: aws.ToString(c.Role),
+		LogGroupARN: aws.ToString(lg.LogGroups[0].Arn), DLQARN: dlqARN, DLQURL: aws.ToString(q.QueueUrl),
+		ASGs: tfASGs,
+	})
+	if c.Environment != nil {
+		got.Env = canon.env(c.Environment.Variables)
+	}
+
 	if qa.Attributes["Policy"] == "" {
 		t.Errorf("the dead-letter queue has no policy (EventBridge may not send to it)")
+	} else {
+		sts, _ := canon.statements(decodePolicy(t, qa.Attributes["Policy"]))
+		got.QueuePolicy = statementSet(sts)
 	}
 
 	inv, err := lc.GetFunctionEventInvokeConfig(ctx, &lambda.GetFunctionEventInvokeConfigInput{FunctionName: aws.String(fnName)})
@@ -327,25 +353,11 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 		if inv.DestinationConfig != nil && inv.DestinationConfig.OnFailure != nil {
 			dest = aws.ToString(inv.DestinationConfig.OnFailure.Destination)
 		}
-		got.Function["dead_letter"] = arnKind(dest)
+		got.Function["dead_letter"] = canon.str(dest)
 		if dest != dlqARN {
 			t.Errorf("async invocations fail to %q, want the dead-letter queue %s", dest, dlqARN)
 		}
 	}
-
-	// names and ARNs that differ by construction, replaced by what they are
-	logGroup := "/aws/lambda/" + fnName
-	lg, err := cloudwatchlogs.NewFromConfig(cfg).DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String(logGroup)})
-	if err != nil || len(lg.LogGroups) != 1 {
-		t.Fatalf("the log group %s: %v %+v", logGroup, err, lg)
-	}
-	got.Function["log_retention_days"] = strconv.Itoa(int(aws.ToInt32(lg.LogGroups[0].RetentionInDays)))
-	canon := newCanon(map[string]string{
-		aws.ToString(lg.LogGroups[0].Arn): "<log-group>",
-		aws.ToString(c.FunctionArn):       "<function>",
-		dlqARN:                            "<dead-letter-queue>",
-		aws.ToString(c.Role):              "<role>",
-	})
 
 	// the role and its policies
 	roleARN := aws.ToString(c.Role)
@@ -355,9 +367,16 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 	if err != nil {
 		t.Fatalf("GetRole %s: %v", roleName, err)
 	}
-	trust, _ := url.QueryUnescape(aws.ToString(role.Role.AssumeRolePolicyDocument))
-	if !strings.Contains(trust, "lambda.amazonaws.com") {
+	if trust := canonJSON(decodePolicy(t, aws.ToString(role.Role.AssumeRolePolicyDocument))); !strings.Contains(trust, `"lambda.amazonaws.com"`) {
 		t.Errorf("the role's trust policy does not name Lambda: %s", trust)
+	}
+	var stmts []map[string]any
+	add := func(doc string) {
+		sts, nulls := canon.statements(decodePolicy(t, doc))
+		if nulls > 0 {
+			t.Errorf("a policy of the role has %d null statements: %s", nulls, doc)
+		}
+		stmts = append(stmts, sts...)
 	}
 	inline, err := ic.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: aws.String(roleName)})
 	if err != nil {
@@ -368,7 +387,7 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 		if err != nil {
 			t.Fatal(err)
 		}
-		got.Statements = append(got.Statements, canon.statements(t, aws.ToString(doc.PolicyDocument))...)
+		add(aws.ToString(doc.PolicyDocument))
 	}
 	attached, err := ic.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(roleName)})
 	if err != nil {
@@ -383,9 +402,9 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 		if err != nil {
 			t.Fatal(err)
 		}
-		got.Statements = append(got.Statements, canon.statements(t, aws.ToString(v.PolicyVersion.Document))...)
+		add(aws.ToString(v.PolicyVersion.Document))
 	}
-	sort.Strings(got.Statements)
+	got.Statements = statementSet(stmts)
 	if len(got.Statements) == 0 {
 		t.Errorf("the role %s has no permissions", roleName)
 	}
@@ -402,25 +421,29 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 			t.Fatal(err)
 		}
 		if p := aws.ToString(rule.EventPattern); p != "" {
-			got.Patterns = append(got.Patterns, canonicalJSON(t, p))
+			cp, err := canon.jsonDoc(p)
+			if err != nil {
+				t.Fatalf("rule %s: %v", name, err)
+			}
+			got.Patterns = append(got.Patterns, cp)
 		}
 		if s := aws.ToString(rule.ScheduleExpression); s != "" {
-			got.Schedules = append(got.Schedules, s+" "+string(rule.State))
+			got.Schedules = append(got.Schedules, schedule(s, string(rule.State)))
 		}
 		targets, err := ec.ListTargetsByRule(ctx, &eventbridge.ListTargetsByRuleInput{Rule: aws.String(name)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, tg := range targets.Targets {
-			tj := map[string]any{"Arn": canon.s(aws.ToString(tg.Arn))}
+			var dl string
+			var age, retries int32
 			if tg.DeadLetterConfig != nil {
-				tj["DeadLetter"] = canon.s(aws.ToString(tg.DeadLetterConfig.Arn))
+				dl = aws.ToString(tg.DeadLetterConfig.Arn)
 			}
 			if tg.RetryPolicy != nil {
-				tj["MaximumEventAgeInSeconds"] = aws.ToInt32(tg.RetryPolicy.MaximumEventAgeInSeconds)
-				tj["MaximumRetryAttempts"] = aws.ToInt32(tg.RetryPolicy.MaximumRetryAttempts)
+				age, retries = aws.ToInt32(tg.RetryPolicy.MaximumEventAgeInSeconds), aws.ToInt32(tg.RetryPolicy.MaximumRetryAttempts)
 			}
-			got.Targets = append(got.Targets, marshal(tj))
+			got.Targets = append(got.Targets, canon.target(fnName, name, aws.ToString(tg.Arn), dl, age, retries))
 		}
 	}
 	sort.Strings(got.Patterns)
@@ -435,26 +458,35 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 		t.Errorf("the function lets %d rules invoke it, want %d: %s", n, len(names.RuleNames), aws.ToString(pol.Policy))
 	}
 
-	// the lifecycle hooks on the group
-	hooks, err := autoscaling.NewFromConfig(cfg).DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(tfScene)})
-	if err != nil {
-		t.Fatal(err)
+	// the lifecycle hooks on the groups (the same on each)
+	var rawEnv map[string]string // the drain runs with the environment as it is
+	if c.Environment != nil {
+		rawEnv = c.Environment.Variables
 	}
-	fn := deployedFunction{Name: fnName, Env: got.Env, RoleARN: roleARN, Bootstrap: bootstrap,
+	fn := deployedFunction{Name: fnName, Env: rawEnv, RoleARN: roleARN, Bootstrap: bootstrap,
 		Timeout: time.Duration(aws.ToInt32(c.Timeout)) * time.Second, MemoryMB: int(aws.ToInt32(c.MemorySize))}
-	for _, h := range hooks.LifecycleHooks {
-		tr := aws.ToString(h.LifecycleTransition)
-		got.Hooks[tr] = []string{
-			"default_result=" + aws.ToString(h.DefaultResult),
-			"heartbeat_timeout=" + strconv.Itoa(int(aws.ToInt32(h.HeartbeatTimeout))),
-			"name=" + aws.ToString(h.LifecycleHookName),
+	for _, asg := range tfASGs {
+		hooks, err := autoscaling.NewFromConfig(cfg).DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(asg)})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if tr == "autoscaling:EC2_INSTANCE_TERMINATING" {
-			fn.TerminateHook = aws.ToString(h.LifecycleHookName)
+		terminate := ""
+		for _, h := range hooks.LifecycleHooks {
+			tr := aws.ToString(h.LifecycleTransition)
+			addHook(got, tr, aws.ToString(h.DefaultResult), strconv.Itoa(int(aws.ToInt32(h.HeartbeatTimeout))), aws.ToString(h.LifecycleHookName))
+			if tr == "autoscaling:EC2_INSTANCE_TERMINATING" {
+				terminate = aws.ToString(h.LifecycleHookName)
+			}
+		}
+		if terminate == "" {
+			t.Errorf("no terminate lifecycle hook on %s: %+v", asg, hooks.LifecycleHooks)
+		}
+		if asg == tfScene {
+			fn.TerminateHook = terminate
 		}
 	}
-	if fn.TerminateHook == "" {
-		t.Errorf("no terminate lifecycle hook on %s: %+v", tfScene, got.Hooks)
+	if n := len(got.Hooks["autoscaling:EC2_INSTANCE_TERMINATING"]); n != 3 {
+		t.Errorf("terminate hooks differ between the ASGs: %v", got.Hooks)
 	}
 
 	// the access entry of the role
@@ -468,13 +500,15 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 		}
 	}
 
-	// alarms
-	al, err := cloudwatch.NewFromConfig(cfg).DescribeAlarms(ctx, &cloudwatch.DescribeAlarmsInput{AlarmNamePrefix: aws.String(fnName + "-")})
+	// alarms (through CloudWatch's query protocol, as the SAM path reads them)
+	al, err := cloudWatchAlarmNames(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range al.MetricAlarms {
-		got.Alarms = append(got.Alarms, strings.TrimPrefix(aws.ToString(a.AlarmName), fnName+"-"))
+	for _, a := range al {
+		if strings.HasPrefix(a, fnName+"-") {
+			got.Alarms = append(got.Alarms, alarm(fnName, a))
+		}
 	}
 	sort.Strings(got.Alarms)
 
@@ -491,6 +525,7 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 		}
 	}
 
+	checkCreated(t, got)
 	t.Logf("created: %s", mustJSON(got))
 	return got, fn
 }
@@ -518,14 +553,22 @@ func (r *terraformRoot) assertNothingLeft(t *testing.T, ctx context.Context, fn 
 	if rules, err := eventbridge.NewFromConfig(cfg).ListRules(ctx, &eventbridge.ListRulesInput{NamePrefix: aws.String(fn.Name + "-")}); err != nil || len(rules.Rules) != 0 {
 		t.Errorf("rules left after destroy: %v %+v", err, rules)
 	}
-	if hooks, err := autoscaling.NewFromConfig(cfg).DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(tfScene)}); err != nil || len(hooks.LifecycleHooks) != 0 {
-		t.Errorf("lifecycle hooks left after destroy: %v %+v", err, hooks)
+	for _, asg := range tfASGs {
+		if hooks, err := autoscaling.NewFromConfig(cfg).DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(asg)}); err != nil || len(hooks.LifecycleHooks) != 0 {
+			t.Errorf("lifecycle hooks left on %s after destroy: %v %+v", asg, err, hooks)
+		}
 	}
 	if lg, err := cloudwatchlogs.NewFromConfig(cfg).DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String("/aws/lambda/" + fn.Name)}); err != nil || len(lg.LogGroups) != 0 {
 		t.Errorf("log groups left after destroy: %v %+v", err, lg)
 	}
-	if al, err := cloudwatch.NewFromConfig(cfg).DescribeAlarms(ctx, &cloudwatch.DescribeAlarmsInput{AlarmNamePrefix: aws.String(fn.Name + "-")}); err != nil || len(al.MetricAlarms) != 0 {
-		t.Errorf("alarms left after destroy: %v %+v", err, al)
+	if al, err := cloudWatchAlarmNames(ctx); err != nil {
+		t.Errorf("alarms: %v", err)
+	} else {
+		for _, a := range al {
+			if strings.HasPrefix(a, fn.Name+"-") {
+				t.Errorf("alarm %s left after destroy", a)
+			}
+		}
 	}
 	if err := waitRBACGone(ctx); err != nil {
 		t.Errorf("cluster objects left after destroy: %v", harnessRBACObjects(t, ctx))
@@ -637,111 +680,6 @@ func deleteHarnessRBAC(t *testing.T, ctx context.Context) {
 	if err := waitRBACGone(ctx); err != nil {
 		t.Fatalf("the harness's RBAC objects are not gone: %v", harnessRBACObjects(t, ctx))
 	}
-}
-
-// canon replaces names and ARNs that differ by construction between the
-// paths with what they stand for, in strings and JSON documents.
-type canon struct{ r *strings.Replacer }
-
-func newCanon(m map[string]string) canon {
-	var pairs []string
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		if k != "" {
-			keys = append(keys, k)
-		}
-	}
-	// longest first, so an ARN is replaced before a prefix of it
-	sort.Slice(keys, func(i, j int) bool { return len(keys[i]) > len(keys[j]) })
-	for _, k := range keys {
-		pairs = append(pairs, k, m[k])
-	}
-	return canon{strings.NewReplacer(pairs...)}
-}
-
-func (c canon) s(v string) string { return c.r.Replace(v) }
-
-// statements returns a policy document's statements, each as canonical JSON
-// (Action and Resource as sorted lists, names replaced). IAM may return the
-// document URL-encoded.
-func (c canon) statements(t *testing.T, doc string) []string {
-	t.Helper()
-	if strings.HasPrefix(doc, "%7B") || strings.HasPrefix(doc, "%7b") {
-		if d, err := url.QueryUnescape(doc); err == nil {
-			doc = d
-		}
-	}
-	var p struct {
-		Statement json.RawMessage
-	}
-	if err := json.Unmarshal([]byte(doc), &p); err != nil {
-		t.Fatalf("policy document %q: %v", doc, err)
-	}
-	var list []map[string]any
-	if err := json.Unmarshal(p.Statement, &list); err != nil {
-		var one map[string]any
-		if err := json.Unmarshal(p.Statement, &one); err != nil {
-			t.Fatalf("policy statements %s: %v", p.Statement, err)
-		}
-		list = []map[string]any{one}
-	}
-	var out []string
-	for _, st := range list {
-		for _, k := range []string{"Action", "Resource", "NotAction", "NotResource"} {
-			var vs []string
-			switch v := st[k].(type) {
-			case nil:
-				continue
-			case string:
-				vs = []string{v}
-			case []any:
-				for _, x := range v {
-					vs = append(vs, fmt.Sprint(x))
-				}
-			}
-			for i := range vs {
-				vs[i] = c.s(vs[i])
-			}
-			sort.Strings(vs)
-			st[k] = vs
-		}
-		out = append(out, c.s(marshal(st)))
-	}
-	return out
-}
-
-// canonicalJSON re-encodes a JSON document with sorted keys and no spaces.
-func canonicalJSON(t *testing.T, s string) string {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		t.Fatalf("JSON %q: %v", s, err)
-	}
-	return marshal(v)
-}
-
-// marshal is JSON with sorted keys (maps), no spaces and no HTML escaping
-// (the placeholders' angle brackets stay as they are).
-func marshal(v any) string {
-	var b bytes.Buffer
-	e := json.NewEncoder(&b)
-	e.SetEscapeHTML(false)
-	_ = e.Encode(v)
-	return strings.TrimSuffix(b.String(), "\n")
-}
-
-func mustJSON(v any) string {
-	b, _ := json.MarshalIndent(v, "", "  ")
-	return string(b)
-}
-
-// arnKind is the service of an ARN (sqs, sns, lambda, ...), or "none".
-func arnKind(arn string) string {
-	parts := strings.SplitN(arn, ":", 4)
-	if len(parts) < 3 {
-		return "none"
-	}
-	return parts[2]
 }
 
 // zipBootstrap zips a bootstrap as `make package` does (one entry,
