@@ -79,12 +79,13 @@ test-matrix: ## the integration suite on each release of MATRIX (each control pl
 	  NODE_DRAINER_K8S_VERSION=$$v $(MAKE) --no-print-directory integration; \
 	done
 
-test: ## all tests: vet, unit, deploy checks, then integration on the real harness
+test: ## all tests: vet, unit, deploy checks, integration and faults on the real harness, then the real deploys
 	$(GO) vet ./...
 	$(MAKE) --no-print-directory unit
 	$(MAKE) --no-print-directory deploy-check
 	$(MAKE) --no-print-directory integration
 	$(MAKE) --no-print-directory faults
+	$(MAKE) --no-print-directory deploy-test
 
 tools-nth: ## build aws-node-termination-handler v1.25.6, the bench's peer (cached; ~3 min the first time)
 	bash hack/tools/nth.sh
