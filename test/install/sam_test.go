@@ -46,7 +46,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	cftypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
@@ -1235,32 +1234,13 @@ func normJSON(v any) string {
 // those named) through CloudWatch's query protocol: the SDK's CloudWatch
 // client speaks Smithy RPCv2 CBOR, which moto 5.2.1 does not serve.
 func cloudWatchAlarmNames(ctx context.Context, names ...string) ([]string, error) {
-	form := url.Values{"Action": {"DescribeAlarms"}, "Version": {"2010-08-01"}}
+	form := url.Values{"Action": {"DescribeAlarms"}}
 	for i, n := range names {
 		form.Set(fmt.Sprintf("AlarmNames.member.%d", i+1), n)
 	}
-	body := form.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, env.AWS.URL()+"/", strings.NewReader(body))
+	b, err := env.AWS.Query(ctx, "monitoring", "2010-08-01", form)
 	if err != nil {
 		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded; charset=utf-8")
-	sum := sha256.Sum256([]byte(body))
-	creds := aws.Credentials{AccessKeyID: moto.AccessKeyID, SecretAccessKey: moto.SecretAccessKey}
-	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "monitoring", moto.Region, time.Now()); err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("DescribeAlarms: %s: %s", resp.Status, b)
 	}
 	var out struct {
 		Names []string `xml:"DescribeAlarmsResult>MetricAlarms>member>AlarmName"`

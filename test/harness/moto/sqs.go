@@ -22,7 +22,7 @@ import (
 
 // CreateQueue creates a standard queue and returns its URL.
 func (s *Server) CreateQueue(ctx context.Context, name string) (string, error) {
-	body, err := s.sqs(ctx, url.Values{"Action": {"CreateQueue"}, "QueueName": {name}})
+	body, err := s.Query(ctx, "sqs", "2012-11-05", url.Values{"Action": {"CreateQueue"}, "QueueName": {name}})
 	if err != nil {
 		return "", fmt.Errorf("creating SQS queue %s: %w", name, err)
 	}
@@ -38,14 +38,20 @@ func (s *Server) CreateQueue(ctx context.Context, name string) (string, error) {
 // SendMessage puts one message on the queue, as EventBridge delivers an
 // event to an SQS target (the event JSON as the body).
 func (s *Server) SendMessage(ctx context.Context, queueURL, body string) error {
-	if _, err := s.sqs(ctx, url.Values{"Action": {"SendMessage"}, "QueueUrl": {queueURL}, "MessageBody": {body}}); err != nil {
+	if _, err := s.Query(ctx, "sqs", "2012-11-05", url.Values{"Action": {"SendMessage"}, "QueueUrl": {queueURL}, "MessageBody": {body}}); err != nil {
 		return fmt.Errorf("sending to %s: %w", queueURL, err)
 	}
 	return nil
 }
 
-func (s *Server) sqs(ctx context.Context, params url.Values) ([]byte, error) {
-	params.Set("Version", "2012-11-05")
+// Query makes one call of an AWS query-protocol API of the emulator (params
+// with their Action; version is the API version), signed with the
+// emulator's credentials for service, the signing name (sqs, monitoring...),
+// and returns the XML answer. It serves the calls whose SDK clients the
+// emulator cannot answer (CloudWatch's client speaks RPCv2 CBOR) or the
+// harness does not import.
+func (s *Server) Query(ctx context.Context, service, version string, params url.Values) ([]byte, error) {
+	params.Set("Version", version)
 	payload := params.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/", strings.NewReader(payload))
 	if err != nil {
@@ -57,7 +63,7 @@ func (s *Server) sqs(ctx context.Context, params url.Values) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "sqs", Region, time.Now()); err != nil {
+	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), service, Region, time.Now()); err != nil {
 		return nil, err
 	}
 	resp, err := s.http.Do(req)
