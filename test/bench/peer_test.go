@@ -104,12 +104,10 @@ func BenchmarkNTHStorm(b *testing.B) {
 // EC2 state-change "stopped" event sent to NTH's queue, timed from the stop
 // (the event is sent right after it), the scenes run concurrently and each
 // watched up to -baseline-cap like the baseline's. NTH cordons and evicts
-// the pods of the stopped node. On a real cluster the evicted pod of a dead
-// kubelet stays Terminating and keeps its volume (capped); on this harness
-// the stopped kubelet is a Lease taken from kwok, and kwok still finishes
-// the deletion of a pod with a deletionTimestamp, so the eviction alone
-// moves the pod: the number measures that harness shortcut, not a failover
-// NTH would achieve.
+// the pods of the stopped node; the evicted pod of the dead kubelet stays
+// Terminating and keeps its volume (the harness's stopped kubelet never
+// finishes a deletion), so the scene reaches the cap unless something else
+// moves the pod.
 func BenchmarkNTHRWOFailover(b *testing.B) {
 	needHarness(b)
 	d := nthDefaults()

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,8 +75,20 @@ func newScene(ctx context.Context, d drainer, name string, nodes int) (*scene, e
 	return s, env.Namespace(ctx, name)
 }
 
+// workload is a workload of the scene's nodes whose pods are deleted at once
+// (grace 0): the drains measure the drainer, not a shutdown that neither
+// drainer can shorten (kwok would finish it at once, with one more write).
 func (s *scene) workload(name string, replicas int32) harness.Workload {
-	return harness.Workload{Namespace: s.name, Name: name, Replicas: replicas, NodeSelector: map[string]string{"pool": s.name}}
+	return harness.Workload{Namespace: s.name, Name: name, Replicas: replicas, NodeSelector: map[string]string{"pool": s.name}, GracePeriod: new(int64)}
+}
+
+// statefulWorkload is a workload of the scene's nodes with the API's default
+// grace period (30 s): the pod of a dead kubelet stays Terminating, with its
+// volume attached, until it is force-deleted.
+func (s *scene) statefulWorkload(name string) harness.Workload {
+	w := s.workload(name, 1)
+	w.GracePeriod = nil
+	return w
 }
 
 // onlyOn runs build with every node of the scene but target cordoned, so the
@@ -148,11 +161,14 @@ func removeNamespace(ctx context.Context, ns string, waitGone bool) {
 }
 
 // fn is a fresh function runtime (cold start) whose logs are kept in memory,
-// to be shown when the run fails.
+// to be shown when the run fails (and written to -function-logs).
 type fn struct {
 	rt  *lambdart.Runtime
 	log *lockedBuffer
 }
+
+// fnSeq numbers the functions' log files.
+var fnSeq atomic.Int64
 
 func startFunction(ctx context.Context) (*fn, error) {
 	log := &lockedBuffer{}
@@ -163,7 +179,15 @@ func startFunction(ctx context.Context) (*fn, error) {
 	return &fn{rt: rt, log: log}, nil
 }
 
-func (f *fn) stop() { _ = f.rt.Stop() }
+func (f *fn) stop() {
+	_ = f.rt.Stop()
+	if *flagFunctionLogs != "" {
+		name := filepath.Join(*flagFunctionLogs, fmt.Sprintf("function-%04d.log", fnSeq.Add(1)))
+		if err := os.WriteFile(name, []byte(f.log.String()), 0o644); err != nil {
+			progress("writing %s: %v", name, err)
+		}
+	}
+}
 
 // dump logs the function's output (its last lines) into the benchmark's log.
 func (f *fn) dump(b *testing.B) {

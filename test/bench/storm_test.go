@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/node-drainer/node-drainer/test/harness"
 )
 
 var (
@@ -22,12 +26,95 @@ var (
 // stormPods is the pods of each storm node (one Deployment per node).
 const stormPods = 20
 
+// stormRWOEvery: every stormRWOEvery-th storm node also runs a one-replica
+// StatefulSet pod with an RWO volume (the issue's "StatefulSet with RWO
+// volumes spread over them"), whose detach the drain waits for.
+const stormRWOEvery = 5
+
+// stormSlot is the taint that reserves a storm node for its own workloads
+// while the scene is built (see placeStorm).
+const stormSlot = "bench.node-drainer.io/storm-slot"
+
+// placeStorm puts one Deployment of stormPods pods under a PDB allowing
+// maxUnavailable on each target, and a StatefulSet with an RWO volume on
+// every stormRWOEvery-th, all at once: target i is tainted
+// stormSlot=<i>:NoSchedule and only its own workloads tolerate it, while
+// the spares are cordoned. The spares are uncordoned at the end; they are
+// the only nodes the replacements can go to. It returns each Deployment's
+// floor (its ready pods must not fall below it) by app label.
+func (s *scene) placeStorm(ctx context.Context, targets, spares []harness.Instance, maxUnavailable int) (map[string]int, error) {
+	each := func(insts []harness.Instance, f func(i int, inst harness.Instance) error) error {
+		var wg sync.WaitGroup
+		errs := make([]error, len(insts))
+		for i, inst := range insts {
+			wg.Go(func() { errs[i] = f(i, inst) })
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	cordon := func(on bool) error {
+		return each(spares, func(_ int, inst harness.Instance) error { return env.SetUnschedulable(ctx, inst.PrivateDNSName, on) })
+	}
+	if err := cordon(true); err != nil {
+		return nil, err
+	}
+	// every target reserved before any workload is placed
+	if err := each(targets, func(i int, t harness.Instance) error {
+		return env.TaintNode(ctx, t.PrivateDNSName, corev1.Taint{Key: stormSlot, Value: strconv.Itoa(i), Effect: corev1.TaintEffectNoSchedule})
+	}); err != nil {
+		return nil, err
+	}
+	floors := map[string]int{}
+	var pvs []string
+	var mu sync.Mutex
+	err := each(targets, func(i int, t harness.Instance) error {
+		tolerate := []corev1.Toleration{{Key: stormSlot, Operator: corev1.TolerationOpEqual, Value: strconv.Itoa(i), Effect: corev1.TaintEffectNoSchedule}}
+		w := s.workload(fmt.Sprintf("app%d", i), stormPods)
+		w.Tolerations = tolerate
+		if _, err := env.Deployment(ctx, w, false); err != nil {
+			return err
+		}
+		if _, err := env.PDB(ctx, w, maxUnavailable, 0); err != nil {
+			return err
+		}
+		mu.Lock()
+		floors[w.Name] = stormPods - maxUnavailable
+		mu.Unlock()
+		if _, err := env.WaitPodsRunning(ctx, s.name, "app="+w.Name, stormPods, 5*time.Minute); err != nil {
+			return err
+		}
+		if i%stormRWOEvery != 0 {
+			return nil
+		}
+		db := s.statefulWorkload(fmt.Sprintf("db%d", i))
+		db.Tolerations = tolerate
+		pv, err := env.StatefulSet(ctx, db, harness.Zone)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		pvs = append(pvs, pv)
+		mu.Unlock()
+		where, err := env.WaitPodVolumeAttached(ctx, s.name, db.Name+"-0", pv, 5*time.Minute)
+		if err == nil && where != t.PrivateDNSName {
+			err = fmt.Errorf("storm scene: %s-0 on %s, want %s", db.Name, where, t.PrivateDNSName)
+		}
+		return err
+	})
+	s.pvs = append(s.pvs, pvs...)
+	if err != nil {
+		return nil, err
+	}
+	return floors, cordon(false)
+}
+
 // stormMetric names a storm metric by its node count, as the issue's table
 // does (storm_50_nodes_p95_s).
 func stormMetric(n int, name string) string { return fmt.Sprintf("storm_%d_nodes_%s", n, name) }
 
 // BenchmarkStorm: -storm-nodes nodes of stormPods pods each, one Deployment
-// per node; the terminate hooks of all of them sent at once, one fresh
+// per node, and a StatefulSet pod on an RWO volume on every
+// stormRWOEvery-th node (placeStorm); the terminate hooks of all of them sent at once, one fresh
 // function process per hook (Lambda's concurrency). Twice: with PDBs that
 // allow 10 % unavailable (the storm is bound by the PDBs: waves of
 // replacements) and with PDBs that allow 50 % (the storm is bound by
@@ -81,21 +168,9 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n, maxUnavailable 
 		b.Fatal(err)
 	}
 	targets := s.insts[:n]
-	for i, t := range targets {
-		w := s.workload(fmt.Sprintf("app%d", i), stormPods)
-		err := s.onlyOn(ctx, t, func() error {
-			if _, err := env.Deployment(ctx, w, false); err != nil {
-				return err
-			}
-			_, err := env.WaitPodsRunning(ctx, s.name, "app="+w.Name, stormPods, 3*time.Minute)
-			return err
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := env.PDB(ctx, w, maxUnavailable, 0); err != nil {
-			b.Fatal(err)
-		}
+	floors, err := s.placeStorm(ctx, targets, s.insts[n:], maxUnavailable)
+	if err != nil {
+		b.Fatal(err)
 	}
 	// the spares stay free for the replacements; the targets' pods are theirs
 	payloads := make([][]byte, n)
@@ -111,7 +186,7 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n, maxUnavailable 
 		b.Fatal(err)
 	}
 	defer h.stop()
-	violations, err := watchPDBFloor(ctx, s.name, stormPods-maxUnavailable)
+	violations, err := watchPDBFloor(ctx, s.name, floors)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -166,9 +241,10 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n, maxUnavailable 
 }
 
 // watchPDBFloor watches the pods of namespace ns (an informer: list, then
-// watch) and notes each app whose ready, not-terminating pods fall below
-// floor. stop ends the watch and returns those apps: each a PDB violation.
-func watchPDBFloor(ctx context.Context, ns string, floor int) (stop func() []string, err error) {
+// watch) and notes each app of floors whose ready, not-terminating pods fall
+// below its floor. stop ends the watch and returns those apps: each a PDB
+// violation.
+func watchPDBFloor(ctx context.Context, ns string, floors map[string]int) (stop func() []string, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	f := informers.NewSharedInformerFactoryWithOptions(env.Client, 0, informers.WithNamespace(ns))
 	pods := f.Core().V1().Pods().Informer()
@@ -185,6 +261,10 @@ func watchPDBFloor(ctx context.Context, ns string, floor int) (stop func() []str
 			return
 		}
 		app := p.Labels["app"]
+		floor, watched := floors[app]
+		if !watched {
+			return
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if ready[app] == nil {

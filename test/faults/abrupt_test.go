@@ -403,8 +403,8 @@ func deadKubeletTerminate(x *X) {
 	if got != nil {
 		x.expect(got.Time.Sub(x.began) <= 25*time.Second, "hook completed at %.1fs, want within the 10 s window (+15 s slack)", got.Time.Sub(x.began).Seconds())
 	}
-	// evicted: gone, or terminating (kwok finishes some deletions even for
-	// a node whose Lease it no longer holds)
+	// evicted: Terminating (a dead kubelet never finishes the deletion), or
+	// gone (force-deleted)
 	alive := 0
 	for _, p := range x.podsOn(x.target.PrivateDNSName) {
 		if p.DeletionTimestamp == nil && p.Labels["app"] == "web" {

@@ -144,6 +144,20 @@ func TestHarnessIsReal(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("node %s NotReady %s after its kubelet stopped", nodeName, time.Since(begin).Round(time.Second))
+		// a dead kubelet never finishes a graceful deletion: the pod stays
+		// Terminating (it has the API's default 30 s grace period; kwok
+		// would remove it at once on a live node)
+		if err := c.CoreV1().Pods(ns).Delete(ctx, pods[0].Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(pods[0].UID))}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		p, err := c.CoreV1().Pods(ns).Get(ctx, pods[0].Name, metav1.GetOptions{})
+		switch {
+		case err != nil:
+			t.Fatalf("pod %s of the stopped kubelet: %v; want it still Terminating", pods[0].Name, err)
+		case p.UID != pods[0].UID || p.DeletionTimestamp == nil:
+			t.Fatalf("pod %s of the stopped kubelet: uid %s, deletionTimestamp %v; want the same pod Terminating", p.Name, p.UID, p.DeletionTimestamp)
+		}
 		err = retry.RetryOnConflict(retry.DefaultRetry, func() error { // the controller-manager taints it too
 			n, err := c.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 			if err != nil {

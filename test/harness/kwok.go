@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	_ "embed"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,18 @@ import (
 
 //go:embed stages/csi-attacher.yaml
 var csiAttacherStages []byte
+
+// podDeleteStage replaces kwok's fast pod-delete stage (kwokPodDeleteStage)
+// with one that leaves the pods of a stopped kubelet Terminating.
+//
+//go:embed stages/pod-delete.yaml
+var podDeleteStage []byte
+
+const kwokPodDeleteStage = "pod-fast-pod-delete.yaml"
+
+// KubeletStoppedAnnotation marks the pods of a node whose kubelet the harness
+// stopped; the pod-delete stage does not finish their deletion.
+const KubeletStoppedAnnotation = "harness.node-drainer.io/kubelet-stopped"
 
 // KwokAnnotation marks the nodes whose kubelet kwok plays.
 const KwokAnnotation = "kwok.x-k8s.io/node"
@@ -25,6 +38,10 @@ func (e *Env) startKwok(ctx context.Context, id identity) error {
 	}
 	csi := filepath.Join(e.Dir, "csi-attacher-stages.yaml")
 	if err := os.WriteFile(csi, csiAttacherStages, 0o600); err != nil {
+		return err
+	}
+	podDelete := filepath.Join(e.Dir, "pod-delete-stage.yaml")
+	if err := os.WriteFile(podDelete, podDeleteStage, 0o600); err != nil {
 		return err
 	}
 	ports, err := freePorts(1)
@@ -42,9 +59,18 @@ func (e *Env) startKwok(ctx context.Context, id identity) error {
 		"--server-address=127.0.0.1:" + strconv.Itoa(ports[0]),
 		"--node-lease-duration-seconds=40",
 		"--config=" + csi,
+		"--config=" + podDelete,
 	}
+	replaced := false
 	for _, s := range stages {
+		if filepath.Base(s) == kwokPodDeleteStage {
+			replaced = true
+			continue
+		}
 		args = append(args, "--config="+s)
+	}
+	if !replaced {
+		return fmt.Errorf("kwok stages in %s: no %s to replace; rebuild the tools (hack/tools/build.sh)", e.bins.path("stages"), kwokPodDeleteStage)
 	}
 	p, err := e.start("kwok", e.bins.path("kwok"), args, []string{"HOME=" + e.Dir})
 	if err != nil {

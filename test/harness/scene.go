@@ -3,13 +3,16 @@ package harness
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
@@ -93,13 +96,18 @@ func (e *Env) WaitNodeReady(ctx context.Context, name string, ready bool, timeou
 	return nil
 }
 
-// StopKubelet makes kwok abandon the node as a dead kubelet would: its Lease
+// StopKubelet makes kwok abandon the node as a dead kubelet would. Its Lease
 // is taken over by another holder, with a day-long duration so kwok does not
-// take it back when it would expire, and never renewed after that. Heartbeats
-// stop, and the controller-manager marks the node NotReady about 20 s later.
+// take it back when it would expire, and never renewed after that:
+// heartbeats stop, and the controller-manager marks the node NotReady about
+// 20 s later. Its pods are annotated KubeletStoppedAnnotation, so that a
+// graceful deletion of one is never finished (the pod stays Terminating with
+// its volume attached, as on a real dead node) until it is force-deleted or
+// StartKubelet runs. A pod bound to the node after this call is still played
+// by kwok.
 func (e *Env) StopKubelet(ctx context.Context, node string) error {
 	leases := e.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		l, err := leases.Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, nil // not created yet
@@ -115,12 +123,40 @@ func (e *Env) StopKubelet(ctx context.Context, node string) error {
 		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 		return err == nil, nil
 	})
+	if err != nil {
+		return fmt.Errorf("taking node %s's Lease from kwok: %w", node, err)
+	}
+	return e.markKubeletPods(ctx, node, true)
 }
 
-// StartKubelet gives the node back to kwok (its Lease is deleted; kwok
-// recreates it and the node turns Ready again in seconds).
+// StartKubelet gives the node back to kwok: its Lease is deleted (kwok
+// recreates it and the node turns Ready again in seconds) and its pods lose
+// KubeletStoppedAnnotation, so kwok finishes their pending deletions.
 func (e *Env) StartKubelet(ctx context.Context, node string) error {
-	return e.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, node, metav1.DeleteOptions{})
+	if err := e.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	return e.markKubeletPods(ctx, node, false)
+}
+
+// markKubeletPods sets (or removes) KubeletStoppedAnnotation on every pod
+// bound to the node.
+func (e *Env) markKubeletPods(ctx context.Context, node string, stopped bool) error {
+	pods, err := e.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return fmt.Errorf("listing node %s's pods: %w", node, err)
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + KubeletStoppedAnnotation + `":"true"}}}`)
+	if !stopped {
+		patch = []byte(`{"metadata":{"annotations":{"` + KubeletStoppedAnnotation + `":null}}}`)
+	}
+	for _, p := range pods.Items {
+		_, err := e.Client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("marking pod %s/%s of node %s: %w", p.Namespace, p.Name, node, err)
+		}
+	}
+	return nil
 }
 
 // Workload options shared by the scene's builders.
@@ -130,9 +166,14 @@ type Workload struct {
 	Replicas  int32
 	// NodeSelector pins the pods (e.g. to a node pool label); empty means any node.
 	NodeSelector map[string]string
-	// GracePeriod is the pods' terminationGracePeriodSeconds (default 0: kwok
-	// finishes a graceful deletion at once either way).
-	GracePeriod int64
+	// Tolerations of the pods (e.g. of a taint that reserves a node for them).
+	Tolerations []corev1.Toleration
+	// GracePeriod is the pods' terminationGracePeriodSeconds; nil leaves the
+	// API's default, 30 s, as a real workload has. On a live node kwok
+	// finishes a graceful deletion at once either way (one more write, by
+	// kwok); on a node whose kubelet the harness stopped the pod stays
+	// Terminating, as on a real dead node. 0 makes every deletion immediate.
+	GracePeriod *int64
 }
 
 func (w Workload) podSpec(volumes ...corev1.Volume) corev1.PodSpec {
@@ -140,10 +181,10 @@ func (w Workload) podSpec(volumes ...corev1.Volume) corev1.PodSpec {
 	for _, v := range volumes {
 		mounts = append(mounts, corev1.VolumeMount{Name: v.Name, MountPath: "/" + v.Name})
 	}
-	grace := w.GracePeriod
 	return corev1.PodSpec{
 		NodeSelector:                  w.NodeSelector,
-		TerminationGracePeriodSeconds: &grace,
+		Tolerations:                   w.Tolerations,
+		TerminationGracePeriodSeconds: w.GracePeriod,
 		Containers: []corev1.Container{{
 			Name:         "app",
 			Image:        "registry.invalid/app:1", // never pulled: kwok plays the kubelet
@@ -330,6 +371,20 @@ func (e *Env) WaitPodsRunning(ctx context.Context, ns, selector string, want int
 		return nil, fmt.Errorf("waiting for %d running pods %q in %s (have %d): %w", want, selector, ns, len(pods), err)
 	}
 	return pods, nil
+}
+
+// TaintNode adds taint to the node (replacing one with the same key and
+// effect).
+func (e *Env) TaintNode(ctx context.Context, name string, taint corev1.Taint) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := e.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Spec.Taints = append(slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&taint) }), taint)
+		_, err = e.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // SetUnschedulable cordons or uncordons a node (scenes use it to place pods).
