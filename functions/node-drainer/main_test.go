@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -39,9 +38,12 @@ func TestBootstrapLogsVersionFirst(t *testing.T) {
 	}
 	const stamped = "v0.0.0-test-stamp"
 	bin := filepath.Join(t.TempDir(), "bootstrap")
-	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath",
-		"-ldflags", "-s -w -X github.com/node-drainer/node-drainer/internal/version.Version="+stamped, "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	// the test binary's own build settings, so that every package comes
+	// from the build cache it just filled: a release build (-trimpath,
+	// CGO_ENABLED=0, lambda.norpc) compiles the whole tree again, which on
+	// a cold cache took longer than the unit tests' timeout; the release
+	// build is checked by test/deploy's TestMakeDist
+	build := exec.Command("go", "build", "-ldflags", "-X github.com/node-drainer/node-drainer/internal/version.Version="+stamped, "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

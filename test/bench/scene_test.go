@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -164,14 +163,14 @@ func removeNamespace(ctx context.Context, ns string, waitGone bool) {
 // to be shown when the run fails (and written to -function-logs).
 type fn struct {
 	rt  *lambdart.Runtime
-	log *lockedBuffer
+	log *harness.LogBuffer
 }
 
 // fnSeq numbers the functions' log files.
 var fnSeq atomic.Int64
 
 func startFunction(ctx context.Context) (*fn, error) {
-	log := &lockedBuffer{}
+	log := &harness.LogBuffer{}
 	rt, err := env.StartFunction(ctx, harness.FunctionOptions{Bootstrap: bootstrap, Timeout: 15 * time.Minute, Log: log})
 	if err != nil {
 		return nil, err
@@ -196,23 +195,6 @@ func (f *fn) dump(b *testing.B) {
 		lines = lines[len(lines)-60:]
 	}
 	b.Logf("function log (last %d lines):\n%s", len(lines), strings.Join(lines, "\n"))
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // peakRSSMiB reads the process's peak resident set size (VmHWM).

@@ -95,7 +95,7 @@ func BenchmarkSweep2000Nodes(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer api.Stop()
-	rt, err := env.StartFunction(ctx, harness.FunctionOptions{Bootstrap: bootstrap, Timeout: 15 * time.Minute, Log: &lockedBuffer{},
+	rt, err := env.StartFunction(ctx, harness.FunctionOptions{Bootstrap: bootstrap, Timeout: 15 * time.Minute, Log: &harness.LogBuffer{},
 		Env: []string{"CLUSTER_ENDPOINT=" + api.URL, "CLUSTER_TAG_KEY=" + tag, "ASG_NAMES=" + strings.Join(asgs, ",")}})
 	if err != nil {
 		b.Fatal(err)

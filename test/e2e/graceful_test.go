@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -446,7 +444,7 @@ func TestGracefulDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := recordingProxy(t)
-	var logs lockedBuffer
+	var logs harness.LogBuffer
 	rt, err := env.StartFunction(ctx, harness.FunctionOptions{Bootstrap: bootstrap, Timeout: time.Minute,
 		Env: []string{"DRY_RUN=true", "CLUSTER_ENDPOINT=" + api.URL}, Log: io.MultiWriter(testWriter{t}, &logs)})
 	if err != nil {
@@ -524,24 +522,6 @@ func TestGracefulDryRun(t *testing.T) {
 		t.Errorf("%d server-side dry-run evictions seen, want one per pod (%d): the proxy saw the function's traffic?", dryEvictions, len(pods))
 	}
 	grUnchanged(t, ctx, target.PrivateDNSName, before)
-}
-
-// lockedBuffer is a bytes.Buffer safe for the function's log writer.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestGracefulLaunchHook: the launch hook is completed with CONTINUE only

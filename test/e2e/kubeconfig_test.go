@@ -90,7 +90,7 @@ func TestKubeconfigModes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var logs lockedBuffer
+			var logs harness.LogBuffer
 			// no endpoint or CA: the kubeconfig is the only way to the cluster
 			rt, err := env.StartFunction(ctx, harness.FunctionOptions{Bootstrap: bootstrap, Timeout: time.Minute, Log: io.MultiWriter(testWriter{t}, &logs),
 				Env: []string{setting, "CLUSTER_ENDPOINT=", "CLUSTER_CA_DATA=",

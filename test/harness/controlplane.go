@@ -128,6 +128,15 @@ func (e *Env) startAPIServer(ctx context.Context, etcd string, ids []identity, w
 	return p.waitHealthy(ctx, e.Server+"/readyz", 60*time.Second, http.Header{"Authorization": {"Bearer " + ids[0].token}})
 }
 
+// clientRateFlags are the controller-manager's and scheduler's client rate
+// flags (Options.ControllerQPS).
+func (e *Env) clientRateFlags() []string {
+	if e.controllerQPS == 0 {
+		return nil
+	}
+	return []string{"--kube-api-qps=" + strconv.Itoa(e.controllerQPS), "--kube-api-burst=" + strconv.Itoa(2*e.controllerQPS)}
+}
+
 func (e *Env) startControllerManager(ctx context.Context, id identity) error {
 	kc := filepath.Join(e.Dir, "controller-manager.kubeconfig")
 	if err := writeKubeconfig(kc, e.Server, e.pki.caPEM, id); err != nil {
@@ -137,7 +146,7 @@ func (e *Env) startControllerManager(ctx context.Context, id identity) error {
 	if err != nil {
 		return err
 	}
-	p, err := e.start("kube-controller-manager", e.bins.path("kube-controller-manager"), []string{
+	p, err := e.start("kube-controller-manager", e.bins.path("kube-controller-manager"), append([]string{
 		"--kubeconfig=" + kc,
 		"--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
 		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(ports[0]),
@@ -150,7 +159,7 @@ func (e *Env) startControllerManager(ctx context.Context, id identity) error {
 		// a dead kubelet is noticed in seconds, not the default 40 s
 		"--node-monitor-grace-period=20s", "--node-monitor-period=2s",
 		"--v=1",
-	}, nil)
+	}, e.clientRateFlags()...), nil)
 	if err != nil {
 		return err
 	}
@@ -166,13 +175,13 @@ func (e *Env) startScheduler(ctx context.Context, id identity) error {
 	if err != nil {
 		return err
 	}
-	p, err := e.start("kube-scheduler", e.bins.path("kube-scheduler"), []string{
+	p, err := e.start("kube-scheduler", e.bins.path("kube-scheduler"), append([]string{
 		"--kubeconfig=" + kc,
 		"--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
 		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(ports[0]),
 		"--leader-elect=false",
 		"--v=1",
-	}, nil)
+	}, e.clientRateFlags()...), nil)
 	if err != nil {
 		return err
 	}

@@ -84,7 +84,7 @@ func Invoke(ctx context.Context, rt *lambdart.Runtime, payload []byte) (handler.
 func Main(m *testing.M, env **Env, bootstrap *string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	e, b, err := StartWithFunction(ctx, os.Stderr)
+	e, b, err := StartWithFunction(ctx, Options{Log: os.Stderr})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: %v (the harness needs `make tools` and python3 with moto[server]; see docs/testing.md)\n", err)
 		return 1
@@ -97,8 +97,8 @@ func Main(m *testing.M, env **Env, bootstrap *string) int {
 // StartWithFunction starts a harness and builds the real bootstrap into the
 // harness's directory: what a test package's TestMain needs. On error nothing
 // is left running.
-func StartWithFunction(ctx context.Context, log io.Writer) (*Env, string, error) {
-	e, err := Start(ctx, Options{Log: log})
+func StartWithFunction(ctx context.Context, opts Options) (*Env, string, error) {
+	e, err := Start(ctx, opts)
 	if err != nil {
 		return nil, "", fmt.Errorf("starting the harness: %w", err)
 	}

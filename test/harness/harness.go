@@ -46,6 +46,7 @@ type Env struct {
 
 	bins           Binaries
 	pki            *pki
+	controllerQPS  int
 	kubeconfigUser identity // the drainer's group with a static token (DrainerKubeconfig)
 	peerUser       identity // the peer the bench measures (StartNTH), in its own group
 	peerRBAC       bool     // the peer's ClusterRole and FlowSchema applied
@@ -62,13 +63,20 @@ type Options struct {
 	// Dir is the working directory; empty means a new temporary one, removed
 	// by Stop unless NODE_DRAINER_KEEP_HARNESS=1.
 	Dir string
+	// ControllerQPS, when not 0, is the client rate limit of the
+	// controller-manager's and the scheduler's API clients
+	// (--kube-api-qps, with a burst of twice that). 0 keeps the upstream
+	// defaults: 20 (burst 30) for each controller, 50 (burst 100) for the
+	// scheduler, which bound a storm of many nodes by the controllers' own
+	// writes (replacement pods, ReplicaSet and PDB status).
+	ControllerQPS int
 }
 
 // Start builds (first time only) and starts every component, and returns when
 // the cluster can run pods: nodes can be registered, the default
 // ServiceAccount exists. On error everything started so far is stopped.
 func Start(ctx context.Context, opts Options) (_ *Env, err error) {
-	e := &Env{Dir: opts.Dir, log: opts.Log, keep: os.Getenv("NODE_DRAINER_KEEP_HARNESS") == "1"}
+	e := &Env{Dir: opts.Dir, log: opts.Log, keep: os.Getenv("NODE_DRAINER_KEEP_HARNESS") == "1", controllerQPS: opts.ControllerQPS}
 	if e.log == nil {
 		e.log = io.Discard
 	}
