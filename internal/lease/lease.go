@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -48,6 +49,13 @@ type Claim struct {
 	name   string
 	holder string
 	now    func() time.Time
+
+	mu sync.Mutex
+	// last is the lease as this claim last wrote it: a renewal updates it at
+	// that resourceVersion without reading it first (one request, not two;
+	// a drain that waits minutes renews every Duration/3). Any change by
+	// someone else since is a conflict, and the lease is read again.
+	last *coordinationv1.Lease
 }
 
 // prefix starts the name of every instance's lease.
@@ -91,8 +99,9 @@ func Acquire(ctx context.Context, c kubernetes.Interface, ns, instanceID, holder
 	l, err := c.CoordinationV1().Leases(ns).Get(ctx, cl.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		_, err = c.CoordinationV1().Leases(ns).Create(ctx, cl.fresh(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: cl.name, Namespace: ns,
+		l, err = c.CoordinationV1().Leases(ns).Create(ctx, cl.fresh(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: cl.name, Namespace: ns,
 			Labels: map[string]string{"app.kubernetes.io/name": "node-drainer"}}}), metav1.CreateOptions{})
+		cl.wrote(l, err)
 		return cl, cl.classify(err)
 	case err != nil:
 		return nil, cl.classify(err)
@@ -105,8 +114,29 @@ func Acquire(ctx context.Context, c kubernetes.Interface, ns, instanceID, holder
 	}
 	l = cl.fresh(l.DeepCopy())
 	l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
-	_, err = c.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{}) // at the version read: a race is a conflict
+	l, err = c.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{}) // at the version read: a race is a conflict
+	cl.wrote(l, err)
 	return cl, cl.classify(err)
+}
+
+// wrote remembers the lease as a successful write returned it.
+func (cl *Claim) wrote(l *coordinationv1.Lease, err error) {
+	if err != nil || l == nil {
+		return
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	cl.last = l
+}
+
+// written is a copy of the lease as this claim last wrote it, or nil.
+func (cl *Claim) written() *coordinationv1.Lease {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.last == nil {
+		return nil
+	}
+	return cl.last.DeepCopy()
 }
 
 func (cl *Claim) fresh(l *coordinationv1.Lease) *coordinationv1.Lease {
@@ -143,6 +173,15 @@ func (cl *Claim) update(ctx context.Context, change func(*coordinationv1.Lease))
 }
 
 func (cl *Claim) updateOnce(ctx context.Context, change func(*coordinationv1.Lease)) error {
+	if l := cl.written(); l != nil {
+		change(l)
+		out, err := cl.client.CoordinationV1().Leases(cl.ns).Update(ctx, l, metav1.UpdateOptions{})
+		cl.wrote(out, err)
+		if !apierrors.IsConflict(err) {
+			return cl.classify(err)
+		}
+		// changed since this claim wrote it: read who holds it now
+	}
 	l, err := cl.client.CoordinationV1().Leases(cl.ns).Get(ctx, cl.name, metav1.GetOptions{})
 	if err != nil {
 		return cl.classify(err)
@@ -152,7 +191,8 @@ func (cl *Claim) updateOnce(ctx context.Context, change func(*coordinationv1.Lea
 	}
 	l = l.DeepCopy()
 	change(l)
-	_, err = cl.client.CoordinationV1().Leases(cl.ns).Update(ctx, l, metav1.UpdateOptions{})
+	out, err := cl.client.CoordinationV1().Leases(cl.ns).Update(ctx, l, metav1.UpdateOptions{})
+	cl.wrote(out, err)
 	return cl.classify(err)
 }
 

@@ -3,9 +3,13 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,7 +39,7 @@ func holderOf(t *testing.T, c *fake.Clientset) string {
 
 func TestOneHolderAtATime(t *testing.T) {
 	ctx := context.Background()
-	c := fake.NewClientset()
+	c := newClient()
 	clk := &clock{time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
 
 	a, err := Acquire(ctx, c, ns, inst, "req-a", "token-1", clk.now)
@@ -81,7 +85,7 @@ func TestOneHolderAtATime(t *testing.T) {
 // A continuation takes the lease its predecessor released.
 func TestReleaseForContinuation(t *testing.T) {
 	ctx := context.Background()
-	c := fake.NewClientset()
+	c := newClient()
 	clk := &clock{time.Now()}
 	a, err := Acquire(ctx, c, ns, inst, "req-a", "token-1", clk.now)
 	if err != nil {
@@ -96,7 +100,7 @@ func TestReleaseForContinuation(t *testing.T) {
 }
 
 func TestRaceLostIsHeld(t *testing.T) {
-	c := fake.NewClientset()
+	c := newClient()
 	c.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewAlreadyExists(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, Name(inst))
 	})
@@ -106,7 +110,7 @@ func TestRaceLostIsHeld(t *testing.T) {
 }
 
 func TestUnavailable(t *testing.T) {
-	c := fake.NewClientset()
+	c := newClient()
 	c.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, Name(inst), errors.New("no role"))
 	})
@@ -124,14 +128,14 @@ func TestUnavailable(t *testing.T) {
 func TestReleaseRetriesUnauthorized(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c := fake.NewClientset()
+	c := newClient()
 	clk := &clock{time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
 	a, err := Acquire(ctx, c, ns, inst, "req-a", "token-1", clk.now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	failed := 0
-	c.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+	c.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if failed == 0 {
 			failed++
 			return true, nil, apierrors.NewUnauthorized("token expired")
@@ -144,4 +148,79 @@ func TestReleaseRetriesUnauthorized(t *testing.T) {
 	if h := holderOf(t, c); h != "" || failed != 1 {
 		t.Errorf("holder %q after release (%d 401s): want none", h, failed)
 	}
+}
+
+// A renewal writes the lease at the version this claim last wrote, with no
+// read first; a lease someone else changed since is a conflict, and the
+// renewal reads it again: refused when another holder has it.
+func TestRenewWithoutRead(t *testing.T) {
+	ctx := context.Background()
+	c := newClient()
+	clk := &clock{time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
+	a, err := Acquire(ctx, c, ns, inst, "req-a", "token-1", clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ClearActions()
+	for range 3 {
+		clk.t = clk.t.Add(Duration / 3)
+		if err := a.Renew(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var verbs []string
+	for _, act := range c.Actions() {
+		verbs = append(verbs, act.GetVerb())
+	}
+	if want := []string{"update", "update", "update"}; !slices.Equal(verbs, want) {
+		t.Errorf("three renewals sent %v, want %v", verbs, want)
+	}
+	// taken over meanwhile (a stale lease, as if a renewal had been lost)
+	l, err := c.CoordinationV1().Leases(ns).Get(ctx, Name(inst), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Spec.HolderIdentity = ptr.To("req-b")
+	if _, err := c.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Renew(ctx); !errors.Is(err, ErrHeld) {
+		t.Fatalf("renewal of a lease req-b took: %v, want ErrHeld", err)
+	}
+	if h := holderOf(t, c); h != "req-b" {
+		t.Errorf("holder %q after the refused renewal, want req-b", h)
+	}
+}
+
+// newClient is a fake clientset whose leases keep the apiserver's optimistic
+// concurrency.
+func newClient() *fake.Clientset {
+	c := fake.NewClientset()
+	conflictOnStaleVersion(c)
+	return c
+}
+
+// conflictOnStaleVersion gives the fake's leases resourceVersions and makes
+// it refuse an update at a version that is not the stored one, as the
+// apiserver does (the fake alone does neither).
+func conflictOnStaleVersion(c *fake.Clientset) {
+	gvr := coordinationv1.SchemeGroupVersion.WithResource("leases")
+	version := 0
+	stamp := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		l := a.(interface{ GetObject() runtime.Object }).GetObject().(*coordinationv1.Lease)
+		if a.GetVerb() == "update" {
+			stored, err := c.Tracker().Get(gvr, l.Namespace, l.Name)
+			if err != nil {
+				return false, nil, nil
+			}
+			if rv := stored.(*coordinationv1.Lease).ResourceVersion; rv != l.ResourceVersion {
+				return true, nil, apierrors.NewConflict(gvr.GroupResource(), l.Name, fmt.Errorf("at version %q, stored %q", l.ResourceVersion, rv))
+			}
+		}
+		version++
+		l.ResourceVersion = strconv.Itoa(version)
+		return false, nil, nil // the tracker stores it, version and all
+	}
+	c.PrependReactor("create", "leases", stamp)
+	c.PrependReactor("update", "leases", stamp)
 }
