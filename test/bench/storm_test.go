@@ -31,6 +31,10 @@ const stormPods = 20
 // volumes spread over them"), whose detach the drain waits for.
 const stormRWOEvery = 5
 
+// stormContinuationWait bounds the wait for hooks still being drained by a
+// continuation after every delivery has answered.
+const stormContinuationWait = 15 * time.Minute
+
 // stormSlot is the taint that reserves a storm node for its own workloads
 // while the scene is built (see placeStorm).
 const stormSlot = "bench.node-drainer.io/storm-slot"
@@ -200,7 +204,10 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n, maxUnavailable 
 		wg.Go(func() { _, _ = h.deliver(ctx, i, payloads[i]) })
 	}
 	wg.Wait()
-	calls, ok, err := waitCompletions(ctx, ids, tokens, d.settle())
+	// a drain that outlasts half the hook's heartbeat timeout heartbeats and
+	// continues in a fresh invocation (an asynchronous self-invoke), which
+	// completes the hook after the first invoke has answered
+	calls, ok, err := waitCompletions(ctx, ids, tokens, max(d.settle(), stormContinuationWait))
 	if err != nil {
 		b.Fatal(err)
 	}
