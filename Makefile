@@ -90,8 +90,10 @@ test: ## all tests: vet, unit, deploy checks, integration and faults on the real
 tools-nth: ## build aws-node-termination-handler v1.25.6, the bench's peer (cached; ~3 min the first time)
 	bash hack/tools/nth.sh
 
-bench: tools tools-nth ## the benchmark table (drain speed, PDB wait, RSS, zip size, RWO failover)
-	$(GO) test -count=1 -timeout 120m -run '^$$' -bench . -benchtime 1x ./test/bench/ -args -table
+# BENCH_ARGS: the bench's flags (test/bench/doc.go), e.g. -runs 3 -baseline-cap 180s
+BENCH_ARGS ?=
+bench: tools tools-nth ## the benchmark table (drain speed, PDB wait, storm, RWO failover, the peer in the same run)
+	$(GO) test -count=1 -timeout 150m -run '^$$' -bench . -benchtime 1x ./test/bench/ -args -table $(BENCH_ARGS)
 
 demo: tools ## play the two stories on the real harness with the real bootstrap
 	$(GO) run ./test/demo
