@@ -10,7 +10,8 @@
 //
 // and exits non-zero when any is not ok (sam_deploy may be partial:<types>,
 // the resource types the emulator's CloudFormation skips and the test
-// checked on the transformed template instead).
+// checked on the transformed template instead). A step that -run leaves
+// out is not-run.
 package install
 
 import (
@@ -94,11 +95,13 @@ func (r *stepResults) report(w io.Writer, all bool) bool {
 // step runs one reported step as a subtest of t. Its value is "ok", or what
 // f returns when that is not empty (sam_deploy's "partial:<types>"), when the
 // subtest passes, and "failed" otherwise. It says whether the step passed, so
-// a caller stops at the first failed step.
+// a caller stops at the first failed step; a step that -run leaves out did
+// not pass, and its value stays unset (not-run).
 func step(t *testing.T, name string, f func(t *testing.T) string) bool {
 	t.Helper()
-	value := "failed"
+	value, ran := "failed", false
 	ok := t.Run(name, func(t *testing.T) {
+		ran = true
 		v := f(t)
 		if t.Failed() {
 			return
@@ -108,6 +111,9 @@ func step(t *testing.T, name string, f func(t *testing.T) string) bool {
 		}
 		value = v
 	})
+	if !ran {
+		return false
+	}
 	if !ok {
 		value = "failed"
 	}
