@@ -2,11 +2,12 @@
 // init/apply/destroy of the module and SAM's build/transform/deploy of the
 // template, against the AWS emulator and the harness's apiserver, then the
 // landed bootstrap with exactly the configuration they created, draining a
-// node of the harness end to end.
+// node of the harness end to end; and, beside them, terraform's upgrade from
+// a previous release's module to this commit's (upgrade_test.go).
 //
 // `make deploy-test` runs it and prints one line of results:
 //
-//	terraform_apply=ok terraform_drain=ok terraform_destroy=ok sam_transform=ok sam_deploy=ok sam_drain=ok deploy_paths_equal=ok
+//	terraform_apply=ok terraform_drain=ok terraform_destroy=ok terraform_upgrade=ok sam_transform=ok sam_deploy=ok sam_drain=ok deploy_paths_equal=ok
 //
 // and exits non-zero when any is not ok (sam_deploy may be partial:<types>,
 // the resource types the emulator's CloudFormation skips and the test
@@ -15,6 +16,7 @@
 package install
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -44,7 +46,7 @@ func TestMain(m *testing.M) {
 
 // reported are the steps of the results line, in order.
 var reported = []string{
-	"terraform_apply", "terraform_drain", "terraform_destroy",
+	"terraform_apply", "terraform_drain", "terraform_destroy", "terraform_upgrade",
 	"sam_transform", "sam_deploy", "sam_drain",
 	"deploy_paths_equal",
 }
@@ -167,14 +169,55 @@ type created struct {
 	FromTemplate []string `compare:"-"`
 }
 
+// installed hands what terraform's path created on an empty state to the
+// upgrade, which compares what it converged to with it: nil when that
+// path's apply failed or did not run.
+type installed struct {
+	once sync.Once
+	done chan struct{}
+	c    *created
+}
+
+func newInstalled() *installed { return &installed{done: make(chan struct{})} }
+
+// set publishes c; only the first call counts.
+func (i *installed) set(c *created) {
+	i.once.Do(func() {
+		i.c = c
+		close(i.done)
+	})
+}
+
+// wait returns what set published.
+func (i *installed) wait(ctx context.Context) (*created, error) {
+	select {
+	case <-i.done:
+		return i.c, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// tfInstalled is this run's (TestDeploy sets it).
+var tfInstalled = newInstalled()
+
 // paths are the deploy paths, registered by their files: each runs its
 // reported steps as subtests and returns what it created (nil when a step
 // failed before it could be read back).
 var paths = map[string]func(t *testing.T) *created{}
 
 // TestDeploy runs terraform's path, then SAM's, then compares what they
-// created.
+// created; the upgrade runs beside them (its own function name and ASGs,
+// no objects of its own in the cluster), so that its applies and its
+// destroy's wait for the queue overlap theirs.
 func TestDeploy(t *testing.T) {
+	tfInstalled = newInstalled()
+	upgraded := make(chan struct{})
+	go func() {
+		defer close(upgraded)
+		terraformUpgrade(t)
+	}()
+	defer func() { <-upgraded }()
 	got := map[string]*created{}
 	for _, name := range []string{"terraform", "sam"} {
 		if run, ok := paths[name]; ok {

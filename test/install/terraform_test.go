@@ -60,6 +60,7 @@ var tfASGs = []string{"tf-nodes", "tf-nodes-b"}
 func terraformPath(t *testing.T) *created {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
+	defer tfInstalled.set(nil) // no fresh install for the upgrade to compare with, unless set below
 	tf := newTerraformRoot(t, ctx, tfSetup{asgs: tfASGs, manageRBAC: true})
 	scene := newDrainScene(t, ctx, tfASGs[0], 2)
 	createASGs(t, ctx, tfASGs[1:])
@@ -90,6 +91,7 @@ func terraformPath(t *testing.T) *created {
 	}) {
 		return nil
 	}
+	tfInstalled.set(got)
 	step(t, "terraform_drain", func(t *testing.T) string {
 		drainWith(t, ctx, scene, fn)
 		return ""
