@@ -340,17 +340,33 @@ type resourceChange struct {
 
 // changed are the attributes an update changes: those whose value differs
 // before and after (null, "", [] and {} alike), or is known only after
-// apply.
+// apply; a short scalar's values are shown (before -> after).
 func (rc resourceChange) changed() []string {
 	var keys []string
-	for k, v := range rc.Change.After {
-		b := rc.Change.Before[k]
-		if !(reflect.DeepEqual(b, v) || empty(b) && empty(v)) || unknown(rc.Change.AfterUnknown[k]) {
-			keys = append(keys, k)
+	for _, k := range unionKeys(rc.Change.After, rc.Change.AfterUnknown) {
+		b, a, u := rc.Change.Before[k], rc.Change.After[k], unknown(rc.Change.AfterUnknown[k])
+		if !u && (reflect.DeepEqual(b, a) || empty(b) && empty(a)) {
+			continue
 		}
+		if bs, as := jsonText(b), jsonText(a); !u && scalar(b) && scalar(a) && len(bs)+len(as) < 160 {
+			k += fmt.Sprintf(" (%s -> %s)", bs, as)
+		}
+		keys = append(keys, k)
 	}
-	slices.Sort(keys)
 	return keys
+}
+
+func scalar(v any) bool {
+	switch v.(type) {
+	case nil, string, float64, bool:
+		return true
+	}
+	return false
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 func empty(v any) bool {
