@@ -25,6 +25,7 @@ const (
 	phLogGroup = "<log-group>"             // the log group's ARN, without the ":*" of its streams
 	phDLQ      = "<dead-letter-queue>"     // the dead-letter queue's ARN
 	phDLQURL   = "<dead-letter-queue-url>" // the dead-letter queue's URL
+	phRules    = ":rule/<function-name>-"  // the function's rules' names in an ARN (a policy's pattern rule/<function-name>-*)
 )
 
 // phASG stands for the i-th listed Auto Scaling group's name.
@@ -41,6 +42,10 @@ var functionKeys = []string{
 // between the paths (generated names, the stack's prefix, the test's ASGs).
 type made struct {
 	FunctionARN, RoleARN string
+	// FunctionName is replaced only where it begins the rules' names in an
+	// ARN: the default one, node-drainer, is also the name of the Kubernetes
+	// group, the Leases' namespace and the hooks' prefix, which stay.
+	FunctionName string
 	// LogGroupARN with or without the ":*" DescribeLogGroups' Arn ends in:
 	// both forms are replaced, the suffix kept.
 	LogGroupARN    string
@@ -60,6 +65,9 @@ func newCanon(m made) canon {
 		}
 	}
 	add(m.FunctionARN, phFunction)
+	if m.FunctionName != "" {
+		add(":rule/"+m.FunctionName+"-", phRules)
+	}
 	add(m.RoleARN, phRole)
 	if lg := strings.TrimSuffix(m.LogGroupARN, ":*"); lg != "" {
 		add(lg, phLogGroup)
@@ -369,7 +377,7 @@ func sampleARN(service, rest string) string { return fmt.Sprintf(sampleAccount, 
 func TestCanonReplacer(t *testing.T) {
 	lg := sampleARN("logs", "log-group:/aws/lambda/node-drainer")
 	c := newCanon(made{
-		FunctionARN: sampleARN("lambda", "function:node-drainer"), RoleARN: "arn:aws:iam::123456789012:role/node-drainer-2026112315",
+		FunctionARN: sampleARN("lambda", "function:node-drainer"), FunctionName: "node-drainer", RoleARN: "arn:aws:iam::123456789012:role/node-drainer-2026112315",
 		LogGroupARN: lg + ":*", DLQARN: sampleARN("sqs", "node-drainer-dlq"),
 		DLQURL: "http://localhost:5000/123456789012/node-drainer-dlq", ASGs: []string{"tf-nodes", "tf-nodes-b"},
 	})
@@ -381,7 +389,9 @@ func TestCanonReplacer(t *testing.T) {
 		"autoScalingGroupName/tf-nodes-b":                     "autoScalingGroupName/<asg1>",
 		sampleARN("sqs", "node-drainer-dlq"):                  "<dead-letter-queue>",
 		"http://localhost:5000/123456789012/node-drainer-dlq": "<dead-letter-queue-url>",
-		"node-drainer": "node-drainer",
+		sampleARN("events", "rule/node-drainer-*"):            sampleARN("events", "rule/<function-name>-*"),
+		"node-drainer":           "node-drainer",
+		"node-drainer-terminate": "node-drainer-terminate",
 	} {
 		if got := c.str(in); got != want {
 			t.Errorf("%q: got %q, want %q", in, got, want)
@@ -422,7 +432,7 @@ func TestCanonStatements(t *testing.T) {
 	}
 	got, want := statementSet(samSts), statementSet(tfSts)
 	if !slices.Equal(got, want) {
-		t.Errorf("statements differ:\n%s", strings.Join(diffList(want, got), "\n"))
+		t.Errorf("statements differ:\n%s", strings.Join(pathSides.diffList(want, got), "\n"))
 	}
 	for _, s := range want {
 		if strings.Contains(s, `"Sid":"Logs"`) && !strings.Contains(s, `"Resource":["<log-group>:*"]`) {
@@ -438,7 +448,7 @@ func TestCanonStatements(t *testing.T) {
 	// a real difference stays: a statement only one has, a narrower Resource
 	narrower, _ := sam.statements(map[string]any{"Statement": map[string]any{"Sid": "Logs", "Effect": "Allow",
 		"Action": []any{"logs:CreateLogStream", "logs:PutLogEvents"}, "Resource": sampleARN("logs", "log-group:/aws/lambda/node-drainer")}})
-	if d := diffList(want, statementSet(narrower)); len(d) == 0 {
+	if d := pathSides.diffList(want, statementSet(narrower)); len(d) == 0 {
 		t.Errorf("a Logs statement on <log-group> (no :*) equals one on <log-group>:*")
 	}
 }
@@ -459,7 +469,7 @@ func TestCanonQueuePolicy(t *testing.T) {
 	}}})
 	a, b := statementSet(tf), statementSet(sam)
 	if !slices.Equal(a, b) {
-		t.Errorf("queue policies differ:\n%s", strings.Join(diffList(a, b), "\n"))
+		t.Errorf("queue policies differ:\n%s", strings.Join(pathSides.diffList(a, b), "\n"))
 	}
 	if want := `{"Action":["sqs:SendMessage"],"Condition":{"ArnLike":{"aws:SourceArn":["arn:aws:events:us-east-1:123456789012:rule/node-drainer-*"]}},"Effect":"Allow","Principal":{"Service":["events.amazonaws.com"]},"Resource":["<dead-letter-queue>"],"Sid":"EventBridgeRuleDeadLetters"}`; len(a) != 1 || a[0] != want {
 		t.Errorf("got %v, want [%s]", a, want)

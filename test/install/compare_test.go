@@ -13,7 +13,7 @@ import (
 // paths' creations differ, showing only the differing entries.
 func comparePaths(t *testing.T, tf, sam *created) {
 	t.Helper()
-	diffs := diffCreated(tf, sam)
+	diffs := diffCreated(pathSides, tf, sam)
 	for _, d := range diffs {
 		t.Error(d)
 	}
@@ -25,11 +25,12 @@ func comparePaths(t *testing.T, tf, sam *created) {
 	}
 }
 
-// diffCreated describes each field in which a and b (terraform's and SAM's)
-// differ: for lists the entries only one has (as multisets), for maps the
-// keys only one has and the keys whose values differ.
-func diffCreated(tf, sam *created) []string {
-	a, b := reflect.ValueOf(*tf), reflect.ValueOf(*sam)
+// diffCreated describes each field in which a and b (n names them: which
+// path or deployment each is) differ: for lists the entries only one has
+// (as multisets), for maps the keys only one has and the keys whose values
+// differ.
+func diffCreated(n sides, ac, bc *created) []string {
+	a, b := reflect.ValueOf(*ac), reflect.ValueOf(*bc)
 	var out []string
 	for i := range a.NumField() {
 		f := a.Type().Field(i)
@@ -39,14 +40,14 @@ func diffCreated(tf, sam *created) []string {
 		var lines []string
 		switch x := a.Field(i).Interface().(type) {
 		case []string:
-			lines = diffList(x, b.Field(i).Interface().([]string))
+			lines = n.diffList(x, b.Field(i).Interface().([]string))
 		case map[string]string:
-			lines = diffMap(x, b.Field(i).Interface().(map[string]string))
+			lines = n.diffMap(x, b.Field(i).Interface().(map[string]string))
 		case map[string][]string:
-			lines = diffListMap(x, b.Field(i).Interface().(map[string][]string))
+			lines = n.diffListMap(x, b.Field(i).Interface().(map[string][]string))
 		default:
 			if !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
-				lines = []string{fmt.Sprintf("terraform %v", a.Field(i).Interface()), fmt.Sprintf("sam       %v", b.Field(i).Interface())}
+				lines = []string{n.pad(n.a) + " " + fmt.Sprint(a.Field(i).Interface()), n.pad(n.b) + " " + fmt.Sprint(b.Field(i).Interface())}
 			}
 		}
 		if len(lines) > 0 {
@@ -56,9 +57,23 @@ func diffCreated(tf, sam *created) []string {
 	return out
 }
 
+// sides names the two sides of a comparison in its lines.
+type sides struct{ a, b string }
+
+// pathSides are deploy_paths_equal's.
+var pathSides = sides{"terraform", "sam"}
+
+// pad is one side's name padded to the longer one's width.
+func (n sides) pad(side string) string { return fmt.Sprintf("%-*s", max(len(n.a), len(n.b)), side) }
+
+// only begins the line of an entry only one side has ("only sam:       ").
+func (n sides) only(side string) string {
+	return fmt.Sprintf("only %-*s", max(len(n.a), len(n.b))+2, side+":")
+}
+
 // diffList lists the entries of a not in b and of b not in a, counting
 // repeats.
-func diffList(a, b []string) []string {
+func (n sides) diffList(a, b []string) []string {
 	count := map[string]int{}
 	for _, s := range a {
 		count[s]++
@@ -79,43 +94,43 @@ func diffList(a, b []string) []string {
 	sort.Strings(onlyB)
 	var lines []string
 	for _, s := range onlyA {
-		lines = append(lines, "only terraform: "+s)
+		lines = append(lines, n.only(n.a)+s)
 	}
 	for _, s := range onlyB {
-		lines = append(lines, "only sam:       "+s)
+		lines = append(lines, n.only(n.b)+s)
 	}
 	return lines
 }
 
-func diffMap(a, b map[string]string) []string {
+func (n sides) diffMap(a, b map[string]string) []string {
 	var lines []string
 	for _, k := range unionKeys(a, b) {
 		va, inA := a[k]
 		vb, inB := b[k]
 		switch {
 		case !inB:
-			lines = append(lines, fmt.Sprintf("%s: only terraform: %q", k, va))
+			lines = append(lines, fmt.Sprintf("%s: %s%q", k, n.only(n.a), va))
 		case !inA:
-			lines = append(lines, fmt.Sprintf("%s: only sam:       %q", k, vb))
+			lines = append(lines, fmt.Sprintf("%s: %s%q", k, n.only(n.b), vb))
 		case va != vb:
-			lines = append(lines, fmt.Sprintf("%s: terraform %q, sam %q", k, va, vb))
+			lines = append(lines, fmt.Sprintf("%s: %s %q, %s %q", k, n.a, va, n.b, vb))
 		}
 	}
 	return lines
 }
 
-func diffListMap(a, b map[string][]string) []string {
+func (n sides) diffListMap(a, b map[string][]string) []string {
 	var lines []string
 	for _, k := range unionKeys(a, b) {
 		va, inA := a[k]
 		vb, inB := b[k]
 		switch {
 		case !inB:
-			lines = append(lines, fmt.Sprintf("%s: only terraform: %v", k, va))
+			lines = append(lines, fmt.Sprintf("%s: %s%v", k, n.only(n.a), va))
 		case !inA:
-			lines = append(lines, fmt.Sprintf("%s: only sam:       %v", k, vb))
+			lines = append(lines, fmt.Sprintf("%s: %s%v", k, n.only(n.b), vb))
 		default:
-			for _, l := range diffList(va, vb) {
+			for _, l := range n.diffList(va, vb) {
 				lines = append(lines, k+": "+l)
 			}
 		}
@@ -195,7 +210,7 @@ func samplePaths(t *testing.T) (tf, sam *created) {
 
 func TestComparePathsEqual(t *testing.T) {
 	tf, sam := samplePaths(t)
-	if d := diffCreated(tf, sam); len(d) > 0 {
+	if d := diffCreated(pathSides, tf, sam); len(d) > 0 {
 		t.Errorf("the same deployment read back by the two paths differs:\n%s", strings.Join(d, "\n"))
 	}
 }
@@ -209,7 +224,7 @@ func TestComparePathsShowsOnlyDifferences(t *testing.T) {
 	sam.Schedules = []string{schedule("rate(5 minutes)", "DISABLED")}
 	sam.Hooks["autoscaling:EC2_INSTANCE_LAUNCHING"] = []string{"name=launch"}
 	tf.Hooks["autoscaling:EC2_INSTANCE_TERMINATING"] = []string{"default_result=ABANDON", "heartbeat_timeout=300", "name=node-drainer-terminate"}
-	got := strings.Join(diffCreated(tf, sam), "\n")
+	got := strings.Join(diffCreated(pathSides, tf, sam), "\n")
 	want := strings.Join([]string{
 		"Function differ:",
 		`  dlq_sse: only terraform: "true"`,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	ststypes "github.com/aws/aws-sdk-go-v2/service/sts/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -182,16 +183,24 @@ func drainWith(t *testing.T, ctx context.Context, s *drainScene, fn deployedFunc
 	}
 }
 
+// assumeRole assumes roleARN through the emulator's STS, as Lambda does for
+// a function.
+func assumeRole(t *testing.T, ctx context.Context, roleARN, session string) *ststypes.Credentials {
+	t.Helper()
+	out, err := sts.NewFromConfig(env.AWS.AWSConfig()).AssumeRole(ctx, &sts.AssumeRoleInput{
+		RoleArn: aws.String(roleARN), RoleSessionName: aws.String(session),
+	})
+	if err != nil {
+		t.Fatalf("assuming the function's role %s: %v", roleARN, err)
+	}
+	return out.Credentials
+}
+
 // startDeployed starts the bootstrap under the runtime emulator as fn (see
 // drainWith) and stops it when t ends.
 func startDeployed(t *testing.T, ctx context.Context, fn deployedFunction) *lambdart.Runtime {
 	t.Helper()
-	out, err := sts.NewFromConfig(env.AWS.AWSConfig()).AssumeRole(ctx, &sts.AssumeRoleInput{
-		RoleArn: aws.String(fn.RoleARN), RoleSessionName: aws.String(fn.Name),
-	})
-	if err != nil {
-		t.Fatalf("assuming the function's role %s: %v", fn.RoleARN, err)
-	}
+	creds := assumeRole(t, ctx, fn.RoleARN, fn.Name)
 	var fnEnv []string
 	for k, v := range fn.Env {
 		fnEnv = append(fnEnv, k+"="+v)
@@ -204,9 +213,9 @@ func startDeployed(t *testing.T, ctx context.Context, fn deployedFunction) *lamb
 		"AWS_ENDPOINT_URL_STS="+url,
 		"AWS_ENDPOINT_URL_EKS="+url,
 		"AWS_ENDPOINT_URL_SQS="+url,
-		"AWS_ACCESS_KEY_ID="+aws.ToString(out.Credentials.AccessKeyId),
-		"AWS_SECRET_ACCESS_KEY="+aws.ToString(out.Credentials.SecretAccessKey),
-		"AWS_SESSION_TOKEN="+aws.ToString(out.Credentials.SessionToken),
+		"AWS_ACCESS_KEY_ID="+aws.ToString(creds.AccessKeyId),
+		"AWS_SECRET_ACCESS_KEY="+aws.ToString(creds.SecretAccessKey),
+		"AWS_SESSION_TOKEN="+aws.ToString(creds.SessionToken),
 	)
 	// the function's own timeout (its deadline shapes the drain); ctx
 	// bounds how long the test waits

@@ -2,18 +2,21 @@
 // init/apply/destroy of the module and SAM's build/transform/deploy of the
 // template, against the AWS emulator and the harness's apiserver, then the
 // landed bootstrap with exactly the configuration they created, draining a
-// node of the harness end to end.
+// node of the harness end to end; and, beside them, terraform's upgrade from
+// a previous release's module to this commit's (upgrade_test.go).
 //
 // `make deploy-test` runs it and prints one line of results:
 //
-//	terraform_apply=ok terraform_drain=ok terraform_destroy=ok sam_transform=ok sam_deploy=ok sam_drain=ok deploy_paths_equal=ok
+//	terraform_apply=ok terraform_drain=ok terraform_destroy=ok terraform_upgrade=ok sam_transform=ok sam_deploy=ok sam_drain=ok deploy_paths_equal=ok
 //
 // and exits non-zero when any is not ok (sam_deploy may be partial:<types>,
 // the resource types the emulator's CloudFormation skips and the test
-// checked on the transformed template instead).
+// checked on the transformed template instead). A step that -run leaves
+// out is not-run.
 package install
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -43,7 +46,7 @@ func TestMain(m *testing.M) {
 
 // reported are the steps of the results line, in order.
 var reported = []string{
-	"terraform_apply", "terraform_drain", "terraform_destroy",
+	"terraform_apply", "terraform_drain", "terraform_destroy", "terraform_upgrade",
 	"sam_transform", "sam_deploy", "sam_drain",
 	"deploy_paths_equal",
 }
@@ -94,11 +97,13 @@ func (r *stepResults) report(w io.Writer, all bool) bool {
 // step runs one reported step as a subtest of t. Its value is "ok", or what
 // f returns when that is not empty (sam_deploy's "partial:<types>"), when the
 // subtest passes, and "failed" otherwise. It says whether the step passed, so
-// a caller stops at the first failed step.
+// a caller stops at the first failed step; a step that -run leaves out did
+// not pass, and its value stays unset (not-run).
 func step(t *testing.T, name string, f func(t *testing.T) string) bool {
 	t.Helper()
-	value := "failed"
+	value, ran := "failed", false
 	ok := t.Run(name, func(t *testing.T) {
+		ran = true
 		v := f(t)
 		if t.Failed() {
 			return
@@ -108,6 +113,9 @@ func step(t *testing.T, name string, f func(t *testing.T) string) bool {
 		}
 		value = v
 	})
+	if !ran {
+		return false
+	}
 	if !ok {
 		value = "failed"
 	}
@@ -161,14 +169,55 @@ type created struct {
 	FromTemplate []string `compare:"-"`
 }
 
+// installed hands what terraform's path created on an empty state to the
+// upgrade, which compares what it converged to with it: nil when that
+// path's apply failed or did not run.
+type installed struct {
+	once sync.Once
+	done chan struct{}
+	c    *created
+}
+
+func newInstalled() *installed { return &installed{done: make(chan struct{})} }
+
+// set publishes c; only the first call counts.
+func (i *installed) set(c *created) {
+	i.once.Do(func() {
+		i.c = c
+		close(i.done)
+	})
+}
+
+// wait returns what set published.
+func (i *installed) wait(ctx context.Context) (*created, error) {
+	select {
+	case <-i.done:
+		return i.c, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// tfInstalled is this run's (TestDeploy sets it).
+var tfInstalled = newInstalled()
+
 // paths are the deploy paths, registered by their files: each runs its
 // reported steps as subtests and returns what it created (nil when a step
 // failed before it could be read back).
 var paths = map[string]func(t *testing.T) *created{}
 
 // TestDeploy runs terraform's path, then SAM's, then compares what they
-// created.
+// created; the upgrade runs beside them (its own function name and ASGs,
+// no objects of its own in the cluster), so that its applies and its
+// destroy's wait for the queue overlap theirs.
 func TestDeploy(t *testing.T) {
+	tfInstalled = newInstalled()
+	upgraded := make(chan struct{})
+	go func() {
+		defer close(upgraded)
+		terraformUpgrade(t)
+	}()
+	defer func() { <-upgraded }()
 	got := map[string]*created{}
 	for _, name := range []string{"terraform", "sam"} {
 		if run, ok := paths[name]; ok {

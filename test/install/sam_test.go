@@ -403,7 +403,8 @@ func (r *samRun) waitStack(t *testing.T, ctx context.Context, inProgress string)
 
 // canon turns the names and ARNs the stack made into the placeholders for
 // what they stand for (canon_test.go). The function's, queue's and log
-// group's names are the template's (from FunctionName) and stay.
+// group's names are the template's (from FunctionName) and stay, but for
+// the rules' prefix in ARN patterns.
 func (r *samRun) canon(t *testing.T, ctx context.Context) canon {
 	t.Helper()
 	cfg := env.AWS.AWSConfig()
@@ -436,7 +437,7 @@ func (r *samRun) canon(t *testing.T, ctx context.Context) canon {
 	// DescribeLogGroups' Arn ends in :* (as CloudFormation's GetAtt Arn
 	// does); newCanon replaces it with and without
 	return newCanon(made{
-		FunctionARN: aws.ToString(f.Configuration.FunctionArn), RoleARN: r.roleARN,
+		FunctionARN: aws.ToString(f.Configuration.FunctionArn), FunctionName: fn, RoleARN: r.roleARN,
 		LogGroupARN: aws.ToString(lg.LogGroups[0].Arn),
 		DLQARN:      q.Attributes["QueueArn"], DLQURL: r.eval.refs["DeadLetterQueue"],
 		ASGs: samASGs,
@@ -766,7 +767,7 @@ func (r *samRun) readQueue(t *testing.T, ctx context.Context, c *created, cn can
 		sort.Strings(c.QueuePolicy)
 		// EventBridge may deliver to it, from this function's rules only
 		s := canonJSON(cn.value(doc))
-		if !strings.Contains(s, `"events.amazonaws.com"`) || !strings.Contains(s, `"sqs:SendMessage"`) || !strings.Contains(s, `rule/node-drainer-*`) {
+		if !strings.Contains(s, `"events.amazonaws.com"`) || !strings.Contains(s, `"sqs:SendMessage"`) || !strings.Contains(s, phRules+"*") {
 			t.Errorf("the queue policy does not let the rules deliver: %s", s)
 		}
 	}

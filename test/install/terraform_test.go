@@ -57,19 +57,13 @@ func init() { paths["terraform"] = terraformPath }
 // drain's scene.
 var tfASGs = []string{"tf-nodes", "tf-nodes-b"}
 
-// tfScene is the ASG of the terraform path's drain.
-var tfScene = tfASGs[0]
-
 func terraformPath(t *testing.T) *created {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	tf := newTerraformRoot(t, ctx)
-	scene := newDrainScene(t, ctx, tfScene, 2)
-	for _, a := range tfASGs[1:] {
-		if _, err := env.CreateASG(ctx, harness.ASGSpec{Name: a, Size: 1}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	defer tfInstalled.set(nil) // no fresh install for the upgrade to compare with, unless set below
+	tf := newTerraformRoot(t, ctx, tfSetup{asgs: tfASGs, manageRBAC: true})
+	scene := newDrainScene(t, ctx, tfASGs[0], 2)
+	createASGs(t, ctx, tfASGs[1:])
 
 	var got *created
 	var fn deployedFunction
@@ -97,6 +91,7 @@ func terraformPath(t *testing.T) *created {
 	}) {
 		return nil
 	}
+	tfInstalled.set(got)
 	step(t, "terraform_drain", func(t *testing.T) string {
 		drainWith(t, ctx, scene, fn)
 		return ""
@@ -114,15 +109,36 @@ func terraformPath(t *testing.T) *created {
 
 // terraformRoot is the copied example, ready to run terraform in.
 type terraformRoot struct {
-	t       *testing.T
-	dir     string   // the example's directory (terraform's working directory)
-	env     []string // terraform's environment
-	zip     []byte   // the package the example deploys
-	vars    []string // -var arguments
-	cluster string
+	t          *testing.T
+	work       string   // holds terraform/ (the module and its examples) and dist/ (the package)
+	dir        string   // the example's directory (terraform's working directory)
+	env        []string // terraform's environment
+	zip        []byte   // the package the example deploys
+	vars       []string // -var arguments
+	asgs       []string // the example's asg_names; the first is the drain's scene
+	manageRBAC bool     // the module applies rbac.yaml (the example's manage_rbac)
+	cluster    string
 }
 
-func newTerraformRoot(t *testing.T, ctx context.Context) *terraformRoot {
+// tfSetup is what a terraform root deploys.
+type tfSetup struct {
+	// tree is the directory whose terraform/ (the module and its examples)
+	// is copied: a release's (see upgrade_test.go); empty: the repository's.
+	tree string
+	// zip is the package; nil: the harness's bootstrap zipped as `make
+	// package` does.
+	zip  []byte
+	asgs []string // the example's asg_names
+	// functionName is the module's function_name; empty: the example's
+	// (the module's default).
+	functionName string
+	// manageRBAC is the module's manage_rbac: true as in the example (the
+	// harness's objects of rbac.yaml go first, so that terraform creates
+	// them); false is set by the override file.
+	manageRBAC bool
+}
+
+func newTerraformRoot(t *testing.T, ctx context.Context, s tfSetup) *terraformRoot {
 	t.Helper()
 	root, err := harness.RepoRoot()
 	if err != nil {
@@ -140,24 +156,27 @@ func newTerraformRoot(t *testing.T, ctx context.Context) *terraformRoot {
 	}
 	rc := strings.TrimSpace(string(rcOut))
 
+	if s.tree == "" {
+		s.tree = root
+	}
 	work := t.TempDir()
-	if err := copyTree(filepath.Join(root, "terraform"), filepath.Join(work, "terraform")); err != nil {
-		t.Fatal(err)
-	}
-	// The package where examples/eks expects `make package`'s output. It
-	// holds the harness's bootstrap, built for this machine (the name says
-	// arm64 because the example's path does; the emulator runs no code).
-	zipBytes, err := zipBootstrap(bootstrap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(work, "dist"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(work, "dist", "node-drainer-arm64.zip"), zipBytes, 0o644); err != nil {
+	if err := copyTree(filepath.Join(s.tree, "terraform"), filepath.Join(work, "terraform")); err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(work, "terraform", "examples", "eks")
+	r := &terraformRoot{
+		t: t, work: work, dir: dir, asgs: s.asgs, manageRBAC: s.manageRBAC, cluster: harness.ClusterName,
+		vars: []string{"-var", "region=" + moto.Region, "-var", "cluster_name=" + harness.ClusterName, "-var", `asg_names=["` + strings.Join(s.asgs, `","`) + `"]`},
+	}
+	zipBytes := s.zip
+	if zipBytes == nil {
+		if zipBytes, err = zipBootstrap(bootstrap, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.setPackage(zipBytes); err != nil {
+		t.Fatal(err)
+	}
 
 	// the kubernetes provider's credential plugin: prints the admin token
 	cred := filepath.Join(work, "kube-credential.json")
@@ -169,7 +188,8 @@ func newTerraformRoot(t *testing.T, ctx context.Context) *terraformRoot {
 		t.Fatal(err)
 	}
 	override := fmt.Sprintf(`# Written by test/install: the example's providers pointed at the AWS
-# emulator and the test harness's apiserver. Nothing else of the example changes.
+# emulator and the test harness's apiserver. Nothing else of the example
+# changes but the module's arguments at the end, if there are any.
 provider "aws" {
   access_key                  = %[2]q
   secret_key                  = %[3]q
@@ -198,7 +218,14 @@ provider "kubernetes" {
   }
 }
 `, env.AWS.URL(), moto.AccessKeyID, moto.SecretAccessKey, cred)
-	if err := os.WriteFile(filepath.Join(dir, "emulator_override.tf"), []byte(override), 0o644); err != nil {
+	if s.functionName != "" || !s.manageRBAC {
+		override += "\nmodule \"node_drainer\" {\n"
+		if s.functionName != "" {
+			override += fmt.Sprintf("  function_name = %q\n", s.functionName)
+		}
+		override += fmt.Sprintf("  manage_rbac   = %t\n}\n", s.manageRBAC)
+	}
+	if err := os.WriteFile(filepath.Join(dir, overrideFile), []byte(override), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
@@ -209,20 +236,45 @@ provider "kubernetes" {
 		}
 		tfEnv = append(tfEnv, kv)
 	}
-	tfEnv = append(tfEnv, "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1",
+	r.env = append(tfEnv, "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1",
 		"TF_DATA_DIR="+filepath.Join(dir, ".terraform"))
 
 	// the cluster terraform reads (data.aws_eks_cluster), answering the
-	// harness's endpoint and CA; the harness's own RBAC objects go, so that
-	// terraform creates them (they come back when the path ends)
+	// harness's endpoint and CA; with manage_rbac the harness's own RBAC
+	// objects go, so that terraform creates them (they come back when the
+	// path ends)
 	if err := env.CreateEKSCluster(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deleteHarnessRBAC(t, ctx)
+	if s.manageRBAC {
+		deleteHarnessRBAC(t, ctx)
+	}
+	return r
+}
 
-	return &terraformRoot{
-		t: t, dir: dir, env: tfEnv, zip: zipBytes, cluster: harness.ClusterName,
-		vars: []string{"-var", "region=" + moto.Region, "-var", "cluster_name=" + harness.ClusterName, "-var", `asg_names=["` + strings.Join(tfASGs, `","`) + `"]`},
+// overrideFile is the file the test adds to the example (see newTerraformRoot).
+const overrideFile = "emulator_override.tf"
+
+// setPackage puts the package where examples/eks expects `make package`'s
+// output (dist/node-drainer-arm64.zip beside terraform/). It holds the
+// harness's bootstrap, built for this machine (the name says arm64 because
+// the example's path does; the emulator runs no code).
+func (r *terraformRoot) setPackage(zip []byte) error {
+	if err := os.MkdirAll(filepath.Join(r.work, "dist"), 0o755); err != nil {
+		return err
+	}
+	r.zip = zip
+	return os.WriteFile(filepath.Join(r.work, "dist", "node-drainer-arm64.zip"), zip, 0o644)
+}
+
+// createASGs creates Auto Scaling groups of one instance each (no nodes):
+// the example's other asg_names, which only get lifecycle hooks.
+func createASGs(t *testing.T, ctx context.Context, names []string) {
+	t.Helper()
+	for _, a := range names {
+		if _, err := env.CreateASG(ctx, harness.ASGSpec{Name: a, Size: 1}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -230,6 +282,9 @@ provider "kubernetes" {
 func (r *terraformRoot) run(ctx context.Context, args ...string) error {
 	switch args[0] {
 	case "apply", "destroy", "plan":
+		if args[0] == "apply" && !strings.HasPrefix(args[len(args)-1], "-") {
+			break // a saved plan holds its variables
+		}
 		args = append(args, r.vars...)
 	}
 	began := time.Now()
@@ -260,13 +315,22 @@ func tail(s string, n int) string {
 
 // output reads one of the example's outputs.
 func (r *terraformRoot) output(ctx context.Context, name string) (string, error) {
-	cmd := exec.CommandContext(ctx, "terraform", "output", "-raw", name)
+	b, err := r.stdout(ctx, "output", "-raw", name)
+	return string(b), err
+}
+
+// stdout runs a terraform command that reads (output, show) and returns
+// what it prints.
+func (r *terraformRoot) stdout(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "terraform", args...)
 	cmd.Dir, cmd.Env = r.dir, r.env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	b, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("terraform output %s: %w", name, err)
+		return nil, fmt.Errorf("terraform %s: %w: %s", strings.Join(args, " "), err, tail(stderr.String(), 20))
 	}
-	return string(b), nil
+	return b, nil
 }
 
 // readBack reads what apply created through the emulator's AWS APIs and the
@@ -328,9 +392,9 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 	}
 	got.Function["log_retention_days"] = strconv.Itoa(int(aws.ToInt32(lg.LogGroups[0].RetentionInDays)))
 	canon := newCanon(made{
-		FunctionARN: aws.ToString(c.FunctionArn), RoleARN: aws.ToString(c.Role),
+		FunctionARN: aws.ToString(c.FunctionArn), FunctionName: fnName, RoleARN: aws.ToString(c.Role),
 		LogGroupARN: aws.ToString(lg.LogGroups[0].Arn), DLQARN: dlqARN, DLQURL: aws.ToString(q.QueueUrl),
-		ASGs: tfASGs,
+		ASGs: r.asgs,
 	})
 	if c.Environment != nil {
 		got.Env = canon.env(c.Environment.Variables)
@@ -465,7 +529,7 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 	}
 	fn := deployedFunction{Name: fnName, Env: rawEnv, RoleARN: roleARN, Bootstrap: bootstrap,
 		Timeout: time.Duration(aws.ToInt32(c.Timeout)) * time.Second, MemoryMB: int(aws.ToInt32(c.MemorySize))}
-	for _, asg := range tfASGs {
+	for _, asg := range r.asgs {
 		hooks, err := autoscaling.NewFromConfig(cfg).DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(asg)})
 		if err != nil {
 			t.Fatal(err)
@@ -481,7 +545,7 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 		if terminate == "" {
 			t.Errorf("no terminate lifecycle hook on %s: %+v", asg, hooks.LifecycleHooks)
 		}
-		if asg == tfScene {
+		if asg == r.asgs[0] {
 			fn.TerminateHook = terminate
 		}
 	}
@@ -514,13 +578,15 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 
 	// the cluster's objects (kubernetes_manifest of rbac.yaml), bound to the
 	// access entry's group
-	if have := harnessRBACObjects(t, ctx); len(have) != len(rbacObjects) {
-		t.Errorf("cluster objects after apply: %v, want %v", have, rbacObjectNames())
-	}
-	if crb, err := env.Client.RbacV1().ClusterRoleBindings().Get(ctx, "node-drainer", metav1.GetOptions{}); err == nil {
-		for _, s := range crb.Subjects {
-			if s.Kind == "Group" && !slices.Contains(got.AccessEntryGroups, s.Name) {
-				t.Errorf("the ClusterRoleBinding's group %s is not the access entry's %v", s.Name, got.AccessEntryGroups)
+	if r.manageRBAC {
+		if have := harnessRBACObjects(t, ctx); len(have) != len(rbacObjects) {
+			t.Errorf("cluster objects after apply: %v, want %v", have, rbacObjectNames())
+		}
+		if crb, err := env.Client.RbacV1().ClusterRoleBindings().Get(ctx, "node-drainer", metav1.GetOptions{}); err == nil {
+			for _, s := range crb.Subjects {
+				if s.Kind == "Group" && !slices.Contains(got.AccessEntryGroups, s.Name) {
+					t.Errorf("the ClusterRoleBinding's group %s is not the access entry's %v", s.Name, got.AccessEntryGroups)
+				}
 			}
 		}
 	}
@@ -553,7 +619,7 @@ func (r *terraformRoot) assertNothingLeft(t *testing.T, ctx context.Context, fn 
 	if rules, err := eventbridge.NewFromConfig(cfg).ListRules(ctx, &eventbridge.ListRulesInput{NamePrefix: aws.String(fn.Name + "-")}); err != nil || len(rules.Rules) != 0 {
 		t.Errorf("rules left after destroy: %v %+v", err, rules)
 	}
-	for _, asg := range tfASGs {
+	for _, asg := range r.asgs {
 		if hooks, err := autoscaling.NewFromConfig(cfg).DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(asg)}); err != nil || len(hooks.LifecycleHooks) != 0 {
 			t.Errorf("lifecycle hooks left on %s after destroy: %v %+v", asg, err, hooks)
 		}
@@ -569,6 +635,9 @@ func (r *terraformRoot) assertNothingLeft(t *testing.T, ctx context.Context, fn 
 				t.Errorf("alarm %s left after destroy", a)
 			}
 		}
+	}
+	if !r.manageRBAC {
+		return
 	}
 	if err := waitRBACGone(ctx); err != nil {
 		t.Errorf("cluster objects left after destroy: %v", harnessRBACObjects(t, ctx))
@@ -683,8 +752,9 @@ func deleteHarnessRBAC(t *testing.T, ctx context.Context) {
 }
 
 // zipBootstrap zips a bootstrap as `make package` does (one entry,
-// bootstrap, mode 0755).
-func zipBootstrap(path string) ([]byte, error) {
+// bootstrap, mode 0755), with comment as the archive's comment (`make
+// package` sets none).
+func zipBootstrap(path, comment string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading bootstrap: %w", err)
@@ -698,6 +768,9 @@ func zipBootstrap(path string) ([]byte, error) {
 		return nil, err
 	}
 	if _, err := w.Write(b); err != nil {
+		return nil, err
+	}
+	if err := z.SetComment(comment); err != nil {
 		return nil, err
 	}
 	if err := z.Close(); err != nil {
