@@ -80,7 +80,7 @@ func run() int {
 	}
 	var results []result
 	for _, s := range stories {
-		d := &demo{env: env, bootstrap: bootstrap, logs: &syncBuffer{}}
+		d := &demo{env: env, bootstrap: bootstrap, logs: &harness.LogBuffer{}}
 		if ctx.Err() != nil {
 			results = append(results, result{name: s.name, err: errors.New("interrupted before it started")})
 			continue

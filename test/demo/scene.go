@@ -23,7 +23,7 @@ type demo struct {
 	env       *harness.Env
 	bootstrap string
 	tl        *timeline
-	logs      *syncBuffer
+	logs      *harness.LogBuffer
 	failures  []error
 	note      string // for the summary table
 	scene     *scene // the story's scene, once created

@@ -985,7 +985,7 @@ func samDrain(t *testing.T, ctx context.Context, r *samRun) {
 		"AWS_SESSION_TOKEN=" + aws.ToString(creds.Credentials.SessionToken),
 	}
 	t.Logf("function environment from the stack: %v; the harness adds only AWS_REGION, AWS_ENDPOINT_URL_{EC2,AUTO_SCALING,STS,EKS} and the role's credentials", fenv)
-	var fnLog lockedBuffer
+	var fnLog harness.LogBuffer
 	asyncRetries := lambdart.DefaultAsyncRetries
 	fmt.Sscan(r.eval.mustStr(t, r.props(r.ofType(t, "AWS::Lambda::EventInvokeConfig")[0])["MaximumRetryAttempts"]), &asyncRetries)
 	rt, err := lambdart.Start(ctx, lambdart.Options{
@@ -1168,23 +1168,6 @@ func (e *cfnEval) mustStr(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return s
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func mapsEqual(a, b map[string]int) bool {

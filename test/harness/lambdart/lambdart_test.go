@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/node-drainer/node-drainer/test/harness/lambdart"
+
+	"github.com/node-drainer/node-drainer/test/harness"
 )
 
 // bootstrap is the test function, built once by TestMain.
@@ -43,27 +44,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer is a log the function and the test can share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func start(t *testing.T, o lambdart.Options) (*lambdart.Runtime, *syncBuffer) {
+func start(t *testing.T, o lambdart.Options) (*lambdart.Runtime, *harness.LogBuffer) {
 	t.Helper()
-	log := &syncBuffer{}
+	log := &harness.LogBuffer{}
 	o.Bootstrap = bootstrap
 	o.Log = log
 	r, err := lambdart.Start(context.Background(), o)
