@@ -114,9 +114,14 @@ func Acquire(ctx context.Context, c kubernetes.Interface, ns, instanceID, holder
 	}
 	l = cl.fresh(l.DeepCopy())
 	l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
-	l, err = c.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{}) // at the version read: a race is a conflict
-	cl.wrote(l, err)
-	return cl, cl.classify(err)
+	return cl, cl.classify(cl.put(ctx, l)) // at the version read: a race is a conflict
+}
+
+// put updates the lease at l's resourceVersion and remembers what was written.
+func (cl *Claim) put(ctx context.Context, l *coordinationv1.Lease) error {
+	out, err := cl.client.CoordinationV1().Leases(cl.ns).Update(ctx, l, metav1.UpdateOptions{})
+	cl.wrote(out, err)
+	return err
 }
 
 // wrote remembers the lease as a successful write returned it.
@@ -175,9 +180,7 @@ func (cl *Claim) update(ctx context.Context, change func(*coordinationv1.Lease))
 func (cl *Claim) updateOnce(ctx context.Context, change func(*coordinationv1.Lease)) error {
 	if l := cl.written(); l != nil {
 		change(l)
-		out, err := cl.client.CoordinationV1().Leases(cl.ns).Update(ctx, l, metav1.UpdateOptions{})
-		cl.wrote(out, err)
-		if !apierrors.IsConflict(err) {
+		if err := cl.put(ctx, l); !apierrors.IsConflict(err) {
 			return cl.classify(err)
 		}
 		// changed since this claim wrote it: read who holds it now
@@ -191,9 +194,7 @@ func (cl *Claim) updateOnce(ctx context.Context, change func(*coordinationv1.Lea
 	}
 	l = l.DeepCopy()
 	change(l)
-	out, err := cl.client.CoordinationV1().Leases(cl.ns).Update(ctx, l, metav1.UpdateOptions{})
-	cl.wrote(out, err)
-	return cl.classify(err)
+	return cl.classify(cl.put(ctx, l))
 }
 
 // Renew marks the lease as still held now.
