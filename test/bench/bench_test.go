@@ -520,12 +520,9 @@ func background(b *testing.B, ctx context.Context, n int) func() {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(insts))
-	for i, inst := range insts {
-		wg.Go(func() { errs[i] = env.AddNodeFor(ctx, inst, map[string]string{"pool": name}) })
-	}
-	wg.Wait()
+	added := eachInstance(insts, func(_ int, inst harness.Instance) error {
+		return env.AddNodeFor(ctx, inst, map[string]string{"pool": name})
+	})
 	cleanup := func() {
 		c := context.WithoutCancel(ctx)
 		began := time.Now()
@@ -535,17 +532,16 @@ func background(b *testing.B, ctx context.Context, n int) func() {
 		}
 		progress("background removed in %s", time.Since(began).Round(100*time.Millisecond))
 	}
-	for _, err := range errs {
-		if err != nil {
-			cleanup()
-			b.Fatal(err)
-		}
+	if added != nil {
+		cleanup()
+		b.Fatal(added)
 	}
 	if err := env.Namespace(ctx, name); err != nil {
 		cleanup()
 		b.Fatal(err)
 	}
 	jobs := make(chan int)
+	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
 	for range 64 {

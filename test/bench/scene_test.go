@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,6 +48,17 @@ type scene struct {
 	pvs   []string
 }
 
+// eachInstance runs f for every instance at once and returns their errors.
+func eachInstance(insts []harness.Instance, f func(i int, inst harness.Instance) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(insts))
+	for i, inst := range insts {
+		wg.Go(func() { errs[i] = f(i, inst) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // newScene builds a scene of nodes instances and nodes, fitted to d (nil:
 // no drainer, the baseline).
 func newScene(ctx context.Context, d drainer, name string, nodes int) (*scene, error) {
@@ -55,16 +67,10 @@ func newScene(ctx context.Context, d drainer, name string, nodes int) (*scene, e
 		return nil, err
 	}
 	s := &scene{name: name, insts: insts}
-	var wg sync.WaitGroup
-	errs := make([]error, len(insts))
-	for i, inst := range insts {
-		wg.Go(func() { errs[i] = env.AddNodeFor(ctx, inst, map[string]string{"pool": name}) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return s, err
-		}
+	if err := eachInstance(insts, func(_ int, inst harness.Instance) error {
+		return env.AddNodeFor(ctx, inst, map[string]string{"pool": name})
+	}); err != nil {
+		return s, err
 	}
 	if d != nil {
 		if err := d.prepare(ctx, s); err != nil {

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"slices"
@@ -47,23 +46,14 @@ const stormSlot = "bench.node-drainer.io/storm-slot"
 // the only nodes the replacements can go to. It returns each Deployment's
 // floor (its ready pods must not fall below it) by app label.
 func (s *scene) placeStorm(ctx context.Context, targets, spares []harness.Instance, maxUnavailable int) (map[string]int, error) {
-	each := func(insts []harness.Instance, f func(i int, inst harness.Instance) error) error {
-		var wg sync.WaitGroup
-		errs := make([]error, len(insts))
-		for i, inst := range insts {
-			wg.Go(func() { errs[i] = f(i, inst) })
-		}
-		wg.Wait()
-		return errors.Join(errs...)
-	}
 	cordon := func(on bool) error {
-		return each(spares, func(_ int, inst harness.Instance) error { return env.SetUnschedulable(ctx, inst.PrivateDNSName, on) })
+		return eachInstance(spares, func(_ int, inst harness.Instance) error { return env.SetUnschedulable(ctx, inst.PrivateDNSName, on) })
 	}
 	if err := cordon(true); err != nil {
 		return nil, err
 	}
 	// every target reserved before any workload is placed
-	if err := each(targets, func(i int, t harness.Instance) error {
+	if err := eachInstance(targets, func(i int, t harness.Instance) error {
 		return env.TaintNode(ctx, t.PrivateDNSName, corev1.Taint{Key: stormSlot, Value: strconv.Itoa(i), Effect: corev1.TaintEffectNoSchedule})
 	}); err != nil {
 		return nil, err
@@ -71,7 +61,7 @@ func (s *scene) placeStorm(ctx context.Context, targets, spares []harness.Instan
 	floors := map[string]int{}
 	var pvs []string
 	var mu sync.Mutex
-	err := each(targets, func(i int, t harness.Instance) error {
+	err := eachInstance(targets, func(i int, t harness.Instance) error {
 		tolerate := []corev1.Toleration{{Key: stormSlot, Operator: corev1.TolerationOpEqual, Value: strconv.Itoa(i), Effect: corev1.TaintEffectNoSchedule}}
 		w := s.workload(fmt.Sprintf("app%d", i), stormPods)
 		w.Tolerations = tolerate

@@ -32,7 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/node-drainer/node-drainer/internal/handler"
 	"github.com/node-drainer/node-drainer/internal/node"
@@ -292,15 +291,7 @@ func (x *X) getNode(name string) *corev1.Node {
 
 // updateNode changes a node as an operator or another controller would.
 func (x *X) updateNode(name string, change func(*corev1.Node)) {
-	x.must(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := env.Client.CoreV1().Nodes().Get(x.ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		change(n)
-		_, err = env.Client.CoreV1().Nodes().Update(x.ctx, n, metav1.UpdateOptions{})
-		return err
-	}))
+	x.must(env.UpdateNode(x.ctx, name, change))
 }
 
 // operatorTaint is a mark someone else placed; node-drainer never removes it.

@@ -158,15 +158,8 @@ func TestHarnessIsReal(t *testing.T) {
 		case p.UID != pods[0].UID || p.DeletionTimestamp == nil:
 			t.Fatalf("pod %s of the stopped kubelet: uid %s, deletionTimestamp %v; want the same pod Terminating", p.Name, p.UID, p.DeletionTimestamp)
 		}
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error { // the controller-manager taints it too
-			n, err := c.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "node.kubernetes.io/out-of-service", Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
-			_, err = c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
-			return err
-		})
+		// (the controller-manager taints it too: TaintNode retries on a conflict)
+		err = env.TaintNode(ctx, nodeName, corev1.Taint{Key: "node.kubernetes.io/out-of-service", Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
 		if err != nil {
 			t.Fatal(err)
 		}

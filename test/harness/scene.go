@@ -373,31 +373,31 @@ func (e *Env) WaitPodsRunning(ctx context.Context, ns, selector string, want int
 	return pods, nil
 }
 
-// TaintNode adds taint to the node (replacing one with the same key and
-// effect).
-func (e *Env) TaintNode(ctx context.Context, name string, taint corev1.Taint) error {
+// UpdateNode changes a node with a read-modify-write, retried on a conflict
+// (the node's own status updates race with it).
+func (e *Env) UpdateNode(ctx context.Context, name string, change func(*corev1.Node)) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := e.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		n.Spec.Taints = append(slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&taint) }), taint)
+		change(n)
 		_, err = e.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
 	})
 }
 
+// TaintNode adds taint to the node (replacing one with the same key and
+// effect).
+func (e *Env) TaintNode(ctx context.Context, name string, taint corev1.Taint) error {
+	return e.UpdateNode(ctx, name, func(n *corev1.Node) {
+		n.Spec.Taints = append(slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&taint) }), taint)
+	})
+}
+
 // SetUnschedulable cordons or uncordons a node (scenes use it to place pods).
 func (e *Env) SetUnschedulable(ctx context.Context, name string, unschedulable bool) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := e.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		n.Spec.Unschedulable = unschedulable
-		_, err = e.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
-		return err
-	})
+	return e.UpdateNode(ctx, name, func(n *corev1.Node) { n.Spec.Unschedulable = unschedulable })
 }
 
 // WaitPodVolumeAttached waits until the pod ns/name (whichever incarnation
