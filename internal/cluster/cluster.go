@@ -10,6 +10,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"time"
 
@@ -34,7 +36,7 @@ type Source struct {
 	Kubeconfig   []byte // kubeconfig mode: the file's content
 	QPS          float32
 	Burst        int
-	RequestLimit time.Duration // per-request timeout
+	RequestLimit time.Duration // per-request timeout (not for watches)
 }
 
 // EKSAPI is the part of the EKS API the function uses.
@@ -81,8 +83,11 @@ func RESTConfig(ctx context.Context, src Source, eksAPI EKSAPI, stsClient *sts.C
 		cfg.Wrap(transport.ResettableTokenSourceWrapTransport(transport.NewCachedTokenSource(ts)))
 	}
 	cfg.QPS, cfg.Burst = src.QPS, src.Burst
+	// not cfg.Timeout: client-go puts it on the http.Client, which ends
+	// every watch after it too (a drain's watches were re-opened every 30 s)
+	cfg.Timeout = 0
 	if src.RequestLimit > 0 {
-		cfg.Timeout = src.RequestLimit
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return requestLimit{rt, src.RequestLimit} })
 	}
 	cfg.UserAgent = "node-drainer"
 	return cfg, nil
@@ -170,4 +175,39 @@ func LoadKubeconfig(ctx context.Context, path, parameter, secretID string, ssmAP
 		return out.SecretBinary, nil
 	}
 	return nil, nil
+}
+
+// requestLimit bounds each request but a watch: from sending it until its
+// response body is closed, as http.Client.Timeout would. A watch lasts as
+// long as the server's timeoutSeconds (the reflector asks for 5-10 min),
+// and its caller's context.
+type requestLimit struct {
+	next  http.RoundTripper
+	limit time.Duration
+}
+
+func (t requestLimit) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Query().Get("watch") == "true" {
+		return t.next.RoundTrip(req)
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), t.limit)
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = cancelOnClose{resp.Body, cancel}
+	return resp, nil
+}
+
+// cancelOnClose ends the request's context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
