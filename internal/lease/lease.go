@@ -219,9 +219,13 @@ func (cl *Claim) Release(ctx context.Context, doneKey string) error {
 	})
 }
 
-// KeepAlive renews the lease now and every third of its duration until stop
-// is called; failures go to onErr.
+// KeepAlive renews the lease every third of its duration until stop is
+// called (the claim has just written it: not at once); failures go to onErr.
 func (cl *Claim) KeepAlive(ctx context.Context, onErr func(error)) (stop func()) {
+	return cl.keepAlive(ctx, Duration/3, onErr)
+}
+
+func (cl *Claim) keepAlive(ctx context.Context, every time.Duration, onErr func(error)) (stop func()) {
 	if cl == nil {
 		return func() {}
 	}
@@ -229,11 +233,12 @@ func (cl *Claim) KeepAlive(ctx context.Context, onErr func(error)) (stop func())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		wait.UntilWithContext(ctx, func(ctx context.Context) {
+		_ = wait.PollUntilContextCancel(ctx, every, false, func(ctx context.Context) (bool, error) {
 			if err := cl.Renew(ctx); err != nil && ctx.Err() == nil {
 				onErr(err)
 			}
-		}, Duration/3)
+			return false, nil
+		})
 	}()
 	return func() { cancel(); <-done }
 }

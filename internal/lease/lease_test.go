@@ -192,6 +192,29 @@ func TestRenewWithoutRead(t *testing.T) {
 	}
 }
 
+// KeepAlive sends nothing at once (Acquire has just written the lease), then
+// one update per period.
+func TestKeepAliveWaitsOnePeriod(t *testing.T) {
+	ctx := context.Background()
+	c := newClient()
+	a, err := Acquire(ctx, c, ns, inst, "req-a", "token-1", time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ClearActions()
+	const every = 100 * time.Millisecond
+	stop := a.keepAlive(ctx, every, func(err error) { t.Errorf("renewal: %v", err) })
+	time.Sleep(every / 2)
+	if n := len(c.Actions()); n != 0 {
+		t.Errorf("%d requests before the first period ended, want none", n)
+	}
+	time.Sleep(every * 2)
+	stop()
+	if n := len(c.Actions()); n < 1 || n > 3 {
+		t.Errorf("%d requests in %v of renewals every %v, want 1 to 3", n, every*5/2, every)
+	}
+}
+
 // newClient is a fake clientset whose leases keep the apiserver's optimistic
 // concurrency.
 func newClient() *fake.Clientset {
