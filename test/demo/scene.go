@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/node-drainer/node-drainer/test/harness"
 	"github.com/node-drainer/node-drainer/test/harness/lambdart"
@@ -81,11 +80,8 @@ func (d *demo) onlyOn(ctx context.Context, s *scene, target harness.Instance, bu
 	cordon := func(on bool) error {
 		for _, i := range s.insts {
 			if i.ID != target.ID {
-				// the harness's Get+Update loses to the node's own updates at times
-				err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-					return d.env.SetUnschedulable(ctx, i.PrivateDNSName, on)
-				})
-				if err != nil {
+				// SetUnschedulable retries a conflict with the node's own updates
+				if err := d.env.SetUnschedulable(ctx, i.PrivateDNSName, on); err != nil {
 					return err
 				}
 			}
