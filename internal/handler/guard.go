@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -38,18 +39,28 @@ var errAlive = fmt.Errorf("%w: the node's kubelet looks alive", errNotSafe)
 // reused), and that no kubelet runs on it (NotReady, or its Lease stale).
 func (r *run) guard(n *corev1.Node, id string) func(context.Context) error {
 	return func(ctx context.Context) error {
+		// EC2 and the Node are read at once: the step waits for the slower
+		// of the two, not for both in turn
+		var (
+			cur     *corev1.Node
+			nodeErr error
+			read    sync.WaitGroup
+		)
+		read.Go(func() {
+			nodeErr = cluster.Retry(ctx, func() (err error) {
+				cur, err = r.h.c.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+				return err
+			})
+		})
 		inst, err := instance.Describe(ctx, r.h.c.EC2, id)
+		read.Wait()
 		if err != nil {
 			return fmt.Errorf("%w: EC2 unreadable: %v", errNotSafe, err)
 		}
 		if !inst.Down() {
 			return fmt.Errorf("%w: %s", errNotSafe, inst)
 		}
-		var cur *corev1.Node
-		err = cluster.Retry(ctx, func() (err error) {
-			cur, err = r.h.c.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-			return err
-		})
+		err = nodeErr
 		switch {
 		case apierrors.IsNotFound(err):
 			return fmt.Errorf("%w: node %s is gone", errNotSafe, n.Name)
