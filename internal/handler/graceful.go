@@ -391,11 +391,11 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 // not know the pods an earlier attempt evicted. Then the next node attaches
 // the volumes at once.
 func (r *run) waitVolumes(ctx context.Context, n *corev1.Node, claims []string, deadline time.Time) error {
-	pvs, err := volume.PersistentVolumes(ctx, r.h.c.Kube, claims)
-	if err != nil {
-		return err
-	}
 	vas, err := volume.Attachments(ctx, r.h.c.Kube, n.Name, nil)
+	if err != nil || len(vas) == 0 && len(claims) == 0 {
+		return err // no volume on the node, none used by the pods: nothing to wait for
+	}
+	pvs, err := volume.PersistentVolumes(ctx, r.h.c.Kube, claims)
 	if err != nil {
 		return err
 	}
