@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -137,23 +138,46 @@ func TestWaitStale(t *testing.T) {
 		return &run{h: h}
 	}
 	t.Run("renewed, then the kubelet dies", func(t *testing.T) {
-		c := fake.NewClientset(lease(time.Now()))
-		stop := time.Now().Add(400 * time.Millisecond)
+		const staleAfter = 300 * time.Millisecond
+		first := time.Now()
+		c := fake.NewClientset(lease(first))
+		var mu sync.Mutex
+		renewals := []time.Time{first} // the RenewTimes written
+		stop := first.Add(400 * time.Millisecond)
 		go func() { // the kubelet renews every 50 ms for 400 ms
 			for time.Now().Before(stop) {
 				time.Sleep(50 * time.Millisecond)
-				_, _ = c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Update(context.Background(), lease(time.Now()), metav1.UpdateOptions{})
+				at := time.Now()
+				if _, err := c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Update(context.Background(), lease(at), metav1.UpdateOptions{}); err == nil {
+					mu.Lock()
+					renewals = append(renewals, at)
+					mu.Unlock()
+				}
 			}
 		}()
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
-		begin := time.Now()
 		r := newRun(c)
-		if err := r.waitStale(ctx, watchLease(ctx, c, name), name, begin.Add(3*time.Second)); err != nil {
+		if err := r.waitStale(ctx, watchLease(ctx, c, name), name, first.Add(3*time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		if took := time.Since(begin); took < 600*time.Millisecond || took > 2*time.Second {
-			t.Errorf("went on after %s: want once the last renewal (~400 ms) is 300 ms old", took)
+		went := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		// judged against the renewals as they happened (on a loaded machine
+		// a pause between two of them can itself make the Lease stale): it
+		// went on only once the Lease was stale, and soon after the last
+		last := first
+		for _, at := range renewals {
+			if !at.After(went) {
+				last = at
+			}
+		}
+		if went.Before(last.Add(staleAfter)) {
+			t.Errorf("went on %s after a renewal: want the Lease %s stale", went.Sub(last), staleAfter)
+		}
+		if final := renewals[len(renewals)-1]; went.After(final.Add(staleAfter + 1500*time.Millisecond)) {
+			t.Errorf("went on %s after the last renewal: want soon after it is %s old", went.Sub(final), staleAfter)
 		}
 	})
 	t.Run("no Lease: stale at once", func(t *testing.T) {

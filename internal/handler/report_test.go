@@ -59,7 +59,7 @@ func TestTimelineAndMetrics(t *testing.T) {
 				"version": version.Get()},
 		},
 		{
-			name: "terminate held by a PDB until the deadline", payload: terminateEvent(idA), ec2: running, timeout: 400 * time.Millisecond,
+			name: "terminate held by a PDB until the deadline", payload: terminateEvent(idA), ec2: running, timeout: 1500 * time.Millisecond, // room for the evictions on a loaded machine
 			setup:  func(e *env) { e.blocked = []string{"db-0"}; e.cfg.ContinueLongDrains = false },
 			steps:  []string{StepLookup, StepMarked, StepEvicting, StepPDBWait, StepEvicted, StepHookCompleted},
 			values: map[string]any{"Result": "failed", "PodsEvicted": 1.0, "LifecycleResult": "ABANDON", "CompletionReason": "at-deadline", "HooksCompleted": 1.0},
