@@ -176,6 +176,10 @@ func (in *Informer) Changed() <-chan struct{} { return in.change.C() }
 // WaitSynced waits until the informer has synced, has failed, or ctx ends;
 // it reports whether it synced.
 func (in *Informer) WaitSynced(ctx context.Context) bool {
+	// an empty list changes nothing in the store: it is seen by looking
+	// again, first within a millisecond (a drain of a namespace without a
+	// PDB waited 50 ms here), backing off to every 50 ms
+	poll := time.Millisecond
 	for {
 		ch := in.Changed()
 		if in.Synced() {
@@ -188,7 +192,8 @@ func (in *Informer) WaitSynced(ctx context.Context) bool {
 		case <-ctx.Done():
 			return in.Synced()
 		case <-ch:
-		case <-time.After(50 * time.Millisecond): // an empty list changes nothing
+		case <-time.After(poll):
+			poll = min(2*poll, 50*time.Millisecond)
 		}
 	}
 }

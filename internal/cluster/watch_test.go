@@ -148,3 +148,24 @@ func TestFinal(t *testing.T) {
 		}
 	}
 }
+
+// An informer over an empty list (no PDB in the namespace) syncs though its
+// store never changes; one that is refused for good does not.
+func TestWaitSynced(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if in := Inform(ctx, podsLW(fake.NewClientset()), &corev1.Pod{}); !in.WaitSynced(ctx) {
+		t.Errorf("empty list: not synced (err %v)", in.Err())
+	}
+	c := fake.NewClientset()
+	c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no"))
+	})
+	in := Inform(ctx, podsLW(c), &corev1.Pod{})
+	if in.WaitSynced(ctx) || !apierrors.IsForbidden(in.Err()) {
+		t.Errorf("forbidden list: synced %v, err %v; want not synced, forbidden", in.Synced(), in.Err())
+	}
+	if ctx.Err() != nil {
+		t.Error("WaitSynced waited until the context ended")
+	}
+}
