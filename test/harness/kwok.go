@@ -2,22 +2,21 @@ package harness
 
 import (
 	"context"
-	_ "embed"
+	"embed"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 )
 
-//go:embed stages/csi-attacher.yaml
-var csiAttacherStages []byte
-
-// podDeleteStage replaces kwok's fast pod-delete stage (kwokPodDeleteStage)
-// with one that leaves the pods of a stopped kubelet Terminating.
+// ownStages are the harness's kwok stages: the CSI attacher's, and a
+// pod-delete stage that leaves the pods of a stopped kubelet Terminating,
+// in place of kwok's fast one (kwokPodDeleteStage).
 //
-//go:embed stages/pod-delete.yaml
-var podDeleteStage []byte
+//go:embed stages/*.yaml
+var ownStages embed.FS
 
 const kwokPodDeleteStage = "pod-fast-pod-delete.yaml"
 
@@ -36,13 +35,21 @@ func (e *Env) startKwok(ctx context.Context, id identity) error {
 	if err := writeKubeconfig(kc, e.Server, e.pki.caPEM, id); err != nil {
 		return err
 	}
-	csi := filepath.Join(e.Dir, "csi-attacher-stages.yaml")
-	if err := os.WriteFile(csi, csiAttacherStages, 0o600); err != nil {
+	var configs []string
+	own, err := fs.Glob(ownStages, "stages/*.yaml")
+	if err != nil {
 		return err
 	}
-	podDelete := filepath.Join(e.Dir, "pod-delete-stage.yaml")
-	if err := os.WriteFile(podDelete, podDeleteStage, 0o600); err != nil {
-		return err
+	for _, name := range own {
+		body, err := ownStages.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(e.Dir, "stage-"+filepath.Base(name))
+		if err := os.WriteFile(path, body, 0o600); err != nil {
+			return err
+		}
+		configs = append(configs, "--config="+path)
 	}
 	ports, err := freePorts(1)
 	if err != nil {
@@ -58,9 +65,8 @@ func (e *Env) startKwok(ctx context.Context, id identity) error {
 		"--manage-nodes-with-annotation-selector=" + KwokAnnotation + "=fake",
 		"--server-address=127.0.0.1:" + strconv.Itoa(ports[0]),
 		"--node-lease-duration-seconds=40",
-		"--config=" + csi,
-		"--config=" + podDelete,
 	}
+	args = append(args, configs...)
 	replaced := false
 	for _, s := range stages {
 		if filepath.Base(s) == kwokPodDeleteStage {
