@@ -297,8 +297,11 @@ func (e *Env) StatefulSet(ctx context.Context, w Workload, zone string) (string,
 	if _, err := e.Client.CoreV1().PersistentVolumeClaims(w.Namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("creating PVC %s: %w", claim, err)
 	}
-	// bound before the pod exists, or the scheduler backs off for seconds
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	// bound before the pod exists, or the scheduler backs off for seconds.
+	// The PV controller binds on the claim's event, or at its 15 s resync
+	// when its informer had not seen the PV yet: a busy controller-manager
+	// (a 50-node storm's scene being built) took more than 30 s
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		c, err := e.Client.CoreV1().PersistentVolumeClaims(w.Namespace).Get(ctx, claim, metav1.GetOptions{})
 		return err == nil && c.Status.Phase == corev1.ClaimBound, nil
 	})
