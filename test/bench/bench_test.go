@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,7 +13,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/node-drainer/node-drainer/internal/handler"
@@ -27,10 +30,11 @@ func progress(format string, args ...any) {
 }
 
 // BenchmarkDrain110Pods: drain_110_pods_s, its invoke round trip and
-// peak_rss_mb.
+// peak_rss_mb; after each run, the same scene drained by the bench's own
+// evictions, no drainer (drain_110_pods_floor_s).
 func BenchmarkDrain110Pods(b *testing.B) {
 	needHarness(b)
-	defer failedIfFailed(b, "drain_110_pods_s", "drain_110_pods_invoke_s", "peak_rss_mb")
+	defer failedIfFailed(b, "drain_110_pods_s", "drain_110_pods_invoke_s", "drain_110_pods_floor_s", "peak_rss_mb")
 	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Minute)
 	defer cancel()
 	for i := range *flagRuns {
@@ -39,10 +43,14 @@ func BenchmarkDrain110Pods(b *testing.B) {
 		record("drain_110_pods_s", drain)
 		record("drain_110_pods_invoke_s", got.invoke.Seconds())
 		record("peak_rss_mb", got.rssMiB)
+		floor := drain110Floor(b, ctx)
+		progress("drain_110_pods run %d: no drainer, the 110 evictions sent at once by the bench answered in %.2f s", i+1, floor)
+		record("drain_110_pods_floor_s", floor)
 	}
 	b.ReportMetric(0, "ns/op")
 	report(b, "drain_110_pods_s")
 	report(b, "drain_110_pods_invoke_s")
+	report(b, "drain_110_pods_floor_s")
 	report(b, "peak_rss_mb")
 }
 
@@ -134,7 +142,8 @@ func BenchmarkBootstrapZip(b *testing.B) {
 	report(b, "bootstrap_bin_mb")
 }
 
-// BenchmarkRWOFailover: rwo_failover_s and rwo_failover_fresh_lease_s.
+// BenchmarkRWOFailover: rwo_failover_s, its invoke round trip (the rest is
+// the controllers': detach, attach, the pod) and rwo_failover_fresh_lease_s.
 //
 // On EC2 the "stopped" (or "terminated") event comes once the instance has
 // shut down: its kubelet died when the stop began, tens of seconds earlier.
@@ -145,7 +154,7 @@ func BenchmarkBootstrapZip(b *testing.B) {
 // its Lease to go stale (NODE_LEASE_STALE_AFTER, 15 s).
 func BenchmarkRWOFailover(b *testing.B) {
 	needHarness(b)
-	defer failedIfFailed(b, "rwo_failover_s")
+	defer failedIfFailed(b, "rwo_failover_s", "rwo_failover_invoke_s")
 	defer failedIfFailed(b, "rwo_failover_fresh_lease_s")
 	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Minute)
 	defer cancel()
@@ -157,10 +166,14 @@ func BenchmarkRWOFailover(b *testing.B) {
 			v, invoke, where := rwoFailover(b, ctx, c.stopping)
 			progress("%s run %d: %.2f s from the stopped event (kubelet gone %s before it) to db-0 running on %s with its volume attached (invoke %.2f s)", c.metric, i+1, v, c.stopping, where, invoke)
 			record(c.metric, v)
+			if c.stopping > 0 {
+				record("rwo_failover_invoke_s", invoke)
+			}
 		}
 	}
 	b.ReportMetric(0, "ns/op")
 	report(b, "rwo_failover_s")
+	report(b, "rwo_failover_invoke_s")
 	report(b, "rwo_failover_fresh_lease_s")
 }
 
@@ -266,11 +279,20 @@ func rwoCapped(b *testing.B, d drainer, prefix, metric string) {
 // process's peak RSS (MiB).
 func drain110(b *testing.B, ctx context.Context, d drainer, prefix string) (float64, delivered) {
 	b.Helper()
+	s, target := scene110(b, ctx, d, prefix)
+	defer s.remove(context.WithoutCancel(ctx))
+	return terminate(b, ctx, d, s, target)
+}
+
+// scene110 builds the 110-pod scene: 5 Deployments of 22 pods on the target
+// node, another node free for the replacements.
+func scene110(b *testing.B, ctx context.Context, d drainer, prefix string) (*scene, harness.Instance) {
+	b.Helper()
 	s, err := newScene(ctx, d, sceneName(prefix), 2)
-	if s != nil {
-		defer s.remove(context.WithoutCancel(ctx))
-	}
 	if err != nil {
+		if s != nil {
+			s.remove(context.WithoutCancel(ctx))
+		}
 		b.Fatal(err)
 	}
 	target := s.insts[0]
@@ -288,13 +310,55 @@ func drain110(b *testing.B, ctx context.Context, d drainer, prefix string) (floa
 		}
 		return nil
 	})
+	if err == nil {
+		if n := podsOn(b, ctx, s.name, target.PrivateDNSName); n != deployments*perDeployment {
+			err = fmt.Errorf("scene: %d pods on the target node, want %d", n, deployments*perDeployment)
+		}
+	}
+	if err != nil {
+		s.remove(context.WithoutCancel(ctx))
+		b.Fatal(err)
+	}
+	return s, target
+}
+
+// drain110Floor is the 110-pod scene drained by no drainer: the bench
+// cordons the node and sends the 110 evictions at once (the harness's admin
+// client, 500 QPS); the time from the first eviction sent until every one
+// is answered (grace 0: an answered eviction is a deleted pod). What the
+// apiserver and the controllers replacing the pods take on this machine,
+// the least any drainer could.
+func drain110Floor(b *testing.B, ctx context.Context) float64 {
+	b.Helper()
+	s, target := scene110(b, ctx, nil, "d110floor")
+	defer s.remove(context.WithoutCancel(ctx))
+	if err := env.SetUnschedulable(ctx, target.PrivateDNSName, true); err != nil {
+		b.Fatal(err)
+	}
+	pods, err := env.Client.CoreV1().Pods(s.name).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + target.PrivateDNSName})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if n := podsOn(b, ctx, s.name, target.PrivateDNSName); n != deployments*perDeployment {
-		b.Fatalf("scene: %d pods on the target node, want %d", n, deployments*perDeployment)
+	errs := make([]error, len(pods.Items))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, p := range pods.Items {
+		wg.Go(func() {
+			errs[i] = env.Client.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
+				ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+				DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}},
+			})
+		})
 	}
-	return terminate(b, ctx, d, s, target)
+	wg.Wait()
+	took := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+	if n := podsOn(b, ctx, s.name, target.PrivateDNSName); n != 0 {
+		b.Fatalf("%d pods still on the node after their evictions were answered", n)
+	}
+	return took.Seconds()
 }
 
 // drainPDB runs one scene: 2 of a 4-replica Deployment's pods on the target,
@@ -322,13 +386,10 @@ func drainPDB(b *testing.B, ctx context.Context, d drainer) (float64, delivered)
 		b.Fatal(err)
 	}
 	err = s.onlyOn(ctx, other, func() error {
-		d, err := env.Client.AppsV1().Deployments(s.name).Get(ctx, "web", metav1.GetOptions{})
+		// a patch, not a read-modify-write that the controller's status
+		// updates can make conflict
+		_, err := env.Client.AppsV1().Deployments(s.name).Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":4}}`), metav1.PatchOptions{})
 		if err != nil {
-			return err
-		}
-		four := int32(4)
-		d.Spec.Replicas = &four
-		if _, err := env.Client.AppsV1().Deployments(s.name).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
 			return err
 		}
 		_, err = env.WaitPodsRunning(ctx, s.name, "app=web", 4, 2*time.Minute)
