@@ -85,9 +85,8 @@ func TestAbruptStopReleasesVolume(t *testing.T) {
 	defer cancel()
 	s, target, pv := statefulScene(t, ctx, "abrupt")
 	// someone else's taint, to be kept when we undo ours
-	n := getNode(t, ctx, target.PrivateDNSName)
-	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "example.com/maintenance", Value: "ops", Effect: corev1.TaintEffectPreferNoSchedule})
-	if _, err := env.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+	// (TaintNode retries a conflict with the node's own updates)
+	if err := env.TaintNode(ctx, target.PrivateDNSName, corev1.Taint{Key: "example.com/maintenance", Value: "ops", Effect: corev1.TaintEffectPreferNoSchedule}); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.SetInstanceState(ctx, target.ID, "stopped"); err != nil {
@@ -108,7 +107,7 @@ func TestAbruptStopReleasesVolume(t *testing.T) {
 	}
 	where := waitFailover(t, ctx, s, target.PrivateDNSName, pv, 60*time.Second)
 	t.Logf("failover to %s with volume attached %s after the event", where, time.Since(begin).Round(10*time.Millisecond))
-	n = getNode(t, ctx, target.PrivateDNSName)
+	n := getNode(t, ctx, target.PrivateDNSName)
 	if !n.Spec.Unschedulable || !node.HasTaint(n, node.TaintOutOfService) {
 		t.Errorf("node not cordoned/out-of-service: %+v", n.Spec)
 	}
