@@ -3,16 +3,14 @@ package bench
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 
+	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/test/harness"
 )
 
@@ -26,17 +24,9 @@ import (
 // replacements.
 func stormFloor(b *testing.B, ctx context.Context, n, maxUnavailable int) float64 {
 	b.Helper()
-	s, err := newScene(ctx, nil, sceneName("floor"), n+n/2+1)
-	if s != nil {
-		defer s.remove(context.WithoutCancel(ctx))
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, _ := stormScene(b, ctx, nil, "floor", n, maxUnavailable)
+	defer s.remove(context.WithoutCancel(ctx))
 	targets := s.insts[:n]
-	if _, err := s.placeStorm(ctx, targets, s.insts[n:], maxUnavailable); err != nil {
-		b.Fatal(err)
-	}
 	if err := eachInstance(targets, func(_ int, t harness.Instance) error {
 		return env.SetUnschedulable(ctx, t.PrivateDNSName, true)
 	}); err != nil {
@@ -76,8 +66,7 @@ func stormFloor(b *testing.B, ctx context.Context, n, maxUnavailable int) float6
 		}
 		took = append(took, at.Sub(start).Seconds())
 	}
-	slices.Sort(took)
-	p95 := took[min(len(took)-1, (len(took)*95+99)/100-1)]
+	p95 := percentile95(took)
 	progress("storm floor: %d nodes × %d pods, %d pods of each Deployment deleted at once, no drainer: replaced and Ready after p50 %.2f s, p95 %.2f s, max %.2f s",
 		n, stormPods, maxUnavailable, took[len(took)/2], p95, took[len(took)-1])
 	return p95
@@ -86,16 +75,12 @@ func stormFloor(b *testing.B, ctx context.Context, n, maxUnavailable int) float6
 // watchReplacements watches the pods of namespace ns; replaced(app, limit)
 // returns when want pods of app first ran Ready on one of the nodes in on.
 func watchReplacements(ctx context.Context, ns string, on map[string]bool, want int) (replaced func(app string, limit time.Duration) (time.Time, error), stop func(), err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	f := informers.NewSharedInformerFactoryWithOptions(env.Client, 0, informers.WithNamespace(ns))
-	pods := f.Core().V1().Pods().Informer()
 	var mu sync.Mutex
 	ready := map[string]map[string]bool{} // app -> pods seen Ready on the nodes
 	at := map[string]time.Time{}          // app -> when the want-th was seen
-	changed := make(chan struct{}, 1)
-	update := func(o any) {
-		p, ok := o.(*corev1.Pod)
-		if !ok || !on[p.Spec.NodeName] || !podReady(p) {
+	var changed cluster.Signal
+	stop, err = watchPods(ctx, ns, func(p *corev1.Pod, gone bool) {
+		if gone || !on[p.Spec.NodeName] || !podReady(p) {
 			return
 		}
 		app := p.Labels["app"]
@@ -108,26 +93,15 @@ func watchReplacements(ctx context.Context, ns string, on map[string]bool, want 
 			at[app] = time.Now()
 		}
 		mu.Unlock()
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-	}
-	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    update,
-		UpdateFunc: func(_, o any) { update(o) },
-	}); err != nil {
-		cancel()
+		changed.Broadcast()
+	})
+	if err != nil {
 		return nil, nil, err
-	}
-	f.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced) {
-		cancel()
-		return nil, nil, fmt.Errorf("pod watch of %s did not sync", ns)
 	}
 	replaced = func(app string, limit time.Duration) (time.Time, error) {
 		deadline := time.After(limit)
 		for {
+			ch := changed.C()
 			mu.Lock()
 			t := at[app]
 			mu.Unlock()
@@ -135,12 +109,11 @@ func watchReplacements(ctx context.Context, ns string, on map[string]bool, want 
 				return t, nil
 			}
 			select {
-			case <-changed:
-			case <-time.After(time.Second): // another app's waiter took the signal
+			case <-ch:
 			case <-deadline:
 				return time.Time{}, fmt.Errorf("%s: %d replacements not Ready after %v", app, want, limit)
 			}
 		}
 	}
-	return replaced, func() { cancel(); f.Shutdown() }, nil
+	return replaced, stop, nil
 }

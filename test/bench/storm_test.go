@@ -106,6 +106,34 @@ func (s *scene) placeStorm(ctx context.Context, targets, spares []harness.Instan
 // does (storm_50_nodes_p95_s).
 func stormMetric(n int, name string) string { return fmt.Sprintf("storm_%d_nodes_%s", n, name) }
 
+// stormScene builds a storm's scene for d (nil: no drainer): n targets
+// placed by placeStorm and n/2+1 spares for their replacements (the first
+// n of s.insts are the targets). The caller removes the scene.
+func stormScene(b *testing.B, ctx context.Context, d drainer, prefix string, n, maxUnavailable int) (*scene, map[string]int) {
+	b.Helper()
+	s, err := newScene(ctx, d, sceneName(prefix), n+n/2+1)
+	if err == nil {
+		var floors map[string]int
+		if floors, err = s.placeStorm(ctx, s.insts[:n], s.insts[n:], maxUnavailable); err == nil {
+			return s, floors
+		}
+	}
+	if s != nil {
+		s.remove(context.WithoutCancel(ctx))
+	}
+	b.Fatal(err)
+	return nil, nil
+}
+
+// percentile95 is the 95th percentile of vs (sorted in place; 0 for none).
+func percentile95(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	slices.Sort(vs)
+	return vs[min(len(vs)-1, (len(vs)*95+99)/100-1)]
+}
+
 // BenchmarkStorm: -storm-nodes nodes of stormPods pods each, one Deployment
 // per node, and a StatefulSet pod on an RWO volume on every
 // stormRWOEvery-th node (placeStorm); the terminate hooks of all of them sent at once, one fresh
@@ -156,22 +184,13 @@ func BenchmarkStorm(b *testing.B) {
 // ("single_" records drain_20_pods_s only) and by d.
 func storm(b *testing.B, ctx context.Context, d drainer, run, n, maxUnavailable int, prefix string) {
 	b.Helper()
-	spare := n/2 + 1
-	s, err := newScene(ctx, d, sceneName("storm"), n+spare)
-	if s != nil {
-		defer s.remove(context.WithoutCancel(ctx))
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, floors := stormScene(b, ctx, d, "storm", n, maxUnavailable)
+	defer s.remove(context.WithoutCancel(ctx))
 	targets := s.insts[:n]
-	floors, err := s.placeStorm(ctx, targets, s.insts[n:], maxUnavailable)
-	if err != nil {
-		b.Fatal(err)
-	}
 	// the spares stay free for the replacements; the targets' pods are theirs
 	payloads := make([][]byte, n)
 	ids, tokens := make([]string, n), make([]string, n)
+	var err error
 	for i, t := range targets {
 		ids[i], tokens[i] = t.ID, lifecycleToken()
 		if payloads[i], err = env.StartTerminating(ctx, s.name, t, tokens[i]); err != nil {
@@ -218,11 +237,7 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n, maxUnavailable 
 			h.dump(b, i)
 		}
 	}
-	slices.Sort(took)
-	p95 := 0.0
-	if len(took) > 0 {
-		p95 = took[min(len(took)-1, (len(took)*95+99)/100-1)]
-	}
+	p95 := percentile95(took)
 	progress("%sstorm %srun %d: %d nodes × %d pods, PDB maxUnavailable %d, %d hooks completed, p95 %.2f s, PDB floors broken %v; api requests: %s",
 		d.metric(""), prefix, run, n, stormPods, maxUnavailable, len(took), p95, broken, delta)
 	if prefix == "single_" {
@@ -245,21 +260,11 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n, maxUnavailable 
 // below its floor. stop ends the watch and returns those apps: each a PDB
 // violation.
 func watchPDBFloor(ctx context.Context, ns string, floors map[string]int) (stop func() []string, err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	f := informers.NewSharedInformerFactoryWithOptions(env.Client, 0, informers.WithNamespace(ns))
-	pods := f.Core().V1().Pods().Informer()
 	var mu sync.Mutex
 	ready := map[string]map[string]bool{} // app -> pod -> ready and not terminating
 	broken := map[string]bool{}
 	var synced bool
-	update := func(obj any, gone bool) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj, gone = t.Obj, true
-		}
-		p, ok := obj.(*corev1.Pod)
-		if !ok {
-			return
-		}
+	stopWatch, err := watchPods(ctx, ns, func(p *corev1.Pod, gone bool) {
 		app := p.Labels["app"]
 		floor, watched := floors[app]
 		if !watched {
@@ -282,6 +287,40 @@ func watchPDBFloor(ctx context.Context, ns string, floors map[string]int) (stop 
 				broken[app] = true
 			}
 		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	mu.Lock()
+	synced = true
+	mu.Unlock()
+	return func() []string {
+		stopWatch()
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for app := range broken {
+			out = append(out, app)
+		}
+		slices.Sort(out)
+		return out
+	}, nil
+}
+
+// watchPods runs a pod informer on namespace ns (list, then watch) that
+// calls on for each pod added, updated or deleted (gone), and returns once
+// it has synced; stop ends it.
+func watchPods(ctx context.Context, ns string, on func(p *corev1.Pod, gone bool)) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	f := informers.NewSharedInformerFactoryWithOptions(env.Client, 0, informers.WithNamespace(ns))
+	pods := f.Core().V1().Pods().Informer()
+	update := func(obj any, gone bool) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj, gone = t.Obj, true
+		}
+		if p, ok := obj.(*corev1.Pod); ok {
+			on(p, gone)
+		}
 	}
 	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { update(o, false) },
@@ -294,23 +333,10 @@ func watchPDBFloor(ctx context.Context, ns string, floors map[string]int) (stop 
 	f.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced) {
 		cancel()
+		f.Shutdown()
 		return nil, fmt.Errorf("pod watch of %s did not sync", ns)
 	}
-	mu.Lock()
-	synced = true
-	mu.Unlock()
-	return func() []string {
-		cancel()
-		f.Shutdown()
-		mu.Lock()
-		defer mu.Unlock()
-		var out []string
-		for app := range broken {
-			out = append(out, app)
-		}
-		slices.Sort(out)
-		return out
-	}, nil
+	return func() { cancel(); f.Shutdown() }, nil
 }
 
 func podReady(p *corev1.Pod) bool {
