@@ -301,9 +301,7 @@ func (d *Drainer) evict(ctx context.Context, r *run, p corev1.Pod, grace time.Du
 			return err
 		}
 		err = d.evictPod(ctx, p, grace)
-		if err != nil {
-			r.giveBack(tk)
-		}
+		r.release(tk, err != nil)
 		if !logged && (apierrors.IsTooManyRequests(err) || isMultiplePDBs(err)) {
 			logged = true
 			held = time.Now()

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -928,5 +929,97 @@ func TestParallelEvictionsTakeEachAllowanceOnce(t *testing.T) {
 	defer mu.Unlock()
 	if !res.Done() || len(tried) != 6 || refused != 0 {
 		t.Errorf("result %+v; evictions %v, %d refused: want 6 pods evicted once each, none refused", res, tried, refused)
+	}
+}
+
+// One eviction per PDB is in flight at a time: the eviction API retries a
+// conflict on the PDB's status after 500 ms, so evictions sent together
+// against one PDB finish one per half second. A pod under another PDB, or
+// under none, does not wait.
+func TestOneEvictionInFlightPerPDB(t *testing.T) {
+	a, b := readyPod("apps", "web-1"), readyPod("apps", "web-2")
+	other := readyPod("apps", "api-1", func(p *corev1.Pod) { p.Labels = map[string]string{"app": "api"} })
+	free := readyPod("apps", "job-1", func(p *corev1.Pod) { p.Labels = map[string]string{"app": "job"} })
+	_, pdb := heldPod()
+	pdb.Status.DisruptionsAllowed = 5
+	api := pdb.DeepCopy()
+	api.Name, api.Spec.Selector = "api", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}}
+	c := fake.NewClientset(a, b, other, free, pdb, api)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	r := New(c, Options{}, nil).start(ctx, nodeName, []corev1.Pod{*a, *b, *other, *free})
+	defer r.stop()
+	if !r.pdbs.Synced() {
+		t.Fatal("the PDBs' watch did not sync")
+	}
+	tk, v, _ := r.take(*a)
+	if v != admitted {
+		t.Fatalf("web-1: %v, want admitted", v)
+	}
+	if _, v, _ := r.take(*b); v != queued {
+		t.Fatalf("web-2 while web-1's eviction is in flight: %v, want queued", v)
+	}
+	for _, p := range []*corev1.Pod{other, free} {
+		if tk, v, _ := r.take(*p); v != admitted {
+			t.Fatalf("%s: %v, want admitted beside web-1", p.Name, v)
+		} else {
+			r.release(tk, false)
+		}
+	}
+	freed := r.freed.C()
+	r.release(tk, false)
+	select {
+	case <-freed:
+	default:
+		t.Fatal("release did not wake the pods queued behind it")
+	}
+	if _, v, _ := r.take(*b); v != admitted {
+		t.Fatalf("web-2 once web-1's eviction returned: %v, want admitted", v)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if got := len(r.taken["apps/web"]); got != 2 {
+		t.Errorf("%d disruptions taken from apps/web, want 2 (web-1's is kept until a status shows it)", got)
+	}
+}
+
+// Only a change of a PDB that covers one of the drain's pods wakes the pods
+// waiting on the PDBs: the watch sees every PDB of the namespace.
+func TestWakesOnCoveringPDBsOnly(t *testing.T) {
+	a := readyPod("apps", "web-1")
+	_, pdb := heldPod()
+	api := pdb.DeepCopy()
+	api.Name, api.Spec.Selector = "api", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}}
+	c := fake.NewClientset(a, pdb, api)
+	var fw atomic.Pointer[watch.FakeWatcher]
+	c.PrependWatchReactor("poddisruptionbudgets", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewFakeWithChanSize(10, false)
+		fw.CompareAndSwap(nil, w)
+		return true, w, nil
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	r := New(c, Options{}, nil).start(ctx, nodeName, []corev1.Pod{*a})
+	defer r.stop()
+	changed := r.pdbs.Changed()
+	api.ResourceVersion, api.Status.DisruptionsAllowed = "5", 3
+	fw.Load().Modify(api.DeepCopy())
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		o, _, _ := r.pdbs.Store().GetByKey("apps/api")
+		return o.(*policyv1.PodDisruptionBudget).ResourceVersion == "5", nil
+	}); err != nil {
+		t.Fatal("the api PDB's update never reached the store")
+	}
+	select {
+	case <-changed:
+		t.Fatal("an update of a PDB that covers none of the drain's pods woke its waiters")
+	default:
+	}
+	pdb.ResourceVersion, pdb.Status.DisruptionsAllowed = "6", 1
+	fw.Load().Modify(pdb.DeepCopy())
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("an update of the PDB covering web-1 did not wake its waiters")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -46,8 +47,15 @@ type run struct {
 	reason map[types.UID]error
 	// taken: per PDB (namespace/name), the pods this drain sent an eviction
 	// for that its status may not count yet, with when it was admitted
-	taken  map[string]map[string]time.Time
-	change cluster.Signal // a pod's state changed
+	taken map[string]map[string]time.Time
+	// inflight: the PDBs (namespace/name) an eviction of this drain is being
+	// sent against; see take
+	inflight map[string]bool
+	change   cluster.Signal // a pod's state changed
+	freed    cluster.Signal // an eviction in flight returned
+
+	selMu sync.Mutex
+	sels  map[string]parsed // by PDB (namespace/name); see selects
 }
 
 // token is what admit took from a PDB for one eviction, given back if the
@@ -62,7 +70,7 @@ type token struct {
 // PDBs'.
 func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod) *run {
 	ctx, cancel := context.WithCancel(ctx)
-	r := &run{cancel: cancel, want: pods, state: map[types.UID]podState{}, reason: map[types.UID]error{}, taken: map[string]map[string]time.Time{}}
+	r := &run{cancel: cancel, want: pods, state: map[types.UID]podState{}, reason: map[types.UID]error{}, taken: map[string]map[string]time.Time{}, inflight: map[string]bool{}, sels: map[string]parsed{}}
 	for _, p := range pods {
 		r.state[p.UID] = statePending
 	}
@@ -83,14 +91,14 @@ func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod) *ru
 			ns = metav1.NamespaceAll
 		}
 	}
-	r.pdbs = cluster.Inform(ctx, &cache.ListWatch{
+	r.pdbs = cluster.InformWhen(ctx, &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return d.client.PolicyV1().PodDisruptionBudgets(ns).List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return d.client.PolicyV1().PodDisruptionBudgets(ns).Watch(ctx, o)
 		},
-	}, &policyv1.PodDisruptionBudget{})
+	}, &policyv1.PodDisruptionBudget{}, r.coversAny)
 	r.pods.WaitSynced(ctx)
 	pctx, pcancel := context.WithTimeout(ctx, pdbSyncWait)
 	r.pdbs.WaitSynced(pctx)
@@ -214,11 +222,51 @@ func (r *run) covering(p corev1.Pod) []*policyv1.PodDisruptionBudget {
 	var out []*policyv1.PodDisruptionBudget
 	for _, o := range r.pdbs.Store().List() {
 		pdb := o.(*policyv1.PodDisruptionBudget)
-		if pdb.Namespace == p.Namespace && covers(*pdb, p) {
+		if pdb.Namespace == p.Namespace && r.selects(pdb, p) {
 			out = append(out, pdb)
 		}
 	}
 	return out
+}
+
+// coversAny reports whether obj, a PDB, selects one of the drain's pods:
+// only a change of such a PDB wakes the pods waiting on the PDBs.
+func (r *run) coversAny(obj any) bool {
+	pdb, ok := obj.(*policyv1.PodDisruptionBudget)
+	if !ok {
+		return true
+	}
+	for _, p := range r.want {
+		if pdb.Namespace == p.Namespace && r.selects(pdb, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// parsed is a PDB's selector, parsed for one generation of its spec.
+type parsed struct {
+	uid types.UID
+	gen int64
+	sel labels.Selector // nil: the selector is invalid, it selects nothing
+}
+
+// selects is covers, with each PDB's selector parsed once per generation:
+// parsing validates each label key with a regexp, and take looks at every
+// PDB each time a pod's eviction may go.
+func (r *run) selects(pdb *policyv1.PodDisruptionBudget, p corev1.Pod) bool {
+	key := pdb.Namespace + "/" + pdb.Name
+	r.selMu.Lock()
+	c, ok := r.sels[key]
+	if !ok || c.uid != pdb.UID || c.gen != pdb.Generation {
+		c = parsed{uid: pdb.UID, gen: pdb.Generation}
+		if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err == nil {
+			c.sel = sel
+		}
+		r.sels[key] = c
+	}
+	r.selMu.Unlock()
+	return c.sel != nil && c.sel.Matches(labels.Set(p.Labels))
 }
 
 // blockers names the PDBs that cover the pod, for the log and the reason;
@@ -255,17 +303,34 @@ func gated(p corev1.Pod) bool {
 
 // admit waits until the eviction of p may be tried: when exactly one PDB
 // covers a Ready pod, until that PDB allows a disruption that no eviction of
-// this drain has taken yet. Without the PDBs' watch (not synced, refused),
-// it admits at once: the eviction API still decides, and a 429 is waited on.
+// this drain has taken yet, and no other eviction of this drain against it
+// is in flight. Without the PDBs' watch (not synced, refused), it admits at
+// once: the eviction API still decides, and a 429 is waited on. The token
+// is given back (release) when the eviction returns.
 func (r *run) admit(ctx context.Context, p corev1.Pod, logged *bool) (token, error) {
 	for {
-		pdbC, podsC := r.pdbs.Changed(), r.pods.Changed()
-		tk, ok, blocking := r.take(p)
-		if ok {
+		pdbC, podsC, freedC := r.pdbs.Changed(), r.pods.Changed(), r.freed.C()
+		tk, v, blocking := r.take(p)
+		switch v {
+		case admitted:
 			if st, _ := r.get(p.UID); st == stateBlocked {
 				r.set(p.UID, stateStarted, nil)
 			}
 			return tk, nil
+		case queued:
+			// its turn comes when the eviction in flight returns; the pod
+			// stays started (not held: the next tier waits for it)
+			if st, _ := r.get(p.UID); st == stateBlocked {
+				r.set(p.UID, stateStarted, nil)
+			}
+			select {
+			case <-ctx.Done():
+				return token{}, timedOut{fmt.Errorf("not evicted: the drain ended while it waited for another eviction against %s", blocking)}
+			case <-freedC:
+			case <-pdbC:
+			case <-podsC:
+			}
+			continue
 		}
 		r.set(p.UID, stateBlocked, nil)
 		if !*logged {
@@ -287,6 +352,15 @@ func (r *run) admit(ctx context.Context, p corev1.Pod, logged *bool) (token, err
 // skip that status).
 const takenTTL = 5 * time.Second
 
+// verdict is what take decided for one eviction.
+type verdict int
+
+const (
+	admitted verdict = iota // send it
+	held                    // the PDB allows no disruption that is not taken
+	queued                  // another eviction against the PDB is in flight
+)
+
 // take takes a disruption from the PDB covering p, if p is gated by one.
 //
 // The eviction API decrements the PDB's disruptionsAllowed and lists the pod
@@ -298,9 +372,16 @@ const takenTTL = 5 * time.Second
 // went, should the watch have skipped that status. So evictions sent in
 // parallel do not take one allowance twice (no 429 storm), and a skipped
 // status costs at most one refusal, never a stall.
-func (r *run) take(p corev1.Pod) (token, bool, string) {
+//
+// One eviction per PDB is in flight at a time. The eviction API updates the
+// PDB's status with its resourceVersion as a precondition, and on a conflict
+// sleeps 500 ms before it reads the PDB again (EvictionsRetry in the
+// apiserver's eviction handler): ten evictions sent at once against one PDB
+// take about five seconds, the last one, where ten in a row take ten round
+// trips; after 20 conflicts one fails with a 504.
+func (r *run) take(p corev1.Pod) (token, verdict, string) {
 	if !r.pdbs.Synced() || r.pdbs.Err() != nil || !gated(r.current(p)) {
-		return token{}, true, ""
+		return token{}, admitted, ""
 	}
 	// the status is read under the lock: takes then see the watched statuses
 	// in their order. One that read an older status than the take before it
@@ -310,7 +391,7 @@ func (r *run) take(p corev1.Pod) (token, bool, string) {
 	defer r.mu.Unlock()
 	pdbs := r.covering(p)
 	if len(pdbs) != 1 {
-		return token{}, true, "" // none; or several, which the eviction API refuses by itself
+		return token{}, admitted, "" // none; or several, which the eviction API refuses by itself
 	}
 	pdb := pdbs[0]
 	key := pdb.Namespace + "/" + pdb.Name
@@ -323,14 +404,18 @@ func (r *run) take(p corev1.Pod) (token, bool, string) {
 		}
 	}
 	if pdb.Status.ObservedGeneration < pdb.Generation || pdb.Status.DisruptionsAllowed-int32(len(taken)) <= 0 {
-		return token{}, false, fmt.Sprintf("%s (disruptions allowed %d, %d of them taken by this drain)", key, pdb.Status.DisruptionsAllowed, len(taken))
+		return token{}, held, fmt.Sprintf("%s (disruptions allowed %d, %d of them taken by this drain)", key, pdb.Status.DisruptionsAllowed, len(taken))
+	}
+	if r.inflight[key] {
+		return token{}, queued, key
 	}
 	if taken == nil {
 		taken = map[string]time.Time{}
 		r.taken[key] = taken
 	}
 	taken[p.Name] = now
-	return token{pdb: key, pod: p.Name}, true, ""
+	r.inflight[key] = true
+	return token{pdb: key, pod: p.Name}, admitted, ""
 }
 
 // presentNames is the set of pods (namespace/name) on the node.
@@ -343,14 +428,19 @@ func (r *run) presentNames() map[string]bool {
 	return out
 }
 
-// giveBack returns a disruption taken for an eviction that was refused.
-func (r *run) giveBack(tk token) {
+// release ends the eviction tk was taken for, the next one against its PDB
+// may go; refused, the disruption it took is given back.
+func (r *run) release(tk token, refused bool) {
 	if tk.pdb == "" {
 		return
 	}
 	r.mu.Lock()
-	delete(r.taken[tk.pdb], tk.pod)
+	delete(r.inflight, tk.pdb)
+	if refused {
+		delete(r.taken[tk.pdb], tk.pod)
+	}
 	r.mu.Unlock()
+	r.freed.Broadcast()
 }
 
 // waitPDBChange waits, after a refusal, at least pause (the backoff's step,
