@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +29,19 @@ const peerKey = "aws-node-termination-handler (flow schema)"
 
 var labelRE = regexp.MustCompile(`(\w+)="([^"]*)"`)
 
+// scraped are the apiserver's metrics readAPICounts reads.
+var scraped = []string{
+	"apiserver_request_total", "apiserver_flowcontrol_dispatched_requests_total",
+	"apiserver_request_duration_seconds_sum", "apiserver_request_duration_seconds_count",
+	"apiserver_flowcontrol_request_wait_duration_seconds_sum", "apiserver_flowcontrol_request_wait_duration_seconds_count",
+}
+
+// timing prefixes the keys of apiCounts that are latencies' sums and counts,
+// not requests: "eviction" (every eviction's time in the apiserver) and
+// "queued" (the function's requests' wait in their priority level's queue),
+// each with _sum and _count (see mean).
+const timing = "~"
+
 // readAPICounts scrapes the apiserver's /metrics with the admin client.
 func readAPICounts(ctx context.Context) (apiCounts, error) {
 	raw, err := env.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
@@ -40,7 +54,7 @@ func readAPICounts(ctx context.Context) (apiCounts, error) {
 	for sc.Scan() {
 		line := sc.Text()
 		name, rest, ok := strings.Cut(line, "{")
-		if !ok || (name != "apiserver_request_total" && name != "apiserver_flowcontrol_dispatched_requests_total") {
+		if !ok || !slices.Contains(scraped, name) {
 			continue
 		}
 		i := strings.LastIndexByte(rest, '}')
@@ -54,6 +68,18 @@ func readAPICounts(ctx context.Context) (apiCounts, error) {
 		labels := map[string]string{}
 		for _, m := range labelRE.FindAllStringSubmatch(rest[:i], -1) {
 			labels[m[1]] = m[2]
+		}
+		switch name {
+		case "apiserver_request_duration_seconds_sum", "apiserver_request_duration_seconds_count":
+			if labels["verb"] == "POST" && labels["resource"] == "pods" && labels["subresource"] == "eviction" {
+				out[timing+"eviction"+strings.TrimPrefix(name, "apiserver_request_duration_seconds")] += v
+			}
+			continue
+		case "apiserver_flowcontrol_request_wait_duration_seconds_sum", "apiserver_flowcontrol_request_wait_duration_seconds_count":
+			if labels["flow_schema"] == "node-drainer" {
+				out[timing+"queued"+strings.TrimPrefix(name, "apiserver_flowcontrol_request_wait_duration_seconds")] += v
+			}
+			continue
 		}
 		if name == "apiserver_flowcontrol_dispatched_requests_total" {
 			switch labels["flow_schema"] {
@@ -84,11 +110,20 @@ func (c apiCounts) since(before apiCounts) apiCounts {
 	return out
 }
 
-// String lists the counts, largest first (the function's own first).
+// mean is the mean of a timing ("eviction", "queued"), in seconds (0: none).
+func (c apiCounts) mean(name string) float64 {
+	if n := c[timing+name+"_count"]; n > 0 {
+		return c[timing+name+"_sum"] / n
+	}
+	return 0
+}
+
+// String lists the counts, largest first (the function's own first), then
+// the timings' means.
 func (c apiCounts) String() string {
 	keys := make([]string, 0, len(c))
 	for k := range c {
-		if k != fnKey && k != peerKey {
+		if k != fnKey && k != peerKey && !strings.HasPrefix(k, timing) {
 			keys = append(keys, k)
 		}
 	}
@@ -100,5 +135,6 @@ func (c apiCounts) String() string {
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s %.0f", k, c[k]))
 	}
-	return strings.Join(parts, ", ")
+	return fmt.Sprintf("%s; mean eviction %.3f s in the apiserver, mean wait of node-drainer's requests in their priority level's queue %.3f s",
+		strings.Join(parts, ", "), c.mean("eviction"), c.mean("queued"))
 }
