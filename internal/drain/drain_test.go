@@ -260,7 +260,9 @@ func TestDrainEvictsAndReportsBlocked(t *testing.T) {
 	c := fake.NewClientset(nodePods()...)
 	evicted := evictions(c, "db-0")
 	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 50 * time.Millisecond}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	// db-0 is refused until the end: the drain lasts the whole deadline (500
+	// ms was too short on a loaded machine to sync the watches and evict)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	res, err := d.Drain(ctx, nodeName)
 	if err != nil {
@@ -736,7 +738,7 @@ func TestDrainOrder(t *testing.T) {
 		var allowed atomic.Int32
 		tried, refused := apiserverEvictions(c, &allowed, "db-0")
 		d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil)
-		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
 		res, err := d.Drain(ctx, nodeName)
 		if err != nil {

@@ -38,8 +38,8 @@ var scraped = []string{
 
 // timing prefixes the keys of apiCounts that are latencies' sums and counts,
 // not requests: "eviction" (every eviction's time in the apiserver) and
-// "queued" (the function's requests' wait in their priority level's queue),
-// each with _sum and _count (see mean).
+// "queued <flow schema>" (the drainer's requests' wait in their priority
+// level's queue), each with _sum and _count (see mean).
 const timing = "~"
 
 // readAPICounts scrapes the apiserver's /metrics with the admin client.
@@ -76,8 +76,8 @@ func readAPICounts(ctx context.Context) (apiCounts, error) {
 			}
 			continue
 		case "apiserver_flowcontrol_request_wait_duration_seconds_sum", "apiserver_flowcontrol_request_wait_duration_seconds_count":
-			if labels["flow_schema"] == "node-drainer" {
-				out[timing+"queued"+strings.TrimPrefix(name, "apiserver_flowcontrol_request_wait_duration_seconds")] += v
+			if fs := labels["flow_schema"]; fs == "node-drainer" || fs == harness.PeerGroup {
+				out[timing+"queued "+fs+strings.TrimPrefix(name, "apiserver_flowcontrol_request_wait_duration_seconds")] += v
 			}
 			continue
 		}
@@ -135,6 +135,11 @@ func (c apiCounts) String() string {
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s %.0f", k, c[k]))
 	}
-	return fmt.Sprintf("%s; mean eviction %.3f s in the apiserver, mean wait of node-drainer's requests in their priority level's queue %.3f s",
-		strings.Join(parts, ", "), c.mean("eviction"), c.mean("queued"))
+	out := fmt.Sprintf("%s; mean eviction %.3f s in the apiserver", strings.Join(parts, ", "), c.mean("eviction"))
+	for _, fs := range []string{"node-drainer", harness.PeerGroup} {
+		if c[timing+"queued "+fs+"_count"] > 0 {
+			out += fmt.Sprintf(", mean wait of %s's requests in their priority level's queue %.3f s", fs, c.mean("queued "+fs))
+		}
+	}
+	return out
 }
