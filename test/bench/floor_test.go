@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -14,14 +15,15 @@ import (
 	"github.com/node-drainer/node-drainer/test/harness"
 )
 
-// stormFloor measures the control plane alone on the loose storm's scene,
-// with no drainer: the targets cordoned, then maxUnavailable pods of each
-// Deployment deleted at once (grace 0), the wave a drainer that cost
-// nothing would evict first. For each Deployment, the time from the
-// deletes until maxUnavailable replacements run Ready on the spares; it
-// returns the 95th percentile over the Deployments. A loose-PDB drain of a
-// node cannot end sooner: its second wave waits for the first one's
-// replacements.
+// stormFloor measures the control plane alone on a storm's scene, with no
+// drainer: the targets cordoned, then each target's Deployment drained in
+// waves the way a drainer that cost nothing would under its PDB:
+// maxUnavailable of the pods left on the target deleted at once (grace 0,
+// no eviction, no PDB status written), the next wave once as many
+// replacements run Ready on the spares. For each Deployment, the time from
+// the first deletes until the last wave's replacements are Ready; it returns
+// the 95th percentile over the Deployments. A drain of the storm's nodes
+// under those PDBs cannot end sooner on this machine.
 func stormFloor(b *testing.B, ctx context.Context, n, maxUnavailable int) float64 {
 	b.Helper()
 	s, _ := stormScene(b, ctx, nil, "floor", n, maxUnavailable)
@@ -36,48 +38,57 @@ func stormFloor(b *testing.B, ctx context.Context, n, maxUnavailable int) float6
 	for _, i := range s.insts[n:] {
 		spare[i.PrivateDNSName] = true
 	}
-	replaced, stop, err := watchReplacements(ctx, s.name, spare, maxUnavailable)
+	replaced, stop, err := watchReplacements(ctx, s.name, spare)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer stop()
 	zero := int64(0)
+	took := make([]float64, n)
+	waves := make([]int, n)
 	start := time.Now()
-	if err := eachInstance(targets, func(i int, _ harness.Instance) error {
+	if err := eachInstance(targets, func(i int, t harness.Instance) error {
 		app := fmt.Sprintf("app%d", i)
-		pods, err := env.Client.CoreV1().Pods(s.name).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
-		if err != nil {
-			return err
-		}
-		for _, p := range pods.Items[:min(maxUnavailable, len(pods.Items))] {
-			if err := env.Client.CoreV1().Pods(s.name).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		for deleted := 0; ; {
+			pods, err := env.Client.CoreV1().Pods(s.name).List(ctx, metav1.ListOptions{
+				LabelSelector: "app=" + app, FieldSelector: "spec.nodeName=" + t.PrivateDNSName,
+			})
+			if err != nil {
 				return err
 			}
+			left := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+			if len(left) == 0 {
+				return nil
+			}
+			for _, p := range left[:min(maxUnavailable, len(left))] {
+				if err := env.Client.CoreV1().Pods(s.name).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+					return err
+				}
+				deleted++
+			}
+			at, err := replaced(app, deleted, 10*time.Minute)
+			if err != nil {
+				return err
+			}
+			took[i], waves[i] = at.Sub(start).Seconds(), waves[i]+1
 		}
-		return nil
 	}); err != nil {
 		b.Fatal(err)
 	}
-	var took []float64
-	for i := range targets {
-		at, err := replaced(fmt.Sprintf("app%d", i), 10*time.Minute)
-		if err != nil {
-			b.Fatal(err)
-		}
-		took = append(took, at.Sub(start).Seconds())
-	}
-	p95 := percentile95(took)
-	progress("storm floor: %d nodes × %d pods, %d pods of each Deployment deleted at once, no drainer: replaced and Ready after p50 %.2f s, p95 %.2f s, max %.2f s",
-		n, stormPods, maxUnavailable, took[len(took)/2], p95, took[len(took)-1])
+	p95 := percentile95(slices.Clone(took))
+	slices.Sort(took)
+	progress("storm floor: %d nodes × %d pods, PDB maxUnavailable %d, no drainer: the pods deleted in waves (%d-%d), each once the last is replaced and Ready; all replaced after p50 %.2f s, p95 %.2f s, max %.2f s",
+		n, stormPods, maxUnavailable, slices.Min(waves), slices.Max(waves), took[len(took)/2], p95, took[len(took)-1])
 	return p95
 }
 
-// watchReplacements watches the pods of namespace ns; replaced(app, limit)
-// returns when want pods of app first ran Ready on one of the nodes in on.
-func watchReplacements(ctx context.Context, ns string, on map[string]bool, want int) (replaced func(app string, limit time.Duration) (time.Time, error), stop func(), err error) {
+// watchReplacements watches the pods of namespace ns; replaced(app, want,
+// limit) returns when the want-th pod of app was first seen running Ready
+// on one of the nodes in on.
+func watchReplacements(ctx context.Context, ns string, on map[string]bool) (replaced func(app string, want int, limit time.Duration) (time.Time, error), stop func(), err error) {
 	var mu sync.Mutex
 	ready := map[string]map[string]bool{} // app -> pods seen Ready on the nodes
-	at := map[string]time.Time{}          // app -> when the want-th was seen
+	at := map[string][]time.Time{}        // app -> when each of them was first seen Ready
 	var changed cluster.Signal
 	stop, err = watchPods(ctx, ns, func(p *corev1.Pod, gone bool) {
 		if gone || !on[p.Spec.NodeName] || !podReady(p) {
@@ -88,9 +99,9 @@ func watchReplacements(ctx context.Context, ns string, on map[string]bool, want 
 		if ready[app] == nil {
 			ready[app] = map[string]bool{}
 		}
-		ready[app][p.Name] = true
-		if len(ready[app]) >= want && at[app].IsZero() {
-			at[app] = time.Now()
+		if !ready[app][p.Name] {
+			ready[app][p.Name] = true
+			at[app] = append(at[app], time.Now())
 		}
 		mu.Unlock()
 		changed.Broadcast()
@@ -98,20 +109,20 @@ func watchReplacements(ctx context.Context, ns string, on map[string]bool, want 
 	if err != nil {
 		return nil, nil, err
 	}
-	replaced = func(app string, limit time.Duration) (time.Time, error) {
+	replaced = func(app string, want int, limit time.Duration) (time.Time, error) {
 		deadline := time.After(limit)
 		for {
 			ch := changed.C()
 			mu.Lock()
-			t := at[app]
+			seen := at[app]
 			mu.Unlock()
-			if !t.IsZero() {
-				return t, nil
+			if len(seen) >= want {
+				return seen[want-1], nil
 			}
 			select {
 			case <-ch:
 			case <-deadline:
-				return time.Time{}, fmt.Errorf("%s: %d replacements not Ready after %v", app, want, limit)
+				return time.Time{}, fmt.Errorf("%s: %d of %d replacements Ready after %v", app, len(seen), want, limit)
 			}
 		}
 	}
