@@ -311,18 +311,18 @@ func (r *run) admit(ctx context.Context, p corev1.Pod, logged *bool) (token, err
 	for {
 		pdbC, podsC, freedC := r.pdbs.Changed(), r.pods.Changed(), r.freed.C()
 		tk, v, blocking := r.take(p)
+		if v != held {
+			// a pod no PDB holds is started (queued too: the next tier
+			// waits for it)
+			if st, _ := r.get(p.UID); st == stateBlocked {
+				r.set(p.UID, stateStarted, nil)
+			}
+		}
 		switch v {
 		case admitted:
-			if st, _ := r.get(p.UID); st == stateBlocked {
-				r.set(p.UID, stateStarted, nil)
-			}
 			return tk, nil
 		case queued:
-			// its turn comes when the eviction in flight returns; the pod
-			// stays started (not held: the next tier waits for it)
-			if st, _ := r.get(p.UID); st == stateBlocked {
-				r.set(p.UID, stateStarted, nil)
-			}
+			// its turn comes when the eviction in flight returns
 			select {
 			case <-ctx.Done():
 				return token{}, timedOut{fmt.Errorf("not evicted: the drain ended while it waited for another eviction against %s", blocking)}
