@@ -24,9 +24,13 @@ import (
 // the first deletes until the last wave's replacements are Ready; it returns
 // the 95th percentile over the Deployments. A drain of the storm's nodes
 // under those PDBs cannot end sooner on this machine.
-func stormFloor(b *testing.B, ctx context.Context, n, maxUnavailable int) float64 {
+func stormFloor(b *testing.B, ctx context.Context, n int, shape stormShape) float64 {
 	b.Helper()
-	s, _ := stormScene(b, ctx, nil, "floor", n, maxUnavailable)
+	if shape.shared {
+		b.Fatal("stormFloor: one Deployment per node only")
+	}
+	maxUnavailable := shape.maxUnavailable(n)
+	s, _ := stormScene(b, ctx, nil, "floor", n, shape)
 	defer s.remove(context.WithoutCancel(ctx))
 	targets := s.insts[:n]
 	if err := eachInstance(targets, func(_ int, t harness.Instance) error {

@@ -73,25 +73,33 @@ func BenchmarkNTHDrainPDBWait(b *testing.B) {
 // BenchmarkNTHStorm: the storm of BenchmarkStorm (-storm-nodes nodes, PDBs
 // of 10 %) with every hook sent to NTH's queue at once, at its defaults
 // (nth_storm_<n>_nodes_*) and with WORKERS raised to n
-// (nth_tuned_storm_<n>_nodes_*).
+// (nth_tuned_storm_<n>_nodes_*); then the storm whose PDBs span every node
+// at NTH's defaults (nth_storm_<n>_nodes_shared_pdb_*). -storms picks them
+// as it does BenchmarkStorm's (tight, shared).
 func BenchmarkNTHStorm(b *testing.B) {
 	needHarness(b)
 	n := *flagStormNodes
 	var names []string
-	for _, d := range []nth{nthDefaults(), nthTuned(n)} {
-		for _, m := range []string{"hooks_completed", "pdb_violations", "p95_s", "api_requests", "api_requests_per_node", "evictions_per_pod"} {
+	for _, m := range []string{"hooks_completed", "pdb_violations", "p95_s", "api_requests", "api_requests_per_node", "evictions_per_pod"} {
+		for _, d := range []nth{nthDefaults(), nthTuned(n)} {
 			names = append(names, d.metric(stormMetric(n, m)))
 		}
+		names = append(names, nthDefaults().metric(stormMetric(n, "shared_pdb_"+m)))
 	}
 	defer failedIfFailed(b, names...)
 	ctx, cancel := context.WithTimeout(b.Context(), 2*time.Hour)
 	defer cancel()
 	for i := range *flagStormRuns {
-		storm(b, ctx, nthDefaults(), i+1, n, 2, "")
-		if n > nthWorkersDefault {
-			storm(b, ctx, nthTuned(n), i+1, n, 2, "")
-		} else {
-			progress("nth_tuned_storm: not run, WORKERS=%d is NTH's default (%d nodes)", n, n)
+		if stormPart("tight") {
+			storm(b, ctx, nthDefaults(), i+1, n, stormTight, "")
+			if n > nthWorkersDefault {
+				storm(b, ctx, nthTuned(n), i+1, n, stormTight, "")
+			} else {
+				progress("nth_tuned_storm: not run, WORKERS=%d is NTH's default (%d nodes)", n, n)
+			}
+		}
+		if stormPart("shared") {
+			storm(b, ctx, nthDefaults(), i+1, n, stormShared, "shared_pdb_")
 		}
 	}
 	b.ReportMetric(0, "ns/op")

@@ -50,10 +50,15 @@ type scene struct {
 
 // eachInstance runs f for every instance at once and returns their errors.
 func eachInstance(insts []harness.Instance, f func(i int, inst harness.Instance) error) error {
+	return eachIndex(len(insts), func(i int) error { return f(i, insts[i]) })
+}
+
+// eachIndex runs f for 0..n-1 at once and returns their errors.
+func eachIndex(n int, f func(i int) error) error {
 	var wg sync.WaitGroup
-	errs := make([]error, len(insts))
-	for i, inst := range insts {
-		wg.Go(func() { errs[i] = f(i, inst) })
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { errs[i] = f(i) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +21,11 @@ import (
 var (
 	flagStormNodes = flag.Int("storm-nodes", 50, "nodes drained at once in BenchmarkStorm")
 	flagStormRuns  = flag.Int("storm-runs", 1, "storms measured by BenchmarkStorm, for each PDB")
+	flagStorms     = flag.String("storms", "tight,loose,shared,floor,single", "the parts of BenchmarkStorm to run")
 )
+
+// stormPart reports whether -storms names part.
+func stormPart(part string) bool { return slices.Contains(strings.Split(*flagStorms, ","), part) }
 
 // stormPods is the pods of each storm node (one Deployment per node).
 const stormPods = 20
@@ -38,14 +43,46 @@ const stormContinuationWait = 15 * time.Minute
 // while the scene is built (see placeStorm).
 const stormSlot = "bench.node-drainer.io/storm-slot"
 
-// placeStorm puts one Deployment of stormPods pods under a PDB allowing
-// maxUnavailable on each target, and a StatefulSet with an RWO volume on
-// every stormRWOEvery-th, all at once: target i is tainted
-// stormSlot=<i>:NoSchedule and only its own workloads tolerate it, while
-// the spares are cordoned. The spares are uncordoned at the end; they are
-// the only nodes the replacements can go to. It returns each Deployment's
-// floor (its ready pods must not fall below it) by app label.
-func (s *scene) placeStorm(ctx context.Context, targets, spares []harness.Instance, maxUnavailable int) (map[string]int, error) {
+// The storms' shapes: the issue's (PDBs of 10 %), the same with PDBs of
+// 50 % (node-drainer's own overhead), and PDBs of 10 % that span every node.
+var (
+	stormTight  = stormShape{pct: 10}
+	stormLoose  = stormShape{pct: 50}
+	stormShared = stormShape{pct: 10, shared: true}
+)
+
+// stormShape lays out a storm's pods.
+type stormShape struct {
+	// pct: the share of each Deployment's pods (percent) its PDB allows
+	// unavailable, at least one
+	pct int
+	// shared: stormPods Deployments of one pod on every storm node, so each
+	// PDB spans every node and the drains evict against the same PDBs at
+	// once; otherwise one Deployment of stormPods pods per node, under a
+	// PDB of its own
+	shared bool
+}
+
+// replicas is the pods of each of the storm's Deployments, of n nodes.
+func (sh stormShape) replicas(n int) int {
+	if sh.shared {
+		return n
+	}
+	return stormPods
+}
+
+// maxUnavailable is what each PDB of a storm of n nodes allows.
+func (sh stormShape) maxUnavailable(n int) int { return max(1, sh.replicas(n)*sh.pct/100) }
+
+// placeStorm lays out the storm's pods on the targets by shape, and a
+// StatefulSet with an RWO volume on every stormRWOEvery-th target, all at
+// once: target i is tainted stormSlot=<i>:NoSchedule and only its own
+// workloads tolerate it (shared Deployments tolerate every slot and are
+// spread one pod per target), while the spares are cordoned. The spares
+// are uncordoned at the end; they are the only nodes the replacements can
+// go to. It returns each Deployment's floor (its ready pods must not fall
+// below it) by app label.
+func (s *scene) placeStorm(ctx context.Context, targets, spares []harness.Instance, shape stormShape) (map[string]int, error) {
 	cordon := func(on bool) error {
 		return eachInstance(spares, func(_ int, inst harness.Instance) error { return env.SetUnschedulable(ctx, inst.PrivateDNSName, on) })
 	}
@@ -58,13 +95,11 @@ func (s *scene) placeStorm(ctx context.Context, targets, spares []harness.Instan
 	}); err != nil {
 		return nil, err
 	}
+	n := len(targets)
+	replicas, maxUnavailable := shape.replicas(n), shape.maxUnavailable(n)
 	floors := map[string]int{}
-	var pvs []string
 	var mu sync.Mutex
-	err := eachInstance(targets, func(i int, t harness.Instance) error {
-		tolerate := []corev1.Toleration{{Key: stormSlot, Operator: corev1.TolerationOpEqual, Value: strconv.Itoa(i), Effect: corev1.TaintEffectNoSchedule}}
-		w := s.workload(fmt.Sprintf("app%d", i), stormPods)
-		w.Tolerations = tolerate
+	deploy := func(w harness.Workload) error {
 		if _, err := env.Deployment(ctx, w, false); err != nil {
 			return err
 		}
@@ -72,10 +107,30 @@ func (s *scene) placeStorm(ctx context.Context, targets, spares []harness.Instan
 			return err
 		}
 		mu.Lock()
-		floors[w.Name] = stormPods - maxUnavailable
+		floors[w.Name] = replicas - maxUnavailable
 		mu.Unlock()
-		if _, err := env.WaitPodsRunning(ctx, s.name, "app="+w.Name, stormPods, 5*time.Minute); err != nil {
-			return err
+		_, err := env.WaitPodsRunning(ctx, s.name, "app="+w.Name, replicas, 5*time.Minute)
+		return err
+	}
+	if shape.shared {
+		if err := eachIndex(stormPods, func(j int) error {
+			w := s.workload(fmt.Sprintf("app%d", j), int32(replicas))
+			w.Tolerations = []corev1.Toleration{{Key: stormSlot, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+			w.Spread = true
+			return deploy(w)
+		}); err != nil {
+			return nil, err
+		}
+	}
+	var pvs []string
+	err := eachInstance(targets, func(i int, t harness.Instance) error {
+		tolerate := []corev1.Toleration{{Key: stormSlot, Operator: corev1.TolerationOpEqual, Value: strconv.Itoa(i), Effect: corev1.TaintEffectNoSchedule}}
+		if !shape.shared {
+			w := s.workload(fmt.Sprintf("app%d", i), int32(replicas))
+			w.Tolerations = tolerate
+			if err := deploy(w); err != nil {
+				return err
+			}
 		}
 		if i%stormRWOEvery != 0 {
 			return nil
@@ -109,12 +164,12 @@ func stormMetric(n int, name string) string { return fmt.Sprintf("storm_%d_nodes
 // stormScene builds a storm's scene for d (nil: no drainer): n targets
 // placed by placeStorm and n/2+1 spares for their replacements (the first
 // n of s.insts are the targets). The caller removes the scene.
-func stormScene(b *testing.B, ctx context.Context, d drainer, prefix string, n, maxUnavailable int) (*scene, map[string]int) {
+func stormScene(b *testing.B, ctx context.Context, d drainer, prefix string, n int, shape stormShape) (*scene, map[string]int) {
 	b.Helper()
 	s, err := newScene(ctx, d, sceneName(prefix), n+n/2+1)
 	if err == nil {
 		var floors map[string]int
-		if floors, err = s.placeStorm(ctx, s.insts[:n], s.insts[n:], maxUnavailable); err == nil {
+		if floors, err = s.placeStorm(ctx, s.insts[:n], s.insts[n:], shape); err == nil {
 			return s, floors
 		}
 	}
@@ -156,7 +211,7 @@ func BenchmarkStorm(b *testing.B) {
 	needHarness(b)
 	n := *flagStormNodes
 	var names []string
-	for _, pre := range []string{"", "loose_pdb_"} {
+	for _, pre := range []string{"", "loose_pdb_", "shared_pdb_"} {
 		for _, m := range []string{"hooks_completed", "pdb_violations", "p95_s", "api_requests", "api_requests_per_node", "evictions_per_pod"} {
 			names = append(names, stormMetric(n, pre+m))
 		}
@@ -166,13 +221,24 @@ func BenchmarkStorm(b *testing.B) {
 	ctx, cancel := context.WithTimeout(b.Context(), 60*time.Minute)
 	defer cancel()
 	for i := range *flagStormRuns {
-		storm(b, ctx, ours{}, i+1, n, 2, "")            // maxUnavailable 2 of 20: 10 %
-		storm(b, ctx, ours{}, i+1, n, 10, "loose_pdb_") // 10 of 20: 50 %
-		record(stormMetric(n, "floor_p95_s"), stormFloor(b, ctx, n, 2))
-		record(stormMetric(n, "loose_pdb_floor_p95_s"), stormFloor(b, ctx, n, 10))
+		if stormPart("tight") {
+			storm(b, ctx, ours{}, i+1, n, stormTight, "")
+		}
+		if stormPart("loose") {
+			storm(b, ctx, ours{}, i+1, n, stormLoose, "loose_pdb_")
+		}
+		if stormPart("shared") {
+			storm(b, ctx, ours{}, i+1, n, stormShared, "shared_pdb_")
+		}
+		if stormPart("floor") {
+			record(stormMetric(n, "floor_p95_s"), stormFloor(b, ctx, n, stormTight))
+			record(stormMetric(n, "loose_pdb_floor_p95_s"), stormFloor(b, ctx, n, stormLoose))
+		}
 	}
 	for i := range *flagRuns {
-		storm(b, ctx, ours{}, i+1, 1, 10, "single_")
+		if stormPart("single") {
+			storm(b, ctx, ours{}, i+1, 1, stormLoose, "single_")
+		}
 	}
 	b.ReportMetric(0, "ns/op")
 	for _, m := range names {
@@ -183,9 +249,9 @@ func BenchmarkStorm(b *testing.B) {
 // storm drains n nodes at once, their PDBs allowing maxUnavailable of
 // stormPods, the hooks handled by d; its metrics are named with prefix
 // ("single_" records drain_20_pods_s only) and by d.
-func storm(b *testing.B, ctx context.Context, d drainer, run, n, maxUnavailable int, prefix string) {
+func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape stormShape, prefix string) {
 	b.Helper()
-	s, floors := stormScene(b, ctx, d, "storm", n, maxUnavailable)
+	s, floors := stormScene(b, ctx, d, "storm", n, shape)
 	defer s.remove(context.WithoutCancel(ctx))
 	targets := s.insts[:n]
 	// the spares stay free for the replacements; the targets' pods are theirs
@@ -239,8 +305,8 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n, maxUnavailable 
 		}
 	}
 	p95 := percentile95(took)
-	progress("%sstorm %srun %d: %d nodes × %d pods, PDB maxUnavailable %d, %d hooks completed, p95 %.2f s, PDB floors broken %v; api requests: %s",
-		d.metric(""), prefix, run, n, stormPods, maxUnavailable, len(took), p95, broken, delta)
+	progress("%sstorm %srun %d: %d nodes × %d pods, %d Deployments of %d under PDBs of maxUnavailable %d, %d hooks completed, p95 %.2f s, PDB floors broken %v; api requests: %s",
+		d.metric(""), prefix, run, n, stormPods, len(floors), shape.replicas(n), shape.maxUnavailable(n), len(took), p95, broken, delta)
 	if prefix == "single_" {
 		record(d.metric("drain_20_pods_s"), p95)
 	} else {

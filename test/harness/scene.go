@@ -168,6 +168,11 @@ type Workload struct {
 	NodeSelector map[string]string
 	// Tolerations of the pods (e.g. of a taint that reserves a node for them).
 	Tolerations []corev1.Toleration
+	// Spread places the pods one per node while the nodes they may use are
+	// as many as the pods (a hard topology spread over hostnames, maxSkew 1;
+	// cordoned and tainted nodes do not count), so the pods of one
+	// Deployment, and its PDB, span many nodes.
+	Spread bool
 	// GracePeriod is the pods' terminationGracePeriodSeconds; nil leaves the
 	// API's default, 30 s, as a real workload has. On a live node kwok
 	// finishes a graceful deletion at once either way (one more write, by
@@ -181,7 +186,7 @@ func (w Workload) podSpec(volumes ...corev1.Volume) corev1.PodSpec {
 	for _, v := range volumes {
 		mounts = append(mounts, corev1.VolumeMount{Name: v.Name, MountPath: "/" + v.Name})
 	}
-	return corev1.PodSpec{
+	spec := corev1.PodSpec{
 		NodeSelector:                  w.NodeSelector,
 		Tolerations:                   w.Tolerations,
 		TerminationGracePeriodSeconds: w.GracePeriod,
@@ -192,6 +197,17 @@ func (w Workload) podSpec(volumes ...corev1.Volume) corev1.PodSpec {
 		}},
 		Volumes: volumes,
 	}
+	if w.Spread {
+		honor := corev1.NodeInclusionPolicyHonor
+		spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+			MaxSkew:           1,
+			TopologyKey:       corev1.LabelHostname,
+			WhenUnsatisfiable: corev1.DoNotSchedule,
+			LabelSelector:     w.selector(),
+			NodeTaintsPolicy:  &honor,
+		}}
+	}
+	return spec
 }
 
 func (w Workload) meta() metav1.ObjectMeta {
