@@ -189,16 +189,19 @@ func percentile95(vs []float64) float64 {
 	return vs[min(len(vs)-1, (len(vs)*95+99)/100-1)]
 }
 
-// BenchmarkStorm: -storm-nodes nodes of stormPods pods each, one Deployment
-// per node, and a StatefulSet pod on an RWO volume on every
-// stormRWOEvery-th node (placeStorm); the terminate hooks of all of them sent at once, one fresh
-// function process per hook (Lambda's concurrency). Twice: with PDBs that
-// allow 10 % unavailable (the storm is bound by the PDBs: waves of
-// replacements) and with PDBs that allow 50 % (the storm is bound by
-// node-drainer's own overhead), then the control plane alone on each
-// storm's scene (floor_p95_s and loose_pdb_floor_p95_s, see stormFloor: the
-// least a drainer of no cost could take), then one such node alone
-// (drain_20_pods_s) for the ratio. Per storm:
+// BenchmarkStorm: -storm-nodes nodes of stormPods pods each and a
+// StatefulSet pod on an RWO volume on every stormRWOEvery-th node
+// (placeStorm); the terminate hooks of all of them sent at once, one fresh
+// function process per hook (Lambda's concurrency). Three storms: one
+// Deployment per node under PDBs that allow 10 % unavailable (the storm is
+// bound by the PDBs: waves of replacements); the same with PDBs that allow
+// 50 % (bound by node-drainer's own overhead, loose_pdb_); and stormPods
+// Deployments of one pod per node under PDBs of 10 %, so every drain evicts
+// against every PDB at once (shared_pdb_). Then the control plane alone on
+// the first two storms' scenes (floor_p95_s and loose_pdb_floor_p95_s, see
+// stormFloor: the least a drainer of no cost could take), then one such
+// node alone (drain_20_pods_s) for the ratio. -storms picks the parts.
+// Per storm:
 //   - hooks_completed: hooks completed with CONTINUE (goal: all);
 //   - pdb_violations: Deployments whose ready pods a pod watch saw fall
 //     below the PDB's floor during the storm (goal 0);
