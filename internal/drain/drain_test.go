@@ -1025,3 +1025,109 @@ func TestWakesOnCoveringPDBsOnly(t *testing.T) {
 		t.Fatal("an update of the PDB covering web-1 did not wake its waiters")
 	}
 }
+
+// A pod whose PDB expects pods on other nodes (whose drains may evict
+// against it too) waits a random jitter, drawn when the PDB has room,
+// within raceSpacing per such pod and per disruption of room, and is sent
+// only if the PDB still has room then: on the drain's first eviction
+// against the PDB, and on each room once the status listed another node's
+// pod as disrupted. A PDB that fills up during a jitter draws a new one
+// the next time. A PDB of this node's pods alone, or with room for every pod
+// it expects, is taken at once.
+func TestSharedPDBJitters(t *testing.T) {
+	a := readyPod("apps", "web-1")
+	alone := readyPod("apps", "api-1", func(p *corev1.Pod) { p.Labels = map[string]string{"app": "api"} })
+	roomy := readyPod("apps", "job-1", func(p *corev1.Pod) { p.Labels = map[string]string{"app": "job"} })
+	_, pdb := heldPod()
+	pdb.Status.DisruptionsAllowed, pdb.Status.ExpectedPods = 2, 50
+	api := pdb.DeepCopy()
+	api.Name, api.Spec.Selector, api.Status.ExpectedPods = "api", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}}, 1
+	job := pdb.DeepCopy()
+	job.Name, job.Spec.Selector, job.Status.ExpectedPods, job.Status.DisruptionsAllowed = "job", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "job"}}, 3, 3
+	c := fake.NewClientset(a, alone, roomy, pdb, api, job)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	r := New(c, Options{}, nil).start(ctx, nodeName, []corev1.Pod{*a, *alone, *roomy})
+	defer r.stop()
+	if !r.pdbs.Synced() {
+		t.Fatal("the PDBs' watch did not sync")
+	}
+	for _, p := range []*corev1.Pod{alone, roomy} { // a PDB of the node's pods alone; one with room for all it expects
+		if tk, v, _ := r.take(*p); v != admitted {
+			t.Fatalf("%s: %v, want admitted at once", p.Name, v)
+		} else {
+			r.release(tk, false)
+		}
+	}
+	update := func(rv string, f func(*policyv1.PodDisruptionBudget)) {
+		o, _, _ := r.pdbs.Store().GetByKey("apps/web")
+		next := o.(*policyv1.PodDisruptionBudget).DeepCopy()
+		next.ResourceVersion = rv
+		f(next)
+		if _, err := c.PolicyV1().PodDisruptionBudgets("apps").UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			o, _, _ := r.pdbs.Store().GetByKey("apps/web")
+			return o.(*policyv1.PodDisruptionBudget).ResourceVersion == rv, nil
+		}); err != nil {
+			t.Fatalf("the PDB's status %s never reached the drain", rv)
+		}
+	}
+	turn := func() {
+		r.mu.Lock()
+		r.jitter[a.UID] = time.Now().Add(-time.Millisecond)
+		r.mu.Unlock()
+	}
+	// 49 pods elsewhere, room for 2: a window of 24.5 spacings
+	before := time.Now()
+	if _, v, _ := r.take(*a); v != deferred {
+		t.Fatalf("the first eviction against a PDB shared with other nodes: %v, want deferred", v)
+	}
+	r.mu.Lock()
+	at := r.jitter[a.UID]
+	r.mu.Unlock()
+	if window := min(jitterCap, 49*raceSpacing/2); at.Before(before) || at.After(time.Now().Add(window)) {
+		t.Fatalf("jitter at %v, want within %v of %v", at, window, before)
+	}
+	if _, v, _ := r.take(*a); v != deferred {
+		t.Fatalf("before its jitter: %v, want deferred", v)
+	}
+	turn()
+	tk, v, _ := r.take(*a)
+	if v != admitted {
+		t.Fatalf("at its jitter, the PDB with room: %v, want admitted", v)
+	}
+	r.release(tk, true)
+	if tk, v, _ := r.take(*a); v != admitted {
+		t.Fatalf("again, no other drain seen: %v, want admitted at once", v)
+	} else {
+		r.release(tk, true)
+	}
+	// another drain's eviction shows in the status: each room is jittered
+	update("7", func(p *policyv1.PodDisruptionBudget) {
+		p.Status.DisruptedPods = map[string]metav1.Time{"web-9": metav1.Now()}
+	})
+	if _, v, _ := r.take(*a); v != deferred {
+		t.Fatalf("another drain at work on the PDB: %v, want deferred", v)
+	}
+	// and fills the PDB during the jitter
+	update("8", func(p *policyv1.PodDisruptionBudget) { p.Status.DisruptionsAllowed = 0 })
+	if _, v, _ := r.take(*a); v != held {
+		t.Fatalf("the PDB full: %v, want held", v)
+	}
+	r.mu.Lock()
+	_, kept := r.jitter[a.UID]
+	r.mu.Unlock()
+	if kept {
+		t.Fatal("the jitter of a room another drain took was kept for the next")
+	}
+	update("9", func(p *policyv1.PodDisruptionBudget) { p.Status.DisruptionsAllowed, p.Status.DisruptedPods = 1, nil })
+	if _, v, _ := r.take(*a); v != deferred {
+		t.Fatalf("the PDB with room again: %v, want deferred on a new jitter", v)
+	}
+	turn()
+	if _, v, _ := r.take(*a); v != admitted {
+		t.Fatalf("at its jitter, the PDB with room: %v, want admitted", v)
+	}
+}
