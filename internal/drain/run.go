@@ -451,7 +451,7 @@ func (r *run) take(p corev1.Pod) (token, verdict, string) {
 	present := r.presentNames()
 	now := time.Now()
 	for name := range pdb.Status.DisruptedPods {
-		if !r.mine[pdb.Namespace+"/"+name] {
+		if !r.contended[key] && !r.mine[pdb.Namespace+"/"+name] {
 			r.contended[key] = true // another drain evicts against it
 		}
 	}
@@ -461,25 +461,31 @@ func (r *run) take(p corev1.Pod) (token, verdict, string) {
 			delete(taken, name)
 		}
 	}
-	if pdb.Status.ObservedGeneration < pdb.Generation || pdb.Status.DisruptionsAllowed-int32(len(taken)) <= 0 {
+	room := pdb.Status.DisruptionsAllowed - int32(len(taken))
+	if pdb.Status.ObservedGeneration < pdb.Generation || room <= 0 {
 		delete(r.jitter, p.UID) // the next allowance is a new round
 		return token{}, held, fmt.Sprintf("%s (disruptions allowed %d, %d of them taken by this drain)", key, pdb.Status.DisruptionsAllowed, len(taken))
 	}
 	if r.inflight[key] {
 		return token{}, queued, key
 	}
-	here, room := r.here(pdb, present), pdb.Status.DisruptionsAllowed-int32(len(taken))
-	if others := pdb.Status.ExpectedPods - here; others > 0 && room < others+here && (!r.tried[key] || r.contended[key]) {
-		at, drawn := r.jitter[p.UID]
-		if !drawn {
-			window := min(jitterCap, raceSpacing*time.Duration(others)/time.Duration(room))
-			at = now.Add(rand.N(window) + 1)
-			r.jitter[p.UID] = at
+	// a jitter on the drain's first eviction against the PDB, and on each
+	// room once another drain's eviction showed in its status; here is
+	// counted only then (take runs on every wake)
+	if !r.tried[key] || r.contended[key] {
+		if here := r.here(pdb, present); pdb.Status.ExpectedPods > here && room < pdb.Status.ExpectedPods {
+			others := pdb.Status.ExpectedPods - here
+			at, drawn := r.jitter[p.UID]
+			if !drawn {
+				window := min(jitterCap, raceSpacing*time.Duration(others)/time.Duration(room))
+				at = now.Add(rand.N(window) + 1)
+				r.jitter[p.UID] = at
+			}
+			if now.Before(at) {
+				return token{}, deferred, fmt.Sprintf("%s (shared with %d pods of other nodes)", key, others)
+			}
+			delete(r.jitter, p.UID)
 		}
-		if now.Before(at) {
-			return token{}, deferred, fmt.Sprintf("%s (shared with %d pods of other nodes)", key, others)
-		}
-		delete(r.jitter, p.UID)
 	}
 	if taken == nil {
 		taken = map[string]time.Time{}
