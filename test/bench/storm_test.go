@@ -21,7 +21,7 @@ import (
 var (
 	flagStormNodes = flag.Int("storm-nodes", 50, "nodes drained at once in BenchmarkStorm")
 	flagStormRuns  = flag.Int("storm-runs", 1, "storms measured by BenchmarkStorm, for each PDB")
-	flagStorms     = flag.String("storms", "tight,loose,shared,floor,single", "the parts of BenchmarkStorm to run")
+	flagStorms     = flag.String("storms", "tight,loose,shared,floor,single", "the parts of BenchmarkStorm and BenchmarkNTHStorm to run")
 )
 
 // stormPart reports whether -storms names part.
@@ -249,8 +249,8 @@ func BenchmarkStorm(b *testing.B) {
 	}
 }
 
-// storm drains n nodes at once, their PDBs allowing maxUnavailable of
-// stormPods, the hooks handled by d; its metrics are named with prefix
+// storm drains n nodes at once, their pods and PDBs laid out by shape, the
+// hooks handled by d; its metrics are named with prefix
 // ("single_" records drain_20_pods_s only) and by d.
 func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape stormShape, prefix string) {
 	b.Helper()
