@@ -56,6 +56,24 @@ type Options struct {
 	// Unordered evicts every pod at once, not tier by tier: a NotReady
 	// node's pods never finish, so a tier would never end.
 	Unordered bool
+	// Turns, if set, orders this drain's evictions under the PDBs it shares
+	// with the drains of other nodes (nil: the drain's jitter alone spaces
+	// them).
+	Turns Turns
+}
+
+// Turns orders the evictions of several drains under the PDBs they share
+// (lease.Turns: by the order in which the drains took their leases).
+type Turns interface {
+	// Announce tells the other drains this drain's pods under the shared
+	// PDBs (namespace/name → pod names), replacing what it told before.
+	Announce(ctx context.Context, shared map[string][]string) error
+	// Ahead counts the pods under pdb of the drains before this one that
+	// are not done (done: the PDB's status showed their eviction); ok is
+	// false when the other drains are not known.
+	Ahead(pdb string, done func(pod string) bool) (n int, ok bool)
+	// Changed is closed when what Ahead reads may have changed.
+	Changed() <-chan struct{}
 }
 
 // Errors a remaining pod's Err matches with errors.Is, so that callers tell
@@ -216,6 +234,7 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 	r := d.start(ctx, node, pods)
 	defer r.stop()
 	var wg sync.WaitGroup
+	var started []corev1.Pod // the pods of the tiers started
 	tiersLeft := 0
 	for _, t := range Tiers {
 		if len(plan[t]) > 0 {
@@ -228,6 +247,8 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 		}
 		grace := d.tierGrace(ctx, tiersLeft)
 		tiersLeft--
+		started = append(started, plan[t]...)
+		r.announce(started)
 		for _, p := range plan[t] {
 			r.set(p.UID, stateStarted, nil)
 			wg.Go(func() { r.done(p.UID, d.evict(ctx, r, p, grace)) })

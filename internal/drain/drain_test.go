@@ -1131,3 +1131,145 @@ func TestSharedPDBJitters(t *testing.T) {
 		t.Fatalf("at its jitter, the PDB with room: %v, want admitted", v)
 	}
 }
+
+// fakeTurns is a Turns whose drains before this one have ahead pods
+// waiting on every PDB, none done.
+type fakeTurns struct {
+	mu        sync.Mutex
+	ahead     int
+	known     bool
+	announced []map[string][]string
+	change    chan struct{}
+}
+
+func (f *fakeTurns) Announce(_ context.Context, shared map[string][]string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.announced = append(f.announced, shared)
+	return nil
+}
+
+func (f *fakeTurns) Ahead(_ string, done func(string) bool) (int, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for i := range f.ahead {
+		if !done(fmt.Sprintf("web-%d", 100+i)) {
+			n++
+		}
+	}
+	return n, f.known
+}
+
+func (f *fakeTurns) Changed() <-chan struct{} { return f.change }
+
+// With turns, a pod under a PDB shared with other nodes waits while the
+// drains before it have as many pods waiting as the PDB has room for, goes
+// without a jitter once they are done (their pods listed as disrupted),
+// and falls back to its jitter when they leave the room untaken past
+// turnGrace.
+func TestSharedPDBTurns(t *testing.T) {
+	a := readyPod("apps", "web-1")
+	alone := readyPod("apps", "api-1", func(p *corev1.Pod) { p.Labels = map[string]string{"app": "api"} })
+	_, pdb := heldPod()
+	pdb.Status.DisruptionsAllowed, pdb.Status.ExpectedPods = 1, 50
+	api := pdb.DeepCopy()
+	api.Name, api.Spec.Selector, api.Status.ExpectedPods = "api", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}}, 1
+	c := fake.NewClientset(a, alone, pdb, api)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	turns := &fakeTurns{ahead: 1, known: true, change: make(chan struct{})}
+	r := New(c, Options{Turns: turns}, nil).start(ctx, nodeName, []corev1.Pod{*a, *alone})
+	defer r.stop()
+	if !r.pdbs.Synced() {
+		t.Fatal("the PDBs' watch did not sync")
+	}
+	r.announce([]corev1.Pod{*a, *alone})
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		turns.mu.Lock()
+		defer turns.mu.Unlock()
+		return len(turns.announced) == 1, nil
+	}); err != nil {
+		t.Fatal("nothing announced")
+	}
+	if want := map[string][]string{"apps/web": {"web-1"}}; !reflect.DeepEqual(turns.announced[0], want) {
+		t.Fatalf("announced %v, want %v (the PDB of the node's pods alone is not shared)", turns.announced[0], want)
+	}
+	r.announce([]corev1.Pod{*a, *alone}) // the same again: not sent
+	time.Sleep(50 * time.Millisecond)
+	if n := len(turns.announced); n != 1 {
+		t.Fatalf("%d announcements of one plan", n)
+	}
+
+	if _, v, _ := r.take(*a); v != behind {
+		t.Fatalf("one pod of a drain before this one waits on a room of 1: %v, want behind", v)
+	}
+	update := func(rv string, f func(*policyv1.PodDisruptionBudget)) {
+		t.Helper()
+		o, _, _ := r.pdbs.Store().GetByKey("apps/web")
+		next := o.(*policyv1.PodDisruptionBudget).DeepCopy()
+		next.ResourceVersion = rv
+		f(next)
+		if _, err := c.PolicyV1().PodDisruptionBudgets("apps").UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			o, _, _ := r.pdbs.Store().GetByKey("apps/web")
+			return o.(*policyv1.PodDisruptionBudget).ResourceVersion == rv, nil
+		}); err != nil {
+			t.Fatalf("the PDB's status %s never reached the drain", rv)
+		}
+	}
+	// the drain before evicts its pod (a status lists it), the room is
+	// taken, then freed again once the status no longer lists it
+	update("7", func(p *policyv1.PodDisruptionBudget) {
+		p.Status.DisruptionsAllowed, p.Status.DisruptedPods = 0, map[string]metav1.Time{"web-100": metav1.Now()}
+	})
+	if _, v, _ := r.take(*a); v != held {
+		t.Fatalf("the PDB full: %v, want held", v)
+	}
+	update("8", func(p *policyv1.PodDisruptionBudget) { p.Status.DisruptionsAllowed, p.Status.DisruptedPods = 1, nil })
+	if _, v, _ := r.take(*a); v != deferred {
+		t.Fatalf("the drain before done, this drain's first eviction against the PDB: %v, want deferred on its jitter", v)
+	}
+	r.mu.Lock()
+	r.jitter[a.UID] = time.Now().Add(-time.Millisecond)
+	r.mu.Unlock()
+	tk, v, _ := r.take(*a)
+	if v != admitted {
+		t.Fatalf("at its jitter: %v, want admitted", v)
+	}
+	r.release(tk, true)
+	// its eviction refused: tried again at once, though another drain's
+	// eviction showed in the status (no jitter on a room when turns are kept)
+	tk, v, _ = r.take(*a)
+	if v != admitted {
+		t.Fatalf("again, the drains before this one done: %v, want admitted without a jitter", v)
+	}
+	r.release(tk, true)
+
+	// two pods of drains before this one, a room of 2 of which this drain
+	// took one: behind; then the room left untaken past turnGrace: jittered
+	turns.mu.Lock()
+	turns.ahead = 3 // web-100 is done
+	turns.mu.Unlock()
+	update("9", func(p *policyv1.PodDisruptionBudget) { p.Status.DisruptionsAllowed = 2 })
+	if _, v, _ := r.take(*a); v != behind {
+		t.Fatalf("two pods before this drain's on a room of 2: %v, want behind", v)
+	}
+	r.mu.Lock()
+	r.behind["apps/web"] = time.Now().Add(-turnGrace - time.Millisecond)
+	r.mu.Unlock()
+	if _, v, _ := r.take(*a); v != deferred {
+		t.Fatalf("the room untaken past turnGrace: %v, want deferred on its jitter", v)
+	}
+	// without turns known, the jitter alone
+	turns.mu.Lock()
+	turns.known = false
+	turns.mu.Unlock()
+	update("10", func(p *policyv1.PodDisruptionBudget) { p.Status.DisruptionsAllowed = 0 })
+	update("11", func(p *policyv1.PodDisruptionBudget) { p.Status.DisruptionsAllowed = 1 })
+	if _, v, _ := r.take(*a); v != deferred {
+		t.Fatalf("turns unknown, another drain seen: %v, want deferred on its jitter", v)
+	}
+}

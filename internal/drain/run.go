@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
@@ -39,8 +40,10 @@ const pdbSyncWait = 5 * time.Second
 // run is one drain's shared view: the node's pods and the PDBs that may
 // cover them (one watch each), and where each pod's eviction stands.
 type run struct {
+	ctx        context.Context // the drain's: its watches end with it
 	pods, pdbs *cluster.Informer
 	cancel     context.CancelFunc
+	turns      Turns // nil: none
 	want       []corev1.Pod
 	mine       map[string]bool // want's namespace/name
 
@@ -59,11 +62,22 @@ type run struct {
 	// drain's eviction in the status of (see take)
 	jitter           map[types.UID]time.Time
 	tried, contended map[string]bool
-	change           cluster.Signal // a pod's state changed
-	freed            cluster.Signal // an eviction in flight returned
+	// behind: per PDB, since when a pod of this drain has waited its turn
+	// behind other drains while the PDB had room (see take)
+	behind map[string]time.Time
+	change cluster.Signal // a pod's state changed
+	freed  cluster.Signal // an eviction in flight returned
 
 	selMu sync.Mutex
 	sels  map[string]parsed // by PDB (namespace/name); see selects
+
+	// disrupted: per PDB (namespace/name), every pod its watched statuses
+	// listed in disruptedPods: the other drains' pods done with it
+	disMu     sync.Mutex
+	disrupted map[string]sets.Set[string]
+
+	annMu     sync.Mutex // one announcement at a time, in order
+	announced string     // what the last one said
 }
 
 // token is what admit took from a PDB for one eviction, given back if the
@@ -78,7 +92,9 @@ type token struct {
 // PDBs'.
 func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod) *run {
 	ctx, cancel := context.WithCancel(ctx)
-	r := &run{cancel: cancel, want: pods, mine: map[string]bool{}, state: map[types.UID]podState{}, reason: map[types.UID]error{}, taken: map[string]map[string]time.Time{}, inflight: map[string]bool{}, jitter: map[types.UID]time.Time{}, tried: map[string]bool{}, contended: map[string]bool{}, sels: map[string]parsed{}}
+	r := &run{ctx: ctx, cancel: cancel, turns: d.opts.Turns, want: pods, mine: map[string]bool{}, state: map[types.UID]podState{}, reason: map[types.UID]error{},
+		taken: map[string]map[string]time.Time{}, inflight: map[string]bool{}, jitter: map[types.UID]time.Time{}, tried: map[string]bool{}, contended: map[string]bool{},
+		behind: map[string]time.Time{}, sels: map[string]parsed{}, disrupted: map[string]sets.Set[string]{}}
 	for _, p := range pods {
 		r.state[p.UID] = statePending
 		r.mine[p.Namespace+"/"+p.Name] = true
@@ -107,7 +123,15 @@ func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod) *ru
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return d.client.PolicyV1().PodDisruptionBudgets(ns).Watch(ctx, o)
 		},
-	}, &policyv1.PodDisruptionBudget{}, r.coversAny)
+	}, &policyv1.PodDisruptionBudget{}, func(obj any) bool {
+		if !r.coversAny(obj) {
+			return false
+		}
+		if pdb, ok := obj.(*policyv1.PodDisruptionBudget); ok {
+			r.record(pdb) // every status: take may see only the last
+		}
+		return true
+	})
 	r.pods.WaitSynced(ctx)
 	pctx, pcancel := context.WithTimeout(ctx, pdbSyncWait)
 	r.pdbs.WaitSynced(pctx)
@@ -318,7 +342,7 @@ func gated(p corev1.Pod) bool {
 // is given back (release) when the eviction returns.
 func (r *run) admit(ctx context.Context, p corev1.Pod, logged *bool) (token, error) {
 	for {
-		pdbC, podsC, freedC := r.pdbs.Changed(), r.pods.Changed(), r.freed.C()
+		pdbC, podsC, freedC, turnsC := r.pdbs.Changed(), r.pods.Changed(), r.freed.C(), r.turnsChanged()
 		tk, v, blocking := r.take(p)
 		if v != held {
 			// a pod no PDB holds is started (queued too: the next tier
@@ -340,6 +364,21 @@ func (r *run) admit(ctx context.Context, p corev1.Pod, logged *bool) (token, err
 			case <-ctx.Done():
 				return token{}, timedOut{fmt.Errorf("not evicted: the drain ended while it waited its turn against %s", blocking)}
 			case <-time.After(wait):
+			case <-pdbC:
+			case <-podsC:
+			}
+			continue
+		case behind:
+			// its turn comes when the drains before it took the room, or
+			// after turnGrace if none of them does
+			r.mu.Lock()
+			wait := turnGrace - time.Since(r.behind[tk.pdb])
+			r.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return token{}, timedOut{fmt.Errorf("not evicted: the drain ended while it waited behind other drains' evictions against %s", blocking)}
+			case <-time.After(max(wait, time.Millisecond)):
+			case <-turnsC:
 			case <-pdbC:
 			case <-podsC:
 			}
@@ -383,6 +422,7 @@ const (
 	held                    // the PDB allows no disruption that is not taken
 	queued                  // another eviction against the PDB is in flight
 	deferred                // other drains may want the PDB's room: wait for the pod's jitter
+	behind                  // drains before this one wait on the PDB's room: wait for them
 )
 
 // raceSpacing is a shared PDB's jitter window per other pod it expects for
@@ -397,6 +437,13 @@ const (
 	raceSpacing = 200 * time.Millisecond
 	jitterCap   = 10 * time.Second
 )
+
+// turnGrace is how long a pod waits its turn behind other drains while the
+// PDB has room and none of them takes it: a drain before it may have
+// announced a pod it evicts later (a later tier), or one whose eviction
+// this drain's watch never saw. Then the pod goes, jittered. Under a
+// 50-node storm an eviction takes about a second in the apiserver.
+const turnGrace = 5 * time.Second
 
 // take takes a disruption from the PDB covering p, if p is gated by one.
 //
@@ -448,6 +495,7 @@ func (r *run) take(p corev1.Pod) (token, verdict, string) {
 	}
 	pdb := pdbs[0]
 	key := pdb.Namespace + "/" + pdb.Name
+	r.record(pdb) // a re-list's statuses reach the store, not the handler
 	present := r.presentNames()
 	now := time.Now()
 	for name := range pdb.Status.DisruptedPods {
@@ -464,15 +512,32 @@ func (r *run) take(p corev1.Pod) (token, verdict, string) {
 	room := pdb.Status.DisruptionsAllowed - int32(len(taken))
 	if pdb.Status.ObservedGeneration < pdb.Generation || room <= 0 {
 		delete(r.jitter, p.UID) // the next allowance is a new round
+		delete(r.behind, key)
 		return token{}, held, fmt.Sprintf("%s (disruptions allowed %d, %d of them taken by this drain)", key, pdb.Status.DisruptionsAllowed, len(taken))
 	}
 	if r.inflight[key] {
 		return token{}, queued, key
 	}
+	// the drains before this one first, when they are known (see Turns)
+	turns := false
+	if r.turns != nil {
+		ahead, ok := r.turns.Ahead(key, r.doneUnder(key))
+		if ok {
+			since, waiting := r.behind[key]
+			if ahead >= int(room) && (!waiting || now.Sub(since) < turnGrace) {
+				if !waiting {
+					r.behind[key] = now
+				}
+				return token{pdb: key}, behind, fmt.Sprintf("%s (its room %d, %d pods of drains before this one wait on it)", key, room, ahead)
+			}
+			turns = !waiting || now.Sub(since) < turnGrace
+		}
+	}
 	// a jitter on the drain's first eviction against the PDB, and on each
-	// room once another drain's eviction showed in its status; here is
-	// counted only then (take runs on every wake)
-	if !r.tried[key] || r.contended[key] {
+	// room once another drain's eviction showed in its status (unless the
+	// drains take turns); here is counted only then (take runs on every
+	// wake)
+	if !r.tried[key] || r.contended[key] && !turns {
 		if here := r.here(pdb, present); pdb.Status.ExpectedPods > here && room < pdb.Status.ExpectedPods {
 			others := pdb.Status.ExpectedPods - here
 			at, drawn := r.jitter[p.UID]
@@ -494,6 +559,7 @@ func (r *run) take(p corev1.Pod) (token, verdict, string) {
 	taken[p.Name] = now
 	r.inflight[key] = true
 	r.tried[key] = true
+	delete(r.behind, key)
 	return token{pdb: key, pod: p.Name}, admitted, ""
 }
 
@@ -567,4 +633,92 @@ func (r *run) waitPDBChange(ctx context.Context, p corev1.Pod, pause, limit time
 		case <-pdbC:
 		}
 	}
+}
+
+// turnsChanged is closed when the other drains' announcements change (never
+// without turns).
+func (r *run) turnsChanged() <-chan struct{} {
+	if r.turns == nil {
+		return nil
+	}
+	return r.turns.Changed()
+}
+
+// record remembers the pods pdb's status lists as disrupted.
+func (r *run) record(pdb *policyv1.PodDisruptionBudget) {
+	if len(pdb.Status.DisruptedPods) == 0 {
+		return
+	}
+	key := pdb.Namespace + "/" + pdb.Name
+	r.disMu.Lock()
+	defer r.disMu.Unlock()
+	seen := r.disrupted[key]
+	if seen == nil {
+		seen = sets.New[string]()
+		r.disrupted[key] = seen
+	}
+	for name := range pdb.Status.DisruptedPods {
+		seen.Insert(name)
+	}
+}
+
+// doneUnder reports, for a pod under the PDB key, whether a status of the
+// PDB listed it as disrupted.
+func (r *run) doneUnder(key string) func(pod string) bool {
+	r.disMu.Lock()
+	seen := r.disrupted[key].Clone()
+	r.disMu.Unlock()
+	return seen.Has
+}
+
+// announce tells the other drains (Turns) this drain's pods under PDBs that
+// pods of other nodes share, among pods, those of the tiers started: in the
+// background, the evictions do not wait for it. An announcement that fails
+// is logged; the drain goes on with its jitter alone.
+func (r *run) announce(pods []corev1.Pod) {
+	if r.turns == nil {
+		return
+	}
+	shared := r.shared(pods)
+	if len(shared) == 0 {
+		return
+	}
+	go func() {
+		r.annMu.Lock()
+		defer r.annMu.Unlock()
+		text := fmt.Sprint(shared) // maps print sorted
+		if text == r.announced || r.ctx.Err() != nil {
+			return
+		}
+		if err := r.turns.Announce(r.ctx, shared); err != nil {
+			if r.ctx.Err() == nil {
+				cluster.Logger(r.ctx).WarnContext(r.ctx, "evicting without turns: the other drains were not told of this one", "error", err)
+			}
+			return
+		}
+		r.announced = text
+	}()
+}
+
+// shared lists, by PDB, the pods (still on the node, Ready) under a PDB that
+// expects pods on other nodes, as the PDBs' watch has them; nothing when
+// the PDBs are not watched.
+func (r *run) shared(pods []corev1.Pod) map[string][]string {
+	if !r.pdbs.Synced() || r.pdbs.Err() != nil {
+		return nil
+	}
+	present := r.presentNames()
+	out := map[string][]string{}
+	for _, p := range pods {
+		if !present[p.Namespace+"/"+p.Name] || !gated(r.current(p)) {
+			continue
+		}
+		pdbs := r.covering(p)
+		if len(pdbs) != 1 || pdbs[0].Status.ExpectedPods <= r.here(pdbs[0], present) {
+			continue
+		}
+		key := pdbs[0].Namespace + "/" + pdbs[0].Name
+		out[key] = append(out[key], p.Name)
+	}
+	return out
 }

@@ -63,6 +63,7 @@ func (r *run) terminate(ctx context.Context) error {
 		return nil // another invocation holds (or finished) this instance: r.out says so
 	}
 	stopLease := claim.KeepAlive(ctx, func(err error) { r.log.WarnContext(ctx, "lease renewal failed", "error", err) })
+	r.lease = claim
 	stop := r.keepAlive(ctx, act) // from now on: lookups that retry are heartbeated too
 	n, done, err := r.drainRetrying(ctx, inst, deadline)
 	stop()

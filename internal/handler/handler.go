@@ -24,6 +24,7 @@ import (
 	"github.com/node-drainer/node-drainer/internal/drain"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
+	"github.com/node-drainer/node-drainer/internal/lease"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
 	"github.com/node-drainer/node-drainer/internal/node"
 )
@@ -209,7 +210,8 @@ type run struct {
 	attempt int
 	out     Outcome
 	log     *slog.Logger
-	rep     *report // timeline and metrics (nil: not recorded)
+	rep     *report      // timeline and metrics (nil: not recorded)
+	lease   *lease.Claim // the instance's, while held (nil: none)
 }
 
 func (r *run) dispatch(ctx context.Context) error {
@@ -321,6 +323,10 @@ func (r *run) drainer(cause node.Cause, dead bool) *drain.Drainer {
 	}
 	if cause == node.CauseSpot {
 		o.GraceCap = r.h.cfg.SpotGracePeriodCap // the drain must fit the 2-minute notice
+	}
+	if r.lease != nil {
+		// drains that hold leases take turns on the PDBs they share
+		o.Turns = lease.NewTurns(r.lease)
 	}
 	return drain.New(r.h.c.Kube, o, nil)
 }

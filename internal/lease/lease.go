@@ -61,6 +61,9 @@ type Claim struct {
 // prefix starts the name of every instance's lease.
 const prefix = "node-drainer-"
 
+// leaseLabels label every instance's lease.
+var leaseLabels = map[string]string{"app.kubernetes.io/name": "node-drainer"}
+
 // Name is the lease's name for an instance.
 func Name(instanceID string) string { return prefix + instanceID }
 
@@ -100,7 +103,7 @@ func Acquire(ctx context.Context, c kubernetes.Interface, ns, instanceID, holder
 	switch {
 	case apierrors.IsNotFound(err):
 		l, err = c.CoordinationV1().Leases(ns).Create(ctx, cl.fresh(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: cl.name, Namespace: ns,
-			Labels: map[string]string{"app.kubernetes.io/name": "node-drainer"}}}), metav1.CreateOptions{})
+			Labels: leaseLabels}}), metav1.CreateOptions{})
 		cl.wrote(l, err)
 		return cl, cl.classify(err)
 	case err != nil:
@@ -206,10 +209,11 @@ func (cl *Claim) Renew(ctx context.Context) error {
 }
 
 // Release gives the lease up (for a continuation to take), recording key as
-// done when it is not empty.
+// done when it is not empty; the drain's announcement (see Turns) goes.
 func (cl *Claim) Release(ctx context.Context, doneKey string) error {
 	return cl.update(ctx, func(l *coordinationv1.Lease) {
 		l.Spec.HolderIdentity = nil
+		delete(l.Annotations, AnnotationShared)
 		if doneKey != "" {
 			if l.Annotations == nil {
 				l.Annotations = map[string]string{}
