@@ -1229,22 +1229,9 @@ func TestSharedPDBTurns(t *testing.T) {
 		t.Fatalf("the PDB full: %v, want held", v)
 	}
 	update("8", func(p *policyv1.PodDisruptionBudget) { p.Status.DisruptionsAllowed, p.Status.DisruptedPods = 1, nil })
-	if _, v, _ := r.take(*a); v != deferred {
-		t.Fatalf("the drain before done, this drain's first eviction against the PDB: %v, want deferred on its jitter", v)
-	}
-	r.mu.Lock()
-	r.jitter[a.UID] = time.Now().Add(-time.Millisecond)
-	r.mu.Unlock()
 	tk, v, _ := r.take(*a)
 	if v != admitted {
-		t.Fatalf("at its jitter: %v, want admitted", v)
-	}
-	r.release(tk, true)
-	// its eviction refused: tried again at once, though another drain's
-	// eviction showed in the status (no jitter on a room when turns are kept)
-	tk, v, _ = r.take(*a)
-	if v != admitted {
-		t.Fatalf("again, the drains before this one done: %v, want admitted without a jitter", v)
+		t.Fatalf("the drain before done, another drain's eviction seen: %v, want admitted without a jitter", v)
 	}
 	r.release(tk, true)
 

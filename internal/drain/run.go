@@ -533,11 +533,10 @@ func (r *run) take(p corev1.Pod) (token, verdict, string) {
 			turns = !waiting || now.Sub(since) < turnGrace
 		}
 	}
-	// a jitter on the drain's first eviction against the PDB, and on each
-	// room once another drain's eviction showed in its status (unless the
-	// drains take turns); here is counted only then (take runs on every
-	// wake)
-	if !r.tried[key] || r.contended[key] && !turns {
+	// without turns, a jitter on the drain's first eviction against the
+	// PDB, and on each room once another drain's eviction showed in its
+	// status; here is counted only then (take runs on every wake)
+	if (!r.tried[key] || r.contended[key]) && !turns {
 		if here := r.here(pdb, present); pdb.Status.ExpectedPods > here && room < pdb.Status.ExpectedPods {
 			others := pdb.Status.ExpectedPods - here
 			at, drawn := r.jitter[p.UID]
