@@ -1140,9 +1140,13 @@ type fakeTurns struct {
 	known     bool
 	announced []map[string][]string
 	change    chan struct{}
+	hold      chan struct{} // if set, Announce waits until it is closed
 }
 
 func (f *fakeTurns) Announce(_ context.Context, shared map[string][]string) error {
+	if f.hold != nil {
+		<-f.hold
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.announced = append(f.announced, shared)
@@ -1178,13 +1182,27 @@ func TestSharedPDBTurns(t *testing.T) {
 	c := fake.NewClientset(a, alone, pdb, api)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	turns := &fakeTurns{ahead: 1, known: true, change: make(chan struct{})}
+	turns := &fakeTurns{ahead: 1, change: make(chan struct{}), hold: make(chan struct{})}
 	r := New(c, Options{Turns: turns}, nil).start(ctx, nodeName, []corev1.Pod{*a, *alone})
 	defer r.stop()
 	if !r.pdbs.Synced() {
 		t.Fatal("the PDBs' watch did not sync")
 	}
 	r.announce([]corev1.Pod{*a, *alone})
+	// while this drain's announcement is on its way, a pod under the shared
+	// PDB waits for it; one under the node's own PDB does not
+	if _, v, _ := r.take(*a); v != behind {
+		t.Fatalf("the announcement on its way: %v, want behind", v)
+	}
+	if tk, v, _ := r.take(*alone); v != admitted {
+		t.Fatalf("a PDB of the node's pods alone, the announcement on its way: %v, want admitted", v)
+	} else {
+		r.release(tk, false)
+	}
+	turns.mu.Lock()
+	turns.known = true
+	turns.mu.Unlock()
+	close(turns.hold)
 	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 		turns.mu.Lock()
 		defer turns.mu.Unlock()

@@ -3,7 +3,9 @@ package drain
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -63,10 +65,13 @@ type run struct {
 	jitter           map[types.UID]time.Time
 	tried, contended map[string]bool
 	// behind: per PDB, since when a pod of this drain has waited its turn
-	// behind other drains while the PDB had room (see take)
-	behind map[string]time.Time
-	change cluster.Signal // a pod's state changed
-	freed  cluster.Signal // an eviction in flight returned
+	// behind other drains while the PDB had room (see take); announcing:
+	// the announcements in flight, and the PDBs they name
+	behind     map[string]time.Time
+	announcing int
+	pending    sets.Set[string]
+	change     cluster.Signal // a pod's state changed
+	freed      cluster.Signal // an eviction in flight returned
 
 	selMu sync.Mutex
 	sels  map[string]parsed // by PDB (namespace/name); see selects
@@ -94,7 +99,7 @@ func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod) *ru
 	ctx, cancel := context.WithCancel(ctx)
 	r := &run{ctx: ctx, cancel: cancel, turns: d.opts.Turns, want: pods, mine: map[string]bool{}, state: map[types.UID]podState{}, reason: map[types.UID]error{},
 		taken: map[string]map[string]time.Time{}, inflight: map[string]bool{}, jitter: map[types.UID]time.Time{}, tried: map[string]bool{}, contended: map[string]bool{},
-		behind: map[string]time.Time{}, sels: map[string]parsed{}, disrupted: map[string]sets.Set[string]{}}
+		behind: map[string]time.Time{}, pending: sets.New[string](), sels: map[string]parsed{}, disrupted: map[string]sets.Set[string]{}}
 	for _, p := range pods {
 		r.state[p.UID] = statePending
 		r.mine[p.Namespace+"/"+p.Name] = true
@@ -342,7 +347,7 @@ func gated(p corev1.Pod) bool {
 // is given back (release) when the eviction returns.
 func (r *run) admit(ctx context.Context, p corev1.Pod, logged *bool) (token, error) {
 	for {
-		pdbC, podsC, freedC, turnsC := r.pdbs.Changed(), r.pods.Changed(), r.freed.C(), r.turnsChanged()
+		pdbC, podsC, freedC, turnsC, stateC := r.pdbs.Changed(), r.pods.Changed(), r.freed.C(), r.turnsChanged(), r.change.C()
 		tk, v, blocking := r.take(p)
 		if v != held {
 			// a pod no PDB holds is started (queued too: the next tier
@@ -379,6 +384,7 @@ func (r *run) admit(ctx context.Context, p corev1.Pod, logged *bool) (token, err
 				return token{}, timedOut{fmt.Errorf("not evicted: the drain ended while it waited behind other drains' evictions against %s", blocking)}
 			case <-time.After(max(wait, time.Millisecond)):
 			case <-turnsC:
+			case <-stateC: // an announcement ended
 			case <-pdbC:
 			case <-podsC:
 			}
@@ -522,6 +528,17 @@ func (r *run) take(p corev1.Pod) (token, verdict, string) {
 	turns := false
 	if r.turns != nil {
 		ahead, ok := r.turns.Ahead(key, r.doneUnder(key))
+		if !ok && r.pending.Has(key) {
+			// this drain's announcement is on its way: its turn is known
+			// soon (turnGrace at most)
+			since, waiting := r.behind[key]
+			if !waiting {
+				r.behind[key] = now
+			}
+			if !waiting || now.Sub(since) < turnGrace {
+				return token{pdb: key}, behind, fmt.Sprintf("%s (announcing this drain to the others)", key)
+			}
+		}
 		if ok {
 			since, waiting := r.behind[key]
 			if ahead >= int(room) && (!waiting || now.Sub(since) < turnGrace) {
@@ -682,9 +699,21 @@ func (r *run) announce(pods []corev1.Pod) {
 	if len(shared) == 0 {
 		return
 	}
+	r.mu.Lock()
+	r.announcing++
+	r.pending.Insert(slices.Collect(maps.Keys(shared))...)
+	r.mu.Unlock()
 	go func() {
 		r.annMu.Lock()
 		defer r.annMu.Unlock()
+		defer func() {
+			r.mu.Lock()
+			if r.announcing--; r.announcing == 0 {
+				r.pending.Clear()
+			}
+			r.mu.Unlock()
+			r.change.Broadcast()
+		}()
 		text := fmt.Sprint(shared) // maps print sorted
 		if text == r.announced || r.ctx.Err() != nil {
 			return
