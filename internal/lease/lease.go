@@ -214,6 +214,7 @@ func (cl *Claim) Release(ctx context.Context, doneKey string) error {
 	return cl.update(ctx, func(l *coordinationv1.Lease) {
 		l.Spec.HolderIdentity = nil
 		delete(l.Annotations, AnnotationShared)
+		delete(l.Annotations, AnnotationTurnSince)
 		if doneKey != "" {
 			if l.Annotations == nil {
 				l.Annotations = map[string]string{}

@@ -23,6 +23,13 @@ import (
 // a storm take their turns on those PDBs by it (see Turns).
 const AnnotationShared = "node-drainer.io/shared-pdbs"
 
+// AnnotationTurnSince is when the lease's holder first announced its shared
+// pods (RFC 3339 in UTC with nanoseconds, fixed width: its text sorts as its
+// time does): the drains take their turns in that order.
+const AnnotationTurnSince = "node-drainer.io/turn-since"
+
+const turnLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
 // peersSyncWait bounds the wait for the leases' first list: until it is in,
 // the drain evicts without turns (its own jitter still spaces it).
 const peersSyncWait = 5 * time.Second
@@ -31,9 +38,13 @@ const peersSyncWait = 5 * time.Second
 // leases under the PodDisruptionBudgets they share (a Deployment spread
 // over the nodes of a storm). Each drain announces its pods under such PDBs
 // on its lease, and watches the leases: a pod of its waits while the drains
-// that took their lease before it (AcquireTime, then the lease's name) have
-// as many pods waiting on the PDB as the PDB has room for. The order is one
-// for every PDB, so no two drains wait on each other.
+// that announced theirs before it (AnnotationTurnSince, then the lease's
+// name) have as many pods waiting on the PDB as the PDB has room for. The
+// order is one for every PDB, so no two drains wait on each other. It is
+// the order of the announcements, not of the leases: a drain that took its
+// lease early but announced late (slow to start under a storm) would
+// otherwise count none of the evictions that drains after it in the order
+// already sent, and send past the room.
 //
 // Without it each drain sees a PDB's room at the moment the others do, and
 // they all send an eviction: all but one conflict in the apiserver, sleep
@@ -52,6 +63,7 @@ type Turns struct {
 type plan struct {
 	rv     string
 	shared map[string][]string // nil: none, or not readable
+	since  time.Time           // zero: none, or not readable
 }
 
 // NewTurns returns the turns of the drain that holds cl (nil when cl is
@@ -71,11 +83,15 @@ func (t *Turns) Announce(ctx context.Context, shared map[string][]string) error 
 	if err != nil {
 		return fmt.Errorf("announcing the shared PDBs: %w", err)
 	}
+	since := t.claim.now().UTC().Format(turnLayout)
 	if err := t.claim.update(ctx, func(l *coordinationv1.Lease) {
 		if l.Annotations == nil {
 			l.Annotations = map[string]string{}
 		}
 		l.Annotations[AnnotationShared] = string(b)
+		if l.Annotations[AnnotationTurnSince] == "" {
+			l.Annotations[AnnotationTurnSince] = since // a later tier keeps its place
+		}
 	}); err != nil {
 		return fmt.Errorf("announcing the shared PDBs on lease %s/%s: %w", t.claim.ns, t.claim.name, err)
 	}
@@ -135,12 +151,17 @@ func (t *Turns) Ahead(pdb string, done func(pod string) bool) (n int, ok bool) {
 		return 0, false
 	}
 	now := t.claim.now()
+	me := t.plan(mine)
 	for _, o := range in.Store().List() {
 		l := o.(*coordinationv1.Lease)
-		if l.Name == mine.Name || !Held(l, now) || !before(l, mine) {
+		if l.Name == mine.Name || !Held(l, now) {
 			continue
 		}
-		for _, pod := range t.plan(l)[pdb] {
+		p := t.plan(l)
+		if !before(p, l.Name, me, mine.Name) {
+			continue
+		}
+		for _, pod := range p.shared[pdb] {
 			if !done(pod) {
 				n++
 			}
@@ -149,12 +170,12 @@ func (t *Turns) Ahead(pdb string, done func(pod string) bool) (n int, ok bool) {
 	return n, true
 }
 
-// plan is l's announcement (nil when it has none, or one not readable).
-func (t *Turns) plan(l *coordinationv1.Lease) map[string][]string {
+// plan is l's announcement, parsed once per resourceVersion.
+func (t *Turns) plan(l *coordinationv1.Lease) plan {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if p, ok := t.plans[l.Name]; ok && p.rv == l.ResourceVersion {
-		return p.shared
+		return p
 	}
 	p := plan{rv: l.ResourceVersion}
 	if s, ok := l.Annotations[AnnotationShared]; ok {
@@ -162,21 +183,25 @@ func (t *Turns) plan(l *coordinationv1.Lease) map[string][]string {
 			p.shared = nil // a peer's unreadable announcement orders nothing
 		}
 	}
+	if s, ok := l.Annotations[AnnotationTurnSince]; ok {
+		if at, err := time.Parse(turnLayout, s); err == nil {
+			p.since = at
+		}
+	}
 	t.plans[l.Name] = p
-	return p.shared
+	return p
 }
 
-// before reports whether a's holder took its lease before b's: the order
-// every drain sees alike. A lease without an acquire time comes last.
-func before(a, b *coordinationv1.Lease) bool {
-	at, bt := a.Spec.AcquireTime, b.Spec.AcquireTime
+// before reports whether a (of lease aName) announced before b (of bName):
+// the order every drain sees alike. One without a time comes last.
+func before(a plan, aName string, b plan, bName string) bool {
 	switch {
-	case at == nil:
+	case a.since.IsZero():
 		return false
-	case bt == nil:
+	case b.since.IsZero():
 		return true
-	case !at.Equal(bt):
-		return at.Before(bt)
+	case !a.since.Equal(b.since):
+		return a.since.Before(b.since)
 	}
-	return a.Name < b.Name
+	return aName < bName
 }

@@ -11,9 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// Drains count, on a shared PDB, the waiting pods of the drains that took
-// their leases before them: not their own, not later drains', not those
-// done, not those of a lease released or gone stale.
+// Drains count, on a shared PDB, the waiting pods of the drains that
+// announced theirs before them: not their own, not later drains' (even one
+// that took its lease first), not those done, not those of a lease released
+// or gone stale.
 func TestTurnsCountTheDrainsBefore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -28,26 +29,35 @@ func TestTurnsCountTheDrainsBefore(t *testing.T) {
 		}
 		return cl
 	}
-	first, second, mine, later := acquire("i-1", 0), acquire("i-2", time.Second), acquire("i-3", 2*time.Second), acquire("i-4", 3*time.Second)
-	// two drains that took their leases at the same time: by name
-	tie := acquire("i-0", 2*time.Second)
-	clk.t = t0.Add(4 * time.Second)
-
+	early := acquire("i-9", 0) // announces last
+	first, second := acquire("i-1", time.Second), acquire("i-2", 2*time.Second)
+	mine, tie := acquire("i-3", 3*time.Second), acquire("i-0", 3*time.Second)
+	later := acquire("i-4", 4*time.Second)
 	turns := NewTurns(mine)
 	if _, ok := turns.Ahead("apps/web", func(string) bool { return false }); ok {
 		t.Fatal("Ahead known before this drain announced and watched the leases")
 	}
-	for cl, shared := range map[*Claim]map[string][]string{
-		first:  {"apps/web": {"web-1"}, "apps/api": {"api-1"}},
-		second: {"apps/web": {"web-2", "web-3"}},
-		later:  {"apps/web": {"web-4"}},
-		tie:    {"apps/web": {"web-0"}},
+	for _, a := range []struct {
+		at     time.Duration
+		turns  *Turns
+		shared map[string][]string
+	}{
+		{time.Second, NewTurns(first), map[string][]string{"apps/web": {"web-1"}, "apps/api": {"api-1"}}},
+		{2 * time.Second, NewTurns(second), map[string][]string{"apps/web": {"web-2", "web-3"}}},
+		// two drains that announced at the same time: by name
+		{3 * time.Second, NewTurns(tie), map[string][]string{"apps/web": {"web-0"}}},
+		{3 * time.Second, turns, map[string][]string{"apps/web": {"web-5"}}},
+		{4 * time.Second, NewTurns(later), map[string][]string{"apps/web": {"web-4"}}},
+		{5 * time.Second, NewTurns(early), map[string][]string{"apps/web": {"web-9"}}},
 	} {
-		if err := NewTurns(cl).Announce(ctx, shared); err != nil {
+		clk.t = t0.Add(a.at)
+		if err := a.turns.Announce(ctx, a.shared); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := turns.Announce(ctx, map[string][]string{"apps/web": {"web-5"}}); err != nil {
+	// a later tier's announcement keeps the drain's place
+	clk.t = t0.Add(6 * time.Second)
+	if err := turns.Announce(ctx, map[string][]string{"apps/web": {"web-5"}, "apps/api": {"api-5"}}); err != nil {
 		t.Fatal(err)
 	}
 	none := func(string) bool { return false }
@@ -86,9 +96,9 @@ func TestTurnsCountTheDrainsBefore(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("ahead after the first drain released its lease: %d, want 3", ahead("apps/web", none))
 	}
-	// the second stops renewing (it took its lease at 1 s, the tie at 2 s):
+	// the second stops renewing (it took its lease at 2 s, the tie at 3 s):
 	// once its lease is stale it counts no more
-	clk.t = t0.Add(2*time.Second + Duration)
+	clk.t = t0.Add(3*time.Second + Duration)
 	if n := ahead("apps/web", none); n != 1 {
 		t.Fatalf("ahead with the second drain's lease stale: %d, want 1 (web-0)", n)
 	}

@@ -26,7 +26,7 @@ import (
 // arrive at once, while the PDB allows no disruption. Each drain announces
 // its pod on its lease (the function's own identity lists and watches the
 // leases). Then the PDB allows one disruption at a time: the pods go one by
-// one in the order the drains took their leases (without turns, each drain
+// one in the order the drains announced (without turns, each drain
 // draws a random jitter and the first to wake goes: any order), the PDB's
 // floor holds, and every hook is completed with CONTINUE.
 func TestSharedPDBDrainsTakeTurns(t *testing.T) {
@@ -137,11 +137,11 @@ func TestSharedPDBDrainsTakeTurns(t *testing.T) {
 		}
 		t.Fatalf("the drains did not all announce their pod under %s/web on their leases", s.ns)
 	}
-	// the order they took their leases in, as every drain sees it
+	// the order they announced in, as every drain sees it
 	ls := leases()
 	slices.SortFunc(ls, func(a, b coordinationv1.Lease) int {
-		if c := a.Spec.AcquireTime.Time.Compare(b.Spec.AcquireTime.Time); c != 0 {
-			return c
+		if c := cmp.Compare(a.Annotations[lease.AnnotationTurnSince], b.Annotations[lease.AnnotationTurnSince]); c != 0 {
+			return c // RFC 3339 in UTC, nanoseconds: by time
 		}
 		return cmp.Compare(a.Name, b.Name)
 	})
@@ -169,7 +169,7 @@ func TestSharedPDBDrainsTakeTurns(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if !slices.Equal(gone, want) {
-		t.Errorf("the pods were evicted in the order %v, want the drains' lease order %v", gone, want)
+		t.Errorf("the pods were evicted in the order %v, want the drains' announcement order %v", gone, want)
 	}
 	for _, inst := range targets {
 		ok, failed := s.completions(ctx, inst.ID)
