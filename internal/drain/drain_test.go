@@ -1060,19 +1060,8 @@ func TestSharedPDBJitters(t *testing.T) {
 		}
 	}
 	update := func(rv string, f func(*policyv1.PodDisruptionBudget)) {
-		o, _, _ := r.pdbs.Store().GetByKey("apps/web")
-		next := o.(*policyv1.PodDisruptionBudget).DeepCopy()
-		next.ResourceVersion = rv
-		f(next)
-		if _, err := c.PolicyV1().PodDisruptionBudgets("apps").UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-			o, _, _ := r.pdbs.Store().GetByKey("apps/web")
-			return o.(*policyv1.PodDisruptionBudget).ResourceVersion == rv, nil
-		}); err != nil {
-			t.Fatalf("the PDB's status %s never reached the drain", rv)
-		}
+		t.Helper()
+		updateWebStatus(t, ctx, c, r, rv, f)
 	}
 	turn := func() {
 		r.mu.Lock()
@@ -1224,19 +1213,7 @@ func TestSharedPDBTurns(t *testing.T) {
 	}
 	update := func(rv string, f func(*policyv1.PodDisruptionBudget)) {
 		t.Helper()
-		o, _, _ := r.pdbs.Store().GetByKey("apps/web")
-		next := o.(*policyv1.PodDisruptionBudget).DeepCopy()
-		next.ResourceVersion = rv
-		f(next)
-		if _, err := c.PolicyV1().PodDisruptionBudgets("apps").UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-			o, _, _ := r.pdbs.Store().GetByKey("apps/web")
-			return o.(*policyv1.PodDisruptionBudget).ResourceVersion == rv, nil
-		}); err != nil {
-			t.Fatalf("the PDB's status %s never reached the drain", rv)
-		}
+		updateWebStatus(t, ctx, c, r, rv, f)
 	}
 	// the drain before evicts its pod (a status lists it), the room is
 	// taken, then freed again once the status no longer lists it
@@ -1276,5 +1253,24 @@ func TestSharedPDBTurns(t *testing.T) {
 	update("11", func(p *policyv1.PodDisruptionBudget) { p.Status.DisruptionsAllowed = 1 })
 	if _, v, _ := r.take(*a); v != deferred {
 		t.Fatalf("turns unknown, another drain seen: %v, want deferred on its jitter", v)
+	}
+}
+
+// updateWebStatus writes apps/web's status as r's watch last saw it, changed
+// by f, at resourceVersion rv, and waits until the watch delivers it.
+func updateWebStatus(t *testing.T, ctx context.Context, c *fake.Clientset, r *run, rv string, f func(*policyv1.PodDisruptionBudget)) {
+	t.Helper()
+	o, _, _ := r.pdbs.Store().GetByKey("apps/web")
+	next := o.(*policyv1.PodDisruptionBudget).DeepCopy()
+	next.ResourceVersion = rv
+	f(next)
+	if _, err := c.PolicyV1().PodDisruptionBudgets("apps").UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		o, _, _ := r.pdbs.Store().GetByKey("apps/web")
+		return o.(*policyv1.PodDisruptionBudget).ResourceVersion == rv, nil
+	}); err != nil {
+		t.Fatalf("the PDB's status %s never reached the drain", rv)
 	}
 }
