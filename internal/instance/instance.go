@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -123,12 +124,18 @@ const filterValuesPerCall = 200
 // paginated calls as EC2 allows, with the filters and (all must match); the
 // result is by instance id. It is complete or an error: a failed page fails
 // the whole reading.
+//
+// The filters and go first in each call. EC2 gives their order no meaning,
+// but an emulator that tests them in order, stopping at the first that fails
+// (moto, the harness's), then tests the cheap state filter before a tag
+// filter it answers by scanning every tag it holds: for 2,000 instances that
+// was 10 s of a sweep.
 func List(ctx context.Context, api EC2API, filter string, values []string, and ...types.Filter) (map[string]Instance, error) {
 	all := map[string]Instance{}
 	for start := 0; start < len(values); start += filterValuesPerCall {
 		chunk := values[start:min(start+filterValuesPerCall, len(values))]
 		p := ec2.NewDescribeInstancesPaginator(api, &ec2.DescribeInstancesInput{
-			Filters:    append([]types.Filter{{Name: aws.String(filter), Values: chunk}}, and...),
+			Filters:    append(slices.Clip(and), types.Filter{Name: aws.String(filter), Values: chunk}),
 			MaxResults: aws.Int32(1000),
 		})
 		for p.HasMorePages() {

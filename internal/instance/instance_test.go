@@ -225,3 +225,39 @@ func read(i Instance) Instance {
 	i.ID, i.SeenAt = "i-0123456789abcdef0", time.Unix(1700000000, 0)
 	return i
 }
+
+// TestListChunksAndOrdersFilters: values go 200 to a call, each call with the
+// extra filters first (an emulator that tests filters in order then tests the
+// state before scanning tags), and the readings of all calls are merged.
+func TestListChunksAndOrdersFilters(t *testing.T) {
+	f := &fakeEC2{steps: []step{described(ec2Instance("i-1", types.InstanceStateNameStopped)), described(ec2Instance("i-2", types.InstanceStateNameTerminated))}}
+	values := make([]string, 250)
+	for i := range values {
+		values[i] = "v"
+	}
+	got, err := List(context.Background(), f, "tag-key", values, NotRunning())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["i-1"].State != StateStopped || got["i-2"].State != StateTerminated {
+		t.Fatalf("readings = %v, want i-1 stopped and i-2 terminated", got)
+	}
+	if len(f.calls) != 2 {
+		t.Fatalf("%d calls, want 2 (250 values, 200 a call)", len(f.calls))
+	}
+	for i, want := range []int{200, 50} {
+		fs := f.calls[i].Filters
+		if len(fs) != 2 || aws.ToString(fs[0].Name) != "instance-state-name" || aws.ToString(fs[1].Name) != "tag-key" || len(fs[1].Values) != want {
+			t.Fatalf("call %d filters = %+v, want instance-state-name then tag-key with %d values", i, fs, want)
+		}
+	}
+}
+
+// TestListFailsWhole: a failed page fails the whole reading.
+func TestListFailsWhole(t *testing.T) {
+	f := &fakeEC2{steps: []step{described(ec2Instance("i-1", types.InstanceStateNameStopped)), {err: errors.New("throttled")}}}
+	values := make([]string, 201)
+	if got, err := List(context.Background(), f, "instance-id", values); err == nil || !strings.Contains(err.Error(), "describing instances by instance-id") {
+		t.Fatalf("List = %v, %v; want the second call's error", got, err)
+	}
+}
