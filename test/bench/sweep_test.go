@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -95,12 +97,13 @@ func BenchmarkSweep2000Nodes(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer api.Stop()
-	rt, err := env.StartFunction(ctx, harness.FunctionOptions{Bootstrap: bootstrap, Timeout: 15 * time.Minute, Log: &harness.LogBuffer{},
+	log := &harness.LogBuffer{}
+	rt, err := env.StartFunction(ctx, harness.FunctionOptions{Bootstrap: bootstrap, Timeout: 3 * time.Minute, Log: log, // a sweep takes seconds: a stall fails the run in minutes, its log kept
 		Env: []string{"CLUSTER_ENDPOINT=" + api.URL, "CLUSTER_TAG_KEY=" + tag, "ASG_NAMES=" + strings.Join(asgs, ",")}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() { _ = rt.Stop() }()
+	defer (&fn{rt: rt, log: log}).stop() // its log to -function-logs
 	payload, err := harness.EventFile("sweep.json", nil)
 	if err != nil {
 		b.Fatal(err)
@@ -182,11 +185,17 @@ func uniqueNames(insts []harness.Instance) []harness.Instance {
 	return out
 }
 
-// byVerb summarises requests as "GET 12, PATCH 3, ...".
+// byVerb summarises requests as "GET 12, PATCH 3, ..." and, in brackets,
+// by verb and resource ("GET pods 10, GET nodes 2, ..."), watches apart.
 func byVerb(reqs []fp.Request) string {
-	count := map[string]int{}
+	count, byRes := map[string]int{}, map[string]int{}
 	for _, r := range reqs {
 		count[r.Method]++
+		verb := r.Method
+		if strings.Contains(r.Query, "watch=true") || strings.Contains(r.Query, "watch=1") {
+			verb = "WATCH"
+		}
+		byRes[verb+" "+resourceOf(r.Path)]++
 	}
 	var parts []string
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
@@ -194,5 +203,31 @@ func byVerb(reqs []fp.Request) string {
 			parts = append(parts, fmt.Sprintf("%s %d", m, count[m]))
 		}
 	}
-	return strings.Join(parts, ", ")
+	keys := slices.Sorted(maps.Keys(byRes))
+	res := make([]string, 0, len(keys))
+	for _, k := range keys {
+		res = append(res, fmt.Sprintf("%s %d", k, byRes[k]))
+	}
+	return strings.Join(parts, ", ") + " [" + strings.Join(res, ", ") + "]"
+}
+
+// resourceOf is the resource a Kubernetes API path names ("pods",
+// "pods/eviction", "leases"), "?" for other paths.
+func resourceOf(path string) string {
+	seg := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(seg) >= 3 && seg[0] == "api":
+		seg = seg[2:]
+	case len(seg) >= 4 && seg[0] == "apis":
+		seg = seg[3:]
+	default:
+		return "?"
+	}
+	if len(seg) >= 3 && seg[0] == "namespaces" {
+		seg = seg[2:]
+	}
+	if len(seg) >= 3 {
+		return seg[0] + "/" + seg[2]
+	}
+	return seg[0]
 }
