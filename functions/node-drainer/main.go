@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -51,6 +52,17 @@ func starting(log *slog.Logger) {
 	log.Info("node-drainer starting", "version", version.Get(), "go", runtime.Version(), "arch", runtime.GOARCH)
 }
 
+// awsAttemptLimit bounds each attempt of an AWS call, from connecting to the
+// response's last byte: a call that never answers is retried (a timeout is
+// retryable), not waited on until the invocation's deadline. The
+// Kubernetes client's requests have the same bound (RequestLimit).
+const awsAttemptLimit = 30 * time.Second
+
+// awsHTTPClient is the SDK's own HTTP client with each attempt bounded.
+func awsHTTPClient(limit time.Duration) *awshttp.BuildableClient {
+	return awshttp.NewBuildableClient().WithTimeout(limit)
+}
+
 // setup reads the configuration and builds the clients once per execution
 // environment, so the Kubernetes token cache outlives single invocations.
 func setup(ctx context.Context, log *slog.Logger) (*handler.Handler, error) {
@@ -64,7 +76,7 @@ func setup(ctx context.Context, log *slog.Logger) (*handler.Handler, error) {
 			o.MaxAttempts = 8
 			o.MaxBackoff = 5 * time.Second
 		})
-	}))
+	}), awsconfig.WithHTTPClient(awsHTTPClient(awsAttemptLimit)))
 	if err != nil {
 		return nil, fmt.Errorf("loading AWS configuration: %w", err)
 	}

@@ -3,13 +3,23 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/node-drainer/node-drainer/internal/version"
 )
@@ -77,5 +87,43 @@ func TestBootstrapLogsVersionFirst(t *testing.T) {
 	last := lines[len(lines)-1]
 	if last["message"] != "node-drainer cannot start" || last["version"] != stamped || last["error"] == nil {
 		t.Errorf("last line: want the start error with the version and the error, got %v", last)
+	}
+}
+
+// An AWS endpoint that accepts calls and never answers: each attempt ends at
+// the limit and the SDK's retryer tries again, so the call fails in about
+// attempts × limit instead of waiting for the invocation's deadline.
+func TestAWSAttemptsAreBounded(t *testing.T) {
+	var calls atomic.Int32
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	client := ec2.New(ec2.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(srv.URL),
+		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+		HTTPClient:   awsHTTPClient(200 * time.Millisecond),
+		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts = 2
+			o.MaxBackoff = 10 * time.Millisecond
+		}),
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := client.DescribeInstances(ctx, &ec2.DescribeInstancesInput{})
+	took := time.Since(start)
+	if err == nil || ctx.Err() != nil || took > 5*time.Second {
+		t.Fatalf("DescribeInstances = %v after %s (context: %v); want a timeout error well before the context's end", err, took, ctx.Err())
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d attempts reached the endpoint, want 2 (the timeout retried once)", n)
 	}
 }
