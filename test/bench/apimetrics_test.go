@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/node-drainer/node-drainer/test/harness"
 )
@@ -142,4 +143,56 @@ func (c apiCounts) String() string {
 		}
 	}
 	return out
+}
+
+// queueCounts is a reading of one work queue of kube-controller-manager:
+// items added, and the sums and counts of the time items waited in the
+// queue and the time the controller's workers spent on them.
+type queueCounts struct {
+	adds, waitSum, waitCount, workSum, workCount float64
+}
+
+// readQueue reads the work queue name (a controller's: "disruption",
+// "replicaset", ...) from the controller-manager's /metrics.
+func readQueue(ctx context.Context, name string) (queueCounts, error) {
+	raw, err := env.ControllerManagerMetrics(ctx)
+	if err != nil {
+		return queueCounts{}, err
+	}
+	var q queueCounts
+	fields := map[string]*float64{
+		"workqueue_adds_total":                   &q.adds,
+		"workqueue_queue_duration_seconds_sum":   &q.waitSum,
+		"workqueue_queue_duration_seconds_count": &q.waitCount,
+		"workqueue_work_duration_seconds_sum":    &q.workSum,
+		"workqueue_work_duration_seconds_count":  &q.workCount,
+	}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		metric, rest, ok := strings.Cut(sc.Text(), "{")
+		f := fields[metric]
+		if !ok || f == nil || !strings.Contains(rest, `name="`+name+`"`) {
+			continue
+		}
+		i := strings.LastIndexByte(rest, '}')
+		if v, err := strconv.ParseFloat(strings.TrimSpace(rest[i+1:]), 64); err == nil {
+			*f += v
+		}
+	}
+	return q, sc.Err()
+}
+
+// summary says, from the reading before, how many items the queue's
+// workers took, their mean wait in the queue and time worked, and the
+// share of the span they were busy (a controller with one worker, as the
+// disruption controller has, is saturated near 100 %).
+func (q queueCounts) summary(before queueCounts, span time.Duration) string {
+	n, wait, work := q.workCount-before.workCount, q.waitSum-before.waitSum, q.workSum-before.workSum
+	if n <= 0 {
+		return "no items"
+	}
+	waited := q.waitCount - before.waitCount
+	return fmt.Sprintf("%.0f items, mean wait in the queue %.3f s, mean work %.3f s, workers busy %.0f %% of %.1f s",
+		n, wait/max(waited, 1), work/n, 100*work/span.Seconds(), span.Seconds())
 }

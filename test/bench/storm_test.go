@@ -280,6 +280,12 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape storm
 	if err != nil {
 		b.Fatal(err)
 	}
+	// the disruption controller (one worker) writes every PDB status the
+	// evictions wait for: how long its queue held them, how busy it was
+	pdbQueue, err := readQueue(ctx, "disruption")
+	if err != nil {
+		b.Fatal(err)
+	}
 	send := time.Now()
 	var wg sync.WaitGroup
 	for i := range targets {
@@ -297,6 +303,11 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape storm
 	if err != nil {
 		b.Fatal(err)
 	}
+	pdbQueueAfter, err := readQueue(ctx, "disruption")
+	if err != nil {
+		b.Fatal(err)
+	}
+	span := time.Since(send)
 	broken := violations()
 	delta := after.since(before)
 	var took []float64
@@ -310,6 +321,7 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape storm
 	p95 := percentile95(took)
 	progress("%sstorm %srun %d: %d nodes × %d pods, %d Deployments of %d under PDBs of maxUnavailable %d, %d hooks completed, p95 %.2f s, PDB floors broken %v; api requests: %s",
 		d.metric(""), prefix, run, n, stormPods, len(floors), shape.replicas(n), shape.maxUnavailable(n), len(took), p95, broken, delta)
+	progress("%sstorm %srun %d: the disruption controller's queue: %s", d.metric(""), prefix, run, pdbQueueAfter.summary(pdbQueue, span))
 	if prefix == "single_" {
 		record(d.metric("drain_20_pods_s"), p95)
 	} else {

@@ -43,6 +43,9 @@ type Env struct {
 	Version    string               // the apiserver's version (NODE_DRAINER_K8S_VERSION picks it)
 	AWS        *moto.Server         // the AWS emulator
 	Auth       *authwebhook.Server  // the apiserver's token webhook (EKS-like authentication)
+	// ControllerManager is kube-controller-manager's URL (see
+	// ControllerManagerMetrics).
+	ControllerManager string
 
 	bins           Binaries
 	pki            *pki
