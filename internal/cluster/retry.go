@@ -58,6 +58,15 @@ func Retry(ctx context.Context, fn func() error) error {
 	return RetryIf(ctx, Retriable, fn)
 }
 
+// RetryPinned is Retry for a write whose preconditions pin what was read (a
+// UID, a resourceVersion). A conflict there says the object changed or was
+// replaced since: the same call would meet it again, so it is returned at
+// once for the caller to read again and decide. (Retry itself retries a
+// conflict: its callers read inside fn.)
+func RetryPinned(ctx context.Context, fn func() error) error {
+	return RetryIf(ctx, func(err error) bool { return Retriable(err) && !apierrors.IsConflict(err) }, fn)
+}
+
 // RetryIf is Retry for the errors retriable says may be cured.
 func RetryIf(ctx context.Context, retriable func(error) bool, fn func() error) error {
 	b := Backoff()

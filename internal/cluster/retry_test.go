@@ -41,6 +41,34 @@ func TestRetryStopsOnFinalErrors(t *testing.T) {
 	}
 }
 
+// A pinned write (preconditions on what was read) gets its conflict back at
+// once, for the caller to read again; its other failures are retried as
+// Retry's are. Retry itself retries a conflict (its callers read inside fn).
+func TestRetryPinnedReturnsConflicts(t *testing.T) {
+	conflict := apierrors.NewConflict(pods, "p", errors.New("precondition failed"))
+	calls := 0
+	err := RetryPinned(context.Background(), func() error {
+		calls++
+		if calls == 1 {
+			return apierrors.NewServiceUnavailable("blip")
+		}
+		return conflict
+	})
+	if calls != 2 || !apierrors.IsConflict(err) {
+		t.Errorf("RetryPinned: %d calls, err %v; want the 503 retried, then the conflict returned", calls, err)
+	}
+	calls = 0
+	err = Retry(context.Background(), func() error {
+		if calls++; calls < 3 {
+			return conflict
+		}
+		return nil
+	})
+	if calls != 3 || err != nil {
+		t.Errorf("Retry: %d calls, err %v; want conflicts retried", calls, err)
+	}
+}
+
 // The caller's deadline, not a count, bounds the retries: an apiserver down
 // for longer than the old 1.5 s of retries is waited out.
 func TestRetryBoundedByDeadline(t *testing.T) {

@@ -175,9 +175,7 @@ func (cl *Claim) update(ctx context.Context, change func(*coordinationv1.Lease))
 	if cl == nil {
 		return nil
 	}
-	return cluster.RetryIf(ctx, func(err error) bool { return cluster.Retriable(err) && !apierrors.IsConflict(err) }, func() error {
-		return cl.updateOnce(ctx, change)
-	})
+	return cluster.RetryPinned(ctx, func() error { return cl.updateOnce(ctx, change) })
 }
 
 func (cl *Claim) updateOnce(ctx context.Context, change func(*coordinationv1.Lease)) error {

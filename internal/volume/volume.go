@@ -199,12 +199,15 @@ func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryR
 	}
 	for _, va := range vas {
 		if !dryRun {
-			err := cluster.Retry(ctx, func() error {
+			err := cluster.RetryPinned(ctx, func() error {
 				return c.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{
 					Preconditions: &metav1.Preconditions{UID: &va.UID},
 				})
 			})
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			if apierrors.IsConflict(err) {
+				continue // the name is another attachment's now: not the one read, not deleted
+			}
+			if err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("deleting volume attachment %s: %w", va.Name, err))
 				continue
 			}
@@ -223,7 +226,9 @@ func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryR
 func forceDelete(ctx context.Context, c kubernetes.Interface, p corev1.Pod) (bool, error) {
 	zero := int64(0)
 	for range 5 {
-		err := cluster.Retry(ctx, func() error {
+		// pinned: a conflict must reach the re-read below, not repeat the
+		// same stale delete until the deadline
+		err := cluster.RetryPinned(ctx, func() error {
 			return c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 				GracePeriodSeconds: &zero,
 				Preconditions:      &metav1.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion},

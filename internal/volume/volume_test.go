@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -69,7 +70,7 @@ func byNode(c *fake.Clientset) {
 		list := obj.(*corev1.PodList)
 		kept := list.Items[:0]
 		for _, p := range list.Items {
-			if sel == nil || sel.Matches(fields.Set{"spec.nodeName": p.Spec.NodeName}) {
+			if sel == nil || sel.Matches(fields.Set{"spec.nodeName": p.Spec.NodeName, "metadata.name": p.Name}) {
 				kept = append(kept, p)
 			}
 		}
@@ -300,5 +301,94 @@ func TestForceRelease(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// pinnedDeletes makes the fake clientset honour delete preconditions, as the
+// apiserver does: a UID or resourceVersion that is not the object's current
+// one is a 409 Conflict.
+func pinnedDeletes(c *fake.Clientset, resource string) {
+	c.PrependReactor("delete", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		d := a.(k8stesting.DeleteAction)
+		pre := d.GetDeleteOptions().Preconditions
+		obj, err := c.Tracker().Get(d.GetResource(), d.GetNamespace(), d.GetName())
+		if err != nil || pre == nil {
+			return false, nil, nil
+		}
+		m, _ := meta.Accessor(obj)
+		if pre.UID != nil && *pre.UID != m.GetUID() || pre.ResourceVersion != nil && *pre.ResourceVersion != m.GetResourceVersion() {
+			return true, nil, apierrors.NewConflict(d.GetResource().GroupResource(), d.GetName(), errors.New("precondition failed"))
+		}
+		return false, nil, nil
+	})
+}
+
+// A dead node's pod changes between the reading and the force-delete (the
+// node controller marks it not Ready as the node goes NotReady): the delete
+// meets a conflict, the pod is read again and deleted at its new version.
+// A retry of the same delete would meet the same conflict until the
+// deadline (seen: a sweep's release held 13 minutes).
+func TestForceReleaseRereadsAChangedPod(t *testing.T) {
+	p := pod("db", "db-0", nodeName, false)
+	p.ResourceVersion = "1"
+	c := fake.NewClientset(p)
+	byNode(c)
+	pinnedDeletes(c, "pods")
+	guards := 0
+	guard := func(ctx context.Context) error {
+		if guards++; guards == 1 { // between the reading and the delete
+			q := p.DeepCopy()
+			q.ResourceVersion = "2"
+			q.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+			return c.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), q, q.Namespace)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rel, err := ForceRelease(ctx, c, nodeName, false, guard)
+	if err != nil || !reflect.DeepEqual(rel.PodsDeleted, []string{"db/db-0"}) {
+		t.Fatalf("ForceRelease = %+v, %v; want db/db-0 deleted", rel, err)
+	}
+	var versions []string
+	for _, a := range c.Actions() {
+		if d, ok := a.(k8stesting.DeleteAction); ok && a.GetResource().Resource == "pods" {
+			versions = append(versions, *d.GetDeleteOptions().Preconditions.ResourceVersion)
+		}
+	}
+	if !reflect.DeepEqual(versions, []string{"1", "2"}) {
+		t.Errorf("deletes at versions %v, want 1 (refused) then 2", versions)
+	}
+	if _, err := c.CoreV1().Pods("db").Get(ctx, "db-0", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("pod still there: %v", err)
+	}
+}
+
+// An attachment replaced under the same name (another UID) since the
+// reading is not the one read: it is neither deleted nor reported deleted,
+// and the release goes on.
+func TestForceReleaseLeavesAReplacedAttachment(t *testing.T) {
+	va := attachment("csi-a", nodeName, "pv-a")
+	c := fake.NewClientset(va)
+	byNode(c)
+	pinnedDeletes(c, "volumeattachments")
+	c.PrependReactor("list", "volumeattachments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		// the reading sees the old attachment; by the delete it is replaced
+		old := va.DeepCopy()
+		n := va.DeepCopy()
+		n.UID = "uid-replacement"
+		if err := c.Tracker().Update(storagev1.SchemeGroupVersion.WithResource("volumeattachments"), n, ""); err != nil {
+			return true, nil, err
+		}
+		return true, &storagev1.VolumeAttachmentList{Items: []storagev1.VolumeAttachment{*old}}, nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rel, err := ForceRelease(ctx, c, nodeName, false, nil)
+	if err != nil || len(rel.AttachmentsDeleted) != 0 {
+		t.Fatalf("ForceRelease = %+v, %v; want nothing reported deleted, no error", rel, err)
+	}
+	if got, err := c.StorageV1().VolumeAttachments().Get(ctx, "csi-a", metav1.GetOptions{}); err != nil || got.UID != "uid-replacement" {
+		t.Errorf("replacement = %v, %v; want it left in place", got, err)
 	}
 }
