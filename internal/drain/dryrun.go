@@ -87,12 +87,14 @@ func (d *Drainer) DryRun(ctx context.Context, node string) (DryRunPlan, error) {
 }
 
 // dryRunEvict asks the eviction API whether it would evict the pod now,
-// retrying transient failures (not a PDB's 429: that is the answer).
+// retrying transient failures (not a PDB's 429: that is the answer; nor a
+// conflict: the UID precondition says the pod read is gone, and the same
+// request would meet it until the deadline).
 func (d *Drainer) dryRunEvict(ctx context.Context, p corev1.Pod) error {
 	o := d.deleteOptions(p, 0)
 	o.DryRun = []string{metav1.DryRunAll}
 	retriable := func(err error) bool {
-		return cluster.Retriable(err) && !apierrors.IsTooManyRequests(err) && !isMultiplePDBs(err)
+		return cluster.Retriable(err) && !apierrors.IsConflict(err) && !apierrors.IsTooManyRequests(err) && !isMultiplePDBs(err)
 	}
 	return cluster.RetryIf(ctx, retriable, func() error {
 		err := d.client.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{

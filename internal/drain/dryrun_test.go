@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -89,5 +91,34 @@ func TestDryRun(t *testing.T) {
 	}
 	if _, err := c.CoreV1().Pods("apps").Get(ctx, held.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("pod gone after a dry run: %v", err)
+	}
+}
+
+// A pod replaced under its name since it was listed (a StatefulSet's): the
+// dry-run eviction's UID precondition fails with a conflict. That is the
+// answer, asked once, not retried until the dry run's deadline.
+func TestDryRunConflictAnsweredOnce(t *testing.T) {
+	p := pod("apps", "db-0", managed)
+	c := fake.NewClientset(p)
+	var calls atomic.Int32
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		calls.Add(1)
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "db-0", errors.New("Precondition failed: UID in precondition"))
+	})
+	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	plan, err := d.DryRun(ctx, nodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Pods) != 1 || !plan.Pods[0].Refused || !apierrors.IsConflict(plan.Pods[0].Err) {
+		t.Fatalf("planned %+v: want db-0 refused with the conflict", plan.Pods)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("%d dry-run evictions, want 1", n)
 	}
 }
