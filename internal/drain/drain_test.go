@@ -1,9 +1,11 @@
 package drain
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -25,6 +27,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	kubectl "k8s.io/kubectl/pkg/drain"
+
+	"github.com/node-drainer/node-drainer/internal/cluster"
 )
 
 const nodeName = "ip-10-0-1-23.ec2.internal"
@@ -1169,7 +1173,8 @@ func TestSharedPDBTurns(t *testing.T) {
 	api := pdb.DeepCopy()
 	api.Name, api.Spec.Selector, api.Status.ExpectedPods = "api", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}}, 1
 	c := fake.NewClientset(a, alone, pdb, api)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	var logged syncBuffer
+	ctx, cancel := context.WithTimeout(cluster.WithLogger(t.Context(), slog.New(slog.NewTextHandler(&logged, nil))), 10*time.Second)
 	defer cancel()
 	turns := &fakeTurns{ahead: 1, change: make(chan struct{}), hold: make(chan struct{})}
 	r := New(c, Options{Turns: turns}, nil).start(ctx, nodeName, []corev1.Pod{*a, *alone})
@@ -1245,6 +1250,12 @@ func TestSharedPDBTurns(t *testing.T) {
 	if _, v, _ := r.take(*a); v != deferred {
 		t.Fatalf("the room untaken past turnGrace: %v, want deferred on its jitter", v)
 	}
+	if _, v, _ := r.take(*a); v != deferred {
+		t.Fatalf("taken again: %v, want still deferred", v)
+	}
+	if n := strings.Count(logged.String(), "left the PDB's room untaken"); n != 1 {
+		t.Errorf("the fallback to the jitter logged %d times, want once: %s", n, logged.String())
+	}
 	// without turns known, the jitter alone
 	turns.mu.Lock()
 	turns.known = false
@@ -1273,4 +1284,22 @@ func updateWebStatus(t *testing.T, ctx context.Context, c *fake.Clientset, r *ru
 	}); err != nil {
 		t.Fatalf("the PDB's status %s never reached the drain", rv)
 	}
+}
+
+// syncBuffer is a log sink the drain's goroutines may write to at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -68,6 +68,7 @@ type run struct {
 	// behind other drains while the PDB had room (see take); announcing:
 	// the announcements in flight, and the PDBs they name
 	behind     map[string]time.Time
+	lapsed     map[string]bool // behind past turnGrace, said in the log
 	announcing int
 	pending    sets.Set[string]
 	change     cluster.Signal // a pod's state changed
@@ -99,7 +100,7 @@ func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod) *ru
 	ctx, cancel := context.WithCancel(ctx)
 	r := &run{ctx: ctx, cancel: cancel, turns: d.opts.Turns, want: pods, mine: map[string]bool{}, state: map[types.UID]podState{}, reason: map[types.UID]error{},
 		taken: map[string]map[string]time.Time{}, inflight: map[string]bool{}, jitter: map[types.UID]time.Time{}, tried: map[string]bool{}, contended: map[string]bool{},
-		behind: map[string]time.Time{}, pending: sets.New[string](), sels: map[string]parsed{}, disrupted: map[string]sets.Set[string]{}}
+		behind: map[string]time.Time{}, lapsed: map[string]bool{}, pending: sets.New[string](), sels: map[string]parsed{}, disrupted: map[string]sets.Set[string]{}}
 	for _, p := range pods {
 		r.state[p.UID] = statePending
 		r.mine[p.Namespace+"/"+p.Name] = true
@@ -519,6 +520,7 @@ func (r *run) take(p corev1.Pod) (token, verdict, string) {
 	if pdb.Status.ObservedGeneration < pdb.Generation || room <= 0 {
 		delete(r.jitter, p.UID) // the next allowance is a new round
 		delete(r.behind, key)
+		delete(r.lapsed, key)
 		return token{}, held, fmt.Sprintf("%s (disruptions allowed %d, %d of them taken by this drain)", key, pdb.Status.DisruptionsAllowed, len(taken))
 	}
 	if r.inflight[key] {
@@ -548,6 +550,12 @@ func (r *run) take(p corev1.Pod) (token, verdict, string) {
 				return token{pdb: key}, behind, fmt.Sprintf("%s (its room %d, %d pods of drains before this one wait on it)", key, room, ahead)
 			}
 			turns = !waiting || now.Sub(since) < turnGrace
+			if !turns && ahead >= int(room) && !r.lapsed[key] {
+				// said once per round: the pods below go on the jitter
+				r.lapsed[key] = true
+				cluster.Logger(r.ctx).InfoContext(r.ctx, "drains before this one left the PDB's room untaken: evicting on a jitter",
+					"pdb", key, "room", room, "waitingAhead", ahead, "waited", now.Sub(since).Round(time.Millisecond).String())
+			}
 		}
 	}
 	// without turns, a jitter on the drain's first eviction against the
@@ -576,6 +584,7 @@ func (r *run) take(p corev1.Pod) (token, verdict, string) {
 	r.inflight[key] = true
 	r.tried[key] = true
 	delete(r.behind, key)
+	delete(r.lapsed, key)
 	return token{pdb: key, pod: p.Name}, admitted, ""
 }
 
