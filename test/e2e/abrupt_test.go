@@ -3,14 +3,21 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/node-drainer/node-drainer/internal/node"
+	"github.com/node-drainer/node-drainer/internal/volume"
 	"github.com/node-drainer/node-drainer/test/harness"
 )
 
@@ -244,5 +251,71 @@ func dumpState(t *testing.T, ns string) {
 	evs, _ := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 	for _, e := range evs.Items {
 		t.Logf("event %s/%s %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+	}
+}
+
+// The force-release meets a pod changed since it read it. On a dead node the
+// node controller marks the pods not Ready when the node turns NotReady,
+// often in the very second the release begins; the apiserver then refuses
+// the delete, whose resourceVersion precondition names the version read
+// (409). The pod is read again and deleted at its new version: two deletes.
+// Before RetryPinned the same stale delete was retried until the caller's
+// deadline (a sweep's release held 13 minutes).
+func TestForceReleaseRereadsAPodChangedMeanwhile(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := newScene(t, ctx, "changed-meanwhile", 1, harness.ASGSpec{})
+	target := s.insts[0]
+	p, err := env.BarePod(ctx, s.workload("lost", 1), target.PrivateDNSName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.WaitPodsRunning(ctx, s.ns, "app=lost", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// kwok leaves the pod alone from here: only the test changes it (the
+	// node controller would mark it not Ready 20 s later)
+	if err := env.StopKubelet(ctx, target.PrivateDNSName); err != nil {
+		t.Fatal(err)
+	}
+	api := recordingProxy(t)
+	cfg := rest.CopyConfig(env.Admin)
+	cfg.Host = api.URL
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := false
+	guard := func(ctx context.Context) error {
+		if changed {
+			return nil
+		}
+		changed = true // between the reading and the delete, as the node controller does
+		cur, err := env.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Status.Conditions = append(cur.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse,
+			Reason: "NodeNotReady", LastTransitionTime: metav1.Now()})
+		_, err = env.Client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 40*time.Second)
+	defer rcancel()
+	rel, err := volume.ForceRelease(rctx, kube, target.PrivateDNSName, false, guard)
+	if err != nil || !slices.Equal(rel.PodsDeleted, []string{p.Namespace + "/" + p.Name}) {
+		t.Fatalf("ForceRelease = %+v, %v; want %s/%s deleted", rel, err, p.Namespace, p.Name)
+	}
+	var deletes []int
+	for _, r := range api.Requests() {
+		if r.Method == http.MethodDelete && strings.HasSuffix(r.Path, "/pods/"+p.Name) {
+			deletes = append(deletes, r.Status)
+		}
+	}
+	if !slices.Equal(deletes, []int{http.StatusConflict, http.StatusOK}) {
+		t.Errorf("deletes of the pod answered %v, want [409 200]: refused at the version read, done at the new one", deletes)
+	}
+	if _, err := env.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("pod still there: %v", err)
 	}
 }
