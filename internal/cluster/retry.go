@@ -64,8 +64,11 @@ func Retry(ctx context.Context, fn func() error) error {
 // once for the caller to read again and decide. (Retry itself retries a
 // conflict: its callers read inside fn.)
 func RetryPinned(ctx context.Context, fn func() error) error {
-	return RetryIf(ctx, func(err error) bool { return Retriable(err) && !apierrors.IsConflict(err) }, fn)
+	return RetryIf(ctx, RetriablePinned, fn)
 }
+
+// RetriablePinned is Retriable for such a pinned write: not a conflict.
+func RetriablePinned(err error) bool { return Retriable(err) && !apierrors.IsConflict(err) }
 
 // RetryIf is Retry for the errors retriable says may be cured.
 func RetryIf(ctx context.Context, retriable func(error) bool, fn func() error) error {

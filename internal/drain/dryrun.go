@@ -94,7 +94,7 @@ func (d *Drainer) dryRunEvict(ctx context.Context, p corev1.Pod) error {
 	o := d.deleteOptions(p, 0)
 	o.DryRun = []string{metav1.DryRunAll}
 	retriable := func(err error) bool {
-		return cluster.Retriable(err) && !apierrors.IsConflict(err) && !apierrors.IsTooManyRequests(err) && !isMultiplePDBs(err)
+		return cluster.RetriablePinned(err) && !apierrors.IsTooManyRequests(err) && !isMultiplePDBs(err)
 	}
 	return cluster.RetryIf(ctx, retriable, func() error {
 		err := d.client.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
