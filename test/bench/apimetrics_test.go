@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -50,12 +51,45 @@ func readAPICounts(ctx context.Context) (apiCounts, error) {
 		return nil, fmt.Errorf("reading the apiserver's /metrics: %w", err)
 	}
 	out := apiCounts{}
+	err = eachSample(raw, scraped, func(name string, labels map[string]string, v float64) {
+		switch name {
+		case "apiserver_request_duration_seconds_sum", "apiserver_request_duration_seconds_count":
+			if labels["verb"] == "POST" && labels["resource"] == "pods" && labels["subresource"] == "eviction" {
+				out[timing+"eviction"+strings.TrimPrefix(name, "apiserver_request_duration_seconds")] += v
+			}
+			return
+		case "apiserver_flowcontrol_request_wait_duration_seconds_sum", "apiserver_flowcontrol_request_wait_duration_seconds_count":
+			if fs := labels["flow_schema"]; fs == "node-drainer" || fs == harness.PeerGroup {
+				out[timing+"queued "+fs+strings.TrimPrefix(name, "apiserver_flowcontrol_request_wait_duration_seconds")] += v
+			}
+			return
+		}
+		if name == "apiserver_flowcontrol_dispatched_requests_total" {
+			switch labels["flow_schema"] {
+			case "node-drainer":
+				out[fnKey] += v
+			case harness.PeerGroup:
+				out[peerKey] += v
+			}
+			return
+		}
+		key := labels["verb"] + " " + labels["resource"]
+		if labels["subresource"] != "" {
+			key += "/" + labels["subresource"]
+		}
+		out[key] += v
+	})
+	return out, err
+}
+
+// eachSample calls fn for every sample of the Prometheus text raw whose
+// metric is one of names and that has labels.
+func eachSample(raw []byte, names []string, fn func(name string, labels map[string]string, v float64)) error {
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		name, rest, ok := strings.Cut(line, "{")
-		if !ok || !slices.Contains(scraped, name) {
+		name, rest, ok := strings.Cut(sc.Text(), "{")
+		if !ok || !slices.Contains(names, name) {
 			continue
 		}
 		i := strings.LastIndexByte(rest, '}')
@@ -70,34 +104,9 @@ func readAPICounts(ctx context.Context) (apiCounts, error) {
 		for _, m := range labelRE.FindAllStringSubmatch(rest[:i], -1) {
 			labels[m[1]] = m[2]
 		}
-		switch name {
-		case "apiserver_request_duration_seconds_sum", "apiserver_request_duration_seconds_count":
-			if labels["verb"] == "POST" && labels["resource"] == "pods" && labels["subresource"] == "eviction" {
-				out[timing+"eviction"+strings.TrimPrefix(name, "apiserver_request_duration_seconds")] += v
-			}
-			continue
-		case "apiserver_flowcontrol_request_wait_duration_seconds_sum", "apiserver_flowcontrol_request_wait_duration_seconds_count":
-			if fs := labels["flow_schema"]; fs == "node-drainer" || fs == harness.PeerGroup {
-				out[timing+"queued "+fs+strings.TrimPrefix(name, "apiserver_flowcontrol_request_wait_duration_seconds")] += v
-			}
-			continue
-		}
-		if name == "apiserver_flowcontrol_dispatched_requests_total" {
-			switch labels["flow_schema"] {
-			case "node-drainer":
-				out[fnKey] += v
-			case harness.PeerGroup:
-				out[peerKey] += v
-			}
-			continue
-		}
-		key := labels["verb"] + " " + labels["resource"]
-		if labels["subresource"] != "" {
-			key += "/" + labels["subresource"]
-		}
-		out[key] += v
+		fn(name, labels, v)
 	}
-	return out, sc.Err()
+	return sc.Err()
 }
 
 // since is the delta from an earlier reading.
@@ -146,10 +155,10 @@ func (c apiCounts) String() string {
 }
 
 // queueCounts is a reading of one work queue of kube-controller-manager:
-// items added, and the sums and counts of the time items waited in the
-// queue and the time the controller's workers spent on them.
+// the sums and counts of the time items waited in the queue and the time
+// the controller's workers spent on them.
 type queueCounts struct {
-	adds, waitSum, waitCount, workSum, workCount float64
+	waitSum, waitCount, workSum, workCount float64
 }
 
 // readQueue reads the work queue name (a controller's: "disruption",
@@ -161,26 +170,17 @@ func readQueue(ctx context.Context, name string) (queueCounts, error) {
 	}
 	var q queueCounts
 	fields := map[string]*float64{
-		"workqueue_adds_total":                   &q.adds,
 		"workqueue_queue_duration_seconds_sum":   &q.waitSum,
 		"workqueue_queue_duration_seconds_count": &q.waitCount,
 		"workqueue_work_duration_seconds_sum":    &q.workSum,
 		"workqueue_work_duration_seconds_count":  &q.workCount,
 	}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		metric, rest, ok := strings.Cut(sc.Text(), "{")
-		f := fields[metric]
-		if !ok || f == nil || !strings.Contains(rest, `name="`+name+`"`) {
-			continue
+	err = eachSample(raw, slices.Collect(maps.Keys(fields)), func(metric string, labels map[string]string, v float64) {
+		if labels["name"] == name {
+			*fields[metric] += v
 		}
-		i := strings.LastIndexByte(rest, '}')
-		if v, err := strconv.ParseFloat(strings.TrimSpace(rest[i+1:]), 64); err == nil {
-			*f += v
-		}
-	}
-	return q, sc.Err()
+	})
+	return q, err
 }
 
 // summary says, from the reading before, how many items the queue's
