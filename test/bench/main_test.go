@@ -126,6 +126,14 @@ var rows = []struct {
 	{"storm_50_nodes_shared_pdb_api_requests", "≤ 2500", atMost(2500)},
 	{"storm_50_nodes_shared_pdb_api_requests_per_node", "≤ 50", atMost(50)},
 	{"storm_50_nodes_shared_pdb_evictions_per_pod", "≤ 1.1", atMost(1.1)},
+	// the same layout drained on spot interruption warnings: no hook, each
+	// drain within SPOT_DRAIN_TIMEOUT (100 s by default) of its warning
+	{"storm_50_nodes_spot_drained", "= 50", func(v float64) bool { return v == 50 }},
+	{"storm_50_nodes_spot_pdb_violations", "= 0", func(v float64) bool { return v == 0 }},
+	{"storm_50_nodes_spot_p95_s", "≤ 100 (SPOT_DRAIN_TIMEOUT)", atMost(100)},
+	{"storm_50_nodes_spot_api_requests", "≤ 2500", atMost(2500)},
+	{"storm_50_nodes_spot_api_requests_per_node", "≤ 50", atMost(50)},
+	{"storm_50_nodes_spot_evictions_per_pod", "≤ 1.1", atMost(1.1)},
 	// the control plane alone, no drainer: each storm's pods deleted in
 	// PDB-sized waves, each once the last is replaced and Ready; p95 over the
 	// Deployments until all are replaced (stormFloor)
@@ -198,6 +206,7 @@ func summary() []string {
 		stormMetric(n, "hooks_completed"), stormMetric(n, "pdb_violations"), stormMetric(n, "p95_s"), stormMetric(n, "api_requests"),
 		stormMetric(n, "loose_pdb_p95_s"), "drain_20_pods_s", "api_requests_110_pods",
 		stormMetric(n, "shared_pdb_p95_s"), stormMetric(n, "shared_pdb_evictions_per_pod"), "nth_" + stormMetric(n, "shared_pdb_p95_s"),
+		stormMetric(n, "spot_drained"), stormMetric(n, "spot_p95_s"), stormMetric(n, "spot_evictions_per_pod"),
 		"nth_" + stormMetric(n, "p95_s"), "nth_drain_110_pods_s", "nth_drain_pdb_wait_s", "nth_rwo_failover_s",
 		"nth_tuned_" + stormMetric(n, "p95_s"),
 		"ratio_" + strings.TrimSuffix(stormMetric(n, "p95_s"), "_s"), "ratio_drain_110_pods", "ratio_drain_pdb_wait", "ratio_rwo_failover",

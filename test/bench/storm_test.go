@@ -15,13 +15,14 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/node-drainer/node-drainer/internal/handler"
 	"github.com/node-drainer/node-drainer/test/harness"
 )
 
 var (
 	flagStormNodes = flag.Int("storm-nodes", 50, "nodes drained at once in BenchmarkStorm")
 	flagStormRuns  = flag.Int("storm-runs", 1, "storms measured by BenchmarkStorm, for each PDB")
-	flagStorms     = flag.String("storms", "tight,loose,shared,floor,single", "the parts of BenchmarkStorm and BenchmarkNTHStorm to run")
+	flagStorms     = flag.String("storms", "tight,loose,shared,spot,floor,single", "the parts of BenchmarkStorm and BenchmarkNTHStorm to run")
 )
 
 // stormPart reports whether -storms names part.
@@ -197,7 +198,10 @@ func percentile95(vs []float64) float64 {
 // bound by the PDBs: waves of replacements); the same with PDBs that allow
 // 50 % (bound by node-drainer's own overhead, loose_pdb_); and stormPods
 // Deployments of one pod per node under PDBs of 10 %, so every drain evicts
-// against every PDB at once (shared_pdb_). Then the control plane alone on
+// against every PDB at once (shared_pdb_); and that layout again drained on
+// spot interruption warnings instead of hooks (spot_: no hook, each drain
+// bounded by SPOT_DRAIN_TIMEOUT, done when its invoke answers "drained").
+// Then the control plane alone on
 // the first two storms' scenes (floor_p95_s and loose_pdb_floor_p95_s, see
 // stormFloor: the least a drainer of no cost could take), then one such
 // node alone (drain_20_pods_s) for the ratio. -storms picks the parts.
@@ -214,8 +218,8 @@ func BenchmarkStorm(b *testing.B) {
 	needHarness(b)
 	n := *flagStormNodes
 	var names []string
-	for _, pre := range []string{"", "loose_pdb_", "shared_pdb_"} {
-		for _, m := range []string{"hooks_completed", "pdb_violations", "p95_s", "api_requests", "api_requests_per_node", "evictions_per_pod"} {
+	for _, pre := range []string{"", "loose_pdb_", "shared_pdb_", spotPrefix} {
+		for _, m := range []string{stormDone(pre), "pdb_violations", "p95_s", "api_requests", "api_requests_per_node", "evictions_per_pod"} {
 			names = append(names, stormMetric(n, pre+m))
 		}
 	}
@@ -232,6 +236,9 @@ func BenchmarkStorm(b *testing.B) {
 		}
 		if stormPart("shared") {
 			storm(b, ctx, ours{}, i+1, n, stormShared, "shared_pdb_")
+		}
+		if stormPart("spot") {
+			storm(b, ctx, ours{}, i+1, n, stormShared, spotPrefix)
 		}
 		if stormPart("floor") {
 			record(stormMetric(n, "floor_p95_s"), stormFloor(b, ctx, n, stormTight))
@@ -258,12 +265,19 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape storm
 	defer s.remove(context.WithoutCancel(ctx))
 	targets := s.insts[:n]
 	// the spares stay free for the replacements; the targets' pods are theirs
+	spot := prefix == spotPrefix
 	payloads := make([][]byte, n)
 	ids, tokens := make([]string, n), make([]string, n)
 	var err error
 	for i, t := range targets {
-		ids[i], tokens[i] = t.ID, lifecycleToken()
-		if payloads[i], err = env.StartTerminating(ctx, s.name, t, tokens[i]); err != nil {
+		ids[i] = t.ID
+		if spot {
+			payloads[i], err = harness.EventFile("spot-interruption.json", map[string]string{"instance-id": t.ID})
+		} else {
+			tokens[i] = lifecycleToken()
+			payloads[i], err = env.StartTerminating(ctx, s.name, t, tokens[i])
+		}
+		if err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -288,16 +302,39 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape storm
 	}
 	send := time.Now()
 	var wg sync.WaitGroup
+	answers, answered := make([]delivered, n), make([]time.Duration, n)
 	for i := range targets {
-		wg.Go(func() { _, _ = h.deliver(ctx, i, payloads[i]) })
+		wg.Go(func() {
+			answers[i], _ = h.deliver(ctx, i, payloads[i])
+			answered[i] = time.Since(send)
+		})
 	}
 	wg.Wait()
-	// a drain that outlasts half the hook's heartbeat timeout heartbeats and
-	// continues in a fresh invocation (an asynchronous self-invoke), which
-	// completes the hook after the first invoke has answered
-	calls, ok, err := waitCompletions(ctx, ids, tokens, max(d.settle(), stormContinuationWait))
-	if err != nil {
-		b.Fatal(err)
+	var took []float64
+	if spot {
+		// no hook: a warning's drain ends with its invoke (it never continues)
+		for i := range targets {
+			if out := answers[i].out; out != nil && out.Action == handler.ActionDrained {
+				took = append(took, answered[i].Seconds())
+			} else {
+				h.dump(b, i)
+			}
+		}
+	} else {
+		// a drain that outlasts half the hook's heartbeat timeout heartbeats
+		// and continues in a fresh invocation (an asynchronous self-invoke),
+		// which completes the hook after the first invoke has answered
+		calls, ok, err := waitCompletions(ctx, ids, tokens, max(d.settle(), stormContinuationWait))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range targets {
+			if ok[i] && calls[i].Params["LifecycleActionResult"] == "CONTINUE" {
+				took = append(took, calls[i].Time.Sub(send).Seconds())
+			} else {
+				h.dump(b, i)
+			}
+		}
 	}
 	after, err := readAPICounts(ctx)
 	if err != nil {
@@ -310,22 +347,15 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape storm
 	span := time.Since(send)
 	broken := violations()
 	delta := after.since(before)
-	var took []float64
-	for i := range targets {
-		if ok[i] && calls[i].Params["LifecycleActionResult"] == "CONTINUE" {
-			took = append(took, calls[i].Time.Sub(send).Seconds())
-		} else {
-			h.dump(b, i)
-		}
-	}
 	p95 := percentile95(took)
-	progress("%sstorm %srun %d: %d nodes × %d pods, %d Deployments of %d under PDBs of maxUnavailable %d, %d hooks completed, p95 %.2f s, PDB floors broken %v; api requests: %s",
-		d.metric(""), prefix, run, n, stormPods, len(floors), shape.replicas(n), shape.maxUnavailable(n), len(took), p95, broken, delta)
+	done := stormDone(prefix)
+	progress("%sstorm %srun %d: %d nodes × %d pods, %d Deployments of %d under PDBs of maxUnavailable %d, %s %d, p95 %.2f s, PDB floors broken %v; api requests: %s",
+		d.metric(""), prefix, run, n, stormPods, len(floors), shape.replicas(n), shape.maxUnavailable(n), done, len(took), p95, broken, delta)
 	progress("%sstorm %srun %d: the disruption controller's queue: %s", d.metric(""), prefix, run, pdbQueueAfter.summary(pdbQueue, span))
 	if prefix == "single_" {
 		record(d.metric("drain_20_pods_s"), p95)
 	} else {
-		record(d.metric(stormMetric(n, prefix+"hooks_completed")), float64(len(took)))
+		record(d.metric(stormMetric(n, prefix+done)), float64(len(took)))
 		record(d.metric(stormMetric(n, prefix+"pdb_violations")), float64(len(broken)))
 		record(d.metric(stormMetric(n, prefix+"p95_s")), p95)
 		record(d.metric(stormMetric(n, prefix+"api_requests")), delta[d.apiKey()])
@@ -333,8 +363,22 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape storm
 		record(d.metric(stormMetric(n, prefix+"evictions_per_pod")), delta["POST pods/eviction"]/float64(n*stormPods))
 	}
 	if len(took) != n {
-		b.Fatalf("%d of %d hooks completed with CONTINUE", len(took), n)
+		b.Fatalf("%d of %d nodes drained (%s)", len(took), n, done)
 	}
+}
+
+// spotPrefix names the storm of spot interruption warnings: no hook, each
+// drain bounded by the 2-minute notice (SPOT_DRAIN_TIMEOUT).
+const spotPrefix = "spot_"
+
+// stormDone names what a storm counts as a node handled: the hooks it
+// completed with CONTINUE, or for the spot storm the warnings whose invoke
+// answered "drained".
+func stormDone(prefix string) string {
+	if prefix == spotPrefix {
+		return "drained"
+	}
+	return "hooks_completed"
 }
 
 // watchPDBFloor watches the pods of namespace ns (an informer: list, then
