@@ -58,7 +58,7 @@ func (r *run) terminate(ctx context.Context) error {
 	if r.h.cfg.DryRun {
 		deadline = r.h.now().Add(dryRunLimit) // plan, then complete at once
 	}
-	claim, err := r.claim(ctx, act, deadline)
+	claim, err := r.claim(ctx, lease.Name(act.InstanceID), act.Token, deadline)
 	if err != nil {
 		return nil // another invocation holds (or finished) this instance: r.out says so
 	}
@@ -154,11 +154,12 @@ func (r *run) drainRetrying(ctx context.Context, inst instance.Instance, deadlin
 	}
 }
 
-// claim takes the instance's lease so that one invocation acts on it. It
-// fails when another invocation holds it or finished this lifecycle action
-// (r.out says so); without leases (namespace missing, not granted) it goes
-// on, and says so in the log: duplicates are then only idempotent.
-func (r *run) claim(ctx context.Context, act lifecycle.Action, deadline time.Time) (*lease.Claim, error) {
+// claim takes the lease of that name so that one invocation acts on the
+// instance, working on key (the hook's token, the advisory event's id). It
+// fails when another invocation holds it or finished key (r.out says so);
+// without leases (namespace missing, not granted) it goes on, and says so
+// in the log: duplicates are then only idempotent.
+func (r *run) claim(ctx context.Context, name, key string, deadline time.Time) (*lease.Claim, error) {
 	if r.h.cfg.DryRun {
 		return nil, nil
 	}
@@ -172,7 +173,7 @@ func (r *run) claim(ctx context.Context, act lifecycle.Action, deadline time.Tim
 	defer cancel()
 	var cl *lease.Claim
 	err := cluster.Retry(ctx, func() (err error) {
-		cl, err = lease.Acquire(ctx, r.h.c.Kube, r.h.cfg.LeaseNamespace, act.InstanceID, r.holder(ctx), act.Token, r.h.now)
+		cl, err = lease.Acquire(ctx, r.h.c.Kube, r.h.cfg.LeaseNamespace, name, r.holder(ctx), key, r.h.now)
 		return err
 	})
 	switch {
@@ -199,16 +200,22 @@ func (r *run) holder(ctx context.Context) string {
 // a late duplicate of the event does nothing.
 func (r *run) finish(ctx context.Context, claim *lease.Claim, act lifecycle.Action, result lifecycle.Result, n *corev1.Node) error {
 	err := r.complete(ctx, act, result, n)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
 	done := act.Token
 	if err != nil {
 		done = "" // not completed: Lambda's retry of this event must find the lease free
 	}
-	if lerr := claim.Release(rctx, done); lerr != nil {
-		r.log.WarnContext(ctx, "could not release the lease", "error", lerr)
-	}
+	r.releaseLease(ctx, claim, done)
 	return err
+}
+
+// releaseLease gives claim up, recording doneKey as done when it is not
+// empty, even when ctx has ended (bounded on its own).
+func (r *run) releaseLease(ctx context.Context, claim *lease.Claim, doneKey string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := claim.Release(rctx, doneKey); err != nil {
+		r.log.WarnContext(ctx, "could not release the lease", "error", err)
+	}
 }
 
 // hookAction is the event's lifecycle action, and whether it is ours to
@@ -278,7 +285,29 @@ func (r *run) advisory(ctx context.Context, id string, action config.Action, tim
 	if r.ev.Kind == event.KindSpotInterruption && !r.ev.Time.IsZero() && r.ev.Time.Before(start) {
 		start = r.ev.Time // the 2-minute notice runs from the warning, not from our start
 	}
-	done, err := r.drainNode(ctx, n, causeOf(r.ev.Kind), r.advisoryExpiry(), start.Add(timeout))
+	return r.drainAdvised(ctx, n, id, causeOf(r.ev.Kind), r.advisoryExpiry(), start.Add(timeout))
+}
+
+// drainAdvised drains a node on an advisory event (no hook to complete),
+// holding the instance's lease for the event's kind meanwhile: a duplicate
+// of the event finds it held (or done) and does nothing, and the drains of
+// a storm of warnings take their turns on the PDBs they share, as the
+// hooks' drains do. A drain not finished is recorded on the node.
+func (r *run) drainAdvised(ctx context.Context, n *corev1.Node, id string, cause node.Cause, expires, deadline time.Time) error {
+	claim, err := r.claim(ctx, lease.AdvisoryName(string(r.ev.Kind), id), r.ev.ID, deadline)
+	if err != nil {
+		return nil // another invocation drains it for this event, or did: r.out says so
+	}
+	stopLease := claim.KeepAlive(ctx, func(err error) { r.log.WarnContext(ctx, "lease renewal failed", "error", err) })
+	r.lease = claim
+	done, err := r.drainNode(ctx, n, cause, expires, deadline)
+	stopLease()
+	r.lease = nil
+	key := ""
+	if err == nil && done {
+		key = r.ev.ID // a late copy of this event finds it done
+	}
+	r.releaseLease(ctx, claim, key)
 	if err != nil || done {
 		return err
 	}

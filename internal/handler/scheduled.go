@@ -178,12 +178,7 @@ func (r *run) scheduledInstance(ctx context.Context, id string) error {
 		}
 		return nil
 	}
-	done, err := r.drainNode(ctx, n, node.CauseScheduled, expires, r.started.Add(r.h.cfg.DrainTimeout))
-	if err != nil || done {
-		return err
-	}
-	r.record(ctx, n, true, node.ReasonDrainBlocked, "drain not finished; pods still on the node: %s", strings.Join(r.out.Remaining, "; "))
-	return nil
+	return r.drainAdvised(ctx, n, id, node.CauseScheduled, expires, r.started.Add(r.h.cfg.DrainTimeout))
 }
 
 // scheduledExpiry is when a scheduled change's hold lapses if the instance

@@ -64,8 +64,17 @@ const prefix = "node-drainer-"
 // leaseLabels label every instance's lease.
 var leaseLabels = map[string]string{"app.kubernetes.io/name": "node-drainer"}
 
-// Name is the lease's name for an instance.
+// Name is the name of an instance's lease for its lifecycle hooks.
 func Name(instanceID string) string { return prefix + instanceID }
+
+// AdvisoryName is the name of an instance's lease for the drains of one
+// kind of advisory event (a spot warning, a rebalance recommendation, a
+// scheduled change): apart from the hook's, so that a drain on a warning
+// never makes the terminate hook that follows it look like a duplicate (the
+// hook would then wait out its timeout, uncompleted), and apart from each
+// other's, so that a spot warning arriving during a rebalance drain still
+// drains within its 2-minute notice.
+func AdvisoryName(kind, instanceID string) string { return prefix + kind + "." + instanceID }
 
 // InstanceID is the instance a lease of that name is for ("" when the name
 // is not an instance's lease).
@@ -73,6 +82,9 @@ func InstanceID(name string) string {
 	id, ok := strings.CutPrefix(name, prefix)
 	if !ok {
 		return ""
+	}
+	if i := strings.LastIndexByte(id, '.'); i >= 0 {
+		id = id[i+1:] // an advisory lease; an instance id has no dot
 	}
 	return id
 }
@@ -93,12 +105,13 @@ func stale(l *coordinationv1.Lease, now time.Time) bool {
 	return now.After(l.Spec.RenewTime.Add(d))
 }
 
-// Acquire takes the instance's lease for holder, working on key (the
-// lifecycle action's token). It fails with ErrHeld while another holder
-// renews it, ErrDone when key was finished, ErrUnavailable when leases
-// cannot be used at all; other errors are the API's.
-func Acquire(ctx context.Context, c kubernetes.Interface, ns, instanceID, holder, key string, now func() time.Time) (*Claim, error) {
-	cl := &Claim{client: c, ns: ns, name: Name(instanceID), holder: holder, now: now}
+// Acquire takes the lease of that name (Name, AdvisoryName) for holder,
+// working on key (the lifecycle action's token, the advisory event's id).
+// It fails with ErrHeld while another holder renews it, ErrDone when key
+// was finished, ErrUnavailable when leases cannot be used at all; other
+// errors are the API's.
+func Acquire(ctx context.Context, c kubernetes.Interface, ns, name, holder, key string, now func() time.Time) (*Claim, error) {
+	cl := &Claim{client: c, ns: ns, name: name, holder: holder, now: now}
 	l, err := c.CoordinationV1().Leases(ns).Get(ctx, cl.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

@@ -42,7 +42,7 @@ func TestOneHolderAtATime(t *testing.T) {
 	c := newClient()
 	clk := &clock{time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
 
-	a, err := Acquire(ctx, c, ns, inst, "req-a", "token-1", clk.now)
+	a, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", clk.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestOneHolderAtATime(t *testing.T) {
 		t.Fatalf("holder %q", h)
 	}
 	// a duplicate while a renews: refused
-	if _, err := Acquire(ctx, c, ns, inst, "req-b", "token-1", clk.now); !errors.Is(err, ErrHeld) {
+	if _, err := Acquire(ctx, c, ns, Name(inst), "req-b", "token-1", clk.now); !errors.Is(err, ErrHeld) {
 		t.Fatalf("duplicate acquired: %v", err)
 	}
 	clk.t = clk.t.Add(Duration / 2)
@@ -58,12 +58,12 @@ func TestOneHolderAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.t = clk.t.Add(Duration - time.Second)
-	if _, err := Acquire(ctx, c, ns, inst, "req-b", "token-1", clk.now); !errors.Is(err, ErrHeld) {
+	if _, err := Acquire(ctx, c, ns, Name(inst), "req-b", "token-1", clk.now); !errors.Is(err, ErrHeld) {
 		t.Fatalf("renewed lease taken: %v", err)
 	}
 	// a stops renewing: taken over once stale
 	clk.t = clk.t.Add(2 * time.Second)
-	b, err := Acquire(ctx, c, ns, inst, "req-b", "token-1", clk.now)
+	b, err := Acquire(ctx, c, ns, Name(inst), "req-b", "token-1", clk.now)
 	if err != nil {
 		t.Fatalf("stale lease not taken over: %v", err)
 	}
@@ -74,10 +74,10 @@ func TestOneHolderAtATime(t *testing.T) {
 	if err := b.Release(ctx, "token-1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Acquire(ctx, c, ns, inst, "req-c", "token-1", clk.now); !errors.Is(err, ErrDone) {
+	if _, err := Acquire(ctx, c, ns, Name(inst), "req-c", "token-1", clk.now); !errors.Is(err, ErrDone) {
 		t.Fatalf("late duplicate of a finished action: %v", err)
 	}
-	if _, err := Acquire(ctx, c, ns, inst, "req-d", "token-2", clk.now); err != nil {
+	if _, err := Acquire(ctx, c, ns, Name(inst), "req-d", "token-2", clk.now); err != nil {
 		t.Fatalf("next action refused: %v", err)
 	}
 }
@@ -87,14 +87,14 @@ func TestReleaseForContinuation(t *testing.T) {
 	ctx := context.Background()
 	c := newClient()
 	clk := &clock{time.Now()}
-	a, err := Acquire(ctx, c, ns, inst, "req-a", "token-1", clk.now)
+	a, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", clk.now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Release(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Acquire(ctx, c, ns, inst, "req-cont", "token-1", clk.now); err != nil {
+	if _, err := Acquire(ctx, c, ns, Name(inst), "req-cont", "token-1", clk.now); err != nil {
 		t.Fatalf("continuation refused: %v", err)
 	}
 }
@@ -104,7 +104,7 @@ func TestRaceLostIsHeld(t *testing.T) {
 	c.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewAlreadyExists(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, Name(inst))
 	})
-	if _, err := Acquire(context.Background(), c, ns, inst, "req-a", "t", time.Now); !errors.Is(err, ErrHeld) {
+	if _, err := Acquire(context.Background(), c, ns, Name(inst), "req-a", "t", time.Now); !errors.Is(err, ErrHeld) {
 		t.Fatalf("lost create race: %v", err)
 	}
 }
@@ -114,7 +114,7 @@ func TestUnavailable(t *testing.T) {
 	c.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, Name(inst), errors.New("no role"))
 	})
-	if _, err := Acquire(context.Background(), c, ns, inst, "req-a", "t", time.Now); !errors.Is(err, ErrUnavailable) {
+	if _, err := Acquire(context.Background(), c, ns, Name(inst), "req-a", "t", time.Now); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("forbidden: %v", err)
 	}
 	var none *Claim
@@ -130,7 +130,7 @@ func TestReleaseRetriesUnauthorized(t *testing.T) {
 	defer cancel()
 	c := newClient()
 	clk := &clock{time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
-	a, err := Acquire(ctx, c, ns, inst, "req-a", "token-1", clk.now)
+	a, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", clk.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestRenewWithoutRead(t *testing.T) {
 	ctx := context.Background()
 	c := newClient()
 	clk := &clock{time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
-	a, err := Acquire(ctx, c, ns, inst, "req-a", "token-1", clk.now)
+	a, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", clk.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestRenewWithoutRead(t *testing.T) {
 func TestKeepAliveWaitsOnePeriod(t *testing.T) {
 	ctx := context.Background()
 	c := newClient()
-	a, err := Acquire(ctx, c, ns, inst, "req-a", "token-1", time.Now)
+	a, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,4 +246,19 @@ func conflictOnStaleVersion(c *fake.Clientset) {
 	}
 	c.PrependReactor("create", "leases", stamp)
 	c.PrependReactor("update", "leases", stamp)
+}
+
+// Every lease of an instance, the hook's and each advisory kind's, names
+// the instance; other names none.
+func TestInstanceID(t *testing.T) {
+	for name, want := range map[string]string{
+		Name("i-0abc"): "i-0abc",
+		AdvisoryName("spot-interruption", "i-0abc"):     "i-0abc",
+		AdvisoryName("rebalance-recommendation", "i-1"): "i-1",
+		"kube-node-lease": "",
+	} {
+		if got := InstanceID(name); got != want {
+			t.Errorf("InstanceID(%q) = %q, want %q", name, got, want)
+		}
+	}
 }

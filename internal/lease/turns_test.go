@@ -23,7 +23,7 @@ func TestTurnsCountTheDrainsBefore(t *testing.T) {
 	clk := &clock{t0}
 	acquire := func(id string, at time.Duration) *Claim {
 		clk.t = t0.Add(at)
-		cl, err := Acquire(ctx, c, ns, id, "req-"+id, "token-"+id, clk.now)
+		cl, err := Acquire(ctx, c, ns, Name(id), "req-"+id, "token-"+id, clk.now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +111,7 @@ func TestTurnsIgnoreUnreadableAnnouncements(t *testing.T) {
 	defer cancel()
 	c := newClient()
 	clk := &clock{time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)}
-	peer, err := Acquire(ctx, c, ns, "i-1", "req-1", "token-1", clk.now)
+	peer, err := Acquire(ctx, c, ns, Name("i-1"), "req-1", "token-1", clk.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestTurnsIgnoreUnreadableAnnouncements(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.t = clk.t.Add(time.Second)
-	mine, err := Acquire(ctx, c, ns, "i-2", "req-2", "token-2", clk.now)
+	mine, err := Acquire(ctx, c, ns, Name("i-2"), "req-2", "token-2", clk.now)
 	if err != nil {
 		t.Fatal(err)
 	}
