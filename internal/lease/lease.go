@@ -76,6 +76,12 @@ func Name(instanceID string) string { return prefix + instanceID }
 // drains within its 2-minute notice.
 func AdvisoryName(kind, instanceID string) string { return prefix + kind + "." + instanceID }
 
+// Advisory reports whether a lease of that name is an advisory drain's
+// (AdvisoryName), not the hook's.
+func Advisory(name string) bool {
+	return strings.HasPrefix(name, prefix) && strings.Contains(name[len(prefix):], ".")
+}
+
 // InstanceID is the instance a lease of that name is for ("" when the name
 // is not an instance's lease).
 func InstanceID(name string) string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -249,7 +250,7 @@ func conflictOnStaleVersion(c *fake.Clientset) {
 }
 
 // Every lease of an instance, the hook's and each advisory kind's, names
-// the instance; other names none.
+// the instance (and says which it is); other names none.
 func TestInstanceID(t *testing.T) {
 	for name, want := range map[string]string{
 		Name("i-0abc"): "i-0abc",
@@ -259,6 +260,9 @@ func TestInstanceID(t *testing.T) {
 	} {
 		if got := InstanceID(name); got != want {
 			t.Errorf("InstanceID(%q) = %q, want %q", name, got, want)
+		}
+		if got, want := Advisory(name), strings.Contains(name, "."); got != want {
+			t.Errorf("Advisory(%q) = %v, want %v", name, got, want)
 		}
 	}
 }

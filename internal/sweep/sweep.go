@@ -445,11 +445,14 @@ func (r *Readings) Plan(cfg Config) Plan {
 	return p
 }
 
-// heldLeases are the instances an invocation is acting on now.
+// heldLeases are the instances whose hooks an invocation is handling now.
+// An advisory drain's lease does not count: the hook waiting behind a
+// spot warning or a rebalance drain is the sweep's to carry, as its event
+// would have been (the two drains are of the same node, in turns).
 func (r *Readings) heldLeases() map[string]bool {
 	held := map[string]bool{}
 	for _, l := range r.Leases {
-		if lease.Held(&l, r.Now) {
+		if lease.Held(&l, r.Now) && !lease.Advisory(l.Name) {
 			held[lease.InstanceID(l.Name)] = true
 		}
 	}

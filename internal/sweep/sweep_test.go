@@ -18,6 +18,7 @@ import (
 
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
+	"github.com/node-drainer/node-drainer/internal/lease"
 	"github.com/node-drainer/node-drainer/internal/node"
 )
 
@@ -70,6 +71,12 @@ func heldLease(id string, renewed time.Time) coordinationv1.Lease {
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("req-1"), RenewTime: &t, LeaseDurationSeconds: ptr.To(int32(60))}}
 }
 
+func advisoryLease(id string, renewed time.Time) coordinationv1.Lease {
+	l := heldLease(id, renewed)
+	l.Name = lease.AdvisoryName(string(event.KindSpotInterruption), id)
+	return l
+}
+
 func freeLease(id string, renewed time.Time) coordinationv1.Lease {
 	l := heldLease(id, renewed)
 	l.Spec.HolderIdentity = nil
@@ -113,6 +120,15 @@ func TestPlan(t *testing.T) {
 			want: func(t *testing.T, p Plan) {
 				if len(p.Hooks) != 0 || !slices.Equal(p.Held, []string{"i-1"}) {
 					t.Errorf("hooks %+v held %v: want none handled, i-1 held", p.Hooks, p.Held)
+				}
+			},
+		},
+		"a spot warning's drain does not hold the hook waiting behind it": {
+			r: Readings{Groups: []Group{groupOf("asg", []string{"term"}, asgInstance("i-1", "Terminating:Wait", "Healthy"))},
+				Leases: []coordinationv1.Lease{advisoryLease("i-1", now.Add(-10*time.Second))}, Instances: map[string]instance.Instance{"i-1": running("i-1")}},
+			want: func(t *testing.T, p Plan) {
+				if len(p.Hooks) != 1 || len(p.Held) != 0 {
+					t.Errorf("hooks %+v held %v: want i-1's hook handled", p.Hooks, p.Held)
 				}
 			},
 		},

@@ -29,11 +29,24 @@ import (
 // one in the order the drains announced (without turns, each drain
 // draws a random jitter and the first to wake goes: any order), the PDB's
 // floor holds, and every hook is completed with CONTINUE.
-func TestSharedPDBDrainsTakeTurns(t *testing.T) {
+func TestSharedPDBDrainsTakeTurns(t *testing.T) { sharedPDBTurns(t, false) }
+
+// TestSpotWarningDrainsTakeTurns: the same with three spot interruption
+// warnings and no hook: each drain holds its warning's lease
+// (lease.AdvisoryName) and takes its turn by it. Before advisory drains
+// held leases, they announced nothing and went on the jitter.
+func TestSpotWarningDrainsTakeTurns(t *testing.T) { sharedPDBTurns(t, true) }
+
+func sharedPDBTurns(t *testing.T, spot bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const n = 3
-	s := newScene(t, ctx, "turns", n+2, harness.ASGSpec{})
+	name, leaseName := "turns", lease.Name
+	if spot {
+		name = "turns-spot"
+		leaseName = func(id string) string { return lease.AdvisoryName("spot-interruption", id) }
+	}
+	s := newScene(t, ctx, name, n+2, harness.ASGSpec{})
 	targets, spares := s.insts[:n], s.insts[n:]
 	cordon := func(on bool) {
 		for _, i := range spares {
@@ -92,7 +105,12 @@ func TestSharedPDBDrainsTakeTurns(t *testing.T) {
 
 	outs := make([]chan error, n)
 	for i, inst := range targets {
-		payload, err := env.StartTerminating(ctx, s.asg, inst, fmt.Sprintf("token-turns-%d", i))
+		var payload []byte
+		if spot {
+			payload, err = harness.EventFile("spot-interruption.json", map[string]string{"instance-id": inst.ID})
+		} else {
+			payload, err = env.StartTerminating(ctx, s.asg, inst, fmt.Sprintf("token-turns-%d", i))
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,8 +118,8 @@ func TestSharedPDBDrainsTakeTurns(t *testing.T) {
 		outs[i] = make(chan error, 1)
 		go func() {
 			out, err := harness.Invoke(ctx, rt, payload)
-			if err == nil && (out.Action != "drained" || out.LifecycleResult != "CONTINUE") {
-				err = fmt.Errorf("outcome %+v: want drained, CONTINUE", out)
+			if err == nil && (out.Action != "drained" || !spot && out.LifecycleResult != "CONTINUE") {
+				err = fmt.Errorf("outcome %+v: want drained (and for a hook CONTINUE)", out)
 			}
 			outs[i] <- err
 		}()
@@ -111,7 +129,7 @@ func TestSharedPDBDrainsTakeTurns(t *testing.T) {
 	leases := func() []coordinationv1.Lease {
 		var out []coordinationv1.Lease
 		for _, inst := range targets {
-			l, err := env.Client.CoordinationV1().Leases("node-drainer").Get(ctx, lease.Name(inst.ID), metav1.GetOptions{})
+			l, err := env.Client.CoordinationV1().Leases("node-drainer").Get(ctx, leaseName(inst.ID), metav1.GetOptions{})
 			if err == nil {
 				out = append(out, *l)
 			}
@@ -148,7 +166,7 @@ func TestSharedPDBDrainsTakeTurns(t *testing.T) {
 	var want []string
 	for _, l := range ls {
 		for _, inst := range targets {
-			if lease.Name(inst.ID) == l.Name {
+			if leaseName(inst.ID) == l.Name {
 				want = append(want, podOn[inst.PrivateDNSName])
 			}
 		}
@@ -173,8 +191,12 @@ func TestSharedPDBDrainsTakeTurns(t *testing.T) {
 	}
 	for _, inst := range targets {
 		ok, failed := s.completions(ctx, inst.ID)
-		if len(ok) != 1 || len(failed) != 0 {
-			t.Errorf("%s: completions %+v, failed %+v: want one", inst.ID, ok, failed)
+		completions := 1
+		if spot {
+			completions = 0 // a warning has no hook
+		}
+		if len(ok) != completions || len(failed) != 0 {
+			t.Errorf("%s: completions %+v, failed %+v: want %d", inst.ID, ok, failed, completions)
 		}
 	}
 	for _, l := range leases() {
