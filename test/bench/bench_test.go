@@ -268,7 +268,7 @@ func rwoCapped(b *testing.B, d drainer, prefix, metric string) {
 	for i, v := range values {
 		record(metric, v)
 		if capped[i] {
-			markCapped(metric)
+			markCapped(metric, capSeconds())
 		}
 	}
 }

@@ -70,6 +70,11 @@
 //   - nth_storm_<n>_nodes_*, nth_tuned_storm_<n>_nodes_*: the storm at its
 //     defaults, and with WORKERS raised to n (not run when n ≤ 10, its
 //     default). NTH has no setting for its client's rate limit.
+//   - nth_storm_<n>_nodes_spot_*, nth_tuned_storm_<n>_nodes_spot_*: the
+//     spot storm (no hook): a node counts as drained when the last of its
+//     pods is deleted, within the 2-minute notice; NTH answers nothing, so
+//     a pod watch times it. The p95 counts a node not drained by the
+//     notice as the notice, and NTH is stopped there (the reclaim).
 //   - nth_rwo_failover_s: the RWO scene with the "stopped" event sent to its
 //     queue at the stop, capped like the baseline. NTH cordons and evicts;
 //     the evicted pod of the dead kubelet stays Terminating with its volume.

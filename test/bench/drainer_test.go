@@ -114,6 +114,7 @@ type nth struct {
 var (
 	peersMu sync.Mutex
 	peers   = map[string]*harness.NTH{}
+	retired = map[string]int{} // how often each configuration was retired
 	nthBin  string
 )
 
@@ -138,13 +139,32 @@ func (d nth) peer(ctx context.Context) (*harness.NTH, error) {
 		progress("aws-node-termination-handler: %s (ready in %s)", bin, time.Since(began).Round(time.Second))
 		nthBin = bin
 	}
-	p, err := env.StartNTH(ctx, harness.NTHOptions{Binary: nthBin, Name: d.name, Env: d.env})
+	name := d.name
+	if r := retired[d.name]; r > 0 {
+		name = fmt.Sprintf("%s-%d", d.name, r+1)
+	}
+	p, err := env.StartNTH(ctx, harness.NTHOptions{Binary: nthBin, Name: name, Env: d.env})
 	if err != nil {
 		return nil, err
 	}
-	progress("aws-node-termination-handler %s started in queue mode, queue %s, settings %s", d.name, p.QueueURL, settings(d.env))
+	progress("aws-node-termination-handler %s started in queue mode, queue %s, settings %s", name, p.QueueURL, settings(d.env))
 	peers[d.name] = p
 	return p, nil
+}
+
+// retire stops this configuration's NTH, as the reclaim of its spot
+// instances at the notice ends the drains it has not finished: they would
+// otherwise go on through the next scene, and its requests and evictions
+// would be counted against whoever is measured then. The next use starts a
+// fresh process on a fresh queue.
+func (d nth) retire() {
+	peersMu.Lock()
+	defer peersMu.Unlock()
+	if p := peers[d.name]; p != nil {
+		p.Stop()
+		delete(peers, d.name)
+		retired[d.name]++
+	}
 }
 
 func settings(env []string) string {
