@@ -1,17 +1,17 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/node-drainer/node-drainer/test/harness"
 )
@@ -28,8 +28,6 @@ const fnKey = "node-drainer (flow schema)"
 // peerKey is the peer's own requests (aws-node-termination-handler's
 // FlowSchema, harness.PeerGroup).
 const peerKey = "aws-node-termination-handler (flow schema)"
-
-var labelRE = regexp.MustCompile(`(\w+)="([^"]*)"`)
 
 // scraped are the apiserver's metrics readAPICounts reads.
 var scraped = []string{
@@ -83,30 +81,42 @@ func readAPICounts(ctx context.Context) (apiCounts, error) {
 }
 
 // eachSample calls fn for every sample of the Prometheus text raw whose
-// metric is one of names and that has labels.
+// metric is one of names, with its labels; a histogram's or a summary's
+// samples are its <name>_sum and <name>_count, as the text names them.
 func eachSample(raw []byte, names []string, fn func(name string, labels map[string]string, v float64)) error {
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), "{")
-		if !ok || !slices.Contains(names, name) {
-			continue
-		}
-		i := strings.LastIndexByte(rest, '}')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(rest[i+1:]), 64)
-		if err != nil {
-			continue
-		}
-		labels := map[string]string{}
-		for _, m := range labelRE.FindAllStringSubmatch(rest[:i], -1) {
-			labels[m[1]] = m[2]
-		}
-		fn(name, labels, v)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return fmt.Errorf("reading metrics text: %w", err)
 	}
-	return sc.Err()
+	emit := func(name string, labels map[string]string, v float64) {
+		if slices.Contains(names, name) {
+			fn(name, labels, v)
+		}
+	}
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := make(map[string]string, len(m.GetLabel()))
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch {
+			case m.Histogram != nil:
+				emit(name+"_sum", labels, m.GetHistogram().GetSampleSum())
+				emit(name+"_count", labels, float64(m.GetHistogram().GetSampleCount()))
+			case m.Summary != nil:
+				emit(name+"_sum", labels, m.GetSummary().GetSampleSum())
+				emit(name+"_count", labels, float64(m.GetSummary().GetSampleCount()))
+			case m.Counter != nil:
+				emit(name, labels, m.GetCounter().GetValue())
+			case m.Gauge != nil:
+				emit(name, labels, m.GetGauge().GetValue())
+			case m.Untyped != nil:
+				emit(name, labels, m.GetUntyped().GetValue())
+			}
+		}
+	}
+	return nil
 }
 
 // since is the delta from an earlier reading.
