@@ -33,8 +33,8 @@ func TestEachSampleSumsCountersAndReadsHistograms(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]float64{
-		"apiserver_request_total POST pods/eviction":                 113,
-		"apiserver_request_total GET nodes/":                         7,
+		"apiserver_request_total POST pods/eviction":                  113,
+		"apiserver_request_total GET nodes/":                          7,
 		"apiserver_request_duration_seconds_sum POST pods/eviction":   22.6,
 		"apiserver_request_duration_seconds_count POST pods/eviction": 113,
 	}
