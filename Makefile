@@ -1,6 +1,7 @@
 # node-drainer: `make help` lists the targets.
 SHELL := bash
 GO ?= go
+GOFMT ?= $(shell $(GO) env GOROOT)/bin/gofmt
 ARCH ?= arm64
 # The version every build carries (bootstrap's first log line): the release tag,
 # commits since it and the commit, "-dirty" for uncommitted changes; "dev" outside git.
@@ -8,7 +9,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags='-s -w -X github.com/node-drainer/node-drainer/internal/version.Version=$(VERSION)'
 DIST := dist
 
-.PHONY: help build package dist tools tools-nth providers unit integration faults deploy-check deploy-test test-matrix test bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
+.PHONY: help build package dist tools tools-nth providers unit integration faults deploy-check deploy-test test-matrix test fmt-check bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -79,13 +80,17 @@ test-matrix: ## the integration suite on each release of MATRIX (each control pl
 	  NODE_DRAINER_K8S_VERSION=$$v $(MAKE) --no-print-directory integration; \
 	done
 
-test: ## all tests: vet, unit, deploy checks, integration and faults on the real harness, then the real deploys
+test: ## all tests: gofmt, vet, unit, deploy checks, integration and faults on the real harness, then the real deploys
+	$(MAKE) --no-print-directory fmt-check
 	$(GO) vet ./...
 	$(MAKE) --no-print-directory unit
 	$(MAKE) --no-print-directory deploy-check
 	$(MAKE) --no-print-directory integration
 	$(MAKE) --no-print-directory faults
 	$(MAKE) --no-print-directory deploy-test
+
+fmt-check: ## every Go file as gofmt writes it (the files that are not are listed)
+	@out=$$($(GOFMT) -l $$(git ls-files '*.go')) || exit 1; test -z "$$out" || { echo "not gofmt'd:"; echo "$$out"; exit 1; }
 
 tools-nth: ## build aws-node-termination-handler v1.25.6, the bench's peer (cached; ~3 min the first time)
 	bash hack/tools/nth.sh
@@ -99,7 +104,7 @@ demo: tools ## play the two stories on the real harness with the real bootstrap
 	$(GO) run ./test/demo
 
 lint: lint-deploy ## gofmt, go vet, IaC checks
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(MAKE) --no-print-directory fmt-check
 	$(GO) vet ./...
 
 lint-deploy: deploy-check ## alias of deploy-check
