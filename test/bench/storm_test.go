@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
@@ -292,7 +293,7 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape storm
 	// the peer answers nothing: its warning's drain is done when the node
 	// holds none of the scene's pods; ours is timed that way too, beside its
 	// answer (which also waits for the RWO volumes' detach)
-	_, peer := d.(nth)
+	peerNTH, peer := d.(nth)
 	var emptied func() []time.Time
 	if spot {
 		nodes := make([]string, n)
@@ -329,9 +330,7 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape storm
 		})
 	}
 	wg.Wait()
-	// took: the drained nodes' times; timed, where it differs, what the
-	// p95 is taken over
-	var took, timed []float64
+	var took []float64
 	dumped := 0
 	failed := func(i int) {
 		// a few logs explain a failure; fifty repeat it
@@ -345,16 +344,12 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape storm
 		at := waitEmptied(ctx, emptied, send.Add(spotNotice))
 		// the instances are reclaimed at the notice: what NTH has not
 		// drained by then it never will
-		d.(nth).retire()
+		peerNTH.retire()
 		for i := range targets {
 			if !at[i].IsZero() && at[i].Sub(send) <= spotNotice {
 				took = append(took, at[i].Sub(send).Seconds())
-				timed = append(timed, at[i].Sub(send).Seconds())
 			} else {
 				failed(i)
-				// its p95 is over every node: one not drained counts as
-				// the notice, so a p95 there means "not within it"
-				timed = append(timed, spotNotice.Seconds())
 			}
 		}
 		markCapped(d.metric(stormMetric(n, prefix+"p95_s")), spotNotice.Seconds())
@@ -400,10 +395,13 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape storm
 	span := time.Since(send)
 	broken := violations()
 	delta := after.since(before)
-	if timed == nil {
-		timed = took
+	p95 := percentile95(took)
+	if spot && peer {
+		// over every node: one not drained by the notice counts as the
+		// notice, so a p95 there means "not within it"
+		missed := slices.Repeat([]float64{spotNotice.Seconds()}, n-len(took))
+		p95 = percentile95(append(slices.Clone(took), missed...))
 	}
-	p95 := percentile95(timed)
 	done := stormDone(prefix)
 	progress("%sstorm %srun %d: %d nodes × %d pods, %d Deployments of %d under PDBs of maxUnavailable %d, %s %d, p95 %.2f s, PDB floors broken %v; api requests: %s",
 		d.metric(""), prefix, run, n, stormPods, len(floors), shape.replicas(n), shape.maxUnavailable(n), done, len(took), p95, broken, delta)
@@ -554,10 +552,11 @@ func watchEmptied(ctx context.Context, ns string, nodes []string) (emptied func(
 		} else {
 			held[i].Insert(p.Name)
 		}
-		if held[i].Len() == 0 {
-			at[i] = time.Now()
-		} else {
+		switch {
+		case held[i].Len() > 0:
 			at[i] = time.Time{}
+		case at[i].IsZero():
+			at[i] = time.Now() // it has just come to hold none
 		}
 	})
 	if err != nil {
@@ -571,15 +570,13 @@ func watchEmptied(ctx context.Context, ns string, nodes []string) (emptied func(
 }
 
 // waitEmptied polls emptied until every node is empty or deadline passes,
-// and returns its last answer.
+// then returns its answer (the moments are the watch's, not the poll's; a
+// timeout is not an error: the caller judges each node against its notice).
 func waitEmptied(ctx context.Context, emptied func() []time.Time, deadline time.Time) []time.Time {
-	for {
-		at := emptied()
-		if !slices.ContainsFunc(at, time.Time.IsZero) || time.Now().After(deadline) || ctx.Err() != nil {
-			return at
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	_ = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Until(deadline), true, func(context.Context) (bool, error) {
+		return !slices.ContainsFunc(emptied(), time.Time.IsZero), nil
+	})
+	return emptied()
 }
 
 func podReady(p *corev1.Pod) bool {
