@@ -18,7 +18,9 @@
 // the background pod count (default 5000); -storm-nodes N (default 50) and
 // -storm-runs N (default 1) size the storm; -stopping D (default 20s) is how
 // long before rwo_failover_s's stopped event the kubelet dies;
-// -function-logs DIR keeps every function's log. One harness serves the
+// -function-logs DIR keeps every function's log; -profile DIR writes CPU
+// profiles of kube-apiserver and kube-controller-manager taken over each
+// storm's first -profile-for (default 30s). One harness serves the
 // package (started in TestMain, only when benchmarks are selected); every run
 // builds a fresh scene (its own ASG, nodes, namespace) and a fresh function
 // runtime (a cold start, as a real first invocation has), and removes the

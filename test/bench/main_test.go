@@ -24,6 +24,8 @@ var (
 	flagOtherPods     = flag.Int("other-pods", 5000, "pods elsewhere in the cluster for drain_110_pods_other_5000_pods_s")
 	flagControllerQPS = flag.Int("controller-qps", 200, "the controller-manager's and scheduler's client rate limit (burst twice that; 0: upstream defaults, 20 per controller and 50 for the scheduler, which bind the storm)")
 	flagFunctionLogs  = flag.String("function-logs", "", "a directory where each function's log is written when it stops")
+	flagProfile       = flag.String("profile", "", "a directory where CPU profiles of kube-apiserver and kube-controller-manager are written, taken over each storm's first -profile-for")
+	flagProfileFor    = flag.Duration("profile-for", 30*time.Second, "how long each storm's CPU profiles run (-profile)")
 	flagStopping      = flag.Duration("stopping", 20*time.Second, "rwo_failover_s: how long before the stopped event the kubelet dies (the instance's shutdown)")
 )
 

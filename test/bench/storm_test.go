@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -321,6 +323,7 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape storm
 		b.Fatal(err)
 	}
 	send := time.Now()
+	defer profileControlPlane(b, ctx, fmt.Sprintf("%sstorm-%srun%d", d.metric(""), prefix, run))()
 	var wg sync.WaitGroup
 	answers, answered := make([]delivered, n), make([]time.Duration, n)
 	for i := range targets {
@@ -421,6 +424,29 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape storm
 	if len(took) != n && !(spot && peer) {
 		b.Fatalf("%d of %d nodes drained (%s)", len(took), n, done)
 	}
+}
+
+// profileControlPlane starts CPU profiles of kube-apiserver and
+// kube-controller-manager over the next -profile-for, when -profile names a
+// directory, and returns what waits for them and writes them there as
+// <name>-<component>.pprof (for `go tool pprof -top`).
+func profileControlPlane(b *testing.B, ctx context.Context, name string) (wait func()) {
+	if *flagProfile == "" {
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	for _, c := range []string{"apiserver", "controller-manager"} {
+		wg.Go(func() {
+			raw, err := env.CPUProfile(ctx, c, *flagProfileFor)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(*flagProfile, name+"-"+c+".pprof"), raw, 0o644)
+			}
+			if err != nil {
+				b.Errorf("profiling the %s: %v", c, err)
+			}
+		})
+	}
+	return wg.Wait
 }
 
 // spotPrefix names the storm of spot interruption warnings: no hook, each

@@ -172,22 +172,41 @@ func (e *Env) startControllerManager(ctx context.Context, id identity) error {
 // controllers' work queues: depth, time waited, time worked) as the admin,
 // over a loopbackClient (its serving certificate is its own).
 func (e *Env) ControllerManagerMetrics(ctx context.Context) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.ControllerManager+"/metrics", nil)
+	return e.adminGet(ctx, "the controller-manager's /metrics", e.ControllerManager+"/metrics", 30*time.Second)
+}
+
+// CPUProfile records a CPU profile of kube-apiserver ("apiserver") or
+// kube-controller-manager ("controller-manager") over d, from its
+// /debug/pprof/profile (both serve it: --profiling is on by default), for
+// `go tool pprof`.
+func (e *Env) CPUProfile(ctx context.Context, component string, d time.Duration) ([]byte, error) {
+	base := map[string]string{"apiserver": e.Server, "controller-manager": e.ControllerManager}[component]
+	if base == "" {
+		return nil, fmt.Errorf("no CPU profile for %q: apiserver or controller-manager", component)
+	}
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, int(d.Seconds()))
+	return e.adminGet(ctx, "the "+component+"'s CPU profile", url, d+30*time.Second)
+}
+
+// adminGet GETs url as the admin over a loopbackClient; what names it in
+// errors.
+func (e *Env) adminGet(ctx context.Context, what, url string, timeout time.Duration) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+e.Admin.BearerToken)
-	resp, err := loopbackClient(30 * time.Second).Do(req)
+	resp, err := loopbackClient(timeout).Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("reading the controller-manager's /metrics: %w", err)
+		return nil, fmt.Errorf("reading %s: %w", what, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading %s: %w", what, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("reading the controller-manager's /metrics: %s: %.200s", resp.Status, body)
+		return nil, fmt.Errorf("reading %s: %s: %.200s", what, resp.Status, body)
 	}
 	return body, nil
 }
