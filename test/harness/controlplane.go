@@ -176,13 +176,17 @@ func (e *Env) ControllerManagerMetrics(ctx context.Context) ([]byte, error) {
 }
 
 // CPUProfile records a CPU profile of kube-apiserver ("apiserver") or
-// kube-controller-manager ("controller-manager") over d, from its
-// /debug/pprof/profile (both serve it: --profiling is on by default), for
-// `go tool pprof`.
+// kube-controller-manager ("controller-manager") over d (whole seconds, at
+// least one), from its /debug/pprof/profile (both serve it: --profiling is
+// on by default), for `go tool pprof`.
 func (e *Env) CPUProfile(ctx context.Context, component string, d time.Duration) ([]byte, error) {
 	base := map[string]string{"apiserver": e.Server, "controller-manager": e.ControllerManager}[component]
 	if base == "" {
 		return nil, fmt.Errorf("no CPU profile for %q: apiserver or controller-manager", component)
+	}
+	if d < time.Second {
+		// pprof counts whole seconds and takes 0 for its default, 30 s
+		return nil, fmt.Errorf("a CPU profile of %s: want at least 1s", d)
 	}
 	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, int(d.Seconds()))
 	return e.adminGet(ctx, "the "+component+"'s CPU profile", url, d+30*time.Second)
