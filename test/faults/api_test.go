@@ -3,6 +3,7 @@ package faults
 import (
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 // preconditions, 5 the abrupt path's readings, 6 time budget, 7 concurrent
 // duplicates, 8 PDB edge cases, 9 dead kubelet, 10 continuations and filters.
 func scenarios() []scenario {
-	return []scenario{
+	return append([]scenario{
 		// 1
 		{"api-down-20s-at-lookup", apiDownAtLookup},
 		{"api-down-60s-mid-eviction", apiDownMidEviction},
@@ -57,7 +58,14 @@ func scenarios() []scenario {
 		{"hook-name-not-listed", hookNameNotListed},
 		{"listed-asg-untagged-instance", listedASGUntagged},
 		{"spot-instance-gone", spotInstanceGone},
-	}
+	}, recoveryScenarios()...)
+}
+
+// recoveryScenarios are the scenes of the recovery paths on a bad day
+// (ARCHITECTURE.md §4, rules 13-16): a refusal is not a verdict, only our
+// hooks, done means read again, the hand-over is part of the budget.
+func recoveryScenarios() []scenario {
+	return slices.Concat(refusalScenarios(), sweepScenarios(), deadScenarios())
 }
 
 var (
