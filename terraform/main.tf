@@ -44,6 +44,8 @@ locals {
     CONTINUE_LONG_DRAINS        = tostring(var.continue_long_drains)
     MAX_CONTINUATIONS           = tostring(var.max_continuations)
     HOOK_NAMES                  = var.hook_names
+    TERMINATE_HOOK_NAME         = var.terminate_hook_name
+    LAUNCH_HOOK_NAME            = var.launch_hook_name
     ADVISORY_MARK_TTL           = var.advisory_mark_ttl
     SKIP_NODES_OWNED_BY         = var.skip_nodes_owned_by
     DEAD_NODE_EVICTION_WINDOW   = var.dead_node_eviction_window

@@ -302,7 +302,7 @@ variable "max_continuations" {
 }
 
 variable "hook_names" {
-  description = "Comma-separated lifecycle hook names the function handles (checked in code too); empty = any."
+  description = "Comma-separated names of more lifecycle hooks that are node-drainer's to complete, besides terminate_hook_name and launch_hook_name; another tool's hook is never completed."
   type        = string
   default     = ""
 }

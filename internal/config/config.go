@@ -58,7 +58,9 @@ type Config struct {
 	DeadlineMargin           time.Duration // kept back from the deadline to complete the hook
 	ContinueLongDrains       bool
 	MaxContinuations         int           // continuations of one drain at most (0: none)
-	HookNames                []string      // lifecycle hooks handled (empty: any)
+	TerminateHookName        string        // the terminate hook the templates create: ours
+	LaunchHookName           string        // the launch hook the templates create: ours
+	HookNames                []string      // more lifecycle hooks that are ours (hooks the operator made for us)
 	AdvisoryMarkTTL          time.Duration // an advisory cause lapses when the instance still runs after it
 	DeadNodeEvictionWindow   time.Duration // a terminate drain of a NotReady node waits this long for its pods
 	NodeLeaseStaleAfter      time.Duration // a node whose Lease is older counts as not running a kubelet
@@ -124,7 +126,9 @@ var Vars = []Var{
 	{"DEADLINE_MARGIN", "20s", "Time kept back from the Lambda deadline to complete the hook or continue."},
 	{"CONTINUE_LONG_DRAINS", "true", "Re-invoke the function asynchronously to continue a drain that outlasts one invocation."},
 	{"MAX_CONTINUATIONS", "20", "Most continuations of one drain; a continuation beyond it is refused (0: none)."},
-	{"HOOK_NAMES", "", "Comma-separated lifecycle hook names handled; empty: any."},
+	{"TERMINATE_HOOK_NAME", "node-drainer-terminate", "Name of the terminate lifecycle hook the templates create (or that you create for node-drainer): the function completes it."},
+	{"LAUNCH_HOOK_NAME", "node-drainer-launch", "Name of the launch lifecycle hook the templates create (or that you create for node-drainer): the function completes it."},
+	{"HOOK_NAMES", "", "Comma-separated names of more lifecycle hooks that are node-drainer's to complete. Only hooks named here or by TERMINATE_HOOK_NAME and LAUNCH_HOOK_NAME are ever completed, on every path and by the sweep: another tool's hook on the same group is left alone."},
 	{"DEAD_NODE_EVICTION_WINDOW", "30s", "A terminate hook on a NotReady node (dead kubelet): evict its pods, wait at most this long for them, then complete the hook; the volumes are released when EC2 reports the instance down."},
 	{"NODE_LEASE_STALE_AFTER", "15s", "The abrupt path forces nothing while the node is Ready and its kubelet renewed its Lease within this time (kubelets renew every 10 s)."},
 	{"LEASE_NAMESPACE", "node-drainer", "Namespace of the per-instance Leases that keep duplicate events from draining twice (created by rbac.yaml)."},
@@ -220,6 +224,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.ZombieMaxASGShare = share / 100
 	c.ASGNames = list(get("ASG_NAMES"))
 	c.HookNames = list(get("HOOK_NAMES"))
+	c.TerminateHookName, c.LaunchHookName = get("TERMINATE_HOOK_NAME"), get("LAUNCH_HOOK_NAME")
 	if owners := list(get("SKIP_NODES_OWNED_BY")); !slices.Equal(owners, []string{"none"}) {
 		for _, o := range owners {
 			if !slices.Contains(LifecycleOwners, o) {
@@ -318,9 +323,17 @@ func (c Config) SkipsOwner(owner string) bool {
 	return slices.Contains(c.SkipNodesOwnedBy, owner)
 }
 
-// AllowsHook reports whether the named lifecycle hook is ours.
-func (c Config) AllowsHook(name string) bool {
-	return len(c.HookNames) == 0 || slices.Contains(c.HookNames, name)
+// OwnsHook reports whether the named lifecycle hook is ours to complete:
+// the terminate or launch hook the templates create, or one HOOK_NAMES
+// lists. Any other hook (another tool's, on the same group) is never
+// completed, whatever the path (ARCHITECTURE.md §4, rule 14).
+func (c Config) OwnsHook(name string) bool {
+	return name != "" && (name == c.TerminateHookName || name == c.LaunchHookName || slices.Contains(c.HookNames, name))
+}
+
+// OwnedHooks lists the names OwnsHook accepts.
+func (c Config) OwnedHooks() []string {
+	return slices.Compact(slices.Sorted(slices.Values(append([]string{c.TerminateHookName, c.LaunchHookName}, c.HookNames...))))
 }
 
 // ListsASG reports whether the ASG is named in ASG_NAMES (not merely allowed

@@ -48,6 +48,8 @@ func TestFromEnvDefaults(t *testing.T) {
 		DeadlineMargin:           20 * time.Second,
 		ContinueLongDrains:       true,
 		MaxContinuations:         20,
+		TerminateHookName:        "node-drainer-terminate",
+		LaunchHookName:           "node-drainer-launch",
 		AdvisoryMarkTTL:          time.Hour,
 		DeadNodeEvictionWindow:   30 * time.Second,
 		NodeLeaseStaleAfter:      15 * time.Second,
@@ -156,6 +158,8 @@ func TestFromEnvValues(t *testing.T) {
 		DeadlineMargin:           30 * time.Second,
 		ContinueLongDrains:       false,
 		MaxContinuations:         0,
+		TerminateHookName:        "node-drainer-terminate",
+		LaunchHookName:           "node-drainer-launch",
 		HookNames:                []string{"drain-hook", "other"},
 		SkipNodesOwnedBy:         []string{"auto-mode"},
 		AdvisoryMarkTTL:          10 * time.Minute,
@@ -289,19 +293,30 @@ func TestHookNamesAndListedASGs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !any.AllowsHook("whatever") || any.ListsASG("eks-general") {
-		t.Errorf("defaults: AllowsHook = %v (want true), ListsASG = %v (want false: an empty list names nothing)",
-			any.AllowsHook("whatever"), any.ListsASG("eks-general"))
+	// the defaults own the templates' two hooks and nothing else: another
+	// tool's hook is never ours, whatever HOOK_NAMES says (rule 14)
+	for name, want := range map[string]bool{"node-drainer-terminate": true, "node-drainer-launch": true, "flush-logs": false, "app-warmup": false, "": false} {
+		if got := any.OwnsHook(name); got != want {
+			t.Errorf("defaults: OwnsHook(%q) = %v, want %v", name, got, want)
+		}
 	}
-	c, err := FromEnv(env("CLUSTER_NAME=prod", "HOOK_NAMES=node-drainer-terminate, node-drainer-launch", "ASG_NAMES=eks-general"))
+	if any.ListsASG("eks-general") {
+		t.Errorf("defaults: ListsASG = true, want false: an empty list names nothing")
+	}
+	c, err := FromEnv(env("CLUSTER_NAME=prod", "TERMINATE_HOOK_NAME=drain", "HOOK_NAMES=ops-terminate, ops-launch", "ASG_NAMES=eks-general"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]bool{"node-drainer-terminate": true, "node-drainer-launch": true, "other-teams-hook": false, "": false} {
-		if got := c.AllowsHook(name); got != want {
-			t.Errorf("AllowsHook(%q) = %v, want %v", name, got, want)
+	for name, want := range map[string]bool{"drain": true, "node-drainer-launch": true, "ops-terminate": true, "ops-launch": true,
+		"node-drainer-terminate": false, "other-teams-hook": false, "": false} {
+		if got := c.OwnsHook(name); got != want {
+			t.Errorf("OwnsHook(%q) = %v, want %v", name, got, want)
 		}
 	}
+	if got := c.OwnedHooks(); !slices.Equal(got, []string{"drain", "node-drainer-launch", "ops-launch", "ops-terminate"}) {
+		t.Errorf("OwnedHooks = %v", got)
+	}
+
 	if !c.ListsASG("eks-general") || c.ListsASG("eks-other") {
 		t.Errorf("ListsASG(eks-general) = %v, ListsASG(eks-other) = %v: want true, false", c.ListsASG("eks-general"), c.ListsASG("eks-other"))
 	}

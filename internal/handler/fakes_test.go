@@ -249,6 +249,8 @@ func newEnv(objs ...runtime.Object) *env {
 			NodeLeaseStaleAfter:      15 * time.Second,
 			LeaseNamespace:           "node-drainer",
 			FunctionName:             "node-drainer",
+			TerminateHookName:        "node-drainer-terminate",
+			LaunchHookName:           "node-drainer-launch",
 		},
 		now: time.Now(),
 	}

@@ -228,15 +228,16 @@ func (r *run) hookAction() (lifecycle.Action, bool) {
 }
 
 // ourHook says whether the lifecycle action is ours to complete: its ASG is
-// allowed by ASG_NAMES and its hook by HOOK_NAMES (the EventBridge rule
-// filters both too; the code does not rely on it). Another's hook is left
-// alone: its owner completes it.
+// allowed by ASG_NAMES and its hook is one of ours by name (the templates'
+// TERMINATE_HOOK_NAME and LAUNCH_HOOK_NAME, or HOOK_NAMES; the EventBridge
+// rule filters both too; the code does not rely on it). Another's hook is
+// left alone: its owner completes it (rule 14).
 func (r *run) ourHook(act lifecycle.Action) bool {
 	switch {
 	case !r.h.cfg.AllowsASG(act.ASG):
 		r.out.Action, r.out.Detail = ActionIgnored, "ASG "+act.ASG+" is not in ASG_NAMES"
-	case !r.h.cfg.AllowsHook(act.Hook):
-		r.out.Action, r.out.Detail = ActionIgnored, "hook "+act.Hook+" is not in HOOK_NAMES"
+	case !r.h.cfg.OwnsHook(act.Hook):
+		r.out.Action, r.out.Detail = ActionIgnored, "hook "+act.Hook+" is not node-drainer's (TERMINATE_HOOK_NAME, LAUNCH_HOOK_NAME, HOOK_NAMES: "+strings.Join(r.h.cfg.OwnedHooks(), ", ")+")"
 	default:
 		return true
 	}

@@ -287,21 +287,25 @@ func TestLastContinuationCompletesTheHook(t *testing.T) {
 	}
 }
 
-// HOOK_NAMES is checked in code: another hook of the same ASG is left to its
-// owner (not completed, nothing read or changed); a listed hook is handled.
+// Only our hooks are completed, checked in code (rule 14): the templates'
+// hook by name, or one HOOK_NAMES adds; another hook of the same ASG is left
+// to its owner (not completed, nothing read or changed), whatever HOOK_NAMES
+// says.
 func TestHookNames(t *testing.T) {
 	raw := readEvent(t, "asg-terminate.json")
 	for _, tc := range []struct {
-		hookNames string
-		handled   bool
+		name    string
+		env     map[string]string
+		handled bool
 	}{
-		{"", true},
-		{termHook, true},
-		{"other-hook, " + termHook, true},
-		{"someone-elses-hook", false},
+		{"defaults", nil, true},
+		{"listed again", map[string]string{"HOOK_NAMES": termHook}, true},
+		{"another terminate hook name", map[string]string{"TERMINATE_HOOK_NAME": "ops-drain"}, false},
+		{"another name, added by HOOK_NAMES", map[string]string{"TERMINATE_HOOK_NAME": "ops-drain", "HOOK_NAMES": "other-hook, " + termHook}, true},
+		{"HOOK_NAMES of someone else's", map[string]string{"TERMINATE_HOOK_NAME": "ops-drain", "HOOK_NAMES": "someone-elses-hook"}, false},
 	} {
-		t.Run(tc.hookNames, func(t *testing.T) {
-			f := newFixture(t, map[string]string{"HOOK_NAMES": tc.hookNames}, testNode(termDNS, termID))
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.env, testNode(termDNS, termID))
 			f.ec2.instances[termID] = ec2Instance(termID, termDNS, ec2types.InstanceStateNameRunning)
 			out, err := f.handle(t, raw)
 			if err != nil {
@@ -313,8 +317,8 @@ func TestHookNames(t *testing.T) {
 				}
 				return
 			}
-			if out.Action != ActionIgnored || !strings.Contains(out.Detail, "HOOK_NAMES") {
-				t.Errorf("outcome %+v, want ignored because of HOOK_NAMES", out)
+			if out.Action != ActionIgnored || !strings.Contains(out.Detail, "not node-drainer's") {
+				t.Errorf("outcome %+v, want ignored as not ours", out)
 			}
 			if w := f.writes(); len(w) > 0 || len(f.asg.results()) > 0 || f.ec2.calls > 0 {
 				t.Errorf("another's hook was acted on: writes %v, completions %v, EC2 calls %d", w, f.asg.results(), f.ec2.calls)

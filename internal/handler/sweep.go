@@ -104,7 +104,7 @@ func (r *run) sweep(ctx context.Context) error {
 func (r *run) sweepConfig() sweep.Config {
 	c := r.h.cfg
 	return sweep.Config{
-		ClusterTagKey: c.ClusterTagKey, ASGNames: c.ASGNames, HookNames: c.HookNames, LeaseNamespace: c.LeaseNamespace,
+		ClusterTagKey: c.ClusterTagKey, ASGNames: c.ASGNames, HookNames: c.OwnedHooks(), LeaseNamespace: c.LeaseNamespace,
 		ZombieAfter: c.ZombieAfter, ZombieReplace: c.ZombieAction == config.ZombieReplace,
 		ZombieMaxPerSweep: c.ZombieMaxPerSweep, ZombieMaxASGShare: c.ZombieMaxASGShare,
 	}

@@ -51,7 +51,10 @@ type ASGAPI interface {
 type Config struct {
 	ClusterTagKey  string
 	ASGNames       []string // empty: the groups carrying ClusterTagKey
-	HookNames      []string // empty: any hook
+	// HookNames are the lifecycle hooks that are ours (config's
+	// OwnedHooks): only their actions are taken; another tool's hook on
+	// the same group is left alone (rule 14). None: no hook is taken.
+	HookNames      []string
 	LeaseNamespace string
 	// ZombieAfter is how long a Node may be NotReady on a running instance
 	// before it is reported (and, with ZombieReplace, replaced).
@@ -346,17 +349,17 @@ func (r *Readings) Plan(cfg Config) Plan {
 			var hooks []string
 			for _, h := range g.Hooks {
 				name := aws.ToString(h.LifecycleHookName)
-				if aws.ToString(h.LifecycleTransition) == string(transition) && (len(cfg.HookNames) == 0 || slices.Contains(cfg.HookNames, name)) {
+				if aws.ToString(h.LifecycleTransition) == string(transition) && slices.Contains(cfg.HookNames, name) {
 					hooks = append(hooks, name)
 				}
 			}
 			switch len(hooks) {
 			case 0:
-				p.Notes = append(p.Notes, fmt.Sprintf("%s waits in %s with no hook of ours (HOOK_NAMES)", id, gi.LifecycleState))
+				p.Notes = append(p.Notes, fmt.Sprintf("%s waits in %s with no hook of ours (TERMINATE_HOOK_NAME, LAUNCH_HOOK_NAME, HOOK_NAMES): left to its owner", id, gi.LifecycleState))
 				continue
 			case 1:
 			default:
-				p.Notes = append(p.Notes, fmt.Sprintf("%s waits in %s on hooks %s: set HOOK_NAMES to say which is node-drainer's", id, gi.LifecycleState, strings.Join(hooks, ", ")))
+				p.Notes = append(p.Notes, fmt.Sprintf("%s waits in %s on hooks %s, all of them ours: none is guessed; name one hook per transition in TERMINATE_HOOK_NAME, LAUNCH_HOOK_NAME and HOOK_NAMES", id, gi.LifecycleState, strings.Join(hooks, ", ")))
 				continue
 			}
 			busy[id] = true

@@ -24,7 +24,7 @@ import (
 
 var now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
-var cfg = Config{ClusterTagKey: "kubernetes.io/cluster/c", LeaseNamespace: "node-drainer",
+var cfg = Config{ClusterTagKey: "kubernetes.io/cluster/c", LeaseNamespace: "node-drainer", HookNames: []string{"term", "ours"},
 	ZombieAfter: 10 * time.Minute, ZombieMaxPerSweep: 1, ZombieMaxASGShare: 0.1}
 
 func nodeOf(id string, ready bool, since time.Time) corev1.Node {
@@ -141,19 +141,28 @@ func TestPlan(t *testing.T) {
 				}
 			},
 		},
-		"two terminate hooks and no HOOK_NAMES: none is guessed": {
+		"two terminate hooks, both ours: none is guessed": {
 			r: Readings{Groups: []Group{groupOf("asg", []string{"ours", "theirs"}, asgInstance("i-1", "Terminating:Wait", "Healthy"))},
 				Instances: map[string]instance.Instance{"i-1": running("i-1")}},
+			cfg: func(c *Config) { c.HookNames = []string{"ours", "theirs"} },
 			want: func(t *testing.T, p Plan) {
 				if len(p.Hooks) != 0 || len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "HOOK_NAMES") {
 					t.Errorf("hooks %+v notes %v: want none, a note naming HOOK_NAMES", p.Hooks, p.Notes)
 				}
 			},
 		},
-		"HOOK_NAMES says which": {
+		"another tool's hook alone is left to it": {
+			r: Readings{Groups: []Group{groupOf("asg", []string{"flush-logs"}, asgInstance("i-1", "Terminating:Wait", "Healthy"))},
+				Instances: map[string]instance.Instance{"i-1": running("i-1")}},
+			want: func(t *testing.T, p Plan) {
+				if len(p.Hooks) != 0 || len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "left to its owner") {
+					t.Errorf("hooks %+v notes %v: want none taken, a note saying it is left to its owner", p.Hooks, p.Notes)
+				}
+			},
+		},
+		"only our hook of two is taken": {
 			r: Readings{Groups: []Group{groupOf("asg", []string{"ours", "theirs"}, asgInstance("i-1", "Terminating:Wait", "Healthy"))},
 				Instances: map[string]instance.Instance{"i-1": running("i-1")}},
-			cfg: func(c *Config) { c.HookNames = []string{"ours"} },
 			want: func(t *testing.T, p Plan) {
 				if len(p.Hooks) != 1 || p.Hooks[0].Action.HookName != "ours" {
 					t.Errorf("hooks %+v: want hook ours", p.Hooks)

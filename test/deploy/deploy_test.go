@@ -63,6 +63,8 @@ var wantEnv = map[string]string{
 	"CONTINUE_LONG_DRAINS":        "true",
 	"MAX_CONTINUATIONS":           "20",
 	"HOOK_NAMES":                  "",
+	"TERMINATE_HOOK_NAME":         "node-drainer-terminate",
+	"LAUNCH_HOOK_NAME":            "node-drainer-launch",
 	"ADVISORY_MARK_TTL":           "1h",
 	"SKIP_NODES_OWNED_BY":         "karpenter,auto-mode,managed-nodegroup",
 	"DEAD_NODE_EVICTION_WINDOW":   "30s",
