@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -174,8 +173,21 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 	for _, id := range plan.Unmark {
 		do(nil, id, path(&sum.Unmarked, id, r.sub(event.KindStateChange, id, now), func(sub *run) error { return sub.recover(ctx, id) }))
 	}
-	for _, va := range plan.Orphans {
-		do(&sum.Orphans, va.Name, func() error { return r.deleteOrphan(ctx, va) })
+	for _, o := range plan.Orphans {
+		do(nil, o.Attachment.Name, func() error {
+			kept, err := r.deleteOrphan(ctx, o)
+			switch {
+			case err != nil:
+				return err
+			case kept != "":
+				mu.Lock()
+				sum.Notes = append(sum.Notes, fmt.Sprintf("attachment %s to missing node %s kept: %s", o.Attachment.Name, o.Attachment.Spec.NodeName, kept))
+				mu.Unlock()
+			default:
+				note(&sum.Orphans, o.Attachment.Name, nil)
+			}
+			return nil
+		})
 	}
 	for _, z := range plan.Zombies {
 		do(&sum.Zombies, z.Node, func() error {
@@ -231,28 +243,40 @@ func (r *run) swept(h sweep.Hook) (*run, error) {
 }
 
 // deleteOrphan deletes an attachment to a node the cluster no longer has,
-// whose instance EC2 reports terminated or gone: read again at the moment of
-// acting (the node is still missing, the attachment is the one read).
-func (r *run) deleteOrphan(ctx context.Context, va storagev1.VolumeAttachment) error {
+// whose instance EC2 reported terminated or gone. The reading is up to a
+// whole sweep old: both are read again at the moment of acting (safety rule
+// 11) — the node is still missing, and EC2 still reports every instance of
+// that name down (sweep.Orphan.ReadAgain); an EC2 that cannot be read now
+// is an error, and nothing is done. It returns why the attachment was kept
+// ("" when it was deleted, or would be in a dry run).
+func (r *run) deleteOrphan(ctx context.Context, o sweep.Orphan) (kept string, err error) {
+	va := o.Attachment
 	if _, err := r.h.c.Kube.CoreV1().Nodes().Get(ctx, va.Spec.NodeName, metav1.GetOptions{}); err == nil {
-		return nil // the node is back: not an orphan
+		return "the node is back", nil
 	} else if !apierrors.IsNotFound(err) {
-		return err
+		return "", fmt.Errorf("reading node %s again: %w", va.Spec.NodeName, err)
+	}
+	orphaned, evidence, err := o.ReadAgain(ctx, r.h.c.EC2)
+	if err != nil {
+		return "", fmt.Errorf("reading EC2 again before deleting volume attachment %s: %w", va.Name, err)
+	}
+	if !orphaned {
+		return evidence + " (read again before deleting)", nil
 	}
 	if r.h.cfg.DryRun {
-		return nil
+		return "", nil
 	}
-	err := r.h.c.Kube.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{
+	err = r.h.c.Kube.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &va.UID}})
 	if apierrors.IsNotFound(err) {
-		return nil
+		return "", nil
 	}
 	if err != nil {
-		return fmt.Errorf("deleting volume attachment %s: %w", va.Name, err)
+		return "", fmt.Errorf("deleting volume attachment %s: %w", va.Name, err)
 	}
 	r.log.InfoContext(ctx, "deleted orphaned volume attachment", "attachment", va.Name, "node", va.Spec.NodeName,
-		"volume", ptr.Deref(va.Spec.Source.PersistentVolumeName, ""), "evidence", "node not in the cluster; EC2 lists no running instance of that name")
-	return nil
+		"volume", ptr.Deref(va.Spec.Source.PersistentVolumeName, ""), "evidence", "node not in the cluster (read again); "+evidence)
+	return "", nil
 }
 
 // zombie reports a node NotReady on a running instance, and marks the
