@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -109,14 +110,36 @@ func (r *run) sweepConfig() sweep.Config {
 	}
 }
 
-// runSweep carries the plan out: the instances' paths in parallel (bounded),
-// each on a run of its own, as if its event had come now.
+// sweepPathFloor is the least time a sweep item needs to start, whatever
+// DEADLINE_MARGIN says: an apiserver write and an AWS call, each with a retry.
+const sweepPathFloor = 2 * time.Second
+
+// sweepPathMinimum is the least time the invocation's budget must still
+// hold for the sweep to start an item — an instance's path above all, a
+// hook's most of all. Before its budget ends, a hook's path must claim the
+// instance's lease, heartbeat the hook (its age is unknown), find and mark
+// the node and start evicting: calls of the same kind as the completion or
+// the hand-over that DEADLINE_MARGIN is kept for, and then some progress. So
+// it needs at least that margin again (and never less than sweepPathFloor).
+// Started later, it would claim with a context already ended, act without
+// a lease, and hand over or complete having done nothing: such an item is
+// left to the next sweep, minutes away, where it starts with a full budget.
+func (r *run) sweepPathMinimum() time.Duration {
+	return max(sweepPathFloor, r.h.cfg.DeadlineMargin)
+}
+
+// runSweep carries the plan out: the instances' paths in parallel (at most
+// maxParallelInstances at once), each on a run of its own, as if its event
+// had come now. An item whose turn comes when the budget holds less than
+// sweepPathMinimum is not started: it is left for the next sweep, and a
+// note says so.
 func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) {
 	var (
-		mu  sync.Mutex
-		wg  sync.WaitGroup
-		sem = make(chan struct{}, maxParallelInstances)
+		mu sync.Mutex
+		g  errgroup.Group // its functions return nil: failures are noted
 	)
+	g.SetLimit(maxParallelInstances)
+	minimum := r.sweepPathMinimum()
 	note := func(list *[]string, item string, err error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -127,14 +150,22 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 			*list = append(*list, item)
 		}
 	}
+	remark := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		sum.Notes = append(sum.Notes, fmt.Sprintf(format, args...))
+	}
+	// Go waits for a free slot: the budget is looked at when the item
+	// would start, not when it was queued
 	do := func(list *[]string, item string, fn func() error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		g.Go(func() error {
+			if left := r.budget(ctx).Sub(r.h.now()); left < minimum {
+				remark("%s: left for the next sweep: budget spent (%s left, an item needs %s)", item, max(left, 0).Round(time.Millisecond), minimum)
+				return nil
+			}
 			note(list, item, fn())
-		}()
+			return nil
+		})
 	}
 	// an instance's own path: it acted (the item is listed) or it found
 	// nothing to do once it read again (the note says why)
@@ -143,9 +174,7 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 			err := sub.end(ctx, fn(sub))
 			switch sub.out.Action {
 			case ActionIgnored, ActionLeftAlone, ActionNotForced, ActionNoNode:
-				mu.Lock()
-				sum.Notes = append(sum.Notes, fmt.Sprintf("%s: %s: %s", id, sub.out.Action, sub.out.Detail))
-				mu.Unlock()
+				remark("%s: %s: %s", id, sub.out.Action, sub.out.Detail)
 				return err
 			case ActionFailed:
 				if err == nil {
@@ -180,9 +209,7 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 			case err != nil:
 				return err
 			case kept != "":
-				mu.Lock()
-				sum.Notes = append(sum.Notes, fmt.Sprintf("attachment %s to missing node %s kept: %s", o.Attachment.Name, o.Attachment.Spec.NodeName, kept))
-				mu.Unlock()
+				remark("attachment %s to missing node %s kept: %s", o.Attachment.Name, o.Attachment.Spec.NodeName, kept)
 			default:
 				note(&sum.Orphans, o.Attachment.Name, nil)
 			}
@@ -212,7 +239,7 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 			return err
 		})
 	}
-	wg.Wait()
+	_ = g.Wait() // nil: every failure is in sum.Failed
 	sum.Leases = len(leases)
 }
 

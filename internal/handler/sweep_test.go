@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -14,9 +15,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/node-drainer/node-drainer/internal/instance"
+	"github.com/node-drainer/node-drainer/internal/lease"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
 )
 
@@ -217,5 +220,81 @@ func TestSweepOrphanReadsEC2AgainBeforeDeleting(t *testing.T) {
 				t.Errorf("notes %q: want why csi-b was kept", out.Sweep.Notes)
 			}
 		})
+	}
+}
+
+// manyWaiting is n instances waiting in Terminating:Wait on the terminate
+// hook, each with a node and a pod a PDB holds.
+func manyWaiting(n int) (ids []string, objs []runtime.Object, group astypes.AutoScalingGroup) {
+	group = astypes.AutoScalingGroup{AutoScalingGroupName: aws.String(asgName)}
+	for k := range n {
+		id := fmt.Sprintf("i-%06x%011x", 0xa00000+k, k)
+		ids = append(ids, id)
+		objs = append(objs, newNode(id), pod(id, "apps", "held-"+id))
+		group.Instances = append(group.Instances, astypes.Instance{InstanceId: aws.String(id),
+			LifecycleState: astypes.LifecycleStateTerminatingWait, HealthStatus: aws.String("Healthy")})
+	}
+	return ids, objs, group
+}
+
+// TestSweepLeavesHooksQueuedPastTheBudget: a ninth hook queued behind
+// eight drains a PDB holds to the end of the budget is not started with
+// what remains — no lease claimed with an ended context, no drain, no
+// completion —: it is left for the next sweep, and the summary says so.
+func TestSweepLeavesHooksQueuedPastTheBudget(t *testing.T) {
+	ids, objs, group := manyWaiting(maxParallelInstances + 1)
+	e := newEnv(objs...)
+	for _, id := range ids {
+		e.ec2.readings[id] = []reading{{state: instance.StateRunning, tagged: true}}
+		e.blocked = append(e.blocked, "held-"+id)
+	}
+	waitingGroup(e.asg, ids[0])
+	e.asg.groups = []astypes.AutoScalingGroup{group}
+	last := ids[len(ids)-1]
+	// a clock that runs: the budget is spent by the time the ninth's turn comes
+	out, err := e.handleWith(e.handlerOn(e.ec2, time.Now), sweepEvent(), 3*time.Second)
+	if err != nil {
+		t.Fatalf("sweep: %v (%+v)", err, out.Sweep)
+	}
+	if slices.Contains(out.Sweep.Hooks, last) || slices.ContainsFunc(out.Sweep.Failed, func(f string) bool { return strings.HasPrefix(f, last) }) {
+		t.Errorf("hooks %v failed %v: %s was started past the budget", out.Sweep.Hooks, out.Sweep.Failed, last)
+	}
+	if !slices.ContainsFunc(out.Sweep.Notes, func(n string) bool {
+		return strings.HasPrefix(n, last) && strings.Contains(n, "left for the next sweep: budget spent")
+	}) {
+		t.Errorf("notes %q: want %s left for the next sweep", out.Sweep.Notes, last)
+	}
+	if _, err := e.kube.CoordinationV1().Leases("node-drainer").Get(context.Background(), lease.Name(last), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("lease of %s: %v, want none claimed", last, err)
+	}
+	for _, c := range e.asg.completed {
+		if aws.ToString(c.InstanceId) == last {
+			t.Errorf("the hook of %s was completed (%s)", last, aws.ToString(c.LifecycleActionResult))
+		}
+	}
+	if len(out.Sweep.Hooks) != maxParallelInstances {
+		t.Errorf("hooks handled %v: want the %d that started in time", out.Sweep.Hooks, maxParallelInstances)
+	}
+}
+
+// TestSweepStartsNoPathWithoutItsMinimum: with less left of the budget than
+// a path needs (sweepPathMinimum), nothing is started at all.
+func TestSweepStartsNoPathWithoutItsMinimum(t *testing.T) {
+	e := newEnv(newNode(idA), pod(idA, "apps", "web-1"))
+	e.ec2.readings[idA] = []reading{{state: instance.StateRunning, tagged: true}}
+	waitingGroup(e.asg, idA)
+	timeout := sweepPathFloor - 500*time.Millisecond
+	out, err := e.handle(t, sweepEvent(), timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Sweep.Hooks) != 0 || len(e.asg.completed) != 0 || !e.podExists("apps", "web-1") {
+		t.Errorf("hooks %v completed %v: want nothing started with %s of budget", out.Sweep.Hooks, e.asg.completed, timeout)
+	}
+	if w := e.writes(); len(w) != 0 {
+		t.Errorf("writes %v, want none", w)
+	}
+	if !slices.ContainsFunc(out.Sweep.Notes, func(n string) bool { return strings.HasPrefix(n, idA+": left for the next sweep: budget spent") }) {
+		t.Errorf("notes %q: want %s left for the next sweep", out.Sweep.Notes, idA)
 	}
 }
