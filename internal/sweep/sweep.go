@@ -397,6 +397,9 @@ func (r *Readings) Plan(cfg Config) Plan {
 			if r.PodsOn[n.Name] > 0 || attached[n.Name] {
 				p.Dead = append(p.Dead, id)
 			}
+		case i.Hibernated:
+			// its processes resume with their RAM: nothing is forced
+			p.Notes = append(p.Notes, fmt.Sprintf("node %s left as it is: %s", n.Name, i))
 		case i.Found && i.State == instance.StateRunning:
 			_, down := marks.Causes[node.CauseOutOfService]
 			if mine && (down ||

@@ -201,6 +201,24 @@ func TestPlan(t *testing.T) {
 				}
 			},
 		},
+		"a hibernated instance's node is left as it is, with a note": {
+			r: Readings{Nodes: []corev1.Node{nodeOf("i-1", false, now.Add(-time.Hour))},
+				Attachments: []storagev1.VolumeAttachment{va("a", "ip-10-0-0-1.ec2.internal")},
+				Instances: map[string]instance.Instance{"i-1": func() instance.Instance {
+					i := inState("i-1", instance.StateStopped)
+					i.StateReason, i.Hibernated = instance.ReasonUserHibernate, true
+					return i
+				}()},
+				PodsOn: map[string]int{"ip-10-0-0-1.ec2.internal": 1}},
+			want: func(t *testing.T, p Plan) {
+				if len(p.Dead) != 0 || len(p.Orphans) != 0 || len(p.Zombies) != 0 {
+					t.Errorf("plan %+v: a hibernated instance resumes with its RAM: nothing may be forced", p)
+				}
+				if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "hibernated") {
+					t.Errorf("notes %q: want one saying the node is hibernated", p.Notes)
+				}
+			},
+		},
 		"a zombie is reported by default": {
 			r: Readings{Nodes: []corev1.Node{nodeOf("i-1", false, now.Add(-11*time.Minute)), nodeOf("i-2", false, now.Add(-5*time.Minute))},
 				Instances: map[string]instance.Instance{"i-1": running("i-1"), "i-2": running("i-2")}},
