@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	storagev1 "k8s.io/api/storage/v1"
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -110,14 +110,36 @@ func (r *run) sweepConfig() sweep.Config {
 	}
 }
 
-// runSweep carries the plan out: the instances' paths in parallel (bounded),
-// each on a run of its own, as if its event had come now.
+// sweepPathFloor is the least time a sweep item needs to start, whatever
+// DEADLINE_MARGIN says: an apiserver write and an AWS call, each with a retry.
+const sweepPathFloor = 2 * time.Second
+
+// sweepPathMinimum is the least time the invocation's budget must still
+// hold for the sweep to start an item — an instance's path above all, a
+// hook's most of all. Before its budget ends, a hook's path must claim the
+// instance's lease, heartbeat the hook (its age is unknown), find and mark
+// the node and start evicting: calls of the same kind as the completion or
+// the hand-over that DEADLINE_MARGIN is kept for, and then some progress. So
+// it needs at least that margin again (and never less than sweepPathFloor).
+// Started later, it would claim with a context already ended, act without
+// a lease, and hand over or complete having done nothing: such an item is
+// left to the next sweep, minutes away, where it starts with a full budget.
+func (r *run) sweepPathMinimum() time.Duration {
+	return max(sweepPathFloor, r.h.cfg.DeadlineMargin)
+}
+
+// runSweep carries the plan out: the instances' paths in parallel (at most
+// maxParallelInstances at once), each on a run of its own, as if its event
+// had come now. An item whose turn comes when the budget holds less than
+// sweepPathMinimum is not started: it is left for the next sweep, and a
+// note says so.
 func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) {
 	var (
-		mu  sync.Mutex
-		wg  sync.WaitGroup
-		sem = make(chan struct{}, maxParallelInstances)
+		mu sync.Mutex
+		g  errgroup.Group // its functions return nil: failures are noted
 	)
+	g.SetLimit(maxParallelInstances)
+	minimum := r.sweepPathMinimum()
 	note := func(list *[]string, item string, err error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -128,14 +150,22 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 			*list = append(*list, item)
 		}
 	}
+	remark := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		sum.Notes = append(sum.Notes, fmt.Sprintf(format, args...))
+	}
+	// Go waits for a free slot: the budget is looked at when the item
+	// would start, not when it was queued
 	do := func(list *[]string, item string, fn func() error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		g.Go(func() error {
+			if left := r.budget(ctx).Sub(r.h.now()); left < minimum {
+				remark("%s: left for the next sweep: budget spent (%s left, an item needs %s)", item, max(left, 0).Round(time.Millisecond), minimum)
+				return nil
+			}
 			note(list, item, fn())
-		}()
+			return nil
+		})
 	}
 	// an instance's own path: it acted (the item is listed) or it found
 	// nothing to do once it read again (the note says why)
@@ -144,9 +174,7 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 			err := sub.end(ctx, fn(sub))
 			switch sub.out.Action {
 			case ActionIgnored, ActionLeftAlone, ActionNotForced, ActionNoNode:
-				mu.Lock()
-				sum.Notes = append(sum.Notes, fmt.Sprintf("%s: %s: %s", id, sub.out.Action, sub.out.Detail))
-				mu.Unlock()
+				remark("%s: %s: %s", id, sub.out.Action, sub.out.Detail)
 				return err
 			case ActionFailed:
 				if err == nil {
@@ -174,8 +202,19 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 	for _, id := range plan.Unmark {
 		do(nil, id, path(&sum.Unmarked, id, r.sub(event.KindStateChange, id, now), func(sub *run) error { return sub.recover(ctx, id) }))
 	}
-	for _, va := range plan.Orphans {
-		do(&sum.Orphans, va.Name, func() error { return r.deleteOrphan(ctx, va) })
+	for _, o := range plan.Orphans {
+		do(nil, o.Attachment.Name, func() error {
+			kept, err := r.deleteOrphan(ctx, o)
+			switch {
+			case err != nil:
+				return err
+			case kept != "":
+				remark("attachment %s to missing node %s kept: %s", o.Attachment.Name, o.Attachment.Spec.NodeName, kept)
+			default:
+				note(&sum.Orphans, o.Attachment.Name, nil)
+			}
+			return nil
+		})
 	}
 	for _, z := range plan.Zombies {
 		do(&sum.Zombies, z.Node, func() error {
@@ -200,7 +239,7 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 			return err
 		})
 	}
-	wg.Wait()
+	_ = g.Wait() // nil: every failure is in sum.Failed
 	sum.Leases = len(leases)
 }
 
@@ -231,28 +270,40 @@ func (r *run) swept(h sweep.Hook) (*run, error) {
 }
 
 // deleteOrphan deletes an attachment to a node the cluster no longer has,
-// whose instance EC2 reports terminated or gone: read again at the moment of
-// acting (the node is still missing, the attachment is the one read).
-func (r *run) deleteOrphan(ctx context.Context, va storagev1.VolumeAttachment) error {
+// whose instance EC2 reported terminated or gone. The reading is up to a
+// whole sweep old: both are read again at the moment of acting (safety rule
+// 11) — the node is still missing, and EC2 still reports every instance of
+// that name down (sweep.Orphan.ReadAgain); an EC2 that cannot be read now
+// is an error, and nothing is done. It returns why the attachment was kept
+// ("" when it was deleted, or would be in a dry run).
+func (r *run) deleteOrphan(ctx context.Context, o sweep.Orphan) (kept string, err error) {
+	va := o.Attachment
 	if _, err := r.h.c.Kube.CoreV1().Nodes().Get(ctx, va.Spec.NodeName, metav1.GetOptions{}); err == nil {
-		return nil // the node is back: not an orphan
+		return "the node is back", nil
 	} else if !apierrors.IsNotFound(err) {
-		return err
+		return "", fmt.Errorf("reading node %s again: %w", va.Spec.NodeName, err)
+	}
+	orphaned, evidence, err := o.ReadAgain(ctx, r.h.c.EC2)
+	if err != nil {
+		return "", fmt.Errorf("reading EC2 again before deleting volume attachment %s: %w", va.Name, err)
+	}
+	if !orphaned {
+		return evidence + " (read again before deleting)", nil
 	}
 	if r.h.cfg.DryRun {
-		return nil
+		return "", nil
 	}
-	err := r.h.c.Kube.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{
+	err = r.h.c.Kube.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &va.UID}})
 	if apierrors.IsNotFound(err) {
-		return nil
+		return "", nil
 	}
 	if err != nil {
-		return fmt.Errorf("deleting volume attachment %s: %w", va.Name, err)
+		return "", fmt.Errorf("deleting volume attachment %s: %w", va.Name, err)
 	}
 	r.log.InfoContext(ctx, "deleted orphaned volume attachment", "attachment", va.Name, "node", va.Spec.NodeName,
-		"volume", ptr.Deref(va.Spec.Source.PersistentVolumeName, ""), "evidence", "node not in the cluster; EC2 lists no running instance of that name")
-	return nil
+		"volume", ptr.Deref(va.Spec.Source.PersistentVolumeName, ""), "evidence", "node not in the cluster (read again); "+evidence)
+	return "", nil
 }
 
 // zombie reports a node NotReady on a running instance, and marks the

@@ -1,19 +1,25 @@
 package handler
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/node-drainer/node-drainer/internal/instance"
+	"github.com/node-drainer/node-drainer/internal/lease"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
 )
 
@@ -122,5 +128,173 @@ func TestSweepReleasesDeadNodeAndReportsZombie(t *testing.T) {
 func notReadySince(t time.Time) func(*corev1.Node) {
 	return func(n *corev1.Node) {
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, LastTransitionTime: metav1.NewTime(t)}}
+	}
+}
+
+// turningEC2 is fakeEC2 with a hook run after each call: a test changes
+// EC2's answers there, between the sweep's reading and its acting.
+type turningEC2 struct {
+	*fakeEC2
+	after func(f *fakeEC2, in *ec2.DescribeInstancesInput)
+}
+
+func (t *turningEC2) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	out, err := t.fakeEC2.DescribeInstances(ctx, in, opts...)
+	if t.after != nil {
+		t.after(t.fakeEC2, in)
+	}
+	return out, err
+}
+
+// byName reports a DescribeInstances by private DNS name (the sweep's
+// reading of the nodes attachments name).
+func byName(in *ec2.DescribeInstancesInput) bool {
+	for _, f := range in.Filters {
+		if aws.ToString(f.Name) == "private-dns-name" {
+			return true
+		}
+	}
+	return false
+}
+
+// handlerOn is a Handler on the env's fakes but EC2 api and the clock now.
+func (e *env) handlerOn(api instance.EC2API, now func() time.Time) *Handler {
+	h := New(e.cfg, Clients{Kube: e.kube, EC2: api, ASG: e.asg, AutoScaling: e.asg, Lambda: e.lam}, nil, WithClock(now))
+	h.StoppingPollInterval = 10 * time.Millisecond
+	return h
+}
+
+// TestSweepOrphanReadsEC2AgainBeforeDeleting: the sweep's reading of EC2 is
+// up to a whole sweep old; an orphaned attachment is deleted only when EC2,
+// read again at the moment of acting, still reports no instance of that
+// name that could run. Unreadable means nothing is done.
+func TestSweepOrphanReadsEC2AgainBeforeDeleting(t *testing.T) {
+	const idB = "i-0987654321abcdef0" // its node, ip-098765.ec2.internal, is gone
+	idNew := idB[:8] + "00000000000"  // another instance, given the same name
+	for _, tc := range []struct {
+		name    string
+		before  map[string][]reading // EC2 at the sweep's reading
+		then    map[string][]reading // EC2 from the first reading by name on
+		deleted bool
+		failed  bool
+	}{
+		{"still terminated: deleted", map[string][]reading{idB: {{state: instance.StateTerminated, tagged: true}}}, nil, true, false},
+		{"unknown to EC2 all along: deleted", nil, nil, true, false},
+		{"a new instance took the name: kept", nil, map[string][]reading{idNew: {{state: instance.StateRunning, tagged: true}}}, false, false},
+		{"a new instance is pending under the name: kept", map[string][]reading{idB: {{state: instance.StateTerminated, tagged: true}}},
+			map[string][]reading{idB: {{state: instance.StateTerminated, tagged: true}}, idNew: {{state: instance.StatePending, tagged: true}}}, false, false},
+		{"EC2 unreadable at the moment of acting: kept, failed", map[string][]reading{idB: {{state: instance.StateTerminated, tagged: true}}},
+			map[string][]reading{idB: {{err: errors.New("throttled")}}}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(attachment("csi-b", idB, "pv-b")) // no node of idB in the cluster
+			for id, rs := range tc.before {
+				e.ec2.readings[id] = rs
+			}
+			reads := 0
+			api := &turningEC2{fakeEC2: e.ec2, after: func(f *fakeEC2, in *ec2.DescribeInstancesInput) {
+				if !byName(in) {
+					return
+				}
+				if reads++; reads == 1 && tc.then != nil {
+					f.mu.Lock()
+					f.readings = tc.then
+					f.mu.Unlock()
+				}
+			}}
+			out, err := e.handleWith(e.handlerOn(api, func() time.Time { return e.now }), sweepEvent(), 5*time.Second)
+			if (err != nil) != tc.failed {
+				t.Fatalf("sweep error %v, want error %v (outcome %+v)", err, tc.failed, out)
+			}
+			if reads < 2 {
+				t.Errorf("EC2 read by name %d times: want the reading, then again at the moment of acting", reads)
+			}
+			_, getErr := e.kube.StorageV1().VolumeAttachments().Get(context.Background(), "csi-b", metav1.GetOptions{})
+			if deleted := apierrors.IsNotFound(getErr); deleted != tc.deleted {
+				t.Fatalf("attachment deleted %v, want %v (sweep %+v)", deleted, tc.deleted, out.Sweep)
+			}
+			if listed := slices.Equal(out.Sweep.Orphans, []string{"csi-b"}); listed != tc.deleted {
+				t.Errorf("orphans %v: listed %v, want %v", out.Sweep.Orphans, listed, tc.deleted)
+			}
+			if !tc.deleted && !tc.failed && !slices.ContainsFunc(out.Sweep.Notes, func(n string) bool { return strings.Contains(n, "csi-b") && strings.Contains(n, "kept") }) {
+				t.Errorf("notes %q: want why csi-b was kept", out.Sweep.Notes)
+			}
+		})
+	}
+}
+
+// manyWaiting is n instances waiting in Terminating:Wait on the terminate
+// hook, each with a node and a pod a PDB holds.
+func manyWaiting(n int) (ids []string, objs []runtime.Object, group astypes.AutoScalingGroup) {
+	group = astypes.AutoScalingGroup{AutoScalingGroupName: aws.String(asgName)}
+	for k := range n {
+		id := fmt.Sprintf("i-%06x%011x", 0xa00000+k, k)
+		ids = append(ids, id)
+		objs = append(objs, newNode(id), pod(id, "apps", "held-"+id))
+		group.Instances = append(group.Instances, astypes.Instance{InstanceId: aws.String(id),
+			LifecycleState: astypes.LifecycleStateTerminatingWait, HealthStatus: aws.String("Healthy")})
+	}
+	return ids, objs, group
+}
+
+// TestSweepLeavesHooksQueuedPastTheBudget: a ninth hook queued behind
+// eight drains a PDB holds to the end of the budget is not started with
+// what remains — no lease claimed with an ended context, no drain, no
+// completion —: it is left for the next sweep, and the summary says so.
+func TestSweepLeavesHooksQueuedPastTheBudget(t *testing.T) {
+	ids, objs, group := manyWaiting(maxParallelInstances + 1)
+	e := newEnv(objs...)
+	for _, id := range ids {
+		e.ec2.readings[id] = []reading{{state: instance.StateRunning, tagged: true}}
+		e.blocked = append(e.blocked, "held-"+id)
+	}
+	waitingGroup(e.asg, ids[0])
+	e.asg.groups = []astypes.AutoScalingGroup{group}
+	last := ids[len(ids)-1]
+	// a clock that runs: the budget is spent by the time the ninth's turn comes
+	out, err := e.handleWith(e.handlerOn(e.ec2, time.Now), sweepEvent(), 3*time.Second)
+	if err != nil {
+		t.Fatalf("sweep: %v (%+v)", err, out.Sweep)
+	}
+	if slices.Contains(out.Sweep.Hooks, last) || slices.ContainsFunc(out.Sweep.Failed, func(f string) bool { return strings.HasPrefix(f, last) }) {
+		t.Errorf("hooks %v failed %v: %s was started past the budget", out.Sweep.Hooks, out.Sweep.Failed, last)
+	}
+	if !slices.ContainsFunc(out.Sweep.Notes, func(n string) bool {
+		return strings.HasPrefix(n, last) && strings.Contains(n, "left for the next sweep: budget spent")
+	}) {
+		t.Errorf("notes %q: want %s left for the next sweep", out.Sweep.Notes, last)
+	}
+	if _, err := e.kube.CoordinationV1().Leases("node-drainer").Get(context.Background(), lease.Name(last), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("lease of %s: %v, want none claimed", last, err)
+	}
+	for _, c := range e.asg.completed {
+		if aws.ToString(c.InstanceId) == last {
+			t.Errorf("the hook of %s was completed (%s)", last, aws.ToString(c.LifecycleActionResult))
+		}
+	}
+	if len(out.Sweep.Hooks) != maxParallelInstances {
+		t.Errorf("hooks handled %v: want the %d that started in time", out.Sweep.Hooks, maxParallelInstances)
+	}
+}
+
+// TestSweepStartsNoPathWithoutItsMinimum: with less left of the budget than
+// a path needs (sweepPathMinimum), nothing is started at all.
+func TestSweepStartsNoPathWithoutItsMinimum(t *testing.T) {
+	e := newEnv(newNode(idA), pod(idA, "apps", "web-1"))
+	e.ec2.readings[idA] = []reading{{state: instance.StateRunning, tagged: true}}
+	waitingGroup(e.asg, idA)
+	timeout := sweepPathFloor - 500*time.Millisecond
+	out, err := e.handle(t, sweepEvent(), timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Sweep.Hooks) != 0 || len(e.asg.completed) != 0 || !e.podExists("apps", "web-1") {
+		t.Errorf("hooks %v completed %v: want nothing started with %s of budget", out.Sweep.Hooks, e.asg.completed, timeout)
+	}
+	if w := e.writes(); len(w) != 0 {
+		t.Errorf("writes %v, want none", w)
+	}
+	if !slices.ContainsFunc(out.Sweep.Notes, func(n string) bool { return strings.HasPrefix(n, idA+": left for the next sweep: budget spent") }) {
+		t.Errorf("notes %q: want %s left for the next sweep", out.Sweep.Notes, idA)
 	}
 }

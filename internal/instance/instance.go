@@ -1,7 +1,7 @@
 // Package instance is the EC2 view of an instance: its state, private DNS name
 // and tags, read with DescribeInstances. It is the evidence the abrupt path
-// needs before forcing anything: only an instance EC2 reports stopped,
-// terminated or gone is treated as down.
+// needs before forcing anything: only an instance EC2 reports stopped (and
+// not hibernated), terminated or gone is treated as down.
 package instance
 
 import (
@@ -36,6 +36,18 @@ const (
 	StateTerminated   = State(types.InstanceStateNameTerminated)
 )
 
+// The state reason codes (DescribeInstances StateReason.Code) that tell a
+// hibernation from a plain stop.
+const (
+	// ReasonUserHibernate: hibernation was initiated on the instance
+	// (StopInstances with Hibernate).
+	ReasonUserHibernate = "Client.UserInitiatedHibernate"
+	// ReasonSpotShutdown: a Spot interruption stopped the instance — or
+	// hibernated it, when the instance is configured for hibernation (its
+	// interruption behaviour is then hibernate, and only that).
+	ReasonSpotShutdown = "Server.SpotInstanceShutdown"
+)
+
 // Instance is what EC2 says of one instance at one moment.
 type Instance struct {
 	ID             string
@@ -45,6 +57,13 @@ type Instance struct {
 	Zone           string
 	Tags           map[string]string
 	SeenAt         time.Time
+	// StateReason is the code of EC2's reason for the last state change
+	// ("" when EC2 gave none).
+	StateReason string
+	// Hibernated: the instance is stopping or stopped by a hibernation. Its
+	// memory — its processes, with the volumes they had mounted — comes back
+	// when it starts, so it is never down for forcing (see Down).
+	Hibernated bool
 }
 
 // HasTag reports whether the instance carries the tag key.
@@ -53,27 +72,54 @@ func (i Instance) HasTag(key string) bool {
 	return ok
 }
 
-// Down reports whether EC2 confirms the instance cannot be running workloads:
-// stopped, terminated, or unknown to EC2. The zero Instance (no reading) is
-// never down.
+// Down reports whether EC2 confirms the instance cannot be running workloads
+// now or later: stopped (not hibernated), terminated, or unknown to EC2. The
+// zero Instance (no reading) is never down. A hibernated instance is not
+// down: its processes resume with their RAM when it starts, and would write
+// to volumes a replacement was given meanwhile.
 func (i Instance) Down() bool {
-	if i.ID == "" || i.SeenAt.IsZero() {
+	if i.ID == "" || i.SeenAt.IsZero() || i.Hibernated {
 		return false
 	}
 	return !i.Found || i.State == StateStopped || i.State == StateTerminated
 }
 
-// GoingDown reports a transition that ends in Down.
+// GoingDown reports a transition that ends in Down: a hibernation does not.
 func (i Instance) GoingDown() bool {
-	return i.Found && (i.State == StateStopping || i.State == StateShuttingDown)
+	return i.Found && !i.Hibernated && (i.State == StateStopping || i.State == StateShuttingDown)
 }
 
-// String is the evidence line logged and recorded with destructive actions.
+// String is the evidence line logged and recorded with destructive actions
+// (and with their refusal).
 func (i Instance) String() string {
-	if !i.Found {
-		return fmt.Sprintf("EC2 reports no instance %s (as of %s)", i.ID, i.SeenAt.UTC().Format(time.RFC3339))
+	at := i.SeenAt.UTC().Format(time.RFC3339)
+	switch {
+	case !i.Found:
+		return fmt.Sprintf("EC2 reports no instance %s (as of %s)", i.ID, at)
+	case i.Hibernated:
+		return fmt.Sprintf("EC2 reports instance %s %s, hibernated (%s): its memory, processes and mounts resume when it starts (as of %s)",
+			i.ID, i.State, i.StateReason, at)
 	}
-	return fmt.Sprintf("EC2 reports instance %s %s (as of %s)", i.ID, i.State, i.SeenAt.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("EC2 reports instance %s %s (as of %s)", i.ID, i.State, at)
+}
+
+// hibernated says whether EC2's description is of a hibernation: an
+// instance stopping or stopped because hibernation was asked for, or because
+// a Spot interruption stopped an instance configured for hibernation (whose
+// interruption behaviour is then hibernate). EC2 does not say whether a
+// hibernation fell back to a plain stop: it counts as a hibernation.
+func hibernated(in types.Instance) bool {
+	if in.State == nil || (in.State.Name != types.InstanceStateNameStopping && in.State.Name != types.InstanceStateNameStopped) ||
+		in.StateReason == nil {
+		return false
+	}
+	switch deref(in.StateReason.Code) {
+	case ReasonUserHibernate:
+		return true
+	case ReasonSpotShutdown:
+		return in.HibernationOptions != nil && aws.ToBool(in.HibernationOptions.Configured)
+	}
+	return false
 }
 
 // Describe reads one instance. An instance EC2 does not know is returned with
@@ -104,6 +150,10 @@ func fromEC2(in types.Instance, now time.Time) Instance {
 	if in.State != nil {
 		i.State = State(in.State.Name)
 	}
+	if in.StateReason != nil {
+		i.StateReason = deref(in.StateReason.Code)
+	}
+	i.Hibernated = hibernated(in)
 	i.PrivateDNSName = deref(in.PrivateDnsName)
 	if in.Placement != nil {
 		i.Zone = deref(in.Placement.AvailabilityZone)

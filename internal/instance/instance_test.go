@@ -261,3 +261,82 @@ func TestListFailsWhole(t *testing.T) {
 		t.Fatalf("List = %v, %v; want the second call's error", got, err)
 	}
 }
+
+// hibernating is ec2Instance in state, with EC2's state reason code and, when
+// configured, hibernation enabled at launch.
+func hibernating(state types.InstanceStateName, reason string, configured bool) types.Instance {
+	in := ec2Instance(id, state)
+	if reason != "" {
+		in.StateReason = &types.StateReason{Code: aws.String(reason), Message: aws.String(reason + ": from EC2")}
+	}
+	if configured {
+		in.HibernationOptions = &types.HibernationOptions{Configured: aws.Bool(true)}
+	}
+	in.InstanceLifecycle = types.InstanceLifecycleTypeSpot
+	return in
+}
+
+// TestHibernatedIsNotDown: an instance stopped by a hibernation resumes with
+// its memory — its processes and the volumes they had mounted — so it is not
+// down for forcing, nor going down, and its evidence line says why; a plain
+// stop, a terminated instance and a running one keep their usual reading.
+func TestHibernatedIsNotDown(t *testing.T) {
+	stopped, stopping := types.InstanceStateNameStopped, types.InstanceStateNameStopping
+	for _, tc := range []struct {
+		name                  string
+		in                    types.Instance
+		hibernated, down, gng bool
+	}{
+		{"hibernated by the user", hibernating(stopped, ReasonUserHibernate, true), true, false, false},
+		{"hibernating by the user", hibernating(stopping, ReasonUserHibernate, true), true, false, false},
+		{"hibernated by a spot interruption", hibernating(stopped, ReasonSpotShutdown, true), true, false, false},
+		{"hibernating by a spot interruption", hibernating(stopping, ReasonSpotShutdown, true), true, false, false},
+		{"stopped by a spot interruption, hibernation not configured", hibernating(stopped, ReasonSpotShutdown, false), false, true, false},
+		{"stopped by the user, hibernation configured", hibernating(stopped, "Client.UserInitiatedShutdown", true), false, true, false},
+		{"stopping by the user", hibernating(stopping, "Client.UserInitiatedShutdown", true), false, false, true},
+		{"stopped, no reason given", hibernating(stopped, "", true), false, true, false},
+		{"running again after a hibernation (stale reason)", hibernating(types.InstanceStateNameRunning, ReasonUserHibernate, true), false, false, false},
+		{"terminated", hibernating(types.InstanceStateNameTerminated, "Client.UserInitiatedShutdown", true), false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeEC2{steps: []step{described(tc.in)}}
+			i, err := Describe(context.Background(), f, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i.Hibernated != tc.hibernated || i.Down() != tc.down || i.GoingDown() != tc.gng {
+				t.Errorf("%+v: Hibernated=%v Down()=%v GoingDown()=%v, want %v %v %v",
+					i, i.Hibernated, i.Down(), i.GoingDown(), tc.hibernated, tc.down, tc.gng)
+			}
+			if tc.in.StateReason != nil && i.StateReason != aws.ToString(tc.in.StateReason.Code) {
+				t.Errorf("StateReason %q, want %q", i.StateReason, aws.ToString(tc.in.StateReason.Code))
+			}
+			if got := strings.Contains(i.String(), "hibernated"); got != tc.hibernated {
+				t.Errorf("String() = %q: says hibernated %v, want %v", i.String(), got, tc.hibernated)
+			}
+		})
+	}
+}
+
+// TestListReadsHibernation: the sweep's batched reading tells a hibernated
+// instance apart too.
+func TestListReadsHibernation(t *testing.T) {
+	f := &fakeEC2{steps: []step{described(hibernating(types.InstanceStateNameStopped, ReasonUserHibernate, true))}}
+	got, err := List(context.Background(), f, "instance-id", []string{id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := got[id]; !i.Hibernated || i.Down() {
+		t.Errorf("%+v: want hibernated, not down", i)
+	}
+}
+
+// TestWaitDownEndsOnHibernation: a hibernation is not waited out as if it
+// ended in down: the wait returns at once with the hibernating reading.
+func TestWaitDownEndsOnHibernation(t *testing.T) {
+	f := &fakeEC2{steps: []step{described(hibernating(types.InstanceStateNameStopping, ReasonUserHibernate, true))}}
+	i, err := WaitDown(context.Background(), f, id, 5*time.Millisecond, 5*time.Second)
+	if err != nil || !i.Hibernated || i.Down() || len(f.calls) != 1 {
+		t.Errorf("WaitDown = %+v, %v after %d calls: want the hibernating reading at once, not down", i, err, len(f.calls))
+	}
+}

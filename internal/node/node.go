@@ -44,6 +44,13 @@ var ErrNotFound = errors.New("node not found")
 
 // Find returns the node of an instance: by name (EKS names nodes after the
 // private DNS name), else by spec.providerID (aws:///<az>/<instance-id>).
+//
+// The providerID search lists nodes from the apiserver's watch cache
+// (resourceVersion "0": cheap, but it may lag behind etcd). A node found
+// there is the instance's; a node not found there is not yet proven absent —
+// a lagging cache does not have a node registered a moment ago — so the
+// list is made again as a consistent read (resourceVersion "", from etcd's
+// quorum) before ErrNotFound is returned.
 func Find(ctx context.Context, c kubernetes.Interface, privateDNS, instanceID string) (*corev1.Node, error) {
 	if privateDNS != "" {
 		var n *corev1.Node
@@ -58,9 +65,21 @@ func Find(ctx context.Context, c kubernetes.Interface, privateDNS, instanceID st
 			return nil, fmt.Errorf("getting node %s: %w", privateDNS, err)
 		}
 	}
+	for _, rv := range []string{"0", ""} { // the watch cache, then a consistent read
+		n, err := byProviderID(ctx, c, instanceID, rv)
+		if n != nil || err != nil {
+			return n, err
+		}
+	}
+	return nil, fmt.Errorf("%w: no node named %q or with provider id of %s", ErrNotFound, privateDNS, instanceID)
+}
+
+// byProviderID lists the nodes at resourceVersion rv and returns the one of
+// the instance (nil: none in that list).
+func byProviderID(ctx context.Context, c kubernetes.Interface, instanceID, rv string) (*corev1.Node, error) {
 	var list *corev1.NodeList
 	err := cluster.Retry(ctx, func() (err error) {
-		list, err = c.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		list, err = c.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: rv})
 		return err
 	})
 	if err != nil {
@@ -71,7 +90,7 @@ func Find(ctx context.Context, c kubernetes.Interface, privateDNS, instanceID st
 			return &list.Items[i], nil
 		}
 	}
-	return nil, fmt.Errorf("%w: no node named %q or with provider id of %s", ErrNotFound, privateDNS, instanceID)
+	return nil, nil
 }
 
 // WaitReady waits until the instance's node (named privateDNS, or with the

@@ -145,6 +145,62 @@ func TestFind(t *testing.T) {
 	}
 }
 
+// TestFindConfirmsAbsenceWithAConsistentRead: the list by providerID is
+// served from the apiserver's watch cache (resourceVersion "0"), which may
+// lag; a node it does not have is looked for again with a consistent read
+// before ErrNotFound, and a node it has is used at once (one list only).
+func TestFindConfirmsAbsenceWithAConsistentRead(t *testing.T) {
+	pid := "aws:///us-east-1a/" + instID
+	for _, tc := range []struct {
+		name    string
+		nodes   []runtime.Object
+		lagging bool // the watch cache does not have the nodes yet
+		failRV  string
+		want    string // node name; "" means ErrNotFound; "error" an error that is not
+		lists   []string
+	}{
+		{"the cache lags: found by the consistent read", []runtime.Object{newNode("worker-1", pid)}, true, "-", "worker-1", []string{"0", ""}},
+		{"found in the cache: no second list", []runtime.Object{newNode("worker-1", pid)}, false, "-", "worker-1", []string{"0"}},
+		{"absent from both: not found", []runtime.Object{newNode("worker-2", "aws:///us-east-1a/i-0fedcba9876543210")}, false, "-", "", []string{"0", ""}},
+		{"the consistent read fails: an error, not absence", []runtime.Object{newNode("worker-1", pid)}, true, "", "error", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientset(tc.nodes...)
+			var lists []string
+			c.PrependReactor("list", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				rv := a.(k8stesting.ListActionImpl).ListOptions.ResourceVersion
+				lists = append(lists, rv)
+				switch {
+				case rv == tc.failRV:
+					return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("denied"))
+				case rv == "0" && tc.lagging:
+					return true, &corev1.NodeList{}, nil
+				}
+				return false, nil, nil
+			})
+			n, err := Find(context.Background(), c, nodeName, instID)
+			switch tc.want {
+			case "error":
+				if err == nil || errors.Is(err, ErrNotFound) {
+					t.Fatalf("Find = %v, %v: want an error that is not ErrNotFound", n, err)
+				}
+				return
+			case "":
+				if !errors.Is(err, ErrNotFound) {
+					t.Fatalf("Find = %v, %v: want ErrNotFound", n, err)
+				}
+			default:
+				if err != nil || n.Name != tc.want {
+					t.Fatalf("Find = %v, %v: want %s", n, err, tc.want)
+				}
+			}
+			if strings.Join(lists, ",") != strings.Join(tc.lists, ",") {
+				t.Errorf("lists at resourceVersions %q, want %q", lists, tc.lists)
+			}
+		})
+	}
+}
+
 func TestFindListError(t *testing.T) {
 	c := fake.NewClientset()
 	c.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {

@@ -306,12 +306,22 @@ type Zombie struct {
 	Why     string
 }
 
+// Orphan is a VolumeAttachment to a node the cluster does not have, whose
+// instance EC2 reported terminated or did not know at the reading.
+type Orphan struct {
+	Attachment storagev1.VolumeAttachment
+	// Instances are the ids of the instances EC2 listed under the node's
+	// name at the reading (all terminated); none when EC2 knew no instance
+	// of that name.
+	Instances []string
+}
+
 // Plan is what the sweep does.
 type Plan struct {
 	Hooks   []Hook
 	Dead    []string // instance ids of nodes to release (abrupt path)
 	Unmark  []string // instance ids of nodes with marks to lift (recover path)
-	Orphans []storagev1.VolumeAttachment
+	Orphans []Orphan
 	Zombies []Zombie
 	Leases  []coordinationv1.Lease // to delete
 	// Held are instances left alone because an invocation holds their lease.
@@ -390,6 +400,9 @@ func (r *Readings) Plan(cfg Config) Plan {
 			if r.PodsOn[n.Name] > 0 || attached[n.Name] {
 				p.Dead = append(p.Dead, id)
 			}
+		case i.Hibernated:
+			// its processes resume with their RAM: nothing is forced
+			p.Notes = append(p.Notes, fmt.Sprintf("node %s left as it is: %s", n.Name, i))
 		case i.Found && i.State == instance.StateRunning:
 			_, down := marks.Causes[node.CauseOutOfService]
 			if mine && (down ||
@@ -429,7 +442,11 @@ func (r *Readings) Plan(cfg Config) Plan {
 			p.Notes = append(p.Notes, fmt.Sprintf("attachment %s to missing node %s kept: %s", va.Name, va.Spec.NodeName, why))
 			continue
 		}
-		p.Orphans = append(p.Orphans, va)
+		o := Orphan{Attachment: va}
+		for _, i := range r.ByDNSName[va.Spec.NodeName] {
+			o.Instances = append(o.Instances, i.ID)
+		}
+		p.Orphans = append(p.Orphans, o)
 	}
 	nodeIDs := map[string]bool{}
 	for _, n := range r.Nodes {
@@ -507,6 +524,52 @@ func shareOf(share float64, size int) int {
 // ec2DNSName matches the names EC2 gives instances (ip-name and
 // resource-name), the only node names EC2 can be asked about.
 var ec2DNSName = regexp.MustCompile(`^(ip-[0-9-]+|i-[0-9a-f]+)\.`)
+
+// resourceName matches a node named after its instance's id (EC2's
+// resource-based names, i-0123….ec2.internal): the id is in the name.
+var resourceName = regexp.MustCompile(`^(i-[0-9a-f]+)\.`)
+
+// ReadAgain reads EC2 again at the moment of acting on the orphan (the
+// reading is up to a whole sweep old): every instance that has the node's
+// name now (one filtered call), and by id those the reading saw under that
+// name and the one a resource-based name carries. The attachment is still
+// an orphan only when every one of them is down — terminated, stopped (not
+// hibernated) or unknown to EC2 —, and not when one is pending, running,
+// stopping, shutting down or hibernated: evidence says what was read. An
+// error means EC2 could not be read, and nothing may be done now.
+func (o Orphan) ReadAgain(ctx context.Context, api instance.EC2API) (orphaned bool, evidence string, err error) {
+	name := o.Attachment.Spec.NodeName
+	named, err := instance.List(ctx, api, "private-dns-name", []string{name})
+	if err != nil {
+		return false, "", err
+	}
+	ids := slices.Clone(o.Instances)
+	if m := resourceName.FindStringSubmatch(name); m != nil {
+		ids = append(ids, m[1])
+	}
+	for _, id := range ids {
+		if _, ok := named[id]; ok {
+			continue
+		}
+		i, err := instance.Describe(ctx, api, id)
+		if err != nil {
+			return false, "", err
+		}
+		named[id] = i
+	}
+	if len(named) == 0 {
+		return true, fmt.Sprintf("EC2 lists no instance named %s (as of %s)", name, time.Now().UTC().Format(time.RFC3339)), nil
+	}
+	var seen []string
+	for _, id := range slices.Sorted(maps.Keys(named)) {
+		i := named[id]
+		if !i.Down() {
+			return false, i.String(), nil
+		}
+		seen = append(seen, i.String())
+	}
+	return true, strings.Join(seen, "; "), nil
+}
 
 // orphanEvidence says why an attachment to a node the cluster does not have
 // must be kept ("" when EC2 confirms the instance terminated or gone).

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -202,10 +203,28 @@ func TestPlan(t *testing.T) {
 			want: func(t *testing.T, p Plan) {
 				var got []string
 				for _, o := range p.Orphans {
-					got = append(got, o.Name)
+					got = append(got, o.Attachment.Name)
 				}
 				if !slices.Equal(got, []string{"a", "c"}) || len(p.Notes) != 2 {
 					t.Errorf("orphans %v notes %v: want a and c; b (instance running) and d (not an EC2 name) kept, with notes", got, p.Notes)
+				}
+			},
+		},
+		"a hibernated instance's node is left as it is, with a note": {
+			r: Readings{Nodes: []corev1.Node{nodeOf("i-1", false, now.Add(-time.Hour))},
+				Attachments: []storagev1.VolumeAttachment{va("a", "ip-10-0-0-1.ec2.internal")},
+				Instances: map[string]instance.Instance{"i-1": func() instance.Instance {
+					i := inState("i-1", instance.StateStopped)
+					i.StateReason, i.Hibernated = instance.ReasonUserHibernate, true
+					return i
+				}()},
+				PodsOn: map[string]int{"ip-10-0-0-1.ec2.internal": 1}},
+			want: func(t *testing.T, p Plan) {
+				if len(p.Dead) != 0 || len(p.Orphans) != 0 || len(p.Zombies) != 0 {
+					t.Errorf("plan %+v: a hibernated instance resumes with its RAM: nothing may be forced", p)
+				}
+				if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "hibernated") {
+					t.Errorf("notes %q: want one saying the node is hibernated", p.Notes)
 				}
 			},
 		},
@@ -277,6 +296,44 @@ func TestPlan(t *testing.T) {
 			}
 			tc.r.Now = now
 			tc.want(t, tc.r.Plan(c))
+		})
+	}
+}
+
+// TestOrphanReadAgain: at the moment of acting, EC2 is read again for the
+// orphan's instances (those seen under its name, and the one its name
+// carries): any that could run keeps the attachment; unreadable is an error.
+func TestOrphanReadAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		o        Orphan
+		states   map[string]instance.State
+		err      error
+		orphaned bool
+		evidence string
+	}{
+		{"still terminated", Orphan{Attachment: va("a", "ip-10-9-9-1.ec2.internal"), Instances: []string{"i-1"}},
+			map[string]instance.State{"i-1": instance.StateTerminated}, nil, true, "i-1 terminated"},
+		{"unknown to EC2 all along", Orphan{Attachment: va("a", "ip-10-9-9-1.ec2.internal")}, nil, nil, true, "no instance named"},
+		{"forgotten by EC2 since", Orphan{Attachment: va("a", "ip-10-9-9-1.ec2.internal"), Instances: []string{"i-1"}}, nil, nil, true, "no instance i-1"},
+		{"started again", Orphan{Attachment: va("a", "ip-10-9-9-1.ec2.internal"), Instances: []string{"i-1"}},
+			map[string]instance.State{"i-1": instance.StateRunning}, nil, false, "i-1 running"},
+		{"a resource name's instance is stopping", Orphan{Attachment: va("a", "i-0abc.ec2.internal")},
+			map[string]instance.State{"i-0abc": instance.StateStopping}, nil, false, "i-0abc stopping"},
+		{"unreadable", Orphan{Attachment: va("a", "ip-10-9-9-1.ec2.internal"), Instances: []string{"i-1"}}, nil, errors.New("throttled"), false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &ec2Calls{states: tc.states, err: tc.err}
+			orphaned, evidence, err := tc.o.ReadAgain(context.Background(), f)
+			if (err != nil) != (tc.err != nil) {
+				t.Fatalf("ReadAgain error %v, want %v", err, tc.err)
+			}
+			if orphaned != tc.orphaned || !strings.Contains(evidence, tc.evidence) {
+				t.Errorf("ReadAgain = %v, %q: want %v, evidence with %q", orphaned, evidence, tc.orphaned, tc.evidence)
+			}
+			if len(f.calls) == 0 {
+				t.Error("EC2 was not read again")
+			}
 		})
 	}
 }
