@@ -49,8 +49,8 @@ type ASGAPI interface {
 
 // Config is what the sweep needs of the function's configuration.
 type Config struct {
-	ClusterTagKey  string
-	ASGNames       []string // empty: the groups carrying ClusterTagKey
+	ClusterTagKey string
+	ASGNames      []string // empty: the groups carrying ClusterTagKey
 	// HookNames are the lifecycle hooks that are ours (config's
 	// OwnedHooks): only their actions are taken; another tool's hook on
 	// the same group is left alone (rule 14). None: no hook is taken.
