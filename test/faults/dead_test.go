@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -256,8 +258,9 @@ func (x *X) nodeEvent(name string, reason node.Reason) bool {
 // orphanInstanceBack: a VolumeAttachment names a node the cluster no longer
 // has; EC2, at the sweep's reading (DescribeInstances by that private DNS
 // name), reports the instance terminated — an orphan by the sweep's rule.
-// Right after that reading, EC2 reports it running (the emulator starts the
-// instance again: what matters is that EC2's answer changed between the
+// Once that reading is answered, and before the function's next call
+// (apiserver or AWS) goes on, EC2 reports it running (the emulator starts
+// the instance again: what matters is that EC2's answer changed between the
 // sweep's reading and its delete). Rule 11: the delete reads EC2 again and
 // keeps the attachment of an instance that runs.
 func orphanInstanceBack(x *X) {
@@ -265,37 +268,54 @@ func orphanInstanceBack(x *X) {
 	x.scene(sceneOpts{nodes: 1, clusterTag: tag, noNode: map[int]bool{0: true}})
 	va := x.orphanAttachment(x.target.PrivateDNSName)
 	x.must(env.SetInstanceState(x.ctx, x.target.ID, "terminated"))
-	var back atomic.Bool
-	aws, awsEnv := x.awsProxy(fp.Options{Rules: []fp.Rule{{Name: "instance back after the reading", Body: "private-dns-name", Fault: fp.Pass, Times: 1,
-		Then: func(*http.Request, []byte, int) {
+	// the instance runs again once the reading has been answered, and
+	// before the function's next call of any kind (apiserver or AWS) goes
+	// on: whatever the delete reads next sees it running
+	var (
+		read, back atomic.Bool
+		once       sync.Once
+	)
+	start := func() {
+		once.Do(func() {
 			if err := env.SetInstanceState(context.Background(), x.target.ID, "running"); err != nil {
 				x.t.Logf("starting %s again: %v", x.target.ID, err)
 				return
 			}
 			back.Store(true)
-		}}}})
-	rt := x.function(60*time.Second, append(awsEnv, "CLUSTER_TAG_KEY="+tag, "ASG_NAMES="+x.asg)...)
+		})
+	}
+	next := func(*http.Request, []byte) {
+		if read.Load() {
+			start()
+		}
+	}
+	aws, awsEnv := x.awsProxy(fp.Options{Rules: []fp.Rule{
+		{Name: "the sweep's reading by DNS name", Body: "private-dns-name", Fault: fp.Pass, Times: 1,
+			Before: func(*http.Request, []byte) { read.Store(true) },
+			Then:   func(*http.Request, []byte, int) { start() }},
+		{Name: "instance back before the next AWS call", Fault: fp.Pass, Before: next},
+	}})
+	_, apiEnv := x.apiProxy(fp.Options{Rules: []fp.Rule{{Name: "instance back before the next apiserver call", Fault: fp.Pass, Before: next}}})
+	rt := x.function(60*time.Second, append(awsEnv, apiEnv, "CLUSTER_TAG_KEY="+tag, "ASG_NAMES="+x.asg)...)
 	payload, err := harness.EventFile("sweep.json", nil)
 	x.must(err)
 	out, err := x.invoke(rt, payload)
 	x.t.Logf("sweep: %v %+v", err, out.Sweep)
+	_ = wait.PollUntilContextTimeout(x.ctx, 100*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) { return back.Load(), nil })
 	if !x.expect(back.Load(), "the sweep never read EC2 by the attachment's node name (%d AWS calls): the scene proves nothing", len(aws.Requests())) {
 		return
 	}
 	cur, err := env.Client.StorageV1().VolumeAttachments().Get(x.ctx, va.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err) || err == nil && cur.DeletionTimestamp != nil:
-		x.violate("attachment %s deleted though EC2 reported its instance %s running at the moment of deleting (acted on the sweep's reading)", va.Name, x.target.ID)
-	case err != nil:
+	if err != nil && !apierrors.IsNotFound(err) {
 		x.must(err)
 	}
-	if out.Sweep != nil {
-		for _, o := range out.Sweep.Orphans {
-			if o == va.Name {
-				// not a breach, a false record: Orphans lists the attachments deleted
-				x.expect(false, "the sweep's summary lists attachment %s among the orphans deleted, though it was kept", o)
-			}
-		}
+	if apierrors.IsNotFound(err) || cur.DeletionTimestamp != nil {
+		x.violate("attachment %s deleted though EC2 reported its instance %s running at the moment of deleting (acted on the sweep's reading)", va.Name, x.target.ID)
+		return
+	}
+	if out.Sweep != nil && slices.Contains(out.Sweep.Orphans, va.Name) {
+		// not a breach, a false record: Orphans lists the attachments deleted
+		x.expect(false, "the sweep's summary lists attachment %s among the orphans deleted, though it was kept", va.Name)
 	}
 }
 
