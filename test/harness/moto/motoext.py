@@ -24,6 +24,19 @@ the metric-alarm operations: PutMetricAlarm, DescribeAlarms, DeleteAlarms,
 ListTagsForResource, TagResource, UntagResource, on moto's own CloudWatch
 backend (the query protocol still reaches moto). Composite alarms are not served.
 
+And it gives EC2 hibernation, which moto 5.2.1 ignores (StopInstances with
+Hibernate=true stops the instance as a plain stop, with the shutdown's state
+reason): an instance launched from a launch template whose HibernationOptions
+say Configured (moto drops them at launch) keeps them, and DescribeInstances
+shows HibernationOptions.Configured=true for it; StopInstances with
+Hibernate=true is refused for any other instance
+(UnsupportedHibernationConfiguration, as EC2 does) and, for one configured,
+leaves it `stopped` with the state reason EC2 gives a hibernated stop:
+StateReason {Code: Client.UserInitiatedHibernate, Message:
+"Client.UserInitiatedHibernate: User initiated hibernate"} and the
+StateTransitionReason "User initiated (<time>)". StartInstances clears them as
+for any start.
+
 Extra HTTP endpoints, beside moto's own:
   POST /node-drainer/lifecycle-actions  JSON {asg, hook, instanceId, token, transition}
                                         (the instance then waits in Terminating:Wait or
@@ -214,6 +227,61 @@ def test_event_pattern(self):
     return json.dumps({"Result": bool(pattern.matches_event(event))})
 
 
+# ---- EC2 hibernation ------------------------------------------------------------
+
+HIBERNATE_REASON_CODE = "Client.UserInitiatedHibernate"
+
+
+def _configured(options):
+    """Whether HibernationOptions (API shape, as parsed) say Configured."""
+    if not options:
+        return False
+    value = options.get("Configured") if isinstance(options, dict) else None
+    return value is True or str(value).lower() == "true"
+
+
+def _install_hibernation():
+    from moto.ec2.exceptions import EC2ClientError
+    from moto.ec2.models.instances import InstanceBackend, StateReason
+    from moto.ec2.responses.instances import InstanceResponse
+    from moto.core.utils import utcnow
+
+    moto_run = InstanceBackend.run_instances
+
+    def run_instances(self, image_id, count, user_data, security_group_names, **kwargs):
+        # moto reads a few fields of the launch template; HibernationOptions
+        # is not one of them
+        if kwargs.get("launch_template") and not _configured(kwargs.get("hibernation_options")):
+            tmpl = self._get_template_from_args(kwargs["launch_template"]).data
+            if _configured(tmpl.get("HibernationOptions")):
+                kwargs["hibernation_options"] = {"Configured": True}
+        return moto_run(self, image_id, count, user_data, security_group_names, **kwargs)
+
+    moto_stop = InstanceResponse.stop_instances
+
+    def stop_instances(self):
+        hibernate = str(self._get_param("Hibernate", False)).lower() == "true"
+        instances = []
+        if hibernate:
+            instances = self.ec2_backend.get_multi_instances_by_id(self._get_param("InstanceIds", []))
+            for inst in instances:
+                if not _configured(inst.hibernation_options):
+                    raise EC2ClientError(
+                        "UnsupportedHibernationConfiguration",
+                        f"The instance '{inst.id}' is not configured for hibernation.",
+                    )
+        result = moto_stop(self)
+        for inst in instances:
+            inst._reason = f"User initiated ({utcnow().strftime('%Y-%m-%d %H:%M:%S UTC')})"
+            inst.state_reason = StateReason(
+                HIBERNATE_REASON_CODE + ": User initiated hibernate", HIBERNATE_REASON_CODE)
+        return result
+
+    InstanceBackend.run_instances = run_instances
+    InstanceResponse.stop_instances = stop_instances
+
+
+_install_hibernation()
 EventsHandler.test_event_pattern = test_event_pattern
 AutoScalingResponse.complete_lifecycle_action = complete_lifecycle_action
 AutoScalingResponse.record_lifecycle_action_heartbeat = record_lifecycle_action_heartbeat
