@@ -31,6 +31,7 @@ func refusalScenarios() []scenario {
 		{"admission-422-eviction", admission422Eviction},
 		{"admission-403-eviction", admission403Eviction},
 		{"webhook-500-eviction", webhook500Eviction},
+		{"eviction-timeout", evictionTimeout},
 		// 15: done means read again
 		{"late-bound-pod", lateBoundPod},
 		// 16: the hand-over is part of the budget
@@ -114,9 +115,10 @@ func (x *X) refuseEviction(pod string, reason metav1.StatusReason, code int32) (
 // refuseEvictionWebhook installs a ValidatingWebhookConfiguration on
 // pods/eviction CREATE, failurePolicy Fail, for pod's eviction in the scene's
 // namespace only (namespaceSelector and a matchCondition on its name), whose
-// endpoint is a loopback port that accepts connections and closes them at
-// once (a webhook that is down): the apiserver answers 500 (failed calling
-// webhook). It returns what lifts it (also run at cleanup).
+// endpoint is a loopback port of the test's own that is down: it accepts
+// connections and closes them at once (no other process can take the port
+// meanwhile), so the apiserver answers 500 (failed calling webhook: EOF).
+// It returns what lifts it (also run at cleanup).
 func (x *X) refuseEvictionWebhook(pod string) (lift func()) {
 	x.t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -259,9 +261,7 @@ func admission422Eviction(x *X) {
 	x.invocationsAtMost(rt, 6)
 	refused, _ := evictionAnswers(api, pod.Name, time.Time{})
 	x.expect(refused[http.StatusUnprocessableEntity] > 0, "no eviction of %s was refused with 422 (%v): the scene proves nothing", pod.Name, refused)
-	if n := accepted(refused); n > 0 {
-		x.violate("pod %s, whose eviction admission refused, was evicted %d times", pod.Name, n)
-	}
+	x.expect(accepted(refused) == 0, "pod %s was evicted though admission refused it (%v): the scene proves nothing", pod.Name, refused)
 	if t := x.touched([]corev1.Pod{pod}); len(t) > 0 {
 		x.violate("the refused pod was deleted: %v", t)
 	}
@@ -273,10 +273,10 @@ func admission422Eviction(x *X) {
 // eviction is retried until it goes through; the hook is completed once,
 // with CONTINUE, after the drain, never while the refusal stood; one
 // invocation (three at most).
-func liftedRefusal(x *X, code int, refuse func(pod string) (lift func())) {
+func liftedRefusal(x *X, code int, refuse func(pod string, api *fp.Proxy) (lift func())) {
 	pod := x.refusedPod()
-	lift := refuse(pod.Name)
 	api, apiEnv := x.apiProxy(fp.Options{})
+	lift := refuse(pod.Name, api)
 	rt := x.refusalFunction(apiEnv)
 	x.observe(nil)
 	x.hookAfterDrain = true
@@ -306,15 +306,41 @@ func liftedRefusal(x *X, code int, refuse func(pod string) (lift func())) {
 	}
 	before, after := evictionAnswers(api, pod.Name, lifted)
 	x.t.Logf("evictions of %s: before the lift %v, after %v", pod.Name, before, after)
-	x.expect(before[code] > 0, "no eviction of %s was refused with %d (%v): the scene proves nothing", pod.Name, code, before)
+	if code != 0 {
+		x.expect(before[code] > 0, "no eviction of %s was refused with %d (%v): the scene proves nothing", pod.Name, code, before)
+	} else {
+		x.expect(len(evictions(api)[pod.Name]) > 0, "no eviction of %s was tried: the scene proves nothing", pod.Name)
+	}
+	x.expect(accepted(before) == 0, "pod %s was evicted while its eviction was to be refused (%v): the scene proves nothing", pod.Name, before)
 	x.expect(accepted(after) > 0, "pod %s was not evicted once its refusal was lifted (%v)", pod.Name, after)
 	x.invocationsAtMost(rt, 3)
+	x.noEarlyHandOver(rt, 60*time.Second, 10*time.Second)
+}
+
+// noEarlyHandOver: rule 13, no hand-over without having waited its share:
+// every invocation but the last ran to its budget (timeout less margin), 5 s
+// of slack, before it handed over.
+func (x *X) noEarlyHandOver(rt *lambdart.Runtime, timeout, margin time.Duration) {
+	invs := rt.Invocations()
+	var early []string
+	for i, in := range invs {
+		if i == len(invs)-1 || !in.Done() {
+			break
+		}
+		if ran := in.End.Sub(in.Start); ran < timeout-margin-5*time.Second {
+			early = append(early, fmt.Sprintf("#%d after %.1fs", i+1, ran.Seconds()))
+		}
+	}
+	if len(early) > 3 {
+		early = append(early[:3], "...")
+	}
+	x.expect(len(early) == 0, "invocations handed over before their budget (%s less %s): %s", timeout, margin, strings.Join(early, ", "))
 }
 
 // admission403Eviction: the policy's reason is Forbidden (403); it is
 // removed after 40 s.
 func admission403Eviction(x *X) {
-	liftedRefusal(x, http.StatusForbidden, func(pod string) func() {
+	liftedRefusal(x, http.StatusForbidden, func(pod string, _ *fp.Proxy) func() {
 		return x.refuseEviction(pod, metav1.StatusReasonForbidden, http.StatusForbidden)
 	})
 }
@@ -323,7 +349,27 @@ func admission403Eviction(x *X) {
 // Fail) makes the apiserver answer 500 to one pod's eviction; it is removed
 // after 40 s.
 func webhook500Eviction(x *X) {
-	liftedRefusal(x, http.StatusInternalServerError, x.refuseEvictionWebhook)
+	liftedRefusal(x, http.StatusInternalServerError, func(pod string, _ *fp.Proxy) func() { return x.refuseEvictionWebhook(pod) })
+}
+
+// evictionTimeout: one pod's eviction requests get no answer (held by the
+// apiserver proxy, as a hung webhook or apiserver would) until the client
+// gives up, for the first 40 s: each times out on the function's side (its
+// 30 s per-request limit). Rule 13 as for a refusal (and 16: a timeout is
+// not a verdict): the eviction is tried again, no invocation hands over
+// before its budget, and the hook is completed with CONTINUE once the pod
+// is evicted.
+func evictionTimeout(x *X) {
+	liftedRefusal(x, 0, func(pod string, api *fp.Proxy) func() {
+		hole := api.Add(fp.Rule{Name: "eviction blackhole", Method: "POST", Path: regexp.MustCompile(`/pods/` + regexp.QuoteMeta(pod) + `/eviction$`), Fault: fp.Pass,
+			Before: func(r *http.Request, _ []byte) {
+				select {
+				case <-r.Context().Done(): // the client gave up: forwarded cancelled, never applied
+				case <-time.After(3 * time.Minute):
+				}
+			}})
+		return hole.End // requests held at the lift stay held: the next ones pass
+	})
 }
 
 // ---- 15: done means read again ----
