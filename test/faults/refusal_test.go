@@ -539,6 +539,9 @@ func leaseTimeoutNoLeaseAction(x *X) {
 	close(released)
 	x.t.Logf("first invocation (leases blackholed, %d requests held): %v", hole.Hits(), err)
 	invs := rt.Invocations()
+	if len(invs) == 0 {
+		x.t.Fatalf("setup: no invocation recorded")
+	}
 	first := invs[0]
 	x.expect(hole.Hits() > 0, "no Lease request was held: the scene proves nothing")
 	x.expect(!x.logged("acting without a lease"), "the function acted without a lease after a timeout (logged \"acting without a lease\")")
