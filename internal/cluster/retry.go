@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,11 +14,22 @@ import (
 )
 
 // Retriable reports Kubernetes API errors that a retry may cure: conflicts,
-// throttling, server timeouts and 5xx, lost connections, and 401 (the
+// throttling, server timeouts and 5xx, lost connections, requests that
+// timed out on their own, and 401 (the
 // cached token source resets its token on a 401, so the retry carries a
 // fresh one). Everything else (403, 404, validation) is final.
 func Retriable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil {
+		return false
+	}
+	// a request that timed out on its own (the client's per-request
+	// timeout) is retried like a lost connection; callers stop when their
+	// own context has ended
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) && urlErr.Timeout() {
+		return true
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	if apierrors.IsConflict(err) || apierrors.IsUnauthorized(err) || apierrors.IsTooManyRequests(err) ||

@@ -3,7 +3,9 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net/url"
 	"testing"
 	"time"
 
@@ -134,3 +136,24 @@ func TestRetryObserver(t *testing.T) {
 	}
 	ObserveRetry(context.Background(), apierrors.NewTooManyRequests("x", 0)) // no observer: no panic
 }
+
+// A request that timed out on its own (the client's per-request timeout)
+// is retried; the caller's context ending is not.
+func TestRetriableRequestTimeout(t *testing.T) {
+	// as net/http reports it: a timeout error that is also DeadlineExceeded
+	own := &url.Error{Op: "Post", URL: "https://api/eviction", Err: clientTimeout{}}
+	if !Retriable(own) {
+		t.Errorf("a request's own timeout is not retriable: %v", own)
+	}
+	if Retriable(context.DeadlineExceeded) || Retriable(fmt.Errorf("listing: %w", context.Canceled)) {
+		t.Errorf("the caller's context ending is retriable")
+	}
+}
+
+type clientTimeout struct{}
+
+func (clientTimeout) Error() string {
+	return "context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
+}
+func (clientTimeout) Timeout() bool        { return true }
+func (clientTimeout) Is(target error) bool { return target == context.DeadlineExceeded }

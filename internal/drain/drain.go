@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	kubectl "k8s.io/kubectl/pkg/drain"
@@ -86,7 +88,19 @@ var (
 	// ErrTimeout: the drain's context ended before the pod was gone (its
 	// eviction still retried, or the pod evicted and still terminating).
 	ErrTimeout = errors.New("drain timed out")
+	// ErrRefused: admission (a ValidatingAdmissionPolicy, a webhook, or
+	// RBAC) refused the eviction (400, 403 or 422) until the drain's
+	// context ended. A refusal is not a verdict: it is retried with backoff
+	// like a PDB's, never taken as "nothing left to do" (rule 13).
+	ErrRefused = errors.New("eviction refused by admission")
 )
+
+// refused reports an eviction refused by admission or authorization: a
+// policy or webhook's 400, 403 or 422 (a terminating namespace's 403 is
+// answered apart, by a delete).
+func refused(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err)
+}
 
 // timedOut marks err as caused by the drain's context ending: it matches
 // ErrTimeout, and its text is err's.
@@ -208,18 +222,48 @@ func (d *Drainer) Plan(ctx context.Context, node string) (evict []corev1.Pod, wa
 // blocked by a PodDisruptionBudget, or failed. A pod a PDB holds is evicted
 // when the PDB allows a disruption again (one PDB watch per drain serves all
 // pods), and retried while the PDB refuses, until ctx ends. It never deletes
-// a pod: a PDB is never violated. The error is about the drain itself
-// (listing failed); pods that could not be evicted in time are in
-// Result.Remaining.
+// a pod: a PDB is never violated. Done means read again (rule 15): once every
+// planned pod is gone, the node's pods are listed again, and a pod bound
+// since the plan (a binding in flight at the cordon, a pod created with
+// spec.nodeName) is drained too, until a listing finds none new. The error
+// is about the drain itself (listing failed); pods that could not be
+// evicted in time are in Result.Remaining.
 func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 	pods, warnings, err := d.Plan(ctx, node)
-	res := Result{Warnings: warnings, Claims: claimsOf(pods)}
-	if err != nil {
-		return res, err
+	res := Result{Warnings: warnings}
+	seen := sets.New[types.UID]()
+	for round := 1; ; round++ {
+		res.Claims = mergeClaims(res.Claims, claimsOf(pods))
+		if err != nil || len(pods) == 0 {
+			return res, err
+		}
+		if round > 1 {
+			cluster.Logger(ctx).InfoContext(ctx, "pods bound to the node since the drain planned: draining them too", "node", node, "pods", len(pods), "round", round)
+		}
+		for _, p := range pods {
+			seen.Insert(p.UID)
+		}
+		r := d.drainPods(ctx, node, pods)
+		res.Evicted = append(res.Evicted, r.Evicted...)
+		res.Remaining = append(res.Remaining, r.Remaining...)
+		if !r.Done() || d.opts.DryRun || ctx.Err() != nil {
+			return res, nil
+		}
+		var again []corev1.Pod
+		again, _, err = d.Plan(ctx, node)
+		pods = slices.DeleteFunc(again, func(p corev1.Pod) bool { return seen.Has(p.UID) })
 	}
-	if len(pods) == 0 {
-		return res, nil
-	}
+}
+
+// mergeClaims adds the claims of more to have, sorted, once each.
+func mergeClaims(have, more []string) []string {
+	return slices.Compact(slices.Sorted(slices.Values(append(have, more...))))
+}
+
+// drainPods is one round of Drain: the planned pods, evicted tier by tier
+// and waited for.
+func (d *Drainer) drainPods(ctx context.Context, node string, pods []corev1.Pod) Result {
+	var res Result
 	plan := Plan{TierOther: pods}
 	if !d.opts.Unordered {
 		plan = d.Order(ctx, pods)
@@ -229,7 +273,7 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 		for _, p := range pods {
 			res.Remaining = append(res.Remaining, Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Reason: "dry run: would evict"})
 		}
-		return res, nil
+		return res
 	}
 	r := d.start(ctx, node, pods)
 	defer r.stop()
@@ -277,7 +321,7 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 		pp.Reason = pp.Err.Error()
 		res.Remaining = append(res.Remaining, pp)
 	}
-	return res, nil
+	return res
 }
 
 // tierGrace caps the grace period of a tier's pods (0: each pod's own or
@@ -303,8 +347,10 @@ func (d *Drainer) tierGrace(ctx context.Context, tiersLeft int) time.Duration {
 // API's, wrapped.
 func (d *Drainer) evict(ctx context.Context, r *run, p corev1.Pod, grace time.Duration) (evictErr error) {
 	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: d.opts.RetryCap}
-	logged := false    // the PDBs holding the pod are named in the log once
-	var held time.Time // when a PDB first held the pod
+	refusals := cluster.Backoff() // up to 5 s apart: a policy changes on a person's time
+	logged := false               // the PDBs holding the pod are named in the log once
+	saidRefused := false          // an admission refusal is logged once
+	var held time.Time            // when a PDB first held the pod
 	if d.opts.OnPDBWait != nil {
 		defer func() {
 			if !held.IsZero() {
@@ -372,6 +418,23 @@ func (d *Drainer) evict(ctx context.Context, r *run, p corev1.Pod, grace time.Du
 			}
 		case ctx.Err() != nil:
 			return timedOut{fmt.Errorf("evicting: %w", err)} // the call ended with the drain
+		case refused(err):
+			// a policy or webhook says no for now: the pod stays, other
+			// tiers go on, and the eviction is asked again until the drain's
+			// deadline (an operator may lift the policy; a webhook may come
+			// back)
+			r.set(p.UID, stateBlocked, nil)
+			if !saidRefused {
+				saidRefused = true
+				cluster.Logger(ctx).WarnContext(ctx, "eviction refused by admission; asked again until the drain's deadline", "pod", p.Namespace+"/"+p.Name,
+					"cause", cluster.Cause(err), "message", err.Error())
+			}
+			cluster.ObserveRetry(ctx, err)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%w: %w", ErrRefused, err)
+			case <-time.After(cluster.Pause(&refusals, err)):
+			}
 		default:
 			return fmt.Errorf("evicting: %w", err)
 		}
@@ -380,6 +443,8 @@ func (d *Drainer) evict(ctx context.Context, r *run, p corev1.Pod, grace time.Du
 			switch {
 			case apierrors.IsTooManyRequests(err), isMultiplePDBs(err):
 				return fmt.Errorf("%w (%s): %s", ErrBlockedByPDB, r.blockers(p), pdbMessage(err))
+			case refused(err):
+				return fmt.Errorf("%w: %w", ErrRefused, err)
 			}
 			return timedOut{fmt.Errorf("evicting: %w", ctx.Err())}
 		}

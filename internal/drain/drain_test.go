@@ -478,36 +478,41 @@ func TestEmptySelectorPDBIsPaced(t *testing.T) {
 }
 
 // Each reason a pod remains is an error callers tell apart with errors.Is
-// and apimachinery's predicates: a PDB, a timeout, a refusal (403).
+// and apimachinery's predicates: a PDB, a timeout, a refusal by admission
+// (403, 422), which is asked again until the drain's end (rule 13).
 func TestDrainRemainingErrors(t *testing.T) {
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "web-1", errors.New("no eviction for you"))
+	invalid := apierrors.NewInvalid(schema.GroupKind{Group: "policy", Kind: "Eviction"}, "web-1", nil)
 	for _, tc := range []struct {
-		name    string
-		evict   func() error // the eviction's answer
-		pdb, to bool
-		forbid  bool
+		name             string
+		evict            func() error // the eviction's answer
+		pdb, to, refused bool
+		forbid           bool
 	}{
 		{"held by its PDB", func() error {
 			return apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
-		}, true, false, false},
-		{"forbidden", func() error { return forbidden }, false, false, true},
-		{"evicted, still terminating", func() error { return nil }, false, true, false},
+		}, true, false, false, false},
+		{"forbidden by a policy", func() error { return forbidden }, false, false, true, true},
+		{"invalid by a policy", func() error { return invalid }, false, false, true, false},
+		{"evicted, still terminating", func() error { return nil }, false, true, false, false},
 		{"apiserver unavailable until the end", func() error {
 			return apierrors.NewServiceUnavailable("etcd leader changed")
-		}, false, true, false},
+		}, false, true, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, pdb := heldPod()
 			c := fake.NewClientset(p, pdb)
+			var tries atomic.Int32
 			c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 				if a.GetSubresource() != "eviction" {
 					return false, nil, nil
 				}
+				tries.Add(1)
 				return true, nil, tc.evict()
 			})
 			pdbWatches(c, 20*time.Millisecond, nil)
 			d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 20 * time.Millisecond}, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 			defer cancel()
 			res, err := d.Drain(ctx, nodeName)
 			if err != nil {
@@ -517,9 +522,12 @@ func TestDrainRemainingErrors(t *testing.T) {
 				t.Fatalf("remaining %+v: want apps/web-1 with its error", res.Remaining)
 			}
 			got := res.Remaining[0]
-			if errors.Is(got.Err, ErrBlockedByPDB) != tc.pdb || errors.Is(got.Err, ErrTimeout) != tc.to || apierrors.IsForbidden(got.Err) != tc.forbid {
-				t.Errorf("error %q: blocked by PDB %v, timeout %v, forbidden %v; want %v, %v, %v", got.Err,
-					errors.Is(got.Err, ErrBlockedByPDB), errors.Is(got.Err, ErrTimeout), apierrors.IsForbidden(got.Err), tc.pdb, tc.to, tc.forbid)
+			if errors.Is(got.Err, ErrBlockedByPDB) != tc.pdb || errors.Is(got.Err, ErrTimeout) != tc.to || errors.Is(got.Err, ErrRefused) != tc.refused || apierrors.IsForbidden(got.Err) != tc.forbid {
+				t.Errorf("error %q: blocked by PDB %v, timeout %v, refused %v, forbidden %v; want %v, %v, %v, %v", got.Err,
+					errors.Is(got.Err, ErrBlockedByPDB), errors.Is(got.Err, ErrTimeout), errors.Is(got.Err, ErrRefused), apierrors.IsForbidden(got.Err), tc.pdb, tc.to, tc.refused, tc.forbid)
+			}
+			if tc.refused && tries.Load() < 2 {
+				t.Errorf("a refusal by admission was asked %d time(s) in 500 ms: want it asked again until the drain's end", tries.Load())
 			}
 			if got.Reason != got.Err.Error() {
 				t.Errorf("reason %q is not the error's text %q", got.Reason, got.Err)
@@ -528,7 +536,31 @@ func TestDrainRemainingErrors(t *testing.T) {
 	}
 }
 
-// A listing the apiserver refuses fails the drain with the API's error.
+// A refusal that is lifted (the policy removed, the webhook back) lets the
+// pod go within the same drain: the drain does not end on the first no.
+func TestDrainRefusalLifted(t *testing.T) {
+	p, pdb := heldPod()
+	pdb.Status.DisruptionsAllowed = 1
+	c := fake.NewClientset(p, pdb)
+	var tries atomic.Int32
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		if tries.Add(1) < 3 {
+			return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "policy", Kind: "Eviction"}, p.Name, nil)
+		}
+		return true, nil, c.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), p.Namespace, p.Name)
+	})
+	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := d.Drain(ctx, nodeName)
+	if err != nil || !res.Done() || len(res.Evicted) != 1 {
+		t.Fatalf("result %+v err %v after %d tries: want the pod evicted once the refusal was lifted", res, err, tries.Load())
+	}
+}
+
 func TestDrainListForbidden(t *testing.T) {
 	c := fake.NewClientset()
 	c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -1302,4 +1334,44 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Done means read again (rule 15): a pod bound to the node after the plan
+// (created with spec.nodeName while the first pod was being evicted) is
+// found by the listing that follows, and evicted too.
+func TestDrainEvictsLateBoundPods(t *testing.T) {
+	first := pod("apps", "web-1", managed)
+	late := pod("apps", "late", managed)
+	late.UID = "late-uid"
+	c := fake.NewClientset(first)
+	var evicted []string
+	var mu sync.Mutex
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+		mu.Lock()
+		evicted = append(evicted, ev.Name)
+		n := len(evicted)
+		mu.Unlock()
+		if n == 1 { // bound while the drain was under way
+			if err := c.Tracker().Add(late); err != nil {
+				return true, nil, err
+			}
+		}
+		return true, nil, c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
+	})
+	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := d.Drain(ctx, nodeName)
+	if err != nil || !res.Done() {
+		t.Fatalf("result %+v err %v: want done", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(evicted, "late") || len(res.Evicted) != 2 {
+		t.Errorf("evictions %v, evicted %v: want the late-bound pod evicted too", evicted, res.Evicted)
+	}
 }
