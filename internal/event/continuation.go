@@ -30,6 +30,11 @@ type Continuation struct {
 	// an AWS Health scheduled change listing several instances is handled
 	// one invocation per instance. The parsed Event then lists only it.
 	Instance string `json:"instance,omitempty"`
+	// Holder names the invocation that handed this drain over: it holds
+	// the instance's lease if it could not give it up (the apiserver down
+	// across the hand-over), and the continuation may take it from it
+	// rather than wait for it to go stale (rule 16).
+	Holder string `json:"holder,omitempty"`
 }
 
 // Bounds on the start time of a continuation (see Continuation.Check).
@@ -79,13 +84,19 @@ type continuationPayload struct {
 // of the drain of raw, an actionable EventBridge event, started at
 // startedAt. ParseInvocation reads it back.
 func NewContinuation(raw []byte, startedAt time.Time, attempt int) ([]byte, error) {
-	return NewContinuationFor(raw, startedAt, attempt, "")
+	return Continuation{Event: raw, StartedAt: startedAt, Attempt: attempt}.Payload()
 }
 
 // NewContinuationFor is NewContinuation narrowed to one instance of the
 // event (instanceID must be one of its instances; "" is all of them).
 func NewContinuationFor(raw []byte, startedAt time.Time, attempt int, instanceID string) ([]byte, error) {
-	c := Continuation{Event: raw, StartedAt: startedAt.UTC(), Attempt: attempt, Instance: instanceID}
+	return Continuation{Event: raw, StartedAt: startedAt, Attempt: attempt, Instance: instanceID}.Payload()
+}
+
+// Payload is the invocation payload that carries c (its start time in UTC);
+// its event must parse to an actionable kind.
+func (c Continuation) Payload() ([]byte, error) {
+	c.StartedAt = c.StartedAt.UTC()
 	if _, err := c.parse(); err != nil {
 		return nil, fmt.Errorf("building continuation: %w", err)
 	}

@@ -54,20 +54,39 @@ func (r *run) terminate(ctx context.Context) error {
 	case !ours:
 		return nil
 	}
+	if r.fromSweep {
+		r.resumeStart(ctx, inst)
+	}
 	deadline := r.started.Add(r.h.cfg.DrainTimeout)
 	if r.h.cfg.DryRun {
 		deadline = r.h.now().Add(dryRunLimit) // plan, then complete at once
 	}
 	claim, err := r.claim(ctx, lease.Name(act.InstanceID), act.Token, deadline)
 	if err != nil {
-		return nil // another invocation holds (or finished) this instance: r.out says so
+		if isDuplicate(err) {
+			return nil // another invocation holds (or finished) this instance: r.out says so
+		}
+		return err // no lease, and a retry may get one: nothing was changed
 	}
-	stopLease := claim.KeepAlive(ctx, func(err error) { r.log.WarnContext(ctx, "lease renewal failed", "error", err) })
+	// a lease another invocation took from us (ours lapsed) ends the drain:
+	// two invocations never drain and complete one hook
+	dctx, lost := context.WithCancelCause(ctx)
+	defer lost(nil)
+	stopLease := claim.KeepAlive(dctx, func(err error) {
+		r.log.WarnContext(ctx, "lease renewal failed", "error", err)
+		if errors.Is(err, lease.ErrHeld) {
+			lost(err)
+		}
+	})
 	r.lease = claim
-	stop := r.keepAlive(ctx, act) // from now on: lookups that retry are heartbeated too
-	n, done, err := r.drainRetrying(ctx, inst, deadline)
+	stop := r.keepAlive(dctx, act) // from now on: lookups that retry are heartbeated too
+	n, done, err := r.drainRetrying(dctx, inst, deadline)
 	stop()
 	stopLease()
+	if cause := context.Cause(dctx); errors.Is(cause, lease.ErrHeld) {
+		r.out.Action, r.out.Detail = ActionIgnored, "lease lost to another invocation, which goes on with the drain: "+cause.Error()
+		return nil
+	}
 	switch {
 	case n == nil && err == nil:
 		// a lookup succeeded and found no node: nothing to drain
@@ -75,16 +94,15 @@ func (r *run) terminate(ctx context.Context) error {
 	case done:
 		return r.finish(ctx, claim, act, lifecycle.Continue, n)
 	case r.canContinue(deadline):
-		if err := claim.Release(ctx, ""); err != nil {
-			r.log.WarnContext(ctx, "could not hand the lease over", "error", err)
-		}
-		if cerr := r.continueLater(ctx, act, n); cerr == nil {
-			return nil
-		} else {
-			r.out.Detail = strings.TrimSpace(r.out.Detail + " could not continue: " + cerr.Error())
-		}
+		return r.handOver(ctx, claim, act, n)
 	}
 	// the drain's deadline, or the last invocation's budget, is reached
+	return r.drainFailed(ctx, claim, act, n, err)
+}
+
+// drainFailed completes the hook with the failure result: the drain's
+// deadline (DRAIN_TIMEOUT) is reached, or the last continuation's budget.
+func (r *run) drainFailed(ctx context.Context, claim *lease.Claim, act lifecycle.Action, n *corev1.Node, err error) error {
 	r.out.Action = ActionFailed
 	r.drainEnded()
 	if err != nil {
@@ -100,13 +118,73 @@ func (r *run) terminate(ctx context.Context) error {
 	return r.finish(ctx, claim, act, r.h.onFailure(), n)
 }
 
+// handOver gives the drain to a continuation: the lease given up (or, if
+// the apiserver does not answer, left for the continuation to take from
+// this invocation), the hook heartbeated, the function invoked again. A
+// hand-over that fails is never a reason to complete the hook early: the
+// invocation fails, Lambda retries it (its heartbeat just sent keeps the
+// hook), and the hook's own timeout is the last backstop (rule 16).
+func (r *run) handOver(ctx context.Context, claim *lease.Claim, act lifecycle.Action, n *corev1.Node) error {
+	rctx, cancel := r.reserved(ctx)
+	defer cancel()
+	lctx, lcancel := context.WithTimeout(rctx, leaseHandOverLimit)
+	if err := claim.Release(lctx, ""); err != nil {
+		r.log.WarnContext(ctx, "could not give the lease up: the continuation takes it from this invocation", "error", err)
+	}
+	lcancel()
+	if err := r.continueLater(rctx, act, n); err != nil {
+		r.out.Action = ActionFailed
+		r.out.Detail = strings.TrimSpace(r.out.Detail + " could not hand over (the hook is left as it is, for Lambda's retry of this invocation): " + err.Error())
+		return err
+	}
+	return nil
+}
+
+// leaseHandOverLimit bounds giving the lease up at a hand-over: the
+// continuation may take it from this invocation (Continuation.Holder), so
+// an apiserver that does not answer costs this much, not the margin.
+const leaseHandOverLimit = 2 * time.Second
+
+// isDuplicate says that claim found the instance held, or its action done,
+// by another invocation: nothing to do here.
+func isDuplicate(err error) bool {
+	return errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrDone)
+}
+
+// resumeStart takes, for a lifecycle action the sweep found waiting (its
+// event lost, its age unknown), the start of its drain from the node's own
+// record: the terminate mark an earlier invocation placed. DRAIN_TIMEOUT
+// then counts from there and does not restart at every sweep (rule 16). A
+// node that cannot be read, or carries no such mark, leaves the start now.
+func (r *run) resumeStart(ctx context.Context, inst instance.Instance) {
+	lctx, cancel := context.WithTimeout(ctx, resumeLookupLimit)
+	defer cancel()
+	n, err := node.Find(lctx, r.h.c.Kube, inst.PrivateDNSName, inst.ID)
+	if err != nil {
+		return
+	}
+	marks, _ := node.Marks(n)
+	if h, ok := marks.Causes[node.CauseTerminate]; ok && !h.Since.IsZero() && h.Since.Before(r.started) {
+		r.log.InfoContext(ctx, "drain resumed from the node's mark", "since", h.Since.UTC().Format(time.RFC3339))
+		r.started = h.Since
+	}
+}
+
+// resumeLookupLimit bounds resumeStart's reading of the node.
+const resumeLookupLimit = 5 * time.Second
+
 // drainRetrying finds the instance's node and drains it (or, for an instance
 // already down, releases it), retrying every failure with capped, jittered
 // backoff until deadline or this invocation's budget. Before the node is
 // drained, nothing but a lookup that succeeded and found no node (n nil, err
 // nil) ends it early: an apiserver that fails, throttles or times out is
-// waited out, never taken for "no node". It returns the node (nil when
-// unknown), whether the drain finished, and the last error when it did not.
+// waited out, never taken for "no node", and a drain that ends with pods
+// left while time remains (a refusal, a pod that would not go) is tried
+// again, so an invocation hands over only once its budget is spent (rule
+// 13). Every call it makes is bounded by that moment, not by the Lambda
+// deadline: the hand-over keeps its time (rule 16). It returns the node
+// (nil when unknown), whether the drain finished, and the last error when
+// it did not.
 func (r *run) drainRetrying(ctx context.Context, inst instance.Instance, deadline time.Time) (*corev1.Node, bool, error) {
 	limit := r.budget(ctx)
 	if deadline.Before(limit) {
@@ -128,43 +206,69 @@ func (r *run) drainRetrying(ctx context.Context, inst instance.Instance, deadlin
 			return found, true, nil // nothing to do here: the hook is completed
 		case err == nil && inst.Down():
 			// the instance is already gone: nothing can be evicted gracefully
-			err = r.release(ctx, found, inst) // bounded by the budget itself
+			if err = r.release(wctx, found, inst); err == nil && r.out.Action == ActionNotForced && !r.h.cfg.DryRun {
+				// the evidence read again does not show the machine down:
+				// not released is not drained. EC2 is read again for the
+				// next try: an instance running again is drained by eviction
+				err = errNotForced
+				if again, derr := instance.Describe(wctx, r.h.c.EC2, inst.ID); derr == nil {
+					inst = again
+				}
+			}
 			if err == nil {
 				return found, true, nil
 			}
 		case err == nil:
 			var done bool
-			// ctx, not wctx: drainNode derives the budget from the invocation's
-			// deadline and bounds itself by it and by deadline
-			if done, err = r.drainNode(ctx, found, node.CauseTerminate, time.Time{}, deadline); err == nil {
-				return found, done, nil
+			if done, err = r.drainNode(wctx, found, node.CauseTerminate, time.Time{}, deadline); err == nil {
+				if done {
+					return found, true, nil
+				}
+				err = errNotDrained
 			}
 		}
 		pause := cluster.Pause(&b, err)
 		if time.Until(limit) < pause || ctx.Err() != nil {
+			if errors.Is(err, errNotDrained) {
+				err = nil // what remains is in r.out.Remaining
+			}
 			return n, false, err
 		}
 		r.log.WarnContext(ctx, "drain step failed; retrying", "cause", cluster.Cause(err), "error", err, "attempt", attempt, "pause", pause.String())
 		cluster.ObserveRetry(ctx, err)
 		select {
 		case <-wctx.Done():
+			if errors.Is(err, errNotDrained) {
+				err = nil
+			}
 			return n, false, err
 		case <-time.After(pause):
 		}
 	}
 }
 
+// errNotDrained: a drain step ended with pods left on the node while the
+// invocation had time left; errNotForced: the abrupt path's evidence did
+// not show the machine down. Both are tried again, never taken as done.
+var (
+	errNotDrained = errors.New("pods still on the node")
+	errNotForced  = errors.New("release not forced: the evidence read again does not show the machine down")
+)
+
 // claim takes the lease of that name so that one invocation acts on the
 // instance, working on key (the hook's token, the advisory event's id). It
-// fails when another invocation holds it or finished key (r.out says so);
-// without leases (namespace missing, not granted) it goes on, and says so
-// in the log: duplicates are then only idempotent.
+// fails with lease.ErrHeld or lease.ErrDone when another invocation holds
+// it or finished key (r.out says so: see isDuplicate). Without leases at
+// all (the namespace missing, or not granted) it goes on, and says so in
+// the log: duplicates are then only idempotent. An apiserver that does not
+// answer in time is no such case: the error is returned, and nothing is
+// done without the lease (rule 16).
 func (r *run) claim(ctx context.Context, name, key string, deadline time.Time) (*lease.Claim, error) {
 	if r.h.cfg.DryRun {
 		return nil, nil
 	}
 	// an apiserver that does not answer is waited for no longer than the
-	// drain itself would be; then the drain's own retries take over
+	// drain itself would be
 	limit := r.budget(ctx)
 	if deadline.Before(limit) {
 		limit = deadline
@@ -173,18 +277,22 @@ func (r *run) claim(ctx context.Context, name, key string, deadline time.Time) (
 	defer cancel()
 	var cl *lease.Claim
 	err := cluster.Retry(ctx, func() (err error) {
-		cl, err = lease.Acquire(ctx, r.h.c.Kube, r.h.cfg.LeaseNamespace, name, r.holder(ctx), key, r.h.now)
+		cl, err = lease.AcquireFrom(ctx, r.h.c.Kube, r.h.cfg.LeaseNamespace, name, r.holder(ctx), r.predecessor, key, r.h.now)
 		return err
 	})
 	switch {
 	case err == nil:
 		return cl, nil
-	case errors.Is(err, lease.ErrHeld), errors.Is(err, lease.ErrDone):
+	case isDuplicate(err):
 		r.out.Action, r.out.Detail = ActionIgnored, "duplicate: "+err.Error()
 		return nil, err
-	default:
+	case errors.Is(err, lease.ErrUnavailable):
 		r.log.WarnContext(ctx, "acting without a lease: duplicates of this event are not excluded", "error", err)
 		return nil, nil
+	default:
+		r.out.Action = ActionFailed
+		r.out.Detail = "the instance's lease could not be taken (" + cluster.Cause(err) + "); nothing was changed, a retry takes it: " + err.Error()
+		return nil, fmt.Errorf("taking lease %s: %w", name, err)
 	}
 }
 
@@ -297,7 +405,10 @@ func (r *run) advisory(ctx context.Context, id string, action config.Action, tim
 func (r *run) drainAdvised(ctx context.Context, n *corev1.Node, id string, cause node.Cause, expires, deadline time.Time) error {
 	claim, err := r.claim(ctx, lease.AdvisoryName(string(r.ev.Kind), id), r.ev.ID, deadline)
 	if err != nil {
-		return nil // another invocation drains it for this event, or did: r.out says so
+		if isDuplicate(err) {
+			return nil // another invocation drains it for this event, or did: r.out says so
+		}
+		return err
 	}
 	stopLease := claim.KeepAlive(ctx, func(err error) { r.log.WarnContext(ctx, "lease renewal failed", "error", err) })
 	r.lease = claim
@@ -370,10 +481,12 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 	if budget := r.budget(ctx); budget.Before(deadline) {
 		deadline = budget
 	}
-	// a NotReady node's kubelet cannot finish its pods: evict them (their
-	// controllers create replacements elsewhere), wait a short window, and
-	// leave the volumes to the abrupt path once EC2 says the instance is down
-	dead := !node.Ready(n) && !r.h.cfg.DryRun
+	// a dead kubelet cannot finish its pods: evict them (their controllers
+	// create replacements elsewhere), wait a short window, and leave the
+	// volumes to the abrupt path once EC2 says the instance is down. Dead is
+	// NotReady and a stale kubelet Lease, read now: one read of the Ready
+	// condition is a blip as often as a death (rule 16)
+	dead := !node.Ready(n) && !r.h.cfg.DryRun && r.kubeletDead(ctx, n.Name)
 	windowEnd := r.h.now().Add(r.h.cfg.DeadNodeEvictionWindow)
 	if dead && windowEnd.Before(deadline) {
 		deadline = windowEnd
@@ -414,6 +527,24 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 		r.drainEnded()
 	}
 	return true, err
+}
+
+// kubeletDead reports whether the node's kubelet stopped renewing its Lease
+// NODE_LEASE_STALE_AFTER ago or more (or has none). A Lease that cannot be
+// read says nothing: the kubelet is taken for alive, and its pods are waited
+// for as on any node.
+func (r *run) kubeletDead(ctx context.Context, name string) bool {
+	renewed, err := r.kubeletRenewed(ctx, name)
+	if err != nil {
+		r.log.WarnContext(ctx, "node NotReady and its kubelet Lease unreadable: drained as a live node", "error", err)
+		return false
+	}
+	age := r.h.now().Sub(renewed)
+	if age < r.h.cfg.NodeLeaseStaleAfter {
+		r.log.InfoContext(ctx, "node NotReady but its kubelet renews its Lease: drained as a live node", "leaseRenewedAgo", age.Round(time.Second).String())
+		return false
+	}
+	return true
 }
 
 // waitVolumes waits (bounded) until the VolumeAttachments of the drained
@@ -506,7 +637,8 @@ func (r *run) keepAlive(ctx context.Context, act lifecycle.Action) (stop func())
 		// an event that arrives late (EventBridge retries) or a continuation
 		// (queued for an unknown time) may find the hook past half its
 		// timeout: the first heartbeat cannot wait a whole interval
-		if age := r.h.now().Sub(r.ev.Time); r.attempt > 1 || r.ev.Time.IsZero() || age >= interval {
+		// (a hook the sweep found waiting has an unknown age: at once too)
+		if age := r.h.now().Sub(r.ev.Time); r.attempt > 1 || r.fromSweep || r.ev.Time.IsZero() || age >= interval {
 			r.log.InfoContext(ctx, "heartbeat at once", "hookAge", age.Round(time.Second).String(), "interval", interval.String(), "attempt", r.attempt)
 			if err := lifecycle.Heartbeat(ctx, r.h.c.ASG, act); err != nil && ctx.Err() == nil {
 				onErr(err)
@@ -537,16 +669,16 @@ func (r *run) canContinue(deadline time.Time) bool {
 // attempt number. Should the continuation be lost, the hook's heartbeat
 // timeout and default result are the backstop.
 func (r *run) continueLater(ctx context.Context, act lifecycle.Action, n *corev1.Node) error {
-	ctx, cancel := r.reserved(ctx)
-	defer cancel()
 	if err := lifecycle.Heartbeat(ctx, r.h.c.ASG, act); err != nil {
 		if lifecycle.IsNotActive(err) {
 			r.out.Action, r.out.Detail = ActionCompleted, "lifecycle action no longer active"
 			return nil
 		}
-		return err
+		// the continuation heartbeats at once: a heartbeat lost here is not
+		// a reason to stop
+		r.log.WarnContext(ctx, "heartbeat before the hand-over failed; handing over all the same", "error", err)
 	}
-	payload, err := event.NewContinuation(r.raw, r.started, r.attempt+1)
+	payload, err := event.Continuation{Event: r.raw, StartedAt: r.started, Attempt: r.attempt + 1, Holder: r.holder(ctx)}.Payload()
 	if err != nil {
 		return err
 	}
@@ -612,8 +744,19 @@ func (r *run) launch(ctx context.Context) error {
 		return nil
 	}
 	inst, ours, err := r.ours(ctx, act.InstanceID)
-	if err != nil || !ours {
+	if err != nil {
 		return err
+	}
+	if !ours {
+		if !r.h.cfg.ListsASG(act.ASG) {
+			return nil
+		}
+		// as on the terminate path: the hook is ours by configuration
+		// (ASG_NAMES) though the instance is not the cluster's; nobody else
+		// completes it, and the instance must not wait it out
+		r.out.Action = ActionCompleted
+		r.out.Detail += "; its ASG is in ASG_NAMES: lifecycle action completed, no node waited for"
+		return r.complete(ctx, act, lifecycle.Continue, nil)
 	}
 	stop := r.keepAlive(ctx, act) // node registration can outlast a short heartbeat timeout
 	limit := r.budget(ctx)

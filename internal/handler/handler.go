@@ -173,9 +173,10 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome,
 	r := &run{h: h, ev: ev, raw: payload, started: start, attempt: 1,
 		out: Outcome{Event: ev.Kind, DryRun: h.cfg.DryRun}}
 	if cont != nil {
-		r.raw, r.started, r.attempt = cont.Event, cont.StartedAt, cont.Attempt
+		r.raw, r.started, r.attempt, r.predecessor = cont.Event, cont.StartedAt, cont.Attempt, cont.Holder
 		r.out.Attempt = cont.Attempt
 	}
+	r.deadline, _ = ctx.Deadline()
 	if len(ev.InstanceIDs) > 0 {
 		r.out.Instance = ev.InstanceIDs[0]
 	}
@@ -212,6 +213,14 @@ type run struct {
 	log     *slog.Logger
 	rep     *report      // timeline and metrics (nil: not recorded)
 	lease   *lease.Claim // the instance's, while held (nil: none)
+	// deadline is the invocation's (zero: none): every budget derives from
+	// it, whatever context a step was given
+	deadline time.Time
+	// predecessor is the invocation that handed this drain over (a
+	// continuation's): its lease may be taken from it at once
+	predecessor string
+	// fromSweep: the sweep took this lifecycle action; its age is unknown
+	fromSweep bool
 }
 
 func (r *run) dispatch(ctx context.Context) error {
@@ -239,22 +248,33 @@ func (r *run) dispatch(ctx context.Context) error {
 // budget is the invocation's deadline less the margin kept to complete the
 // hook or hand over to a continuation.
 func (r *run) budget(ctx context.Context) time.Time {
-	d, ok := ctx.Deadline()
+	d, ok := r.invocationDeadline(ctx)
 	if !ok {
 		d = r.h.now().Add(15 * time.Minute)
 	}
 	return d.Add(-r.h.cfg.DeadlineMargin)
 }
 
+// invocationDeadline is the Lambda deadline: the one Handle was given, or
+// ctx's for a run made without it.
+func (r *run) invocationDeadline(ctx context.Context) (time.Time, bool) {
+	if !r.deadline.IsZero() {
+		return r.deadline, true
+	}
+	return ctx.Deadline()
+}
+
 // reserved bounds ctx for the work done after the budget (Events on the
 // Node, the continuation): the first half of the margin. The second half is
 // the completion's alone, so nothing else can make the hook miss it.
 func (r *run) reserved(ctx context.Context) (context.Context, context.CancelFunc) {
-	d, ok := ctx.Deadline()
+	d, ok := r.invocationDeadline(ctx)
 	if !ok {
 		return context.WithCancel(ctx)
 	}
-	return context.WithDeadline(ctx, d.Add(-r.h.cfg.DeadlineMargin/2))
+	// not bounded by ctx's own end: a step's context may end at the budget,
+	// and this work comes after it
+	return context.WithDeadline(context.WithoutCancel(ctx), d.Add(-r.h.cfg.DeadlineMargin/2))
 }
 
 // ours describes the instance and says whether it belongs to this cluster.

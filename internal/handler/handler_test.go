@@ -329,10 +329,13 @@ func TestTerminateContinues(t *testing.T) {
 		action      Action
 		results     []lifecycle.Result
 		invocations int
+		wantErr     bool
 	}{
 		{name: "first attempt", action: ActionContinued, invocations: 1},
 		{name: "a continuation continues", attempt: 2, action: ActionContinued, invocations: 1},
-		{name: "invoke fails: failure result", invokeErr: errors.New("throttled"), action: ActionFailed, results: []lifecycle.Result{lifecycle.Abandon}, invocations: 1},
+		// a failed hand-over never completes the hook early: the invocation
+		// fails for Lambda to retry, the hook heartbeated (rule 16)
+		{name: "invoke fails: an error to retry, the hook left as it is", invokeErr: errors.New("throttled"), action: ActionFailed, invocations: 1, wantErr: true},
 		{name: "action gone meanwhile: done, nothing invoked", heartbeat: notActive(), action: ActionCompleted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -351,8 +354,8 @@ func TestTerminateContinues(t *testing.T) {
 				}
 			}
 			out, err := e.handle(t, payload, 300*time.Millisecond)
-			if err != nil {
-				t.Fatal(err)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error %v, want one: %v", err, tc.wantErr)
 			}
 			if out.Action != tc.action || !reflect.DeepEqual(e.asg.results(), tc.results) || len(e.lam.invoked) != tc.invocations {
 				t.Fatalf("outcome %+v, completed %v, %d invocations; want %q, %v, %d", out, e.asg.results(), len(e.lam.invoked), tc.action, tc.results, tc.invocations)

@@ -248,7 +248,7 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 func (r *run) sub(kind event.Kind, id string, now time.Time) *run {
 	ev := event.Event{Kind: kind, ID: r.ev.ID, Source: r.ev.Source, DetailType: r.ev.DetailType, Time: now,
 		InstanceIDs: []string{id}}
-	return &run{h: r.h, ev: ev, raw: r.raw, started: r.started, attempt: 1,
+	return &run{h: r.h, ev: ev, raw: r.raw, started: r.started, attempt: 1, deadline: r.deadline,
 		out: Outcome{Event: kind, Instance: id, DryRun: r.h.cfg.DryRun}, log: r.log.With("sweep", true),
 		rep: newReport(r.h.now(), r.h.now)}
 }
@@ -264,7 +264,9 @@ func (r *run) swept(h sweep.Hook) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &run{h: r.h, ev: ev, raw: raw, started: r.h.now(), attempt: 1,
+	// its age unknown: heartbeated at once, and its drain's start read
+	// from the node's drain mark (see resumeStart)
+	return &run{h: r.h, ev: ev, raw: raw, started: r.h.now(), attempt: 1, deadline: r.deadline, fromSweep: true,
 		out: Outcome{Event: ev.Kind, Instance: h.Action.InstanceID, DryRun: r.h.cfg.DryRun},
 		log: r.h.log.With("sweep", true, "event", ev), rep: newReport(r.h.now(), r.h.now)}, nil
 }

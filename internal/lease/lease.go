@@ -117,6 +117,14 @@ func stale(l *coordinationv1.Lease, now time.Time) bool {
 // was finished, ErrUnavailable when leases cannot be used at all; other
 // errors are the API's.
 func Acquire(ctx context.Context, c kubernetes.Interface, ns, name, holder, key string, now func() time.Time) (*Claim, error) {
+	return AcquireFrom(ctx, c, ns, name, holder, "", key, now)
+}
+
+// AcquireFrom is Acquire for the successor of predecessor (a continuation
+// of the invocation that handed the drain over): a lease predecessor still
+// holds, because it could not give it up, is taken over at once instead of
+// being waited for until it goes stale. "" is no predecessor.
+func AcquireFrom(ctx context.Context, c kubernetes.Interface, ns, name, holder, predecessor, key string, now func() time.Time) (*Claim, error) {
 	cl := &Claim{client: c, ns: ns, name: name, holder: holder, now: now}
 	l, err := c.CoordinationV1().Leases(ns).Get(ctx, cl.name, metav1.GetOptions{})
 	switch {
@@ -131,7 +139,7 @@ func Acquire(ctx context.Context, c kubernetes.Interface, ns, name, holder, key 
 	if key != "" && l.Annotations[AnnotationDone] == key {
 		return nil, fmt.Errorf("%w: lease %s/%s says %s", ErrDone, ns, cl.name, key)
 	}
-	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" && h != holder && !stale(l, cl.now()) {
+	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" && h != holder && (predecessor == "" || h != predecessor) && !stale(l, cl.now()) {
 		return nil, fmt.Errorf("%w: %s (lease %s/%s renewed %s)", ErrHeld, h, ns, cl.name, l.Spec.RenewTime)
 	}
 	l = cl.fresh(l.DeepCopy())

@@ -100,6 +100,27 @@ func TestReleaseForContinuation(t *testing.T) {
 	}
 }
 
+// A continuation whose predecessor could not give the lease up (the
+// apiserver down across the hand-over) takes it from that predecessor at
+// once; anyone else still waits for it to go stale (rule 16).
+func TestContinuationTakesOverFromItsPredecessor(t *testing.T) {
+	ctx := context.Background()
+	c := newClient()
+	clk := &clock{time.Now()}
+	if _, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", clk.now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AcquireFrom(ctx, c, ns, Name(inst), "req-dup", "req-other", "token-1", clk.now); !errors.Is(err, ErrHeld) {
+		t.Fatalf("a duplicate naming another predecessor took a held lease: %v", err)
+	}
+	if _, err := AcquireFrom(ctx, c, ns, Name(inst), "req-cont", "req-a", "token-1", clk.now); err != nil {
+		t.Fatalf("the continuation of req-a was refused its lease: %v", err)
+	}
+	if h := holderOf(t, c); h != "req-cont" {
+		t.Fatalf("holder %q, want req-cont", h)
+	}
+}
+
 func TestRaceLostIsHeld(t *testing.T) {
 	c := newClient()
 	c.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
