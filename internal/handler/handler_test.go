@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/smithy-go"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -783,5 +785,31 @@ func TestForeignInstanceRemembered(t *testing.T) {
 	}
 	if got := e.ec2.calls - before; got < 2 {
 		t.Errorf("%d DescribeInstances for two events of the cluster's own instance: want EC2 asked at each", got)
+	}
+}
+
+// A refusal is not a verdict (rule 13): an eviction a policy refuses (422)
+// is asked again through the invocation's budget; the invocation hands over
+// only then, once, and the hook is not completed.
+func TestTerminateRefusedEvictionWaitsItsBudget(t *testing.T) {
+	e := newEnv(aNode()...)
+	e.ec2.readings[idA] = []reading{running}
+	var refusals atomic.Int32
+	e.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" || a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction).Name != "db-0" {
+			return false, nil, nil
+		}
+		refusals.Add(1)
+		return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "policy", Kind: "Eviction"}, "db-0", nil)
+	})
+	out, err := e.handle(t, terminateEvent(idA), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Action != ActionContinued || len(e.asg.results()) != 0 || len(e.lam.invoked) != 1 {
+		t.Fatalf("outcome %+v, completed %v, %d invocations: want one hand-over, no completion", out, e.asg.results(), len(e.lam.invoked))
+	}
+	if n := refusals.Load(); n < 3 {
+		t.Errorf("the refused eviction was asked %d times in the budget: want it asked again until the budget's end", n)
 	}
 }

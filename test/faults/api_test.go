@@ -65,7 +65,7 @@ func scenarios() []scenario {
 // (ARCHITECTURE.md §4, rules 13-16): a refusal is not a verdict, only our
 // hooks, done means read again, the hand-over is part of the budget.
 func recoveryScenarios() []scenario {
-	return slices.Concat(refusalScenarios(), sweepScenarios(), deadScenarios())
+	return slices.Concat(refusalScenarios(), sweepScenarios(), deadScenarios(), rereadScenarios())
 }
 
 var (

@@ -47,6 +47,10 @@ const (
 	Pass Fault = "pass"
 	// Refused counts requests dropped while the proxy is Down.
 	Refused Fault = "refused"
+	// Answer replies 200 with the Rule's Reply as a JSON body, not
+	// forwarded: an answer the upstream could give but that is not true now
+	// (a list served stale from a lagging watch cache).
+	Answer Fault = "answer"
 )
 
 // Rule faults the requests it matches. Rules are tried in order before the
@@ -71,6 +75,8 @@ type Rule struct {
 	Before func(r *http.Request, body []byte)
 	// Then runs after the request was answered, with the status sent.
 	Then func(r *http.Request, body []byte, status int)
+	// Reply is the body the Answer fault sends.
+	Reply string
 }
 
 // Active is a rule added to a running proxy.
@@ -434,6 +440,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.fail(sw, http.StatusTooManyRequests, retryAfter)
 	case Unauthorized:
 		p.fail(sw, http.StatusUnauthorized, "")
+	case Answer:
+		if a == nil {
+			p.fail(sw, http.StatusInternalServerError, "") // an answer needs a rule's Reply
+			break
+		}
+		sw.Header().Set("Content-Type", "application/json")
+		sw.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(sw, a.Reply)
 	case Drop:
 		drop(w)
 	case Latency:
