@@ -80,16 +80,10 @@ func notReadyFreshLease(x *X) {
 			x.kubeletReadyAgain(name)
 		}
 	}()
-	_, err := x.invoke(rt, payload)
-	x.expect(err == nil, "invocation failed: %v", err)
-	got := x.waitHook(2*time.Minute, rt)
-	x.setDrained()
-	x.checkHook("CONTINUE", got)
-	x.checkFloors()
+	got := x.drainThenComplete(rt, payload, 2*time.Minute)
 	if got != nil && got.Time.Sub(x.began) < 55*time.Second {
 		x.violate("hook completed at %.1fs with the held pod's PDB standing until 60s: a NotReady read with a fresh kubelet Lease was taken for a dead kubelet", got.Time.Sub(x.began).Seconds())
 	}
-	x.expect(x.drained == "yes", "node not drained")
 	<-lifted
 	// the scene held: the Lease was renewed while the node read NotReady
 	x.expect(x.leaseRenewed(name).After(renewedBefore), "the kubelet Lease of %s was not renewed during the scene: the scene proves nothing", name)

@@ -480,6 +480,20 @@ func (x *X) waitHook(max time.Duration, rts ...*lambdart.Runtime) *moto.Lifecycl
 	return got
 }
 
+// drainThenComplete invokes payload and checks the graceful outcome: the
+// hook completed once with CONTINUE (after the drain where the scene says
+// so), the PDB floors held and the node drained; it returns the completion.
+func (x *X) drainThenComplete(rt *lambdart.Runtime, payload []byte, max time.Duration) *moto.LifecycleCall {
+	_, err := x.invoke(rt, payload)
+	x.expect(err == nil, "invocation failed: %v", err)
+	got := x.waitHook(max, rt)
+	x.setDrained()
+	x.checkHook("CONTINUE", got)
+	x.checkFloors()
+	x.expect(x.drained == "yes", "node not drained: the hook was completed with pods of the drain still on it")
+	return got
+}
+
 // checkHook applies the completion rules: exactly one call, with want as
 // result; before the drain finished only where the scenario allows it.
 func (x *X) checkHook(want string, got *moto.LifecycleCall) {

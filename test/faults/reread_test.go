@@ -37,13 +37,7 @@ func terminateRestartedNotForced(x *X) {
 	x.hookAfterDrain = true
 	payload := x.terminating("token-" + x.name)
 	x.must(env.SetInstanceState(x.ctx, x.target.ID, "stopped"))
-	_, err := x.invoke(rt, payload)
-	x.expect(err == nil, "invocation failed: %v", err)
-	got := x.waitHook(2*time.Minute, rt)
-	x.setDrained()
-	x.checkHook("CONTINUE", got)
-	x.checkFloors()
-	x.expect(x.drained == "yes", "node not drained: the hook was completed with its pods still running")
+	x.drainThenComplete(rt, payload, 2*time.Minute)
 	x.expect(len(aws.Requests()) >= 2, "EC2 read %d times: the scene proves nothing", len(aws.Requests()))
 }
 
@@ -66,13 +60,7 @@ func staleCacheNodeAbsent(x *X) {
 	rt := x.function(60*time.Second, apiEnv, "DRAIN_TIMEOUT=3m", "DEADLINE_MARGIN=10s")
 	x.observe(map[string]int{"app=web": 1})
 	x.hookAfterDrain = true
-	_, err = x.invoke(rt, x.terminating("token-"+x.name))
-	x.expect(err == nil, "invocation failed: %v", err)
-	got := x.waitHook(2*time.Minute, rt)
-	x.setDrained()
-	x.checkHook("CONTINUE", got)
-	x.checkFloors()
-	x.expect(x.drained == "yes", "node not drained: a stale list was taken for \"no node\"")
+	x.drainThenComplete(rt, x.terminating("token-"+x.name), 2*time.Minute)
 	stale := 0
 	for _, r := range api.Requests() {
 		if r.Fault == fp.Answer {
