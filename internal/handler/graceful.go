@@ -62,10 +62,20 @@ func (r *run) terminate(ctx context.Context) error {
 		deadline = r.h.now().Add(dryRunLimit) // plan, then complete at once
 	}
 	claim, err := r.claim(ctx, lease.Name(act.InstanceID), act.Token, deadline)
-	if err != nil {
-		if isDuplicate(err) {
-			return nil // another invocation holds (or finished) this instance: r.out says so
-		}
+	switch {
+	case err == nil:
+	case isDuplicate(err):
+		return nil // another invocation holds (or finished) this instance: r.out says so
+	case !r.h.now().Before(deadline.Add(-time.Second)):
+		// the lease was asked for until DRAIN_TIMEOUT (an apiserver that
+		// does not answer): nothing was changed in the cluster, and the
+		// hook is completed with the failure result as any drain's at its
+		// deadline (rule 3)
+		return r.drainFailed(ctx, nil, act, nil, err)
+	case r.canContinue(deadline):
+		// nothing was changed: the next invocation asks for the lease again
+		return r.handOver(ctx, nil, act, nil)
+	default:
 		return err // no lease, and a retry may get one: nothing was changed
 	}
 	// a lease another invocation took from us (ours lapsed) ends the drain:
@@ -132,7 +142,13 @@ func (r *run) handOver(ctx context.Context, claim *lease.Claim, act lifecycle.Ac
 		r.log.WarnContext(ctx, "could not give the lease up: the continuation takes it from this invocation", "error", err)
 	}
 	lcancel()
-	if err := r.continueLater(rctx, act, n); err != nil {
+	// the holder the continuation may take the lease from: this invocation,
+	// or, when it never got the lease, the one that still holds it
+	holder := r.predecessor
+	if claim != nil {
+		holder = r.holder(ctx)
+	}
+	if err := r.continueLater(rctx, act, n, holder); err != nil {
 		r.out.Action = ActionFailed
 		r.out.Detail = strings.TrimSpace(r.out.Detail + " could not hand over (the hook is left as it is, for Lambda's retry of this invocation): " + err.Error())
 		return err
@@ -665,10 +681,11 @@ func (r *run) canContinue(deadline time.Time) bool {
 }
 
 // continueLater heartbeats the hook and invokes the function again,
-// asynchronously, with the original event, the drain's start and the next
-// attempt number. Should the continuation be lost, the hook's heartbeat
-// timeout and default result are the backstop.
-func (r *run) continueLater(ctx context.Context, act lifecycle.Action, n *corev1.Node) error {
+// asynchronously, with the original event, the drain's start, the next
+// attempt number and the holder it may take the lease from. Should the
+// continuation be lost, the hook's heartbeat timeout and default result
+// are the backstop.
+func (r *run) continueLater(ctx context.Context, act lifecycle.Action, n *corev1.Node, holder string) error {
 	if err := lifecycle.Heartbeat(ctx, r.h.c.ASG, act); err != nil {
 		if lifecycle.IsNotActive(err) {
 			r.out.Action, r.out.Detail = ActionCompleted, "lifecycle action no longer active"
@@ -678,7 +695,7 @@ func (r *run) continueLater(ctx context.Context, act lifecycle.Action, n *corev1
 		// a reason to stop
 		r.log.WarnContext(ctx, "heartbeat before the hand-over failed; handing over all the same", "error", err)
 	}
-	payload, err := event.Continuation{Event: r.raw, StartedAt: r.started, Attempt: r.attempt + 1, Holder: r.holder(ctx)}.Payload()
+	payload, err := event.Continuation{Event: r.raw, StartedAt: r.started, Attempt: r.attempt + 1, Holder: holder}.Payload()
 	if err != nil {
 		return err
 	}
