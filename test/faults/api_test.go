@@ -91,13 +91,7 @@ func apiTerminate(x *X, o fp.Options, timeout time.Duration, waitMax time.Durati
 	if arm != nil {
 		arm(api)
 	}
-	_, err := x.invoke(rt, payload)
-	x.expect(err == nil, "invocation failed: %v", err)
-	got := x.waitHook(waitMax, rt)
-	x.setDrained()
-	x.checkHook("CONTINUE", got)
-	x.checkFloors()
-	x.expect(x.drained == "yes", "node not drained")
+	x.drainThenComplete(rt, payload, waitMax)
 	total, counts := api.Counts()
 	x.t.Logf("apiserver proxy: %d requests, faults %v", total, counts)
 	return api
