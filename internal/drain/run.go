@@ -82,8 +82,11 @@ type run struct {
 	disMu     sync.Mutex
 	disrupted map[string]sets.Set[string]
 
-	annMu     sync.Mutex // one announcement at a time, in order
-	announced string     // what the last one said
+	// annTurn holds one announcement at a time (a channel, not a mutex:
+	// it is held across API calls, and a goroutine waiting on a channel is
+	// one the simulation's clock can see waiting)
+	annTurn   chan struct{}
+	announced string // what the last one said
 }
 
 // token is what admit took from a PDB for one eviction, given back if the
@@ -98,7 +101,7 @@ type token struct {
 // PDBs'.
 func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod) *run {
 	ctx, cancel := context.WithCancel(ctx)
-	r := &run{ctx: ctx, cancel: cancel, turns: d.opts.Turns, want: pods, mine: map[string]bool{}, state: map[types.UID]podState{}, reason: map[types.UID]error{},
+	r := &run{ctx: ctx, cancel: cancel, annTurn: make(chan struct{}, 1), turns: d.opts.Turns, want: pods, mine: map[string]bool{}, state: map[types.UID]podState{}, reason: map[types.UID]error{},
 		taken: map[string]map[string]time.Time{}, inflight: map[string]bool{}, jitter: map[types.UID]time.Time{}, tried: map[string]bool{}, contended: map[string]bool{},
 		behind: map[string]time.Time{}, lapsed: map[string]bool{}, pending: sets.New[string](), sels: map[string]parsed{}, disrupted: map[string]sets.Set[string]{}}
 	for _, p := range pods {
@@ -713,8 +716,8 @@ func (r *run) announce(pods []corev1.Pod) {
 	r.pending.Insert(slices.Collect(maps.Keys(shared))...)
 	r.mu.Unlock()
 	go func() {
-		r.annMu.Lock()
-		defer r.annMu.Unlock()
+		r.annTurn <- struct{}{}
+		defer func() { <-r.annTurn }()
 		defer func() {
 			r.mu.Lock()
 			if r.announcing--; r.announcing == 0 {
