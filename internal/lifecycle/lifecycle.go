@@ -101,24 +101,37 @@ func HeartbeatInterval(ctx context.Context, api API, a Action, fallback time.Dur
 }
 
 // KeepAlive records a heartbeat every interval until ctx ends or stop is
-// called; failures go to onErr. It returns stop.
+// called; failures go to onErr. A failed heartbeat is tried again soon
+// (retryAfter), not an interval later: at half the hook's timeout, the next
+// regular beat would come as the hook expires.
 func KeepAlive(ctx context.Context, api API, a Action, interval time.Duration, onErr func(error)) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(interval)
+		t := time.NewTimer(interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				next := interval
 				if err := Heartbeat(ctx, api, a); err != nil && ctx.Err() == nil {
 					onErr(err)
+					if !IsNotActive(err) {
+						next = retryAfter(interval)
+					}
 				}
+				t.Reset(next)
 			}
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// retryAfter is how soon a failed heartbeat is tried again: a tenth of the
+// interval, between 1 and 10 seconds.
+func retryAfter(interval time.Duration) time.Duration {
+	return min(max(interval/10, time.Second), 10*time.Second)
 }
