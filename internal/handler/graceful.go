@@ -35,13 +35,18 @@ func (r *run) terminate(ctx context.Context) error {
 		return nil
 	}
 	inst, ours, err := r.ours(ctx, act.InstanceID)
+	// known: the hook is ours whatever EC2 says now: its ASG is configured,
+	// or an earlier invocation read the instance as the cluster's (a
+	// continuation), or the sweep took it from a group of the cluster's
+	known := r.h.cfg.ListsASG(act.ASG) || r.attempt > 1 || r.fromSweep
 	switch {
-	case err != nil && !r.h.cfg.ListsASG(act.ASG):
+	case err != nil && !known:
 		return err // cannot tell whether it is ours: nothing done, a retry may read EC2
 	case err != nil:
-		// the ASG is ours by configuration: drain without EC2's view (the
-		// node is found by providerID), so the hook is still completed in
-		// time; the zero reading is never "down", so nothing is forced
+		// drain without EC2's view (the node is found by providerID), so
+		// the hook is still heartbeated and completed in time (a Lambda
+		// retry comes a minute later, past the hook's timeout at worst);
+		// the zero reading is never "down", so nothing is forced
 		r.log.WarnContext(ctx, "EC2 unreadable; ASG is configured: draining gracefully", "error", err)
 		inst = instance.Instance{ID: act.InstanceID}
 	case !ours && r.h.cfg.ListsASG(act.ASG):
