@@ -1,0 +1,743 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/smithy-go"
+
+	"github.com/node-drainer/node-drainer/internal/config"
+	"github.com/node-drainer/node-drainer/internal/handler"
+)
+
+const clusterTag = "kubernetes.io/cluster/sim"
+
+// EC2.
+
+type stateAt struct {
+	at            time.Duration
+	state, reason string
+}
+
+type ec2Inst struct {
+	id, dns   string
+	hibernate bool // configured for hibernation
+	hist      []stateAt
+}
+
+type ec2World struct {
+	w     *World
+	mu    sync.Mutex
+	insts map[string]*ec2Inst
+}
+
+func (e *ec2World) add(id, dns string, hibernate bool, state string) {
+	e.mu.Lock()
+	e.insts[id] = &ec2Inst{id: id, dns: dns, hibernate: hibernate, hist: []stateAt{{e.w.now(), state, ""}}}
+	e.mu.Unlock()
+}
+
+// set changes an instance's state and sends its state-change notification.
+func (e *ec2World) set(id, state, reason string) {
+	e.mu.Lock()
+	i := e.insts[id]
+	i.hist = append(i.hist, stateAt{e.w.now(), state, reason})
+	e.mu.Unlock()
+	e.w.tracef("world: EC2 %s %s %s", id, state, reason)
+	e.w.bridge.emit("state/"+id+"/"+state, stateEvent(id, state), id)
+	if state == "terminated" {
+		e.w.inv.terminated(id)
+		e.w.after(30*time.Second+e.w.jitter("cloud/"+id), e.w.kube.bump) // the cloud controller's turn
+	}
+}
+
+func (e *ec2World) current(id string) stateAt {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	i := e.insts[id]
+	if i == nil {
+		return stateAt{}
+	}
+	return i.hist[len(i.hist)-1]
+}
+
+// truth is the instance's state now.
+func (e *ec2World) truth(id string) string { return e.current(id).state }
+
+// since is when the instance entered its state.
+func (e *ec2World) since(id string) time.Duration { return e.current(id).at }
+
+// hibernated: stopping or stopped by a hibernation.
+func (e *ec2World) hibernated(id string) bool {
+	c := e.current(id)
+	return c.reason == "Client.UserInitiatedHibernate" && (c.state == "stopping" || c.state == "stopped")
+}
+
+// seen is the instance as a describe shows it: sometimes from before its
+// last change (EC2's reads are eventually consistent).
+func (e *ec2World) seen(inv *invocation, id string) (ec2types.Instance, bool) {
+	lag := e.w.roll(inv.id+"/ec2lag/"+id) < e.w.Plan.EC2Lag
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	i := e.insts[id]
+	if i == nil {
+		return ec2types.Instance{}, false
+	}
+	s := i.hist[len(i.hist)-1]
+	if lag && len(i.hist) > 1 && e.w.now()-s.at < 5*time.Second {
+		s = i.hist[len(i.hist)-2]
+	}
+	out := ec2types.Instance{
+		InstanceId:         aws.String(id),
+		State:              &ec2types.InstanceState{Name: ec2types.InstanceStateName(s.state)},
+		PrivateDnsName:     aws.String(i.dns),
+		Placement:          &ec2types.Placement{AvailabilityZone: aws.String("us-east-1a")},
+		Tags:               []ec2types.Tag{{Key: aws.String(clusterTag), Value: aws.String("owned")}},
+		HibernationOptions: &ec2types.HibernationOptions{Configured: aws.Bool(i.hibernate)},
+	}
+	if s.reason != "" {
+		out.StateReason = &ec2types.StateReason{Code: aws.String(s.reason)}
+	}
+	return out, true
+}
+
+type ec2Client struct {
+	w   *World
+	inv *invocation
+}
+
+func (c ec2Client) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	if err := c.w.lambda.gate(c.inv, "ec2 DescribeInstances"); err != nil {
+		return nil, err
+	}
+	if err := c.w.awsFault(c.inv, "DescribeInstances"); err != nil {
+		return nil, err
+	}
+	e := c.w.ec2
+	var out []ec2types.Instance
+	if len(in.InstanceIds) > 0 {
+		for _, id := range in.InstanceIds {
+			i, ok := e.seen(c.inv, id)
+			if !ok {
+				return nil, &smithy.GenericAPIError{Code: "InvalidInstanceID.NotFound", Message: "The instance ID '" + id + "' does not exist"}
+			}
+			out = append(out, i)
+		}
+	} else {
+		e.mu.Lock()
+		ids := make([]string, 0, len(e.insts))
+		for id := range e.insts {
+			ids = append(ids, id)
+		}
+		e.mu.Unlock()
+		sort.Strings(ids)
+		for _, id := range ids {
+			i, _ := e.seen(c.inv, id)
+			if matches(i, in.Filters) {
+				out = append(out, i)
+			}
+		}
+	}
+	return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{{Instances: out}}}, nil
+}
+
+func matches(i ec2types.Instance, filters []ec2types.Filter) bool {
+	for _, f := range filters {
+		var v []string
+		switch aws.ToString(f.Name) {
+		case "instance-id":
+			v = []string{aws.ToString(i.InstanceId)}
+		case "private-dns-name":
+			v = []string{aws.ToString(i.PrivateDnsName)}
+		case "instance-state-name":
+			v = []string{string(i.State.Name)}
+		case "tag-key":
+			for _, t := range i.Tags {
+				v = append(v, aws.ToString(t.Key))
+			}
+		default:
+			panic("sim: EC2 filter not simulated: " + aws.ToString(f.Name))
+		}
+		if !slices.ContainsFunc(v, func(s string) bool { return slices.Contains(f.Values, s) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// awsFault is a failure an AWS API answers with after the SDK's retries
+// gave up (rare: the SDK retries throttling and 5xx).
+func (w *World) awsFault(inv *invocation, op string) error {
+	if w.roll(inv.id+"/aws/"+op) < w.Plan.APIFault/10 {
+		return &smithy.GenericAPIError{Code: "RequestLimitExceeded", Message: "Request limit exceeded (retries exhausted)"}
+	}
+	return nil
+}
+
+// Auto Scaling.
+
+type hookDef struct {
+	name, transition string
+	ours             bool // by the function's configuration
+	other            bool // another tool's: it completes its actions
+}
+
+type action struct {
+	group, instance string
+	hook            hookDef
+	token           string
+	start           time.Duration
+	expires, global time.Duration
+	done            bool
+	result          string
+	touched         bool // an invocation of the function about it started
+}
+
+type member struct {
+	id, state string
+	actions   []*action
+}
+
+type group struct {
+	name    string
+	hooks   []hookDef
+	members map[string]*member
+}
+
+type asgWorld struct {
+	w      *World
+	mu     sync.Mutex
+	groups map[string]*group
+	tokens int
+}
+
+func (a *asgWorld) hooks() []hookDef {
+	// a hook the operator made and named in HOOK_NAMES stands for the
+	// template's (one hook of ours per transition: two would be guessed
+	// between, see the sweep's notes)
+	terminate := "node-drainer-terminate"
+	if a.w.Plan.ExtraOwnedHook {
+		terminate = "drain-extra"
+	}
+	hs := []hookDef{
+		{name: terminate, transition: "autoscaling:EC2_INSTANCE_TERMINATING", ours: true},
+		{name: "node-drainer-launch", transition: "autoscaling:EC2_INSTANCE_LAUNCHING", ours: true},
+	}
+	if a.w.Plan.OtherHook {
+		hs = append(hs, hookDef{name: "app-flush", transition: "autoscaling:EC2_INSTANCE_TERMINATING", other: true})
+	}
+	return hs
+}
+
+func (a *asgWorld) addGroup(name string) {
+	a.mu.Lock()
+	a.groups[name] = &group{name: name, hooks: a.hooks(), members: map[string]*member{}}
+	a.mu.Unlock()
+}
+
+func (a *asgWorld) addMember(groupName, id, state string) {
+	a.mu.Lock()
+	a.groups[groupName].members[id] = &member{id: id, state: state}
+	a.mu.Unlock()
+}
+
+func (a *asgWorld) find(id string) (*group, *member) {
+	for _, g := range a.groups {
+		if m := g.members[id]; m != nil {
+			return g, m
+		}
+	}
+	return nil, nil
+}
+
+// transition starts the lifecycle actions of an instance's hooks for
+// transition (terminating or launching), or goes on at once without hooks.
+func (a *asgWorld) transition(id, transition string) {
+	a.mu.Lock()
+	g, m := a.find(id)
+	if g == nil || (transition == "autoscaling:EC2_INSTANCE_TERMINATING" && strings.HasPrefix(m.state, "Terminating")) {
+		a.mu.Unlock()
+		return
+	}
+	wait := "Terminating:Wait"
+	if transition == "autoscaling:EC2_INSTANCE_LAUNCHING" {
+		wait = "Pending:Wait"
+	}
+	m.state, m.actions = wait, nil
+	hb := time.Duration(a.w.Plan.HeartbeatSecs) * time.Second
+	var started []*action
+	for _, h := range g.hooks {
+		if h.transition != transition {
+			continue
+		}
+		a.tokens++
+		ac := &action{group: g.name, instance: id, hook: h, token: fmt.Sprintf("token-%d", a.tokens), start: a.w.now(),
+			expires: a.w.now() + hb, global: a.w.now() + min(100*hb, 48*time.Hour)}
+		m.actions = append(m.actions, ac)
+		started = append(started, ac)
+	}
+	a.mu.Unlock()
+	a.w.tracef("world: ASG %s: %s %s (%d hooks)", g.name, id, wait, len(started))
+	if len(started) == 0 {
+		a.proceed(g.name, id, "CONTINUE")
+		return
+	}
+	for _, ac := range started {
+		a.w.bridge.emit("hook/"+ac.token, hookEvent(ac), id)
+		a.watchExpiry(ac)
+		if ac.hook.other {
+			key := "other/" + ac.token
+			if a.w.roll(key) < 0.8 {
+				a.w.after(time.Duration(5+a.w.roll(key+"/when")*115)*time.Second, func() {
+					a.complete(nil, ac.group, ac.hook.name, id, ac.token, "CONTINUE")
+				})
+			}
+		}
+	}
+}
+
+// watchExpiry applies the default result when an action times out.
+func (a *asgWorld) watchExpiry(ac *action) {
+	a.mu.Lock()
+	at := min(ac.expires, ac.global)
+	a.mu.Unlock()
+	a.w.after(at-a.w.now()+time.Millisecond, func() {
+		a.mu.Lock()
+		if ac.done {
+			a.mu.Unlock()
+			return
+		}
+		if now := a.w.now(); now < min(ac.expires, ac.global) {
+			a.mu.Unlock()
+			a.watchExpiry(ac)
+			return
+		}
+		a.mu.Unlock()
+		a.w.inv.expired(ac)
+		a.w.tracef("world: ASG: hook %s of %s timed out: default result %s", ac.hook.name, ac.instance, a.w.Plan.DefaultResult)
+		a.finish(ac, a.w.Plan.DefaultResult)
+	})
+}
+
+// finish ends an action; when the instance's last one ends it goes on.
+func (a *asgWorld) finish(ac *action, result string) {
+	a.mu.Lock()
+	if ac.done {
+		a.mu.Unlock()
+		return
+	}
+	ac.done, ac.result = true, result
+	g := a.groups[ac.group]
+	m := g.members[ac.instance]
+	if m == nil { // gone meanwhile (terminated outside the group)
+		a.mu.Unlock()
+		return
+	}
+	outcome := "CONTINUE"
+	for _, o := range m.actions {
+		if !o.done {
+			a.mu.Unlock()
+			return
+		}
+		if o.result == "ABANDON" {
+			outcome = "ABANDON"
+		}
+	}
+	a.mu.Unlock()
+	a.proceed(g.name, ac.instance, outcome)
+}
+
+// proceed takes an instance past its transition: a terminating one
+// terminates (whatever the result); a launching one goes in service, or is
+// terminated when abandoned.
+func (a *asgWorld) proceed(groupName, id, result string) {
+	a.mu.Lock()
+	g := a.groups[groupName]
+	m := g.members[id]
+	launching := m.state == "Pending:Wait"
+	if launching && result == "CONTINUE" {
+		m.state = "InService"
+		a.mu.Unlock()
+		a.w.tracef("world: ASG %s: %s InService", groupName, id)
+		return
+	}
+	delete(g.members, id)
+	a.mu.Unlock()
+	a.w.tracef("world: ASG %s: %s terminating (%s)", groupName, id, result)
+	a.w.shutDown(id)
+}
+
+// complete is CompleteLifecycleAction.
+func (a *asgWorld) complete(inv *invocation, groupName, hook, id, token, result string) error {
+	a.mu.Lock()
+	var found *action
+	if g := a.groups[groupName]; g != nil {
+		if m := g.members[id]; m != nil {
+			for _, ac := range m.actions {
+				if ac.hook.name == hook && !ac.done && (token == "" || token == ac.token) {
+					found = ac
+				}
+			}
+		}
+	}
+	a.mu.Unlock()
+	if found == nil {
+		return &smithy.GenericAPIError{Code: "ValidationError", Message: "No active Lifecycle Action found with instance ID " + id}
+	}
+	if inv != nil {
+		a.w.inv.completing(inv, found, result)
+		a.w.tracef("%s: CompleteLifecycleAction %s %s %s", inv.id, hook, id, result)
+	} else {
+		a.w.tracef("world: %s completed its hook %s of %s", "another tool", hook, id)
+	}
+	a.finish(found, result)
+	return nil
+}
+
+type asgClient struct {
+	w   *World
+	inv *invocation
+}
+
+func (c asgClient) CompleteLifecycleAction(_ context.Context, in *autoscaling.CompleteLifecycleActionInput, _ ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
+	if err := c.w.lambda.gate(c.inv, "autoscaling CompleteLifecycleAction"); err != nil {
+		return nil, err
+	}
+	if err := c.w.awsFault(c.inv, "CompleteLifecycleAction"); err != nil {
+		return nil, err
+	}
+	err := c.w.asg.complete(c.inv, aws.ToString(in.AutoScalingGroupName), aws.ToString(in.LifecycleHookName),
+		aws.ToString(in.InstanceId), aws.ToString(in.LifecycleActionToken), aws.ToString(in.LifecycleActionResult))
+	if err != nil {
+		return nil, err
+	}
+	return &autoscaling.CompleteLifecycleActionOutput{}, nil
+}
+
+func (c asgClient) RecordLifecycleActionHeartbeat(_ context.Context, in *autoscaling.RecordLifecycleActionHeartbeatInput, _ ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
+	if err := c.w.lambda.gate(c.inv, "autoscaling RecordLifecycleActionHeartbeat"); err != nil {
+		return nil, err
+	}
+	if err := c.w.awsFault(c.inv, "RecordLifecycleActionHeartbeat"); err != nil {
+		return nil, err
+	}
+	a := c.w.asg
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	id, hook := aws.ToString(in.InstanceId), aws.ToString(in.LifecycleHookName)
+	if g := a.groups[aws.ToString(in.AutoScalingGroupName)]; g != nil {
+		if m := g.members[id]; m != nil {
+			for _, ac := range m.actions {
+				if ac.hook.name == hook && !ac.done {
+					c.w.tracef("%s: RecordLifecycleActionHeartbeat %s %s", c.inv.id, hook, id)
+					c.w.inv.heartbeat(c.inv, ac)
+					ac.expires = min(c.w.now()+time.Duration(c.w.Plan.HeartbeatSecs)*time.Second, ac.global)
+					return &autoscaling.RecordLifecycleActionHeartbeatOutput{}, nil
+				}
+			}
+		}
+	}
+	return nil, &smithy.GenericAPIError{Code: "ValidationError", Message: "No active Lifecycle Action found with instance ID " + id}
+}
+
+func (c asgClient) DescribeLifecycleHooks(_ context.Context, in *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
+	if err := c.w.lambda.gate(c.inv, "autoscaling DescribeLifecycleHooks"); err != nil {
+		return nil, err
+	}
+	if err := c.w.awsFault(c.inv, "DescribeLifecycleHooks"); err != nil {
+		return nil, err
+	}
+	a := c.w.asg
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	g := a.groups[aws.ToString(in.AutoScalingGroupName)]
+	if g == nil {
+		return nil, &smithy.GenericAPIError{Code: "ValidationError", Message: "Group not found"}
+	}
+	var out []astypes.LifecycleHook
+	for _, h := range g.hooks {
+		if len(in.LifecycleHookNames) > 0 && !slices.Contains(in.LifecycleHookNames, h.name) {
+			continue
+		}
+		hb := c.w.Plan.HeartbeatSecs
+		out = append(out, astypes.LifecycleHook{AutoScalingGroupName: aws.String(g.name), LifecycleHookName: aws.String(h.name),
+			LifecycleTransition: aws.String(h.transition), HeartbeatTimeout: aws.Int32(hb), GlobalTimeout: aws.Int32(min(100*hb, 172800)),
+			DefaultResult: aws.String(c.w.Plan.DefaultResult)})
+	}
+	return &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: out}, nil
+}
+
+func (c asgClient) DescribeAutoScalingGroups(_ context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
+	if err := c.w.lambda.gate(c.inv, "autoscaling DescribeAutoScalingGroups"); err != nil {
+		return nil, err
+	}
+	if err := c.w.awsFault(c.inv, "DescribeAutoScalingGroups"); err != nil {
+		return nil, err
+	}
+	a := c.w.asg
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	names := make([]string, 0, len(a.groups))
+	for n := range a.groups {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []astypes.AutoScalingGroup
+	for _, n := range names {
+		g := a.groups[n]
+		if len(in.AutoScalingGroupNames) > 0 && !slices.Contains(in.AutoScalingGroupNames, n) {
+			continue
+		}
+		ag := astypes.AutoScalingGroup{AutoScalingGroupName: aws.String(n),
+			Tags: []astypes.TagDescription{{Key: aws.String(clusterTag), Value: aws.String("owned"), ResourceId: aws.String(n)}}}
+		ids := make([]string, 0, len(g.members))
+		for id := range g.members {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			ag.Instances = append(ag.Instances, astypes.Instance{InstanceId: aws.String(id), LifecycleState: astypes.LifecycleState(g.members[id].state),
+				HealthStatus: aws.String("Healthy"), AvailabilityZone: aws.String("us-east-1a")})
+		}
+		out = append(out, ag)
+	}
+	return &autoscaling.DescribeAutoScalingGroupsOutput{AutoScalingGroups: out}, nil
+}
+
+func (c asgClient) SetInstanceHealth(_ context.Context, in *autoscaling.SetInstanceHealthInput, _ ...func(*autoscaling.Options)) (*autoscaling.SetInstanceHealthOutput, error) {
+	if err := c.w.lambda.gate(c.inv, "autoscaling SetInstanceHealth"); err != nil {
+		return nil, err
+	}
+	c.w.tracef("%s: SetInstanceHealth %s %s", c.inv.id, aws.ToString(in.InstanceId), aws.ToString(in.HealthStatus))
+	if aws.ToString(in.HealthStatus) == "Unhealthy" {
+		id := aws.ToString(in.InstanceId)
+		c.w.after(time.Second, func() { c.w.asg.transition(id, "autoscaling:EC2_INSTANCE_TERMINATING") })
+	}
+	return &autoscaling.SetInstanceHealthOutput{}, nil
+}
+
+// EventBridge.
+
+type bridge struct{ w *World }
+
+// emit delivers an event to the function: usually within seconds, sometimes
+// minutes late, sometimes twice, sometimes never.
+func (b bridge) emit(key string, payload []byte, about string) {
+	w := b.w
+	if w.roll("lost/"+key) < w.Plan.EventLoss {
+		w.tracef("world: EventBridge lost %s", key)
+		return
+	}
+	copies := 1
+	if w.roll("dup/"+key) < w.Plan.EventDup {
+		copies = 2
+	}
+	for c := range copies {
+		k := fmt.Sprintf("%s#%d", key, c)
+		d := time.Duration(100+w.roll("delay/"+k)*1900) * time.Millisecond
+		if w.roll("late/"+k) < w.Plan.EventLate {
+			d = time.Duration(60+w.roll("late-by/"+k)*240) * time.Second
+		}
+		w.after(d, func() { w.lambda.async("ev:"+k, payload, about, 0) })
+	}
+}
+
+func envelope(source, detailType string, at time.Time, detail any) []byte {
+	b, err := json.Marshal(map[string]any{
+		"version": "0", "id": fmt.Sprintf("ev-%d", at.UnixNano()), "detail-type": detailType, "source": source, "account": "123456789012",
+		"time": at.UTC().Format(time.RFC3339Nano), "region": "us-east-1", "resources": []string{}, "detail": detail,
+	})
+	must(err)
+	return b
+}
+
+func hookEvent(ac *action) []byte {
+	dt := "EC2 Instance-terminate Lifecycle Action"
+	if ac.hook.transition == "autoscaling:EC2_INSTANCE_LAUNCHING" {
+		dt = "EC2 Instance-launch Lifecycle Action"
+	}
+	return envelope("aws.autoscaling", dt, time.Now(), map[string]string{
+		"LifecycleActionToken": ac.token, "AutoScalingGroupName": ac.group, "LifecycleHookName": ac.hook.name,
+		"EC2InstanceId": ac.instance, "LifecycleTransition": ac.hook.transition,
+	})
+}
+
+func stateEvent(id, state string) []byte {
+	return envelope("aws.ec2", "EC2 Instance State-change Notification", time.Now(), map[string]string{"instance-id": id, "state": state})
+}
+
+func sweepEvent() []byte {
+	return envelope("aws.events", "Scheduled Event", time.Now(), map[string]any{})
+}
+
+// Lambda.
+
+// invocation is one run of the function.
+type invocation struct {
+	id       string
+	payload  []byte
+	about    string // the instance it concerns ("sweep": the sweep)
+	retries  int    // Lambda's asynchronous retries of it so far
+	begun    time.Duration
+	deadline time.Time
+	mu       sync.Mutex
+	dead     bool // killed at its deadline
+	ended    bool
+}
+
+type lambdaWorld struct {
+	w       *World
+	cfg     config.Config
+	mu      sync.Mutex
+	running int
+	all     []*invocation
+	seq     map[string]int
+	log     *slog.Logger
+}
+
+// gate is every call of the function to the world: a call after the
+// invocation's deadline is one Lambda would never have let through (I9).
+func (l *lambdaWorld) gate(inv *invocation, what string) error {
+	l.w.step()
+	inv.mu.Lock()
+	dead := inv.dead
+	inv.mu.Unlock()
+	if dead || !time.Now().Before(inv.deadline) {
+		l.w.inv.afterDeadline(inv, what)
+		return errors.New("sim: the invocation was killed at its deadline")
+	}
+	return nil
+}
+
+// async is an asynchronous invocation: run now if the reserved concurrency
+// allows, else throttled and tried again later, as Lambda's event queue does.
+func (l *lambdaWorld) async(id string, payload []byte, about string, retries int) {
+	l.mu.Lock()
+	if l.running >= l.w.Plan.Concurrency {
+		l.seq[id]++
+		n := l.seq[id]
+		l.mu.Unlock()
+		d := min(time.Duration(1<<min(n, 8))*15*time.Second, 5*time.Minute) + l.w.jitter(fmt.Sprintf("throttle/%s/%d", id, n))
+		l.w.tracef("world: Lambda throttled %s (retry in %s)", id, d.Round(time.Second))
+		l.w.after(d, func() { l.async(id, payload, about, retries) })
+		return
+	}
+	l.running++
+	inv := &invocation{id: id, payload: payload, about: about, retries: retries, begun: l.w.now(), deadline: time.Now().Add(l.w.Plan.LambdaTimeout)}
+	if retries > 0 {
+		inv.id = fmt.Sprintf("%s/retry%d", id, retries)
+	}
+	l.all = append(l.all, inv)
+	l.mu.Unlock()
+	l.w.inv.started(inv)
+	l.w.tracef("%s: invoked (%s)", inv.id, about)
+	go l.run(inv)
+	time.AfterFunc(l.w.Plan.LambdaTimeout, func() { l.kill(inv) })
+}
+
+func (l *lambdaWorld) run(inv *invocation) {
+	h := handler.New(l.cfg, handler.Clients{
+		Kube:        l.w.kube.clientset(inv),
+		EC2:         ec2Client{l.w, inv},
+		ASG:         asgClient{l.w, inv},
+		AutoScaling: asgClient{l.w, inv},
+		Lambda:      lambdaClient{l.w, inv},
+	}, l.log)
+	ctx, cancel := context.WithDeadline(context.Background(), inv.deadline)
+	defer cancel()
+	// Lambda's retry of an asynchronous invocation keeps its request id
+	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: strings.SplitN(inv.id, "/retry", 2)[0]})
+	out, err := h.Handle(ctx, inv.payload)
+	inv.mu.Lock()
+	dead := inv.dead
+	inv.ended = true
+	inv.mu.Unlock()
+	if dead {
+		return
+	}
+	l.mu.Lock()
+	l.running--
+	l.mu.Unlock()
+	detail := out.Detail
+	if len(detail) > 160 {
+		detail = detail[:160] + "…"
+	}
+	l.w.tracef("%s: returned %s %s (error: %v)", inv.id, out.Action, detail, err)
+	if s := out.Sweep; s != nil && (len(s.Held)+len(s.Notes)+len(s.Failed) > 0) {
+		l.w.tracef("%s: sweep held %v; notes %q; failed %q", inv.id, s.Held, s.Notes, s.Failed)
+	}
+	if err != nil {
+		l.retry(inv)
+	}
+}
+
+// kill ends an invocation still running at its deadline: an error, retried.
+func (l *lambdaWorld) kill(inv *invocation) {
+	inv.mu.Lock()
+	if inv.ended {
+		inv.mu.Unlock()
+		return
+	}
+	inv.dead = true
+	inv.mu.Unlock()
+	l.mu.Lock()
+	l.running--
+	l.mu.Unlock()
+	l.w.tracef("%s: killed at its deadline (Task timed out)", inv.id)
+	l.retry(inv)
+}
+
+// retry is Lambda's retry of a failed asynchronous invocation: twice, a
+// minute then two minutes later.
+func (l *lambdaWorld) retry(inv *invocation) {
+	if inv.retries >= 2 || l.w.isStopped() {
+		return
+	}
+	base := strings.SplitN(inv.id, "/retry", 2)[0]
+	d := time.Duration(inv.retries+1)*time.Minute + l.w.jitter("retry/"+inv.id)
+	l.w.after(d, func() { l.async(base, inv.payload, inv.about, inv.retries+1) })
+}
+
+type lambdaClient struct {
+	w   *World
+	inv *invocation
+}
+
+// Invoke is the function invoking itself (a continuation, or one instance
+// of a scheduled change).
+func (c lambdaClient) Invoke(_ context.Context, in *lambda.InvokeInput, _ ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
+	if err := c.w.lambda.gate(c.inv, "lambda Invoke"); err != nil {
+		return nil, err
+	}
+	if c.w.roll(c.inv.id+"/invoke") < c.w.Plan.InvokeFail {
+		c.w.tracef("%s: Invoke failed (TooManyRequestsException)", c.inv.id)
+		return nil, &smithy.GenericAPIError{Code: "TooManyRequestsException", Message: "Rate exceeded"}
+	}
+	c.w.lambda.mu.Lock()
+	c.w.lambda.seq[c.inv.id+"/cont"]++
+	id := fmt.Sprintf("%s>c%d", c.inv.id, c.w.lambda.seq[c.inv.id+"/cont"])
+	c.w.lambda.mu.Unlock()
+	c.w.inv.continued(c.inv, id)
+	c.w.after(time.Duration(100+c.w.roll("cont-delay/"+id)*900)*time.Millisecond, func() {
+		c.w.lambda.async(id, in.Payload, c.inv.about, 0)
+	})
+	return &lambda.InvokeOutput{StatusCode: 202}, nil
+}
+
+var _ = io.Discard

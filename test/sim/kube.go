@@ -1,0 +1,1144 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ktypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/node-drainer/node-drainer/internal/node"
+)
+
+const ns = "shop"
+
+var (
+	gvrPods   = corev1.SchemeGroupVersion.WithResource("pods")
+	gvrNodes  = corev1.SchemeGroupVersion.WithResource("nodes")
+	gvrPDBs   = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
+	gvrVAs    = storagev1.SchemeGroupVersion.WithResource("volumeattachments")
+	gvrLeases = coordinationv1.SchemeGroupVersion.WithResource("leases")
+)
+
+// simNode is a node as the world knows it (not as the apiserver says).
+type simNode struct {
+	idx     int
+	name    string
+	id      string // its instance
+	group   string
+	skipped bool // a skipped owner's (eks.amazonaws.com/nodegroup)
+	alive   bool // a kubelet runs on it
+	diedAt  time.Duration
+	bornAt  time.Duration // when its kubelet last started
+	uid     ktypes.UID
+}
+
+// kube is the simulated apiserver (client-go's tracker behind reactors that
+// serve what the fake does not: field selectors, evictions with PDBs,
+// graceful deletion) and the kubelets and controllers around it.
+type kube struct {
+	w       *World
+	tracker k8stesting.ObjectTracker
+
+	mu        sync.Mutex
+	nodes     map[string]*simNode // by name
+	disrupted map[string]time.Duration
+	names     int // replacement pods made
+	pdbMin    map[string]int32
+	// gen counts the changes the controllers react to (pods, nodes, PDBs,
+	// attachments; not Lease renewals): a controller pass with nothing new
+	// to see is skipped, which is most of them
+	gen, seen uint64
+	rv        uint64 // the last resourceVersion given
+}
+
+// stamp gives obj the next resourceVersion, as the apiserver does on every
+// write (the tracker does not: its updates would never conflict).
+func (k *kube) stamp(obj runtime.Object) runtime.Object {
+	if m, err := meta.Accessor(obj); err == nil {
+		k.mu.Lock()
+		k.rv++
+		m.SetResourceVersion(strconv.FormatUint(k.rv, 10))
+		k.mu.Unlock()
+	}
+	return obj
+}
+
+// add is the world making an object.
+func (k *kube) add(obj runtime.Object) { must(k.tracker.Add(k.stamp(obj))) }
+
+// update and delete change an object as a controller does.
+func (k *kube) update(gvr schema.GroupVersionResource, obj runtime.Object, ns string) error {
+	defer k.bump()
+	return k.tracker.Update(gvr, k.stamp(obj), ns)
+}
+
+func (k *kube) delete(gvr schema.GroupVersionResource, ns, name string) error {
+	defer k.bump()
+	return k.tracker.Delete(gvr, ns, name)
+}
+
+// bump records a change the controllers must see.
+func (k *kube) bump() {
+	k.mu.Lock()
+	k.gen++
+	k.mu.Unlock()
+}
+
+func newKube(w *World) *kube {
+	return &kube{
+		w:         w,
+		tracker:   k8stesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder()),
+		nodes:     map[string]*simNode{},
+		disrupted: map[string]time.Duration{},
+		pdbMin:    map[string]int32{},
+	}
+}
+
+func nodeName(idx int) string   { return fmt.Sprintf("ip-10-0-0-%d.ec2.internal", 10+idx) }
+func instanceID(idx int) string { return fmt.Sprintf("i-%017d", 10+idx) }
+
+// node is the world's node named name (nil: none).
+func (k *kube) node(name string) *simNode {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.nodes[name]
+}
+
+func (k *kube) nodeByID(id string) *simNode {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, n := range k.nodes {
+		if n.id == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// join registers a node whose kubelet runs: the Node, its Lease.
+func (k *kube) join(idx int, group string, skipped bool) *simNode {
+	n := &simNode{idx: idx, name: nodeName(idx), id: instanceID(idx), group: group, skipped: skipped, alive: true, bornAt: k.w.now(),
+		uid: ktypes.UID(fmt.Sprintf("node-%d-%d", idx, int(k.w.now().Seconds())))}
+	k.mu.Lock()
+	k.nodes[n.name] = n
+	k.mu.Unlock()
+	lbl := map[string]string{corev1.LabelHostname: n.name}
+	if skipped && k.w.Plan.SkippedOwner == "karpenter" {
+		lbl[node.LabelKarpenterNodePool] = "default"
+	} else if skipped {
+		lbl[node.LabelEKSNodeGroup] = group
+	}
+	k.add((&corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.name, UID: n.uid, Labels: lbl, CreationTimestamp: metav1.Now()},
+		Spec:       corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + n.id},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}},
+	}))
+	now := metav1.NowMicro()
+	secs := int32(40)
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: n.name},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &n.name, LeaseDurationSeconds: &secs, RenewTime: &now}}
+	if err := k.tracker.Add(k.stamp(l)); err != nil {
+		must(k.tracker.Update(gvrLeases, k.stamp(l), l.Namespace))
+	}
+	k.add((&corev1.Pod{ // its DaemonSet's pod
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "ds-" + n.name, UID: ktypes.UID("ds-" + string(n.uid)),
+			Labels: map[string]string{"app": "ds"}, OwnerReferences: []metav1.OwnerReference{owner("DaemonSet", "ds")}},
+		Spec:   corev1.PodSpec{NodeName: n.name},
+		Status: running(),
+	}))
+	k.w.tracef("world: node %s (%s) joined", n.name, n.id)
+	k.bump()
+	return n
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+func owner(kind, name string) metav1.OwnerReference {
+	t := true
+	return metav1.OwnerReference{APIVersion: "apps/v1", Kind: kind, Name: name, UID: ktypes.UID("uid-" + name), Controller: &t}
+}
+
+func running() corev1.PodStatus {
+	return corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+}
+
+// seed places the workloads: web replicas and the stateful db pods spread
+// over the node group's nodes, one PDB each.
+func (k *kube) seed(p Plan) {
+	// kubectl's drain looks the DaemonSet of a pod up before it skips the pod
+	k.add(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "ds", UID: "uid-ds"}})
+	one := intstr.FromInt32(1)
+	webMin := intstr.FromInt32(int32(p.Web - 1))
+	k.pdbMin["web"] = int32(p.Web - 1)
+	k.add((&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Generation: 1},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &webMin, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}))
+	for i := range p.Web {
+		k.addPod(fmt.Sprintf("web-%d", i), "web", nodeName(i%p.Nodes), "ReplicaSet", "")
+	}
+	for i := range p.DBs {
+		app := fmt.Sprintf("db-%d", i)
+		k.pdbMin[app] = 1
+		k.add((&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app, Generation: 1},
+			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}}}))
+		k.add((&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data-" + app},
+			Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-" + app, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}}))
+		on := nodeName((i + 1) % p.Nodes)
+		k.addPod(app, app, on, "StatefulSet", "data-"+app)
+		k.attach(app, on)
+	}
+	if p.Unmanaged {
+		k.addPod("solo", "solo", nodeName(0), "", "")
+	}
+	if p.SkippedGroup {
+		k.addPod("managed-app", "managed-app", nodeName(p.Nodes), "ReplicaSet", "")
+	}
+	k.updatePDBs()
+}
+
+// addPod makes a pod bound to on (empty: pending).
+func (k *kube) addPod(name, app, on, ownerKind, claim string) {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": app},
+			UID: ktypes.UID(fmt.Sprintf("%s-%d", name, k.w.now().Microseconds())), CreationTimestamp: metav1.Now()},
+		Spec: corev1.PodSpec{NodeName: on},
+	}
+	if ownerKind != "" {
+		p.OwnerReferences = []metav1.OwnerReference{owner(ownerKind, app)}
+	}
+	if claim != "" {
+		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}
+	}
+	if n := k.node(on); n != nil && n.alive && claim == "" {
+		p.Status = running()
+	} else {
+		p.Status = corev1.PodStatus{Phase: corev1.PodPending}
+	}
+	k.add(p)
+	k.bump()
+}
+
+func (k *kube) attach(app, on string) {
+	pv := "pv-" + app
+	defer k.bump()
+	k.add((&storagev1.VolumeAttachment{
+		ObjectMeta: metav1.ObjectMeta{Name: "va-" + app + "-" + on, UID: ktypes.UID(fmt.Sprintf("va-%s-%s-%d", app, on, k.w.now().Microseconds()))},
+		Spec: storagev1.VolumeAttachmentSpec{Attacher: "ebs.csi.aws.com", NodeName: on,
+			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv}},
+		Status: storagev1.VolumeAttachmentStatus{Attached: true},
+	}))
+}
+
+// Reading the world's own state (no faults, no invariant: the truth).
+
+func (k *kube) pods() []corev1.Pod {
+	obj, err := k.tracker.List(gvrPods, corev1.SchemeGroupVersion.WithKind("Pod"), "")
+	must(err)
+	return obj.(*corev1.PodList).Items
+}
+
+func (k *kube) getNode(name string) *corev1.Node {
+	obj, err := k.tracker.Get(gvrNodes, "", name)
+	if err != nil {
+		return nil
+	}
+	return obj.(*corev1.Node)
+}
+
+func (k *kube) vas() []storagev1.VolumeAttachment {
+	obj, err := k.tracker.List(gvrVAs, storagev1.SchemeGroupVersion.WithKind("VolumeAttachment"), "")
+	must(err)
+	return obj.(*storagev1.VolumeAttachmentList).Items
+}
+
+func (k *kube) pdbs() []policyv1.PodDisruptionBudget {
+	obj, err := k.tracker.List(gvrPDBs, policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"), ns)
+	must(err)
+	return obj.(*policyv1.PodDisruptionBudgetList).Items
+}
+
+func healthy(p corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func daemon(p corev1.Pod) bool {
+	return len(p.OwnerReferences) > 0 && p.OwnerReferences[0].Kind == "DaemonSet"
+}
+
+// The apiserver, as each invocation's clientset sees it.
+
+// clientset is a fake clientset on the world's tracker whose every request
+// goes through the gate of invocation inv.
+func (k *kube) clientset(inv *invocation) kubernetes.Interface {
+	cs := fake.NewClientset()
+	cs.ReactionChain = nil
+	cs.WatchReactionChain = nil
+	objects := k8stesting.ObjectReaction(k.tracker)
+	cs.AddReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return k.serve(inv, a, objects)
+	})
+	cs.AddWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		return k.watch(inv, a)
+	})
+	return cs
+}
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string {
+	return "net/http: request canceled (Client.Timeout exceeded while awaiting headers)"
+}
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+func describeAction(a k8stesting.Action) string {
+	s := a.GetVerb() + " " + a.GetResource().Resource
+	if a.GetSubresource() != "" {
+		s += "/" + a.GetSubresource()
+	}
+	name := ""
+	switch x := a.(type) {
+	case k8stesting.GetAction:
+		name = x.GetName()
+	case k8stesting.DeleteAction:
+		name = x.GetName()
+	case k8stesting.CreateAction:
+		if m, err := meta.Accessor(x.GetObject()); err == nil {
+			name = m.GetName()
+		}
+	case k8stesting.UpdateAction:
+		if m, err := meta.Accessor(x.GetObject()); err == nil {
+			name = m.GetName()
+		}
+	case k8stesting.PatchAction:
+		name = x.GetName()
+	}
+	if a.GetNamespace() != "" {
+		name = a.GetNamespace() + "/" + name
+	}
+	return strings.TrimSuffix(s+" "+name, " ")
+}
+
+func isWrite(verb string) bool {
+	return verb == "create" || verb == "update" || verb == "patch" || verb == "delete" || verb == "delete-collection"
+}
+
+// fault is the failure the world answers a request with, if any.
+func (k *kube) fault(inv *invocation, a k8stesting.Action) error {
+	what := describeAction(a)
+	if err := k.w.lambda.gate(inv, "kube "+what); err != nil {
+		return err
+	}
+	now := k.w.now()
+	gr := a.GetResource().GroupResource()
+	for _, o := range k.w.Plan.Outages {
+		if now >= o.From && now < o.To {
+			if k.w.roll(inv.id+"/outage/"+what) < 0.5 {
+				return &url.Error{Op: "Get", URL: "https://apiserver/" + gr.Resource, Err: timeoutError{}}
+			}
+			return apierrors.NewServiceUnavailable("apiserver is shutting down")
+		}
+	}
+	if a.GetSubresource() == "eviction" {
+		name := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction).Name
+		for _, r := range k.w.Plan.Refusals {
+			if now >= r.From && now < r.To && strings.HasPrefix(name, r.Prefix) {
+				msg := "admission webhook \"deny-evictions.example.com\" denied the request: evictions of " + r.Prefix + "* are frozen"
+				switch r.Code {
+				case 422:
+					return apierrors.NewInvalid(schema.GroupKind{Group: "policy", Kind: "Eviction"}, name, nil)
+				case 403:
+					return apierrors.NewForbidden(gr, name, errors.New(msg))
+				default:
+					return apierrors.NewInternalError(errors.New(msg))
+				}
+			}
+		}
+	}
+	if a.GetVerb() == "create" && gr.Resource == "events" {
+		return nil // Events are not worth a fault: their failures are only logged
+	}
+	if x := k.w.roll(inv.id + "/fault/" + what); x < k.w.Plan.APIFault {
+		switch kind := x / k.w.Plan.APIFault; {
+		case kind < 0.35:
+			return apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
+		case kind < 0.55:
+			return apierrors.NewTooManyRequests("the server has received too many requests", 1)
+		case kind < 0.75:
+			return &url.Error{Op: "Get", URL: "https://apiserver/" + gr.Resource, Err: timeoutError{}}
+		default:
+			return apierrors.NewServiceUnavailable("the server is currently unable to handle the request")
+		}
+	}
+	return nil
+}
+
+// serve answers one request of invocation inv.
+func (k *kube) serve(inv *invocation, a k8stesting.Action, objects k8stesting.ReactionFunc) (bool, runtime.Object, error) {
+	if err := k.fault(inv, a); err != nil {
+		if isWrite(a.GetVerb()) {
+			k.w.tracef("%s: %s -> %v", inv.id, describeAction(a), err)
+		}
+		return true, nil, err
+	}
+	switch {
+	case a.GetVerb() == "create" && a.GetSubresource() == "eviction":
+		return k.evict(inv, a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction))
+	case a.GetVerb() == "delete" && a.GetResource().Resource == "pods":
+		d := a.(k8stesting.DeleteActionImpl)
+		return k.deletePod(inv, a.GetNamespace(), d.Name, d.DeleteOptions)
+	case a.GetVerb() == "list":
+		return k.list(inv, a.(k8stesting.ListActionImpl))
+	case a.GetVerb() == "create":
+		obj := a.(k8stesting.CreateAction).GetObject()
+		if m, err := meta.Accessor(obj); err == nil && m.GetName() == "" && m.GetGenerateName() != "" {
+			k.mu.Lock()
+			k.names++
+			m.SetName(fmt.Sprintf("%s%05d", m.GetGenerateName(), k.names))
+			k.mu.Unlock()
+		}
+		k.stamp(obj)
+	case a.GetVerb() == "update":
+		// optimistic concurrency: an update names the version it read
+		obj := a.(k8stesting.UpdateAction).GetObject()
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return true, nil, err
+		}
+		cur, err := k.tracker.Get(a.GetResource(), a.GetNamespace(), m.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		if c, _ := meta.Accessor(cur); m.GetResourceVersion() != "" && m.GetResourceVersion() != c.GetResourceVersion() {
+			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), m.GetName(),
+				errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+		}
+		k.stamp(obj)
+	case a.GetVerb() == "delete":
+		if err := k.preconditions(a); err != nil {
+			return true, nil, err
+		}
+	}
+	if !isWrite(a.GetVerb()) {
+		return objects(a)
+	}
+	before := k.before(a)
+	if err := k.w.inv.beforeWrite(inv, a, before); err != nil {
+		return true, nil, err
+	}
+	handled, obj, err := objects(a)
+	if r := a.GetResource().Resource; r != "events" && r != "leases" {
+		k.bump()
+	}
+	if err == nil && a.GetResource().Resource != "events" {
+		k.w.inv.touch(inv)
+		k.w.tracef("%s: %s", inv.id, describeAction(a))
+		k.w.inv.afterWrite(inv, a, before)
+		if k.w.roll(inv.id+"/lost-answer/"+describeAction(a)) < k.w.Plan.APIFault/4 {
+			k.w.tracef("%s: %s done, but its answer lost (timeout)", inv.id, describeAction(a))
+			return true, nil, &url.Error{Op: "Put", URL: "https://apiserver/" + a.GetResource().Resource, Err: timeoutError{}}
+		}
+	}
+	return handled, obj, err
+}
+
+// preconditions are a delete's: the UID and resourceVersion it names.
+func (k *kube) preconditions(a k8stesting.Action) error {
+	d, ok := a.(k8stesting.DeleteActionImpl)
+	if !ok || d.DeleteOptions.Preconditions == nil {
+		return nil
+	}
+	cur, err := k.tracker.Get(a.GetResource(), a.GetNamespace(), d.Name)
+	if err != nil {
+		return err
+	}
+	m, _ := meta.Accessor(cur)
+	pre := d.DeleteOptions.Preconditions
+	if (pre.UID != nil && *pre.UID != m.GetUID()) || (pre.ResourceVersion != nil && *pre.ResourceVersion != m.GetResourceVersion()) {
+		return apierrors.NewConflict(a.GetResource().GroupResource(), d.Name, errors.New("precondition failed: UID or resourceVersion"))
+	}
+	return nil
+}
+
+// before is the object a write changes, as it is (nil: none).
+func (k *kube) before(a k8stesting.Action) runtime.Object {
+	var name string
+	switch x := a.(type) {
+	case k8stesting.DeleteAction:
+		name = x.GetName()
+	case k8stesting.UpdateAction:
+		m, err := meta.Accessor(x.GetObject())
+		if err != nil {
+			return nil
+		}
+		name = m.GetName()
+	case k8stesting.PatchAction:
+		name = x.GetName()
+	default:
+		return nil
+	}
+	obj, err := k.tracker.Get(a.GetResource(), a.GetNamespace(), name)
+	if err != nil {
+		return nil
+	}
+	return obj
+}
+
+// list serves a list: the apiserver filters by field selector (the tracker
+// does not); a list served from the watch cache (resourceVersion "0") may
+// miss an object the cache has not caught up with.
+func (k *kube) list(inv *invocation, a k8stesting.ListActionImpl) (bool, runtime.Object, error) {
+	obj, err := k.tracker.List(a.GetResource(), a.GetKind(), a.GetNamespace())
+	if err != nil {
+		return true, nil, err
+	}
+	items, err := meta.ExtractList(obj)
+	if err != nil {
+		return true, nil, err
+	}
+	sel := a.ListRestrictions.Fields
+	kept := items[:0]
+	for _, it := range items {
+		if sel != nil && !sel.Matches(fieldSet(it)) {
+			continue
+		}
+		kept = append(kept, it)
+	}
+	// a list served from the watch cache (resourceVersion "0") may be
+	// seconds behind: what was made in the last 5 s may be missing. Its
+	// resourceVersion is then an old one, so a watch from it replays
+	// what the cache had not seen yet, as the apiserver's does.
+	if a.ListOptions.ResourceVersion == "0" && k.w.roll(inv.id+"/stale/"+a.GetResource().Resource) < k.w.Plan.StaleList {
+		now := time.Now()
+		fresh := kept[:0]
+		for _, it := range kept {
+			if m, err := meta.Accessor(it); err == nil && now.Sub(m.GetCreationTimestamp().Time) < 5*time.Second {
+				k.w.tracef("%s: list %s served from a cache behind: %s missing", inv.id, a.GetResource().Resource, m.GetName())
+				continue
+			}
+			fresh = append(fresh, it)
+		}
+		kept = fresh
+		if la, err := meta.ListAccessor(obj); err == nil {
+			la.SetResourceVersion("1")
+		}
+	}
+	if err := meta.SetList(obj, kept); err != nil {
+		return true, nil, err
+	}
+	return true, obj, nil
+}
+
+func fieldSet(obj runtime.Object) fields.Set {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return fields.Set{}
+	}
+	s := fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()}
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		s["spec.nodeName"] = o.Spec.NodeName
+		s["status.phase"] = string(o.Status.Phase)
+	case *storagev1.VolumeAttachment:
+		s["spec.nodeName"] = o.Spec.NodeName
+	}
+	return s
+}
+
+// watch serves a watch filtered by its selectors; a watch may end early, as
+// the apiserver ends them.
+func (k *kube) watch(inv *invocation, a k8stesting.Action) (bool, watch.Interface, error) {
+	if err := k.fault(inv, a); err != nil {
+		return true, nil, err
+	}
+	wa := a.(k8stesting.WatchActionImpl)
+	// every object as it is now, then the changes: the tracker's versions
+	// are not the objects' (stamp), so a watch cannot start at one; an
+	// informer takes the objects again as updates
+	src, err := k.tracker.Watch(a.GetResource(), a.GetNamespace(), metav1.ListOptions{})
+	if err != nil {
+		return true, nil, err
+	}
+	fsel, lsel := wa.WatchRestrictions.Fields, wa.WatchRestrictions.Labels
+	fw := filtered(src, func(obj runtime.Object) bool {
+		if fsel != nil && !fsel.Matches(fieldSet(obj)) {
+			return false
+		}
+		if lsel != nil {
+			if m, err := meta.Accessor(obj); err == nil && !lsel.Matches(labels.Set(m.GetLabels())) {
+				return false
+			}
+		}
+		return true
+	})
+	key := inv.id + "/watch/" + a.GetResource().Resource
+	if k.w.roll(key) < k.w.Plan.WatchDrop {
+		d := time.Duration(1+k.w.roll(key+"/when")*60) * time.Second
+		k.w.after(d, func() {
+			k.w.tracef("%s: watch %s dropped by the apiserver", inv.id, a.GetResource().Resource)
+			src.Stop()
+		})
+	}
+	return true, fw, nil
+}
+
+// filteredWatch forwards the events keep lets through until stopped (it
+// never blocks the tracker: a stopped consumer stops it).
+type filteredWatch struct {
+	src  watch.Interface
+	out  chan watch.Event
+	done chan struct{}
+	once sync.Once
+}
+
+func filtered(src watch.Interface, keep func(runtime.Object) bool) *filteredWatch {
+	fw := &filteredWatch{src: src, out: make(chan watch.Event), done: make(chan struct{})}
+	go func() {
+		defer close(fw.out)
+		for ev := range src.ResultChan() {
+			if ev.Type != watch.Error && !keep(ev.Object) {
+				continue
+			}
+			select {
+			case fw.out <- ev:
+			case <-fw.done:
+				return
+			}
+		}
+	}()
+	return fw
+}
+
+func (f *filteredWatch) ResultChan() <-chan watch.Event { return f.out }
+func (f *filteredWatch) Stop() {
+	f.once.Do(func() { close(f.done) })
+	f.src.Stop()
+}
+
+// evict is the Eviction API: refused (429) when the pod's PDB allows no
+// disruption now, as its status says (which lags the pods); accepted, the
+// budget is spent at once and the pod deleted gracefully.
+func (k *kube) evict(inv *invocation, ev *policyv1.Eviction) (bool, runtime.Object, error) {
+	obj, err := k.tracker.Get(gvrPods, ev.Namespace, ev.Name)
+	if err != nil {
+		return true, nil, err
+	}
+	p := obj.(*corev1.Pod)
+	if ev.DeleteOptions != nil && slices.Contains(ev.DeleteOptions.DryRun, metav1.DryRunAll) {
+		return true, nil, nil
+	}
+	if p.DeletionTimestamp != nil {
+		return true, nil, nil
+	}
+	var covering []policyv1.PodDisruptionBudget
+	for _, b := range k.pdbs() {
+		if b.Namespace != p.Namespace {
+			continue
+		}
+		s, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+		if err == nil && s.Matches(labels.Set(p.Labels)) {
+			covering = append(covering, b)
+		}
+	}
+	if len(covering) > 1 {
+		return true, nil, apierrors.NewInternalError(errors.New("this pod has more than one PodDisruptionBudget, which the eviction subresource does not support"))
+	}
+	if len(covering) == 1 {
+		b := covering[0]
+		switch {
+		case !healthy(*p):
+			if b.Status.CurrentHealthy < b.Status.DesiredHealthy {
+				return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+			}
+		case b.Status.DisruptionsAllowed <= 0:
+			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		default:
+			b.Status.DisruptionsAllowed--
+			if err := k.update(gvrPDBs, &b, b.Namespace); err != nil {
+				return true, nil, err
+			}
+			k.mu.Lock()
+			k.disrupted[p.Namespace+"/"+p.Name] = k.w.now()
+			k.mu.Unlock()
+			k.w.after(2*time.Minute+time.Second, k.bump) // the disruption lapses
+		}
+	}
+	k.w.inv.evicted(inv, p)
+	k.w.tracef("%s: evict %s/%s (on %s)", inv.id, p.Namespace, p.Name, p.Spec.NodeName)
+	return k.graceful(p, ev.DeleteOptions)
+}
+
+// deletePod is a DELETE of a pod by the function: grace 0 removes it at once
+// (a force delete); otherwise it terminates as its kubelet lets it.
+func (k *kube) deletePod(inv *invocation, namespace, name string, o metav1.DeleteOptions) (bool, runtime.Object, error) {
+	obj, err := k.tracker.Get(gvrPods, namespace, name)
+	if err != nil {
+		return true, nil, err
+	}
+	p := obj.(*corev1.Pod)
+	a := k8stesting.NewDeleteActionWithOptions(gvrPods, namespace, name, o)
+	if err := k.preconditions(a); err != nil {
+		return true, nil, err
+	}
+	if err := k.w.inv.beforeWrite(inv, a, p); err != nil {
+		return true, nil, err
+	}
+	k.w.tracef("%s: delete pod %s/%s (on %s, grace %v)", inv.id, namespace, name, p.Spec.NodeName, graceOf(o))
+	k.w.inv.afterWrite(inv, a, p)
+	return k.graceful(p, &o)
+}
+
+func graceOf(o metav1.DeleteOptions) string {
+	if o.GracePeriodSeconds == nil {
+		return "default"
+	}
+	return fmt.Sprint(*o.GracePeriodSeconds)
+}
+
+// graceful deletes p: at once for grace 0 or an unbound pod, otherwise it
+// gets a deletion timestamp and its kubelet, if one runs, ends it within the
+// grace period.
+func (k *kube) graceful(p *corev1.Pod, o *metav1.DeleteOptions) (bool, runtime.Object, error) {
+	grace := int64(30)
+	if o != nil && o.GracePeriodSeconds != nil {
+		grace = *o.GracePeriodSeconds
+	}
+	if grace == 0 || p.Spec.NodeName == "" {
+		return true, nil, k.remove(p)
+	}
+	now := metav1.Now()
+	p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, &grace
+	if err := k.update(gvrPods, p, p.Namespace); err != nil {
+		return true, nil, err
+	}
+	if n := k.node(p.Spec.NodeName); n != nil && n.alive {
+		k.kubeletEnds(p, grace)
+	}
+	return true, nil, nil
+}
+
+// kubeletEnds has the pod's kubelet end it within grace seconds.
+func (k *kube) kubeletEnds(p *corev1.Pod, grace int64) {
+	d := time.Duration(float64(grace)*k.w.roll("kubelet-ends/"+string(p.UID))*float64(time.Second)) + k.w.jitter(string(p.UID))
+	uid := p.UID
+	k.w.after(d, func() {
+		obj, err := k.tracker.Get(gvrPods, p.Namespace, p.Name)
+		if err != nil || obj.(*corev1.Pod).UID != uid {
+			return
+		}
+		if n := k.node(p.Spec.NodeName); n == nil || !n.alive {
+			return // the kubelet died meanwhile: the pod stays terminating
+		}
+		_ = k.remove(obj.(*corev1.Pod))
+	})
+}
+
+// remove deletes the pod object.
+func (k *kube) remove(p *corev1.Pod) error {
+	err := k.tracker.Delete(gvrPods, p.Namespace, p.Name)
+	k.bump()
+	if err == nil {
+		k.w.tracef("world: pod %s/%s gone from %s", p.Namespace, p.Name, p.Spec.NodeName)
+	}
+	return err
+}
+
+// The kubelets and controllers.
+
+// start runs the kubelets and controllers until the world stops.
+func (k *kube) start() {
+	k.w.every(10*time.Second+k.w.jitter("kubelets"), 10*time.Second, k.renewLeases)
+	k.w.every(2*time.Second+k.w.jitter("controllers"), 2*time.Second, k.reconcile)
+}
+
+// reconcile is one pass of the controllers, when something changed since
+// the last (their own changes included: a binding leads to an attachment,
+// which starts the pod).
+func (k *kube) reconcile() {
+	k.mu.Lock()
+	if k.gen == k.seen {
+		k.mu.Unlock()
+		return
+	}
+	k.seen = k.gen
+	k.mu.Unlock()
+	k.reconcileWorkloads()
+	k.reconcileAttachments()
+	k.reconcileNodes()
+	k.updatePDBs()
+}
+
+func (k *kube) alive() []*simNode {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []*simNode
+	for _, n := range k.nodes {
+		if n.alive {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+func (k *kube) renewLeases() {
+	for _, n := range k.alive() {
+		obj, err := k.tracker.Get(gvrLeases, corev1.NamespaceNodeLease, n.name)
+		if err != nil {
+			continue
+		}
+		l := obj.(*coordinationv1.Lease).DeepCopy()
+		now := metav1.NowMicro()
+		l.Spec.RenewTime = &now
+		_ = k.tracker.Update(gvrLeases, k.stamp(l), l.Namespace) // no bump: controllers do not read Leases
+	}
+}
+
+// die stops a node's kubelet (the machine stops, or the kubelet hangs).
+func (k *kube) die(name string) {
+	k.mu.Lock()
+	n := k.nodes[name]
+	if n != nil && n.alive {
+		n.alive, n.diedAt = false, k.w.now()
+	}
+	k.mu.Unlock()
+	if n != nil {
+		k.w.tracef("world: kubelet of %s stopped", name)
+		k.bump()
+		// the node controller's grace period, then its taint-based eviction
+		k.w.after(40*time.Second+k.w.jitter("notready/"+name), k.bump)
+		k.w.after(340*time.Second+k.w.jitter("evict/"+name), k.bump)
+	}
+}
+
+// revive starts a node's kubelet again: the pods that were told to go go.
+func (k *kube) revive(name string) {
+	k.mu.Lock()
+	n := k.nodes[name]
+	if n != nil {
+		n.alive, n.bornAt = true, k.w.now()
+	}
+	k.mu.Unlock()
+	if n == nil {
+		return
+	}
+	k.w.tracef("world: kubelet of %s running again", name)
+	k.bump()
+	k.renewLeases()
+	for _, p := range k.pods() {
+		if p.Spec.NodeName == name && p.DeletionTimestamp != nil {
+			k.kubeletEnds(&p, *p.DeletionGracePeriodSeconds)
+		}
+	}
+}
+
+// schedulable is where the scheduler may put a pod now.
+func (k *kube) schedulable() []string {
+	var out []string
+	for _, n := range k.alive() {
+		if n.skipped {
+			continue
+		}
+		obj := k.getNode(n.name)
+		if obj == nil || obj.Spec.Unschedulable || !node.Ready(obj) {
+			continue
+		}
+		ok := true
+		for _, t := range obj.Spec.Taints {
+			if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+				ok = false
+			}
+		}
+		if ok {
+			out = append(out, n.name)
+		}
+	}
+	return out
+}
+
+// reconcileWorkloads is the ReplicaSet and StatefulSet controllers and the
+// scheduler: missing replicas are made, pending pods bound.
+func (k *kube) reconcileWorkloads() {
+	pods := k.pods()
+	count := map[string]int{}
+	exists := map[string]bool{}
+	load := map[string]int{}
+	for _, p := range pods {
+		exists[p.Name] = true
+		if p.DeletionTimestamp == nil {
+			count[p.Labels["app"]]++
+		}
+		if p.Spec.NodeName != "" && !daemon(p) {
+			load[p.Spec.NodeName]++
+		}
+	}
+	targets := k.schedulable()
+	pick := func() string {
+		if len(targets) == 0 {
+			return ""
+		}
+		best := targets[0]
+		for _, t := range targets[1:] {
+			if load[t] < load[best] {
+				best = t
+			}
+		}
+		load[best]++
+		return best
+	}
+	for range k.w.Plan.Web - count["web"] {
+		k.mu.Lock()
+		k.names++
+		name := fmt.Sprintf("web-r%d", k.names)
+		k.mu.Unlock()
+		on := pick()
+		k.addPod(name, "web", on, "ReplicaSet", "")
+		k.w.tracef("world: replicaset made %s on %q", name, on)
+	}
+	for i := range k.w.Plan.DBs {
+		app := fmt.Sprintf("db-%d", i)
+		if !exists[app] { // a StatefulSet makes the pod again only once the old one is gone
+			on := pick()
+			k.addPod(app, app, on, "StatefulSet", "data-"+app)
+			k.w.tracef("world: statefulset made %s on %q", app, on)
+		}
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			if on := pick(); on != "" {
+				p.Spec.NodeName = on
+				if !strings.HasPrefix(p.Name, "db-") {
+					p.Status = running()
+				}
+				_ = k.update(gvrPods, &p, p.Namespace)
+				k.w.tracef("world: scheduler bound %s to %s", p.Name, on)
+			}
+		}
+	}
+}
+
+// reconcileAttachments is the attach/detach controller: a volume is
+// detached from a node once no pod there uses it and its kubelet unmounted
+// it (it runs), or the node is out of service or gone; it is attached where
+// its pod is once it is attached nowhere else (Multi-Attach otherwise), and
+// the pod starts then.
+func (k *kube) reconcileAttachments() {
+	pods := k.pods()
+	vas := k.vas()
+	for i := range k.w.Plan.DBs {
+		app := fmt.Sprintf("db-%d", i)
+		var want *corev1.Pod
+		users := map[string]bool{}
+		for _, p := range pods {
+			if p.Name == app && p.Spec.NodeName != "" {
+				users[p.Spec.NodeName] = true
+				if p.DeletionTimestamp == nil {
+					want = &p
+				}
+			}
+		}
+		attached := map[string]bool{}
+		for _, va := range vas {
+			if *va.Spec.Source.PersistentVolumeName != "pv-"+app {
+				continue
+			}
+			on := va.Spec.NodeName
+			if want != nil && want.Spec.NodeName == on {
+				attached[on] = true
+				continue
+			}
+			n := k.node(on)
+			obj := k.getNode(on)
+			outOfService := obj != nil && slices.ContainsFunc(obj.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService })
+			if !users[on] && (obj == nil || outOfService || (n != nil && n.alive)) {
+				if k.delete(gvrVAs, "", va.Name) == nil {
+					k.w.tracef("world: detached %s from %s", app, on)
+				}
+				continue
+			}
+			attached[on] = true
+		}
+		if want == nil {
+			continue
+		}
+		if len(attached) == 0 {
+			k.attach(app, want.Spec.NodeName)
+			k.w.tracef("world: attached %s to %s", app, want.Spec.NodeName)
+			attached[want.Spec.NodeName] = true
+		}
+		if attached[want.Spec.NodeName] && len(attached) == 1 && want.Status.Phase == corev1.PodPending {
+			if n := k.node(want.Spec.NodeName); n != nil && n.alive {
+				want.Status = running()
+				_ = k.update(gvrPods, want, want.Namespace)
+			}
+		}
+	}
+}
+
+// reconcileNodes is the node lifecycle controller (NotReady 40 s after the
+// kubelet stops, its pods not ready; taint-based eviction after 5 min), the
+// cloud controller (the Node of a terminated instance deleted) and the pod
+// GC (pods of a gone node, terminating pods of an out-of-service node).
+func (k *kube) reconcileNodes() {
+	now := k.w.now()
+	k.mu.Lock()
+	nodes := make([]*simNode, 0, len(k.nodes))
+	for _, n := range k.nodes {
+		nodes = append(nodes, n)
+	}
+	k.mu.Unlock()
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].name < nodes[j].name })
+	pods := k.pods()
+	for _, n := range nodes {
+		obj := k.getNode(n.name)
+		if obj == nil {
+			continue
+		}
+		ready := node.Ready(obj)
+		switch {
+		case !n.alive && ready && now-n.diedAt >= 40*time.Second:
+			setReady(obj, corev1.ConditionUnknown)
+			obj.Spec.Taints = append(obj.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: time.Now()}})
+			_ = k.update(gvrNodes, obj, "")
+			k.w.tracef("world: node controller: %s NotReady", n.name)
+			for _, p := range pods {
+				if p.Spec.NodeName == n.name && healthy(p) {
+					p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+					_ = k.update(gvrPods, &p, p.Namespace)
+				}
+			}
+		case n.alive && !ready:
+			setReady(obj, corev1.ConditionTrue)
+			obj.Spec.Taints = slices.DeleteFunc(obj.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnreachable })
+			_ = k.update(gvrNodes, obj, "")
+			k.w.tracef("world: node controller: %s Ready", n.name)
+			for _, p := range pods {
+				if p.Spec.NodeName == n.name && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && !healthy(p) {
+					p.Status = running()
+					_ = k.update(gvrPods, &p, p.Namespace)
+				}
+			}
+		case !n.alive && !ready && now-n.diedAt >= 340*time.Second:
+			for _, p := range pods {
+				if p.Spec.NodeName == n.name && p.DeletionTimestamp == nil && !daemon(p) {
+					t, grace := metav1.Now(), int64(30)
+					p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &t, &grace
+					_ = k.update(gvrPods, &p, p.Namespace)
+					k.w.tracef("world: taint manager evicts %s from unreachable %s", p.Name, n.name)
+				}
+			}
+		}
+		outOfService := slices.ContainsFunc(obj.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService })
+		if outOfService && !node.Ready(obj) {
+			for _, p := range pods {
+				if p.Spec.NodeName == n.name && p.DeletionTimestamp != nil {
+					_ = k.remove(&p)
+				}
+			}
+		}
+		if k.w.Plan.ControllerUp && k.w.ec2.truth(n.id) == "terminated" && now-k.w.ec2.since(n.id) >= 30*time.Second {
+			if k.delete(gvrNodes, "", n.name) == nil {
+				k.w.tracef("world: cloud controller deleted node %s", n.name)
+			}
+		}
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName != "" && k.getNode(p.Spec.NodeName) == nil {
+			_ = k.remove(&p) // pod GC: its node is gone
+		}
+	}
+	k.mu.Lock()
+	for key, at := range k.disrupted {
+		if now-at > 2*time.Minute {
+			delete(k.disrupted, key)
+		}
+	}
+	k.mu.Unlock()
+}
+
+func setReady(n *corev1.Node, s corev1.ConditionStatus) {
+	for i, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			n.Status.Conditions[i].Status = s
+		}
+	}
+}
+
+// updatePDBs is the disruption controller: each PDB's status from the pods
+// as they are (a pod whose eviction was accepted counts as disrupted for up
+// to 2 minutes).
+func (k *kube) updatePDBs() {
+	pods := k.pods()
+	k.mu.Lock()
+	disrupted := make(map[string]bool, len(k.disrupted))
+	for key := range k.disrupted {
+		disrupted[key] = true
+	}
+	k.mu.Unlock()
+	for _, b := range k.pdbs() {
+		var n int32
+		for _, p := range pods {
+			if p.Namespace == b.Namespace && p.Labels["app"] == b.Name && healthy(p) && !disrupted[p.Namespace+"/"+p.Name] {
+				n++
+			}
+		}
+		want := k.pdbMin[b.Name]
+		s := policyv1.PodDisruptionBudgetStatus{ObservedGeneration: b.Generation, CurrentHealthy: n, DesiredHealthy: want,
+			ExpectedPods: want + 1, DisruptionsAllowed: max(0, n-want)}
+		if b.Status.CurrentHealthy != s.CurrentHealthy || b.Status.DisruptionsAllowed != s.DisruptionsAllowed || b.Status.ObservedGeneration != s.ObservedGeneration {
+			b.Status = s
+			_ = k.update(gvrPDBs, &b, b.Namespace)
+		}
+	}
+}
+
+// bind makes a pod bound straight to a node (no scheduler: a static
+// assignment, a DaemonSet-like controller, or a race with the cordon).
+func (k *kube) bind(on string) {
+	k.mu.Lock()
+	k.names++
+	name := fmt.Sprintf("late-%d", k.names)
+	k.mu.Unlock()
+	k.addPod(name, "late", on, "ReplicaSet", "")
+	k.w.tracef("world: %s bound straight to %s", name, on)
+}
+
+var _ = context.Background

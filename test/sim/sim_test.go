@@ -1,0 +1,97 @@
+package sim
+
+import (
+	"context"
+
+	"flag"
+	"fmt"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+var (
+	seeds   = flag.Int("seeds", 200, "how many seeds to play")
+	seed    = flag.Int64("seed", 1, "the first seed")
+	verbose = flag.Bool("trace", false, "print each seed's plan and trace (replay)")
+)
+
+// TestSim plays -seeds days from -seed and prints the summary lines; a
+// violated invariant fails it with the seed, the plan and the trace.
+func TestSim(t *testing.T) {
+	begun := time.Now()
+	var (
+		mu     sync.Mutex
+		steps  int
+		checks [numInvariants + 1]uint64
+		bad    []Result
+		played int
+	)
+	t.Run("seeds", func(t *testing.T) {
+		for s := *seed; s < *seed+int64(*seeds); s++ {
+			t.Run(fmt.Sprint(s), func(t *testing.T) {
+				t.Parallel()
+				var log *slog.Logger
+				if *verbose {
+					log = slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
+				}
+				synctest.Test(t, func(t *testing.T) {
+					r := Run(s, log)
+					mu.Lock()
+					defer mu.Unlock()
+					played++
+					steps += r.Steps
+					for i := range checks {
+						checks[i] += r.Checks[i]
+					}
+					if len(r.Violations) > 0 {
+						bad = append(bad, r)
+					}
+					if *verbose {
+						fmt.Printf("seed %d: %s\n%s\n", s, r.Plan, strings.Join(r.Trace, "\n"))
+					}
+				})
+			})
+		}
+	})
+	sort.Slice(bad, func(i, j int) bool { return bad[i].Seed < bad[j].Seed })
+	violations := 0
+	for _, r := range bad {
+		violations += len(r.Violations)
+	}
+	fmt.Printf("sim_seeds=%d\nsim_first_seed=%d\nsim_steps=%d\nsim_invariants=%d\n", played, *seed, steps, numInvariants)
+	for i := 1; i <= numInvariants; i++ {
+		fmt.Printf("sim_checks_%s=%d  # %s\n", strings.SplitN(Names[i], " ", 2)[0], checks[i], strings.SplitN(Names[i], " ", 2)[1])
+	}
+	fmt.Printf("sim_violations=%d\nsim_seconds=%.1f\n", violations, time.Since(begun).Seconds())
+	for _, r := range bad {
+		for _, v := range r.Violations {
+			t.Errorf("seed %d: %s", r.Seed, v)
+		}
+	}
+	if len(bad) > 0 {
+		r := bad[0]
+		t.Errorf("replay: make sim SEEDS=1 SEED=%d\nplan: %s", r.Seed, r.Plan)
+		if !*verbose {
+			tail := r.Trace
+			if len(tail) > 200 {
+				tail = tail[len(tail)-200:]
+			}
+			t.Errorf("trace of seed %d (last %d steps):\n%s", r.Seed, len(tail), strings.Join(tail, "\n"))
+		}
+	}
+}
+
+func init() {
+	// apimachinery's error handlers rate-limit on a clock shared by every
+	// bubble (each bubble's time starts in 2000): without this, a seed's
+	// reflector sleeps until another seed's last error, years away. Their
+	// log lines are the apiserver's faults the sim injects: not worth printing.
+	utilruntime.ErrorHandlers = []utilruntime.ErrorHandler{func(context.Context, error, string, ...any) {}}
+}
