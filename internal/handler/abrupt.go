@@ -47,7 +47,7 @@ func (r *run) abrupt(ctx context.Context, id string) error {
 		if left := r.budget(ctx).Sub(r.h.now()); left < wait {
 			wait = left
 		}
-		if inst, err = instance.WaitDown(ctx, r.h.c.EC2, id, r.h.StoppingPollInterval, wait); err != nil {
+		if inst, err = instance.WaitDown(ctx, r.h.c.EC2, r.h.clock, id, r.h.StoppingPollInterval, wait); err != nil {
 			return err
 		}
 	}

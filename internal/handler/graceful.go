@@ -227,7 +227,7 @@ func (r *run) drainRetrying(ctx context.Context, inst instance.Instance, deadlin
 				// not released is not drained. EC2 is read again for the
 				// next try: an instance running again is drained by eviction
 				err = errNotForced
-				if again, derr := instance.Describe(wctx, r.h.c.EC2, inst.ID); derr == nil {
+				if again, derr := instance.Describe(wctx, r.h.c.EC2, r.h.clock, inst.ID); derr == nil {
 					inst = again
 				}
 			}
@@ -244,7 +244,7 @@ func (r *run) drainRetrying(ctx context.Context, inst instance.Instance, deadlin
 			}
 		}
 		pause := cluster.Pause(&b, err)
-		if time.Until(limit) < pause || ctx.Err() != nil {
+		if limit.Sub(r.h.now()) < pause || ctx.Err() != nil {
 			if errors.Is(err, errNotDrained) {
 				err = nil // what remains is in r.out.Remaining
 			}
@@ -258,7 +258,7 @@ func (r *run) drainRetrying(ctx context.Context, inst instance.Instance, deadlin
 				err = nil
 			}
 			return n, false, err
-		case <-time.After(pause):
+		case <-r.h.clock.After(pause):
 		}
 	}
 }
@@ -293,7 +293,7 @@ func (r *run) claim(ctx context.Context, name, key string, deadline time.Time) (
 	defer cancel()
 	var cl *lease.Claim
 	err := cluster.Retry(ctx, func() (err error) {
-		cl, err = lease.AcquireFrom(ctx, r.h.c.Kube, r.h.cfg.LeaseNamespace, name, r.holder(ctx), r.predecessor, key, r.h.now)
+		cl, err = lease.AcquireFrom(ctx, r.h.c.Kube, r.h.cfg.LeaseNamespace, name, r.holder(ctx), r.predecessor, key, r.h.clock)
 		return err
 	})
 	switch {
@@ -660,7 +660,7 @@ func (r *run) keepAlive(ctx context.Context, act lifecycle.Action) (stop func())
 				onErr(err)
 			}
 		}
-		stopped <- lifecycle.KeepAlive(ctx, r.h.c.ASG, act, interval, onErr)
+		stopped <- lifecycle.KeepAlive(ctx, r.h.c.ASG, r.h.clock, act, interval, onErr)
 	}()
 	var once sync.Once
 	return func() {

@@ -52,7 +52,7 @@ func (r *run) guard(n *corev1.Node, id string) func(context.Context) error {
 				return err
 			})
 		})
-		inst, err := instance.Describe(ctx, r.h.c.EC2, id)
+		inst, err := instance.Describe(ctx, r.h.c.EC2, r.h.clock, id)
 		read.Wait()
 		if err != nil {
 			return fmt.Errorf("%w: EC2 unreadable: %v", errNotSafe, err)
@@ -185,12 +185,12 @@ func (r *run) waitStale(ctx context.Context, lease *cluster.Informer, nodeName s
 		if !r.h.now().Before(until) {
 			return nil
 		}
-		timer := time.NewTimer(until.Sub(r.h.now()))
+		timer := r.h.clock.NewTimer(until.Sub(r.h.now()))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return nil
-		case <-timer.C:
+		case <-timer.C():
 			return nil
 		case <-changed:
 			timer.Stop()

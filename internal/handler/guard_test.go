@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
 
 	"github.com/node-drainer/node-drainer/internal/config"
 )
@@ -134,7 +135,7 @@ func TestWaitStale(t *testing.T) {
 			Spec: coordinationv1.LeaseSpec{RenewTime: &rt}}
 	}
 	newRun := func(c *fake.Clientset) *run {
-		h := New(config.Config{NodeLeaseStaleAfter: 300 * time.Millisecond}, Clients{Kube: c}, nil, WithClock(time.Now))
+		h := New(config.Config{NodeLeaseStaleAfter: 300 * time.Millisecond}, Clients{Kube: c}, nil, WithClock(clock.RealClock{}))
 		return &run{h: h}
 	}
 	t.Run("renewed, then the kubelet dies", func(t *testing.T) {

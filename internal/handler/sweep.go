@@ -67,8 +67,8 @@ func (r *run) sweep(ctx context.Context) error {
 	var rd *sweep.Readings
 	began := r.h.now()
 	rctx, cancel := context.WithDeadline(ctx, r.budget(ctx))
-	giveUp := time.Now().Add(sweepReadLimit)
-	err := cluster.RetryIf(rctx, func(err error) bool { return cluster.Retriable(err) && time.Now().Before(giveUp) }, func() (err error) {
+	giveUp := r.h.now().Add(sweepReadLimit)
+	err := cluster.RetryIf(rctx, func(err error) bool { return cluster.Retriable(err) && r.h.now().Before(giveUp) }, func() (err error) {
 		rd, err = sweep.Read(rctx, r.h.c.Kube, r.h.c.EC2, r.h.c.AutoScaling, cfg, r.h.now())
 		return err
 	})
@@ -107,6 +107,7 @@ func (r *run) sweepConfig() sweep.Config {
 		ClusterTagKey: c.ClusterTagKey, ASGNames: c.ASGNames, HookNames: c.OwnedHooks(), LeaseNamespace: c.LeaseNamespace,
 		ZombieAfter: c.ZombieAfter, ZombieReplace: c.ZombieAction == config.ZombieReplace,
 		ZombieMaxPerSweep: c.ZombieMaxPerSweep, ZombieMaxASGShare: c.ZombieMaxASGShare,
+		Clock: r.h.clock,
 	}
 }
 
@@ -292,7 +293,7 @@ func (r *run) deleteOrphan(ctx context.Context, o sweep.Orphan) (kept string, er
 	} else if !apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("reading node %s again: %w", va.Spec.NodeName, err)
 	}
-	orphaned, evidence, err := o.ReadAgain(ctx, r.h.c.EC2)
+	orphaned, evidence, err := o.ReadAgain(ctx, r.h.c.EC2, r.h.clock)
 	if err != nil {
 		return "", fmt.Errorf("reading EC2 again before deleting volume attachment %s: %w", va.Name, err)
 	}
@@ -335,7 +336,7 @@ func (r *run) zombie(ctx context.Context, z sweep.Zombie) (bool, error) {
 		r.record(ctx, n, true, node.ReasonZombie, "%s; %s", msg, z.Why)
 		return false, nil
 	}
-	inst, err := instance.Describe(ctx, r.h.c.EC2, z.InstanceID)
+	inst, err := instance.Describe(ctx, r.h.c.EC2, r.h.clock, z.InstanceID)
 	if err != nil {
 		return false, err
 	}

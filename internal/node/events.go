@@ -3,11 +3,11 @@ package node
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 )
 
 // Reason is the reason of an Event node-drainer records on a Node.
@@ -35,6 +35,8 @@ const (
 type Recorder struct {
 	Client kubernetes.Interface
 	DryRun bool
+	// Clock stamps the Events (nil: the real clock).
+	Clock clock.PassiveClock
 }
 
 // Record writes one Event on the node; a failure to write is returned for
@@ -47,7 +49,11 @@ func (r Recorder) Record(ctx context.Context, n *corev1.Node, warning bool, reas
 	if warning {
 		typ = corev1.EventTypeWarning
 	}
-	now := metav1.NewTime(time.Now())
+	var clk clock.PassiveClock = clock.RealClock{}
+	if r.Clock != nil {
+		clk = r.Clock
+	}
+	now := metav1.NewTime(clk.Now())
 	msg := fmt.Sprintf(format, args...)
 	if len(msg) > 1000 {
 		msg = msg[:997] + "..."
