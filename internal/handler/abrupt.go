@@ -9,8 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
@@ -126,8 +124,7 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 		if err := check(ctx); err != nil {
 			return r.notForced(ctx, n, err)
 		}
-		err := r.h.c.Kube.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
-		if err != nil && !apierrors.IsNotFound(err) {
+		if err := node.Delete(ctx, r.h.c.Kube, n); err != nil {
 			return fmt.Errorf("deleting node %s of terminated instance: %w", n.Name, err)
 		}
 		r.out.Detail = "node of terminated instance deleted"

@@ -15,10 +15,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
+	"github.com/node-drainer/node-drainer/internal/drain"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lease"
@@ -550,7 +550,7 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 // read says nothing: the kubelet is taken for alive, and its pods are waited
 // for as on any node.
 func (r *run) kubeletDead(ctx context.Context, name string) bool {
-	renewed, err := r.kubeletRenewed(ctx, name)
+	renewed, err := node.KubeletRenewed(ctx, r.h.c.Kube, name)
 	if err != nil {
 		r.log.WarnContext(ctx, "node NotReady and its kubelet Lease unreadable: drained as a live node", "error", err)
 		return false
@@ -615,16 +615,12 @@ func (r *run) waitVolumes(ctx context.Context, n *corev1.Node, claims []string, 
 
 // claimsStaying returns the PVs used by pods that stay on the node.
 func (r *run) claimsStaying(ctx context.Context, nodeName string) (map[string]bool, error) {
-	var pods *corev1.PodList
-	err := cluster.Retry(ctx, func() (err error) {
-		pods, err = r.h.c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
-		return err
-	})
+	pods, err := drain.PodsOn(ctx, r.h.c.Kube, nodeName)
 	if err != nil {
-		return nil, fmt.Errorf("listing pods of node %s: %w", nodeName, err)
+		return nil, err
 	}
 	var claims []string
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		for _, v := range p.Spec.Volumes {
 			if v.PersistentVolumeClaim != nil {
 				claims = append(claims, p.Namespace+"/"+v.PersistentVolumeClaim.ClaimName)

@@ -7,15 +7,8 @@ import (
 	"sync"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/instance"
@@ -48,7 +41,7 @@ func (r *run) guard(n *corev1.Node, id string) func(context.Context) error {
 		)
 		read.Go(func() {
 			nodeErr = cluster.Retry(ctx, func() (err error) {
-				cur, err = r.h.c.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+				cur, err = node.Get(ctx, r.h.c.Kube, n.Name)
 				return err
 			})
 		})
@@ -77,7 +70,7 @@ func (r *run) guard(n *corev1.Node, id string) func(context.Context) error {
 		if !node.Ready(cur) {
 			return nil
 		}
-		renewed, err := r.kubeletRenewed(ctx, n.Name)
+		renewed, err := node.KubeletRenewed(ctx, r.h.c.Kube, n.Name)
 		if err != nil {
 			return fmt.Errorf("%w: node %s is Ready and its Lease unreadable: %v", errNotSafe, n.Name, err)
 		}
@@ -86,25 +79,6 @@ func (r *run) guard(n *corev1.Node, id string) func(context.Context) error {
 		}
 		return nil
 	}
-}
-
-// kubeletRenewed is when the node's kubelet last renewed its Lease (zero:
-// no Lease, or never renewed).
-func (r *run) kubeletRenewed(ctx context.Context, name string) (time.Time, error) {
-	var l *coordinationv1.Lease
-	err := cluster.Retry(ctx, func() (err error) {
-		l, err = r.h.c.Kube.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
-		return err
-	})
-	switch {
-	case apierrors.IsNotFound(err):
-		return time.Time{}, nil
-	case err != nil:
-		return time.Time{}, err
-	case l.Spec.RenewTime == nil:
-		return time.Time{}, nil
-	}
-	return l.Spec.RenewTime.Time, nil
 }
 
 // safeToForce runs the guard, waiting (bounded by the stopping wait and the
@@ -121,7 +95,7 @@ func (r *run) safeToForce(ctx context.Context, nodeName string, check func(conte
 	if b := r.budget(ctx); b.Before(limit) {
 		limit = b
 	}
-	var lease *cluster.Informer // watched from the first time the kubelet looks alive
+	var lease *node.KubeletLease // watched from the first time the kubelet looks alive
 	for {
 		err := check(ctx)
 		if !errors.Is(err, errAlive) || !r.h.now().Add(r.h.StoppingPollInterval).Before(limit) {
@@ -130,9 +104,9 @@ func (r *run) safeToForce(ctx context.Context, nodeName string, check func(conte
 		if lease == nil {
 			wctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			lease = watchLease(wctx, r.h.c.Kube, nodeName)
+			lease = node.WatchKubeletLease(wctx, r.h.c.Kube, nodeName)
 		}
-		if werr := r.waitStale(ctx, lease, nodeName, limit); werr != nil {
+		if werr := r.waitStale(ctx, lease, limit); werr != nil {
 			return fmt.Errorf("%w (%v); and the node's Lease cannot be watched: %w", errNotSafe, err, werr)
 		}
 		if !r.h.now().Before(limit) || ctx.Err() != nil {
@@ -141,26 +115,11 @@ func (r *run) safeToForce(ctx context.Context, nodeName string, check func(conte
 	}
 }
 
-// watchLease watches the node's kubelet Lease.
-func watchLease(ctx context.Context, c kubernetes.Interface, nodeName string) *cluster.Informer {
-	sel := fields.OneTermEqualSelector("metadata.name", nodeName).String()
-	return cluster.Inform(ctx, &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return c.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Watch(ctx, o)
-		},
-	}, &coordinationv1.Lease{})
-}
-
 // waitStale waits until the watched Lease is older than NODE_LEASE_STALE_AFTER
 // by the handler's clock (or gone), until limit, or ctx's end; a renewal
 // seen on the watch moves the wait on. Its error is the watch's, when the
 // Lease cannot be watched.
-func (r *run) waitStale(ctx context.Context, lease *cluster.Informer, nodeName string, limit time.Time) error {
+func (r *run) waitStale(ctx context.Context, lease *node.KubeletLease, limit time.Time) error {
 	sctx, cancel := context.WithDeadline(ctx, limit)
 	synced := lease.WaitSynced(sctx)
 	cancel()
@@ -173,13 +132,7 @@ func (r *run) waitStale(ctx context.Context, lease *cluster.Informer, nodeName s
 			return err
 		}
 		until := limit
-		renewed := time.Time{}
-		if o, ok, _ := lease.Store().GetByKey(corev1.NamespaceNodeLease + "/" + nodeName); ok {
-			if l := o.(*coordinationv1.Lease); l.Spec.RenewTime != nil {
-				renewed = l.Spec.RenewTime.Time
-			}
-		}
-		if stale := renewed.Add(r.h.cfg.NodeLeaseStaleAfter); stale.Before(until) {
+		if stale := lease.Renewed().Add(r.h.cfg.NodeLeaseStaleAfter); stale.Before(until) {
 			until = stale
 		}
 		if !r.h.now().Before(until) {

@@ -12,15 +12,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
+	"github.com/node-drainer/node-drainer/internal/lease"
 	"github.com/node-drainer/node-drainer/internal/node"
 	"github.com/node-drainer/node-drainer/internal/sweep"
+	"github.com/node-drainer/node-drainer/internal/volume"
 )
 
 // AutoScaling is the part of Auto Scaling the sweep uses besides lifecycle
@@ -239,12 +240,7 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 			if r.h.cfg.DryRun {
 				return nil
 			}
-			err := r.h.c.Kube.CoordinationV1().Leases(l.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{
-				Preconditions: &metav1.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion}})
-			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-				return nil // gone already, or taken again since the reading
-			}
-			return err
+			return lease.Delete(ctx, r.h.c.Kube, &l) // gone already, or taken again since the reading: nil
 		})
 	}
 	_ = g.Wait() // nil: every failure is in sum.Failed
@@ -288,7 +284,7 @@ func (r *run) swept(h sweep.Hook) (*run, error) {
 // ("" when it was deleted, or would be in a dry run).
 func (r *run) deleteOrphan(ctx context.Context, o sweep.Orphan) (kept string, err error) {
 	va := o.Attachment
-	if _, err := r.h.c.Kube.CoreV1().Nodes().Get(ctx, va.Spec.NodeName, metav1.GetOptions{}); err == nil {
+	if _, err := node.Get(ctx, r.h.c.Kube, va.Spec.NodeName); err == nil {
 		return "the node is back", nil
 	} else if !apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("reading node %s again: %w", va.Spec.NodeName, err)
@@ -303,13 +299,8 @@ func (r *run) deleteOrphan(ctx context.Context, o sweep.Orphan) (kept string, er
 	if r.h.cfg.DryRun {
 		return "", nil
 	}
-	err = r.h.c.Kube.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &va.UID}})
-	if apierrors.IsNotFound(err) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("deleting volume attachment %s: %w", va.Name, err)
+	if err := volume.DeleteAttachment(ctx, r.h.c.Kube, &va); err != nil {
+		return "", err
 	}
 	r.log.InfoContext(ctx, "deleted orphaned volume attachment", "attachment", va.Name, "node", va.Spec.NodeName,
 		"volume", ptr.Deref(va.Spec.Source.PersistentVolumeName, ""), "evidence", "node not in the cluster (read again); "+evidence)
@@ -323,7 +314,7 @@ func (r *run) deleteOrphan(ctx context.Context, o sweep.Orphan) (kept string, er
 // it, through the terminate hook and this function's drain.
 func (r *run) zombie(ctx context.Context, z sweep.Zombie) (bool, error) {
 	log := r.log.With("node", z.Node, "instance", z.InstanceID, "asg", z.ASG)
-	n, err := r.h.c.Kube.CoreV1().Nodes().Get(ctx, z.Node, metav1.GetOptions{})
+	n, err := node.Get(ctx, r.h.c.Kube, z.Node)
 	if err != nil {
 		return false, fmt.Errorf("reading node %s: %w", z.Node, err)
 	}

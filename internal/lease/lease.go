@@ -282,3 +282,15 @@ func (cl *Claim) keepAlive(ctx context.Context, every time.Duration, onErr func(
 	}()
 	return func() { cancel(); <-done }
 }
+
+// Delete deletes the lease as it was read (its UID and resourceVersion are
+// preconditions): one gone since, or taken again since (a conflict), is left
+// and no error. Other errors are the API's.
+func Delete(ctx context.Context, c kubernetes.Interface, l *coordinationv1.Lease) error {
+	err := c.CoordinationV1().Leases(l.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}

@@ -314,3 +314,35 @@ func TestKeepAliveOnItsClock(t *testing.T) {
 		t.Errorf("%d requests after one period, want 1", n)
 	}
 }
+
+// Delete deletes the lease as read (UID and resourceVersion named); one gone
+// or changed since is left, and no error; another failure is returned.
+func TestDelete(t *testing.T) {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: Name(inst), Namespace: ns, UID: "uid-1", ResourceVersion: "7"}}
+	for _, tc := range []struct {
+		name    string
+		answer  error
+		wantErr bool
+	}{
+		{name: "deleted"},
+		{name: "gone already", answer: apierrors.NewNotFound(schema.GroupResource{Resource: "leases"}, l.Name)},
+		{name: "taken again since", answer: apierrors.NewConflict(schema.GroupResource{Resource: "leases"}, l.Name, errors.New("precondition failed"))},
+		{name: "forbidden", answer: apierrors.NewForbidden(schema.GroupResource{Resource: "leases"}, l.Name, errors.New("rbac")), wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientset(l.DeepCopy())
+			var pre *metav1.Preconditions
+			c.PrependReactor("delete", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				pre = a.(k8stesting.DeleteAction).GetDeleteOptions().Preconditions
+				return tc.answer != nil, nil, tc.answer
+			})
+			err := Delete(context.Background(), c, l)
+			if (err != nil) != tc.wantErr {
+				t.Errorf("Delete: %v, want an error: %v", err, tc.wantErr)
+			}
+			if pre == nil || ptr.Deref(pre.UID, "") != l.UID || ptr.Deref(pre.ResourceVersion, "") != l.ResourceVersion {
+				t.Errorf("preconditions %+v: want uid-1 at version 7", pre)
+			}
+		})
+	}
+}
