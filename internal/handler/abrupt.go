@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,7 +62,7 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 		r.out.Action = ActionNotForced
 		r.out.Detail = inst.String() + ": not forcing anything while it may still run"
 		r.log.WarnContext(ctx, "not forcing release", "evidence", inst.String())
-		r.record(ctx, n, true, node.ReasonNotForced, "%s; the node is left as it is (no out-of-service taint, no force-deletion)", inst)
+		r.record(ctx, n, node.EventNotForced(inst.String(), false))
 		return nil
 	}
 	check := r.guard(n, inst.ID)
@@ -112,9 +111,7 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 	r.log.InfoContext(ctx, "force-released node", "evidence", inst.String(),
 		"podsDeleted", rel.PodsDeleted, "attachmentsDeleted", rel.AttachmentsDeleted, "dryRun", r.h.cfg.DryRun)
 	if len(rel.PodsDeleted) > 0 || len(rel.AttachmentsDeleted) > 0 {
-		r.record(ctx, n, true, node.ReasonOutOfService, "%s: cordoned%s, force-deleted pods [%s], deleted volume attachments [%s] in %s",
-			inst, map[bool]string{true: ", tainted " + node.TaintOutOfService}[r.h.cfg.OutOfServiceTaint],
-			strings.Join(rel.PodsDeleted, ", "), strings.Join(rel.AttachmentsDeleted, ", "), r.h.now().Sub(begin).Round(time.Millisecond))
+		r.record(ctx, n, node.EventOutOfService(inst.String(), r.h.cfg.OutOfServiceTaint, rel.PodsDeleted, rel.AttachmentsDeleted, r.h.now().Sub(begin)))
 	}
 	if relErr != nil {
 		return relErr
@@ -140,7 +137,7 @@ func (r *run) notForced(ctx context.Context, n *corev1.Node, why error) error {
 	r.out.Action = ActionNotForced
 	r.out.Detail = why.Error()
 	r.log.WarnContext(ctx, "not forcing release", "evidence", why.Error())
-	r.record(ctx, n, true, node.ReasonNotForced, "%v; nothing more is forced", why)
+	r.record(ctx, n, node.EventNotForced(why.Error(), true))
 	return nil
 }
 
@@ -174,7 +171,7 @@ func (r *run) recover(ctx context.Context, id string) error {
 		}
 		r.out.Action = ActionUnmarked
 		r.out.Detail = fmt.Sprintf("expired causes released (cordon=%v drain taint=%v); %s", undone.Cordoned, undone.Draining, inst)
-		r.record(ctx, n, false, node.ReasonRecovered, "%s", r.out.Detail)
+		r.record(ctx, n, node.EventRecovered("", r.out.Detail))
 		return nil
 	}
 	switch {
@@ -196,6 +193,6 @@ func (r *run) recover(ctx context.Context, id string) error {
 	r.out.Action = ActionRecovered
 	r.out.Detail = fmt.Sprintf("undid node-drainer's changes: cordon=%v out-of-service taint=%v; causes still held: %v",
 		undone.Cordoned, undone.OutOfService, slices.DeleteFunc(marks.CauseList(), func(c node.Cause) bool { return c == node.CauseOutOfService }))
-	r.record(ctx, n, false, node.ReasonRecovered, "%s: %s", inst, r.out.Detail)
+	r.record(ctx, n, node.EventRecovered(inst.String(), r.out.Detail))
 	return nil
 }

@@ -117,10 +117,9 @@ func (r *run) drainFailed(ctx context.Context, claim *lease.Claim, act lifecycle
 	r.drainEnded()
 	if err != nil {
 		r.out.Detail = strings.TrimSpace(fmt.Sprintf("%s drain failed until the deadline (last error, %s): %v", r.out.Detail, cluster.Cause(err), err))
-		r.record(ctx, n, true, node.ReasonDrainFailed, "drain failed until the deadline: %v", err)
+		r.record(ctx, n, node.EventDrainFailed(err))
 	} else {
-		r.record(ctx, n, true, node.ReasonDrainBlocked, "drain not finished after %s; pods still on the node: %s",
-			r.h.now().Sub(r.started).Round(time.Second), strings.Join(r.out.Remaining, "; "))
+		r.record(ctx, n, node.EventDrainBlocked(r.h.now().Sub(r.started), r.out.Remaining))
 	}
 	if r.out.Detail == "" {
 		r.out.Detail = "drain timed out; lifecycle action completed with " + string(r.h.onFailure())
@@ -402,7 +401,7 @@ func (r *run) advisory(ctx context.Context, id string, action config.Action, tim
 		}
 		r.out.Action = ActionCordoned
 		if made.Cordoned {
-			r.record(ctx, n, false, node.ReasonCordoned, "cordoned on %s", r.ev.DetailType)
+			r.record(ctx, n, node.EventCordonedOn(r.ev.DetailType))
 		}
 		return nil
 	}
@@ -439,7 +438,7 @@ func (r *run) drainAdvised(ctx context.Context, n *corev1.Node, id string, cause
 	if err != nil || done {
 		return err
 	}
-	r.record(ctx, n, true, node.ReasonDrainBlocked, "drain not finished; pods still on the node: %s", strings.Join(r.out.Remaining, "; "))
+	r.record(ctx, n, node.EventDrainBlocked(0, r.out.Remaining))
 	return nil
 }
 
@@ -492,7 +491,7 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 	}
 	r.step(StepMarked, "cordon, taint %s, load-balancer exclusion (changed now: %v)", node.TaintDraining, made.Any())
 	if made.Any() {
-		r.record(ctx, n, false, node.ReasonDrainStarted, "draining on %s (cordoned, NoSchedule taint %s, excluded from load balancers)", r.ev.DetailType, node.TaintDraining)
+		r.record(ctx, n, node.EventDrainStarted(r.ev.DetailType))
 	}
 	if budget := r.budget(ctx); budget.Before(deadline) {
 		deadline = budget
@@ -525,15 +524,14 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 	r.out.Action = ActionDrained
 	if dead && cause == node.CauseTerminate && !r.h.now().Before(windowEnd) {
 		r.out.Detail = strings.TrimSpace(r.out.Detail + " node NotReady (kubelet dead): pods evicted, not waited for past DEAD_NODE_EVICTION_WINDOW; volumes are released when EC2 reports the instance down")
-		r.record(ctx, n, true, node.ReasonDrainCompleted, "node NotReady: evicted %d pods, not waiting for a dead kubelet; still bound: %s",
-			len(res.Evicted), strings.Join(r.out.Remaining, "; "))
+		r.record(ctx, n, node.EventDrainCompletedDeadKubelet(len(res.Evicted), r.out.Remaining))
 		return true, nil
 	}
 	if !res.Done() {
 		return false, nil
 	}
 	if len(res.Evicted) > 0 {
-		r.record(ctx, n, false, node.ReasonDrainCompleted, "evicted %d pods: %s", len(res.Evicted), strings.Join(r.out.Evicted, ", "))
+		r.record(ctx, n, node.EventDrainCompleted(r.out.Evicted))
 	}
 	if dead {
 		return true, nil // no kubelet unmounts them: the abrupt path releases the volumes
@@ -605,11 +603,11 @@ func (r *run) waitVolumes(ctx context.Context, n *corev1.Node, claims []string, 
 			what = "not watched to the end (" + err.Error() + ")"
 		}
 		r.step(StepVolumes, "%s: %s", what, strings.Join(left, ", "))
-		r.record(ctx, n, true, node.ReasonVolumesReleased, "volumes %s: %s", what, strings.Join(left, ", "))
+		r.record(ctx, n, node.EventVolumesNotDetached(what, left))
 		return nil // the pods are gone; the attacher finishes on its own
 	}
 	r.step(StepVolumes, "detached (waited %s): %s", r.h.now().Sub(begin).Round(time.Millisecond), strings.Join(pvs, ", "))
-	r.record(ctx, n, false, node.ReasonVolumesReleased, "volumes detached (waited %s): %s", r.h.now().Sub(begin).Round(time.Millisecond), strings.Join(pvs, ", "))
+	r.record(ctx, n, node.EventVolumesDetached(r.h.now().Sub(begin), pvs))
 	return nil
 }
 
@@ -706,8 +704,7 @@ func (r *run) continueLater(ctx context.Context, act lifecycle.Action, n *corev1
 	r.out.Action = ActionContinued
 	r.out.Detail = fmt.Sprintf("drain continues in attempt %d", r.attempt+1)
 	r.step(StepContinued, "attempt %d invoked", r.attempt+1)
-	r.record(ctx, n, false, node.ReasonContinued, "drain running for %s continues in a new invocation (attempt %d); still on the node: %s",
-		r.h.now().Sub(r.started).Round(time.Second), r.attempt+1, strings.Join(r.out.Remaining, "; "))
+	r.record(ctx, n, node.EventContinued(r.h.now().Sub(r.started), r.attempt+1, r.out.Remaining))
 	return nil
 }
 
@@ -742,7 +739,7 @@ func (r *run) complete(ctx context.Context, act lifecycle.Action, result lifecyc
 	}
 	if n != nil && completed { // a completion by someone else is not ours to record
 		// cctx has its own deadline, not the invocation's: record directly
-		if err := r.recorder().Record(cctx, n, result != lifecycle.Continue, node.ReasonLifecycleComplete, "lifecycle action %s/%s completed with %s", act.ASG, act.Hook, result); err != nil {
+		if err := r.recorder().Record(cctx, n, node.EventLifecycleCompleted(act.ASG, act.Hook, string(result), result != lifecycle.Continue)); err != nil {
 			r.log.WarnContext(ctx, "could not record event", "error", err)
 		}
 	}

@@ -336,10 +336,11 @@ func (r *run) recorder() node.Recorder {
 	return node.Recorder{Client: r.h.c.Kube, DryRun: r.h.cfg.DryRun, Clock: r.h.clock}
 }
 
-func (r *run) record(ctx context.Context, n *corev1.Node, warning bool, reason node.Reason, format string, args ...any) {
+// record writes the Event e on n, within the reserved part of the margin.
+func (r *run) record(ctx context.Context, n *corev1.Node, e node.Event) {
 	ctx, cancel := r.reserved(ctx)
 	defer cancel()
-	if err := r.recorder().Record(ctx, n, warning, reason, format, args...); err != nil {
+	if err := r.recorder().Record(ctx, n, e); err != nil {
 		r.log.WarnContext(ctx, "could not record event", "error", err)
 	}
 }

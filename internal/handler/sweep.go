@@ -321,10 +321,9 @@ func (r *run) zombie(ctx context.Context, z sweep.Zombie) (bool, error) {
 	if node.Ready(n) {
 		return false, nil // back since the reading
 	}
-	msg := fmt.Sprintf("NotReady since %s while EC2 reports instance %s running", z.Since.UTC().Format(time.RFC3339), z.InstanceID)
 	if !z.Replace {
 		log.WarnContext(ctx, "zombie node", "since", z.Since, "action", z.Why)
-		r.record(ctx, n, true, node.ReasonZombie, "%s; %s", msg, z.Why)
+		r.record(ctx, n, node.EventZombie(z.Since, z.InstanceID, z.Why))
 		return false, nil
 	}
 	inst, err := instance.Describe(ctx, r.h.c.EC2, r.h.clock, z.InstanceID)
@@ -344,6 +343,6 @@ func (r *run) zombie(ctx context.Context, z sweep.Zombie) (bool, error) {
 		return false, fmt.Errorf("marking instance %s Unhealthy: %w", z.InstanceID, err)
 	}
 	log.WarnContext(ctx, "zombie node: instance marked Unhealthy for its ASG to replace", "since", z.Since, "evidence", inst.String())
-	r.record(ctx, n, true, node.ReasonZombie, "%s; instance marked Unhealthy in %s, which replaces it through its terminate hook (ZOMBIE_ACTION=replace)", msg, z.ASG)
+	r.record(ctx, n, node.EventZombieReplaced(z.Since, z.InstanceID, z.ASG))
 	return true, nil
 }
