@@ -61,6 +61,7 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 	if !inst.Down() {
 		r.out.Action = ActionNotForced
 		r.out.Detail = inst.String() + ": not forcing anything while it may still run"
+		r.out.err = fmt.Errorf("%w: %s", ErrNotSafe, inst)
 		r.log.WarnContext(ctx, "not forcing release", "evidence", inst.String())
 		r.record(ctx, n, node.EventNotForced(inst.String(), false))
 		return nil
@@ -89,7 +90,7 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 		r.rep.released = r.h.now().Sub(begin)
 		r.rep.mu.Unlock()
 	}
-	if errors.Is(relErr, errNotSafe) {
+	if errors.Is(relErr, ErrNotSafe) {
 		r.out.PodsDeleted, r.out.AttachmentsDeleted = rel.PodsDeleted, rel.AttachmentsDeleted
 		return r.notForced(ctx, n, relErr)
 	}
@@ -136,6 +137,7 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 func (r *run) notForced(ctx context.Context, n *corev1.Node, why error) error {
 	r.out.Action = ActionNotForced
 	r.out.Detail = why.Error()
+	r.out.err = why
 	r.log.WarnContext(ctx, "not forcing release", "evidence", why.Error())
 	r.record(ctx, n, node.EventNotForced(why.Error(), true))
 	return nil

@@ -113,16 +113,12 @@ func (r *run) terminate(ctx context.Context) error {
 // drainFailed completes the hook with the failure result: the drain's
 // deadline (DRAIN_TIMEOUT) is reached, or the last continuation's budget.
 func (r *run) drainFailed(ctx context.Context, claim *lease.Claim, act lifecycle.Action, n *corev1.Node, err error) error {
-	r.out.Action = ActionFailed
+	r.fail(&Failure{Kind: ErrDrainFailed, Cause: err, Result: r.h.onFailure()})
 	r.drainEnded()
 	if err != nil {
-		r.out.Detail = strings.TrimSpace(fmt.Sprintf("%s drain failed until the deadline (last error, %s): %v", r.out.Detail, cluster.Cause(err), err))
 		r.record(ctx, n, node.EventDrainFailed(err))
 	} else {
 		r.record(ctx, n, node.EventDrainBlocked(r.h.now().Sub(r.started), r.out.Remaining))
-	}
-	if r.out.Detail == "" {
-		r.out.Detail = "drain timed out; lifecycle action completed with " + string(r.h.onFailure())
 	}
 	return r.finish(ctx, claim, act, r.h.onFailure(), n)
 }
@@ -148,8 +144,7 @@ func (r *run) handOver(ctx context.Context, claim *lease.Claim, act lifecycle.Ac
 		holder = r.holder(ctx)
 	}
 	if err := r.continueLater(rctx, act, n, holder); err != nil {
-		r.out.Action = ActionFailed
-		r.out.Detail = strings.TrimSpace(r.out.Detail + " could not hand over (the hook is left as it is, for Lambda's retry of this invocation): " + err.Error())
+		r.fail(&Failure{Kind: ErrHandOver, Cause: err})
 		return err
 	}
 	return nil
@@ -305,8 +300,7 @@ func (r *run) claim(ctx context.Context, name, key string, deadline time.Time) (
 		r.log.WarnContext(ctx, "acting without a lease: duplicates of this event are not excluded", "error", err)
 		return nil, nil
 	default:
-		r.out.Action = ActionFailed
-		r.out.Detail = "the instance's lease could not be taken (" + cluster.Cause(err) + "); nothing was changed, a retry takes it: " + err.Error()
+		r.fail(&Failure{Kind: ErrNoLease, Cause: err})
 		return nil, fmt.Errorf("taking lease %s: %w", name, err)
 	}
 }
@@ -778,10 +772,7 @@ func (r *run) launch(ctx context.Context) error {
 	joined, err := node.WaitReady(wctx, r.h.c.Kube, inst.PrivateDNSName, inst.ID)
 	stop()
 	if err != nil {
-		r.out.Action, r.out.Detail = ActionFailed, "node did not become Ready before the deadline"
-		if !errors.Is(err, cluster.ErrWaitTimeout) {
-			r.out.Detail = fmt.Sprintf("node not watched to the end (%s): %v", cluster.Cause(err), err)
-		}
+		r.fail(&Failure{Kind: ErrNotReady, Cause: err})
 		return r.complete(ctx, act, r.h.onFailure(), joined)
 	}
 	r.out.Node = joined.Name

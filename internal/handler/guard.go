@@ -15,14 +15,16 @@ import (
 	"github.com/node-drainer/node-drainer/internal/node"
 )
 
-// errNotSafe says why an irreversible step is not taken: the evidence read
-// again at the moment of acting does not show the machine down.
-var errNotSafe = errors.New("not safe to force")
+// ErrNotSafe says why an irreversible step is not taken: the evidence read
+// again at the moment of acting does not show the machine down (or EC2
+// reports the instance as it may still run). Outcome.Err matches it when
+// nothing was forced.
+var ErrNotSafe = errors.New("not safe to force")
 
-// errAlive is the errNotSafe that time may cure: the node still looks alive
+// errAlive is the ErrNotSafe that time may cure: the node still looks alive
 // (Ready, its kubelet's Lease fresh) though EC2 says the instance is down;
 // its Lease goes stale within NODE_LEASE_STALE_AFTER if EC2 is right.
-var errAlive = fmt.Errorf("%w: the node's kubelet looks alive", errNotSafe)
+var errAlive = fmt.Errorf("%w: the node's kubelet looks alive", ErrNotSafe)
 
 // guard re-reads, before each irreversible step of the abrupt path (force
 // deleting pods, deleting VolumeAttachments, the out-of-service taint,
@@ -48,23 +50,23 @@ func (r *run) guard(n *corev1.Node, id string) func(context.Context) error {
 		inst, err := instance.Describe(ctx, r.h.c.EC2, r.h.clock, id)
 		read.Wait()
 		if err != nil {
-			return fmt.Errorf("%w: EC2 unreadable: %v", errNotSafe, err)
+			return fmt.Errorf("%w: EC2 unreadable: %v", ErrNotSafe, err)
 		}
 		if !inst.Down() {
-			return fmt.Errorf("%w: %s", errNotSafe, inst)
+			return fmt.Errorf("%w: %s", ErrNotSafe, inst)
 		}
 		err = nodeErr
 		switch {
 		case apierrors.IsNotFound(err):
-			return fmt.Errorf("%w: node %s is gone", errNotSafe, n.Name)
+			return fmt.Errorf("%w: node %s is gone", ErrNotSafe, n.Name)
 		case err != nil:
-			return fmt.Errorf("%w: node %s unreadable: %v", errNotSafe, n.Name, err)
+			return fmt.Errorf("%w: node %s unreadable: %v", ErrNotSafe, n.Name, err)
 		case cur.UID != n.UID:
-			return fmt.Errorf("%w: node %s was registered again (uid %s, was %s): a new machine has the name", errNotSafe, n.Name, cur.UID, n.UID)
+			return fmt.Errorf("%w: node %s was registered again (uid %s, was %s): a new machine has the name", ErrNotSafe, n.Name, cur.UID, n.UID)
 		case cur.Spec.ProviderID != "" && node.ProviderInstanceID(cur.Spec.ProviderID) != id:
-			return fmt.Errorf("%w: node %s is instance %q, not %s", errNotSafe, n.Name, cur.Spec.ProviderID, id)
+			return fmt.Errorf("%w: node %s is instance %q, not %s", ErrNotSafe, n.Name, cur.Spec.ProviderID, id)
 		case !r.ev.Time.IsZero() && r.ev.Time.Before(cur.CreationTimestamp.Add(-time.Second)):
-			return fmt.Errorf("%w: the event (%s) is older than node %s (registered %s)", errNotSafe,
+			return fmt.Errorf("%w: the event (%s) is older than node %s (registered %s)", ErrNotSafe,
 				r.ev.Time.UTC().Format(time.RFC3339), n.Name, cur.CreationTimestamp.UTC().Format(time.RFC3339))
 		}
 		if !node.Ready(cur) {
@@ -72,7 +74,7 @@ func (r *run) guard(n *corev1.Node, id string) func(context.Context) error {
 		}
 		renewed, err := node.KubeletRenewed(ctx, r.h.c.Kube, n.Name)
 		if err != nil {
-			return fmt.Errorf("%w: node %s is Ready and its Lease unreadable: %v", errNotSafe, n.Name, err)
+			return fmt.Errorf("%w: node %s is Ready and its Lease unreadable: %v", ErrNotSafe, n.Name, err)
 		}
 		if age := r.h.now().Sub(renewed); age < r.h.cfg.NodeLeaseStaleAfter {
 			return fmt.Errorf("%w (node %s Ready, Lease renewed %s ago)", errAlive, n.Name, age.Round(time.Second))
@@ -107,7 +109,7 @@ func (r *run) safeToForce(ctx context.Context, nodeName string, check func(conte
 			lease = node.WatchKubeletLease(wctx, r.h.c.Kube, nodeName)
 		}
 		if werr := r.waitStale(ctx, lease, limit); werr != nil {
-			return fmt.Errorf("%w (%v); and the node's Lease cannot be watched: %w", errNotSafe, err, werr)
+			return fmt.Errorf("%w (%v); and the node's Lease cannot be watched: %w", ErrNotSafe, err, werr)
 		}
 		if !r.h.now().Before(limit) || ctx.Err() != nil {
 			return err

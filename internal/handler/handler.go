@@ -137,6 +137,8 @@ type Outcome struct {
 	Plan *Plan `json:"plan,omitempty"`
 	// Timeline lists this invocation's steps, each with its time.
 	Timeline []Step `json:"timeline,omitempty"`
+
+	err error // see Err
 }
 
 // Action is what an invocation did, as its Outcome reports it.

@@ -77,7 +77,7 @@ func (r *run) fanOut(ctx context.Context, ids []string) error {
 	r.out.Action = ActionFannedOut
 	r.out.Detail = "one invocation per instance: " + strings.Join(sent, ", ")
 	if err := errors.Join(errs...); err != nil {
-		r.out.Action, r.out.Detail = ActionFailed, r.out.Detail+"; "+err.Error()
+		r.fail(&Failure{Kind: ErrFanOut, Cause: err})
 		return err
 	}
 	return nil

@@ -2,7 +2,6 @@ package handler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -75,7 +74,7 @@ func (r *run) sweep(ctx context.Context) error {
 	})
 	cancel()
 	if err != nil {
-		r.out.Action, r.out.Detail = ActionFailed, "sweep read nothing complete; nothing was changed: "+err.Error()
+		r.fail(&Failure{Kind: ErrSweepRead, Cause: err})
 		return fmt.Errorf("sweep: %w", err)
 	}
 	plan := rd.Plan(cfg)
@@ -187,7 +186,7 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 					break
 				}
 				if err == nil {
-					err = errors.New(sub.out.Detail)
+					err = sub.out.Err() // a *Failure: a failed run says why
 				}
 			}
 			if err == nil {
