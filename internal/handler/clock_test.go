@@ -1,10 +1,17 @@
 package handler
 
 import (
+	"context"
 	"sync"
+	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/node-drainer/node-drainer/internal/node"
 )
 
 // movingClock is the real clock read from an origin a test sets: it reads
@@ -31,3 +38,34 @@ func (c *movingClock) Now() time.Time {
 }
 
 func (c *movingClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// The handler's clock reaches the packages it calls: the Event recorded on
+// the node is stamped with it, and the invocation lasts no time on a clock
+// that does not move.
+func TestWithClockReachesEveryPackage(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	since := at.Add(-time.Hour)
+	n := newNode(idA, func(n *corev1.Node) {
+		n.Spec.Unschedulable = true
+		n.Spec.Taints = []corev1.Taint{{Key: node.TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}}
+		n.Annotations = map[string]string{node.AnnotationOwned: `{"reason":"out-of-service","since":"` + since.Format(time.RFC3339Nano) + `","cordoned":true,"outOfServiceTaint":true}`}
+	})
+	e := newEnv(n)
+	e.ec2.readings[idA] = []reading{running}
+	c := Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg}
+	h := New(e.cfg, c, nil, WithClock(clocktesting.NewFakeClock(at)))
+	out, err := e.handleWith(h, stateEvent(idA, "running", at), 5*time.Second)
+	if err != nil || out.Action != ActionRecovered {
+		t.Fatalf("outcome %+v, error %v: want recovered", out, err)
+	}
+	if out.DurationMS != 0 {
+		t.Errorf("lasted %d ms on a clock that stood still", out.DurationMS)
+	}
+	list, err := e.kube.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("events %v, %v: want one", list, err)
+	}
+	if ev := list.Items[0]; !ev.FirstTimestamp.Time.Equal(at) || ev.Reason != string(node.ReasonRecovered) {
+		t.Errorf("event %s at %v: want %s at the handler's %v", ev.Reason, ev.FirstTimestamp, node.ReasonRecovered, at)
+	}
+}

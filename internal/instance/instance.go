@@ -224,13 +224,16 @@ func Gone(id string, seenAt time.Time) Instance { return Instance{ID: id, SeenAt
 // returns the last state seen. An unreadable state ends the wait with an
 // error. The calls themselves are bounded by a context deadline, which runs
 // on the real clock.
-func WaitDown(ctx context.Context, api EC2API, clk clock.Clock, id string, interval, timeout time.Duration) (Instance, error) {
+func WaitDown(ctx context.Context, api EC2API, clk clock.WithTicker, id string, interval, timeout time.Duration) (Instance, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	end := clk.Now().Add(timeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	end := clk.NewTimer(timeout)
+	defer end.Stop()
+	tick := clk.NewTicker(interval)
+	defer tick.Stop()
 	var last Instance
 	for {
 		i, err := Describe(ctx, api, clk, id)
@@ -241,16 +244,15 @@ func WaitDown(ctx context.Context, api EC2API, clk clock.Clock, id string, inter
 			return last, err
 		}
 		last = i
-		left := end.Sub(clk.Now())
-		if !i.GoingDown() || left <= 0 {
+		if !i.GoingDown() {
 			return last, nil
 		}
-		t := clk.NewTimer(min(interval, left))
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return last, nil
-		case <-t.C():
+		case <-end.C():
+			return last, nil
+		case <-tick.C():
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 const id = "i-0b1f6e8d2c4a9f371"
@@ -338,5 +339,37 @@ func TestWaitDownEndsOnHibernation(t *testing.T) {
 	i, err := WaitDown(context.Background(), f, nil, id, 5*time.Millisecond, 5*time.Second)
 	if err != nil || !i.Hibernated || i.Down() || len(f.calls) != 1 {
 		t.Errorf("WaitDown = %+v, %v after %d calls: want the hibernating reading at once, not down", i, err, len(f.calls))
+	}
+}
+
+// WaitDown polls on its clock: no second reading while the clock stands
+// still, one per interval stepped; what it sees is stamped with the clock.
+func TestWaitDownOnItsClock(t *testing.T) {
+	at := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(at)
+	f := &fakeEC2{steps: []step{described(ec2Instance(id, types.InstanceStateNameStopping)), described(ec2Instance(id, types.InstanceStateNameStopped))}}
+	type result struct {
+		i   Instance
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		i, err := WaitDown(context.Background(), f, clk, id, 2*time.Second, time.Minute)
+		done <- result{i, err}
+	}()
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	f.mu.Lock()
+	calls := len(f.calls)
+	f.mu.Unlock()
+	if calls != 1 {
+		t.Fatalf("%d readings while the clock stood still, want 1", calls)
+	}
+	clk.Step(2 * time.Second)
+	r := <-done
+	if r.err != nil || r.i.State != StateStopped || !r.i.SeenAt.Equal(at.Add(2*time.Second)) {
+		t.Errorf("WaitDown = %+v, %v: want stopped, seen at %v", r.i, r.err, at.Add(2*time.Second))
 	}
 }
