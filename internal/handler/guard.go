@@ -97,18 +97,18 @@ func (r *run) safeToForce(ctx context.Context, nodeName string, check func(conte
 	if b := r.budget(ctx); b.Before(limit) {
 		limit = b
 	}
-	var lease *node.KubeletLease // watched from the first time the kubelet looks alive
+	var kubelet *node.KubeletLease // watched from the first time the kubelet looks alive
 	for {
 		err := check(ctx)
 		if !errors.Is(err, errAlive) || !r.h.now().Add(r.h.StoppingPollInterval).Before(limit) {
 			return err
 		}
-		if lease == nil {
+		if kubelet == nil {
 			wctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			lease = node.WatchKubeletLease(wctx, r.h.c.Kube, nodeName)
+			kubelet = node.WatchKubeletLease(wctx, r.h.c.Kube, nodeName)
 		}
-		if werr := r.waitStale(ctx, lease, limit); werr != nil {
+		if werr := r.waitStale(ctx, kubelet, limit); werr != nil {
 			return fmt.Errorf("%w (%v); and the node's Lease cannot be watched: %w", ErrNotSafe, err, werr)
 		}
 		if !r.h.now().Before(limit) || ctx.Err() != nil {
@@ -120,21 +120,23 @@ func (r *run) safeToForce(ctx context.Context, nodeName string, check func(conte
 // waitStale waits until the watched Lease is older than NODE_LEASE_STALE_AFTER
 // by the handler's clock (or gone), until limit, or ctx's end; a renewal
 // seen on the watch moves the wait on. Its error is the watch's, when the
-// Lease cannot be watched.
-func (r *run) waitStale(ctx context.Context, lease *node.KubeletLease, limit time.Time) error {
+// Lease cannot be watched. The wait for the watch's first list is bounded by
+// a context deadline at limit, on the runtime's timer; the rest waits on the
+// handler's clock.
+func (r *run) waitStale(ctx context.Context, kubelet *node.KubeletLease, limit time.Time) error {
 	sctx, cancel := context.WithDeadline(ctx, limit)
-	synced := lease.WaitSynced(sctx)
+	synced := kubelet.WaitSynced(sctx)
 	cancel()
-	if err := lease.Err(); err != nil || !synced {
+	if err := kubelet.Err(); err != nil || !synced {
 		return err // not synced by the limit: the guard says so itself
 	}
 	for {
-		changed := lease.Changed()
-		if err := lease.Err(); err != nil {
+		changed := kubelet.Changed()
+		if err := kubelet.Err(); err != nil {
 			return err
 		}
 		until := limit
-		if stale := lease.Renewed().Add(r.h.cfg.NodeLeaseStaleAfter); stale.Before(until) {
+		if stale := kubelet.Renewed().Add(r.h.cfg.NodeLeaseStaleAfter); stale.Before(until) {
 			until = stale
 		}
 		if !r.h.now().Before(until) {
