@@ -17,23 +17,6 @@ import (
 	"github.com/node-drainer/node-drainer/internal/cluster"
 )
 
-// Get reads the node by name, once: a NotFound is the API's error (see
-// apierrors.IsNotFound), for the caller to tell "gone" from "unreadable".
-func Get(ctx context.Context, c kubernetes.Interface, name string) (*corev1.Node, error) {
-	return c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-}
-
-// Delete deletes the node, only the one of that UID (a node registered
-// again under its name is not touched); one already gone is no error. Other
-// errors are the API's.
-func Delete(ctx context.Context, c kubernetes.Interface, n *corev1.Node) error {
-	err := c.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
 // KubeletRenewed is when the node's kubelet last renewed its Lease (in
 // kube-node-lease, named after the node; zero: no Lease, or never renewed),
 // read with retries until ctx ends.
