@@ -47,7 +47,8 @@ func Retriable(err error) bool {
 
 // Backoff is the pause between retries of a Kubernetes call: exponential
 // from 100 ms, capped at 5 s, with jitter so that many invocations retrying
-// at once do not come back in step.
+// at once do not come back in step. A wait.Backoff only computes the steps
+// (Step); it never sleeps: the callers wait on their clock.
 func Backoff() wait.Backoff {
 	return wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 1 << 30, Cap: 5 * time.Second}
 }
@@ -64,7 +65,8 @@ func Pause(b *wait.Backoff, err error) time.Duration {
 
 // Retry runs fn again while it fails with a Retriable error, with Backoff
 // (and Retry-After), until it succeeds, fails for good, or ctx ends: the
-// caller's deadline, not a count, bounds it. Each retry is logged with its
+// caller's deadline, not a count, bounds it; the pauses are on ctx's clock
+// (see WithClock). Each retry is logged with its
 // cause (see WithLogger). It returns fn's last error.
 func Retry(ctx context.Context, fn func() error) error {
 	return RetryIf(ctx, Retriable, fn)
@@ -85,21 +87,20 @@ func RetriablePinned(err error) bool { return Retriable(err) && !apierrors.IsCon
 // RetryIf is Retry for the errors retriable says may be cured.
 func RetryIf(ctx context.Context, retriable func(error) bool, fn func() error) error {
 	b := Backoff()
+	clk := Clock(ctx)
 	for attempt := 1; ; attempt++ {
 		err := fn()
 		if err == nil || !retriable(err) || ctx.Err() != nil {
 			return err
 		}
 		pause := Pause(&b, err)
-		if d, ok := ctx.Deadline(); ok && time.Until(d) < pause {
+		if d, ok := ctx.Deadline(); ok && d.Sub(clk.Now()) < pause {
 			return err // no time left for another try
 		}
 		ObserveRetry(ctx, err)
 		loggerFrom(ctx).WarnContext(ctx, "retrying Kubernetes call", "cause", Cause(err), "error", err, "attempt", attempt, "pause", pause.String())
-		select {
-		case <-ctx.Done():
+		if !Sleep(ctx, clk, pause) {
 			return err
-		case <-time.After(pause):
 		}
 	}
 }

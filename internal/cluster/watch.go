@@ -188,12 +188,13 @@ func (in *Informer) Err() error {
 func (in *Informer) Changed() <-chan struct{} { return in.change.C() }
 
 // WaitSynced waits until the informer has synced, has failed, or ctx ends;
-// it reports whether it synced.
+// it reports whether it synced. It looks again on ctx's clock (WithClock).
 func (in *Informer) WaitSynced(ctx context.Context) bool {
 	// an empty list changes nothing in the store: it is seen by looking
 	// again, first within a millisecond (a drain of a namespace without a
 	// PDB waited 50 ms here), backing off to every 50 ms
 	poll := time.Millisecond
+	clk := Clock(ctx)
 	for {
 		ch := in.Changed()
 		if in.Synced() {
@@ -206,7 +207,7 @@ func (in *Informer) WaitSynced(ctx context.Context) bool {
 		case <-ctx.Done():
 			return in.Synced()
 		case <-ch:
-		case <-time.After(poll):
+		case <-clk.After(poll):
 			poll = min(2*poll, 50*time.Millisecond)
 		}
 	}

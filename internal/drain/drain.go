@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	kubectl "k8s.io/kubectl/pkg/drain"
+	"k8s.io/utils/clock"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 )
@@ -62,6 +63,11 @@ type Options struct {
 	// with the drains of other nodes (nil: the drain's jitter alone spaces
 	// them).
 	Turns Turns
+	// Clock is what the drain reads the time from and waits on: the pacing
+	// of evictions, the PDBs' turns, each tier's share of the time left
+	// (nil: the real clock). The drain's own end is its context's deadline,
+	// which runs on the real clock.
+	Clock clock.WithTicker
 }
 
 // Turns orders the evictions of several drains under the PDBs they share
@@ -153,6 +159,9 @@ func New(client kubernetes.Interface, opts Options, out io.Writer) *Drainer {
 	}
 	if out == nil {
 		out = io.Discard
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	return &Drainer{client: client, opts: opts, out: out}
 }
@@ -333,7 +342,7 @@ func (d *Drainer) tierGrace(ctx context.Context, tiersLeft int) time.Duration {
 		return 0
 	}
 	if dl, ok := ctx.Deadline(); ok && tiersLeft > 0 {
-		if share := time.Until(dl) / time.Duration(tiersLeft); share < limit {
+		if share := dl.Sub(d.opts.Clock.Now()) / time.Duration(tiersLeft); share < limit {
 			limit = share
 		}
 	}
@@ -346,6 +355,8 @@ func (d *Drainer) tierGrace(ctx context.Context, tiersLeft int) time.Duration {
 // ErrBlockedByPDB, a transient failure ErrTimeout; any other error is the
 // API's, wrapped.
 func (d *Drainer) evict(ctx context.Context, r *run, p corev1.Pod, grace time.Duration) (evictErr error) {
+	clk := d.opts.Clock
+	// a wait.Backoff only computes the pauses; they are waited on clk
 	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: d.opts.RetryCap}
 	refusals := cluster.Backoff() // up to 5 s apart: a policy changes on a person's time
 	logged := false               // the PDBs holding the pod are named in the log once
@@ -354,12 +365,12 @@ func (d *Drainer) evict(ctx context.Context, r *run, p corev1.Pod, grace time.Du
 	if d.opts.OnPDBWait != nil {
 		defer func() {
 			if !held.IsZero() {
-				d.opts.OnPDBWait(Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID}, r.blockers(p), time.Since(held), evictErr == nil)
+				d.opts.OnPDBWait(Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID}, r.blockers(p), clk.Since(held), evictErr == nil)
 			}
 		}()
 	}
 	for {
-		asked := time.Now()
+		asked := clk.Now()
 		tk, err := r.admit(ctx, p, &logged)
 		if logged && held.IsZero() {
 			held = asked // admit waited on a PDB that allowed no disruption
@@ -371,7 +382,7 @@ func (d *Drainer) evict(ctx context.Context, r *run, p corev1.Pod, grace time.Du
 		r.release(tk, err != nil)
 		if !logged && (apierrors.IsTooManyRequests(err) || isMultiplePDBs(err)) {
 			logged = true
-			held = time.Now()
+			held = clk.Now()
 			cluster.Logger(ctx).InfoContext(ctx, "eviction refused by PodDisruptionBudget", "pod", p.Namespace+"/"+p.Name,
 				"pdbs", r.blockers(p), "message", pdbMessage(err))
 		}
@@ -407,14 +418,14 @@ func (d *Drainer) evict(ctx context.Context, r *run, p corev1.Pod, grace time.Du
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("%w (%s): %s", ErrBlockedByPDB, r.blockers(p), pdbMessage(err))
-			case <-time.After(backoff.Step()):
+			case <-clk.After(backoff.Step()):
 			}
 		case cluster.Retriable(err):
 			cluster.ObserveRetry(ctx, err)
 			select {
 			case <-ctx.Done():
 				return timedOut{fmt.Errorf("evicting: %w", err)}
-			case <-time.After(cluster.Pause(&backoff, err)):
+			case <-clk.After(cluster.Pause(&backoff, err)):
 			}
 		case ctx.Err() != nil:
 			return timedOut{fmt.Errorf("evicting: %w", err)} // the call ended with the drain
@@ -433,7 +444,7 @@ func (d *Drainer) evict(ctx context.Context, r *run, p corev1.Pod, grace time.Du
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("%w: %w", ErrRefused, err)
-			case <-time.After(cluster.Pause(&refusals, err)):
+			case <-clk.After(cluster.Pause(&refusals, err)):
 			}
 		default:
 			return fmt.Errorf("evicting: %w", err)

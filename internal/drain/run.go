@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 )
@@ -46,6 +47,7 @@ type run struct {
 	pods, pdbs *cluster.Informer
 	cancel     context.CancelFunc
 	turns      Turns // nil: none
+	clock      clock.WithTicker
 	want       []corev1.Pod
 	mine       map[string]bool // want's namespace/name
 
@@ -101,7 +103,7 @@ type token struct {
 // PDBs'.
 func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod) *run {
 	ctx, cancel := context.WithCancel(ctx)
-	r := &run{ctx: ctx, cancel: cancel, annTurn: make(chan struct{}, 1), turns: d.opts.Turns, want: pods, mine: map[string]bool{}, state: map[types.UID]podState{}, reason: map[types.UID]error{},
+	r := &run{ctx: ctx, cancel: cancel, annTurn: make(chan struct{}, 1), turns: d.opts.Turns, clock: d.opts.Clock, want: pods, mine: map[string]bool{}, state: map[types.UID]podState{}, reason: map[types.UID]error{},
 		taken: map[string]map[string]time.Time{}, inflight: map[string]bool{}, jitter: map[types.UID]time.Time{}, tried: map[string]bool{}, contended: map[string]bool{},
 		behind: map[string]time.Time{}, lapsed: map[string]bool{}, pending: sets.New[string](), sels: map[string]parsed{}, disrupted: map[string]sets.Set[string]{}}
 	for _, p := range pods {
@@ -367,12 +369,12 @@ func (r *run) admit(ctx context.Context, p corev1.Pod, logged *bool) (token, err
 			// its turn comes at its jitter, unless another drain takes the
 			// allowance first (the PDB's status says so)
 			r.mu.Lock()
-			wait := time.Until(r.jitter[p.UID])
+			wait := r.jitter[p.UID].Sub(r.clock.Now())
 			r.mu.Unlock()
 			select {
 			case <-ctx.Done():
 				return token{}, timedOut{fmt.Errorf("not evicted: the drain ended while it waited its turn against %s", blocking)}
-			case <-time.After(wait):
+			case <-r.clock.After(wait):
 			case <-pdbC:
 			case <-podsC:
 			}
@@ -381,12 +383,12 @@ func (r *run) admit(ctx context.Context, p corev1.Pod, logged *bool) (token, err
 			// its turn comes when the drains before it took the room, or
 			// after turnGrace if none of them does
 			r.mu.Lock()
-			wait := turnGrace - time.Since(r.behind[tk.pdb])
+			wait := turnGrace - r.clock.Since(r.behind[tk.pdb])
 			r.mu.Unlock()
 			select {
 			case <-ctx.Done():
 				return token{}, timedOut{fmt.Errorf("not evicted: the drain ended while it waited behind other drains' evictions against %s", blocking)}
-			case <-time.After(max(wait, time.Millisecond)):
+			case <-r.clock.After(max(wait, time.Millisecond)):
 			case <-turnsC:
 			case <-stateC: // an announcement ended
 			case <-pdbC:
@@ -414,7 +416,7 @@ func (r *run) admit(ctx context.Context, p corev1.Pod, logged *bool) (token, err
 			return token{}, fmt.Errorf("%w (%s): no disruption allowed", ErrBlockedByPDB, blocking)
 		case <-pdbC:
 		case <-podsC:
-		case <-time.After(takenTTL): // a local re-check: an old taken entry may lapse
+		case <-r.clock.After(takenTTL): // a local re-check: an old taken entry may lapse
 		}
 	}
 }
@@ -507,7 +509,7 @@ func (r *run) take(p corev1.Pod) (token, verdict, string) {
 	key := pdb.Namespace + "/" + pdb.Name
 	r.record(pdb) // a re-list's statuses reach the store, not the handler
 	present := r.presentNames()
-	now := time.Now()
+	now := r.clock.Now()
 	for name := range pdb.Status.DisruptedPods {
 		if !r.contended[key] && !r.mine[pdb.Namespace+"/"+name] {
 			r.contended[key] = true // another drain evicts against it
@@ -641,9 +643,9 @@ func (r *run) waitPDBChange(ctx context.Context, p corev1.Pod, pause, limit time
 		return strings.Join(v, ",")
 	}
 	before := versions()
-	minT := time.NewTimer(pause)
+	minT := r.clock.NewTimer(pause)
 	defer minT.Stop()
-	maxT := time.NewTimer(max(pause, limit))
+	maxT := r.clock.NewTimer(max(pause, limit))
 	defer maxT.Stop()
 	paced := false
 	for {
@@ -654,9 +656,9 @@ func (r *run) waitPDBChange(ctx context.Context, p corev1.Pod, pause, limit time
 		select {
 		case <-ctx.Done():
 			return false
-		case <-maxT.C:
+		case <-maxT.C():
 			return true
-		case <-minT.C:
+		case <-minT.C():
 			paced = true
 		case <-pdbC:
 		}

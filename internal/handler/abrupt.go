@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
@@ -47,7 +44,7 @@ func (r *run) abrupt(ctx context.Context, id string) error {
 		if left := r.budget(ctx).Sub(r.h.now()); left < wait {
 			wait = left
 		}
-		if inst, err = instance.WaitDown(ctx, r.h.c.EC2, id, r.h.StoppingPollInterval, wait); err != nil {
+		if inst, err = instance.WaitDown(ctx, r.h.c.EC2, r.h.clock, id, r.h.StoppingPollInterval, wait); err != nil {
 			return err
 		}
 	}
@@ -64,8 +61,9 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 	if !inst.Down() {
 		r.out.Action = ActionNotForced
 		r.out.Detail = inst.String() + ": not forcing anything while it may still run"
+		r.out.err = fmt.Errorf("%w: %s", ErrNotSafe, inst)
 		r.log.WarnContext(ctx, "not forcing release", "evidence", inst.String())
-		r.record(ctx, n, true, node.ReasonNotForced, "%s; the node is left as it is (no out-of-service taint, no force-deletion)", inst)
+		r.record(ctx, n, node.EventNotForced(inst.String(), false))
 		return nil
 	}
 	check := r.guard(n, inst.ID)
@@ -92,7 +90,7 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 		r.rep.released = r.h.now().Sub(begin)
 		r.rep.mu.Unlock()
 	}
-	if errors.Is(relErr, errNotSafe) {
+	if errors.Is(relErr, ErrNotSafe) {
 		r.out.PodsDeleted, r.out.AttachmentsDeleted = rel.PodsDeleted, rel.AttachmentsDeleted
 		return r.notForced(ctx, n, relErr)
 	}
@@ -114,9 +112,7 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 	r.log.InfoContext(ctx, "force-released node", "evidence", inst.String(),
 		"podsDeleted", rel.PodsDeleted, "attachmentsDeleted", rel.AttachmentsDeleted, "dryRun", r.h.cfg.DryRun)
 	if len(rel.PodsDeleted) > 0 || len(rel.AttachmentsDeleted) > 0 {
-		r.record(ctx, n, true, node.ReasonOutOfService, "%s: cordoned%s, force-deleted pods [%s], deleted volume attachments [%s] in %s",
-			inst, map[bool]string{true: ", tainted " + node.TaintOutOfService}[r.h.cfg.OutOfServiceTaint],
-			strings.Join(rel.PodsDeleted, ", "), strings.Join(rel.AttachmentsDeleted, ", "), r.h.now().Sub(begin).Round(time.Millisecond))
+		r.record(ctx, n, node.EventOutOfService(inst.String(), r.h.cfg.OutOfServiceTaint, rel.PodsDeleted, rel.AttachmentsDeleted, r.h.now().Sub(begin)))
 	}
 	if relErr != nil {
 		return relErr
@@ -126,8 +122,7 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 		if err := check(ctx); err != nil {
 			return r.notForced(ctx, n, err)
 		}
-		err := r.h.c.Kube.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
-		if err != nil && !apierrors.IsNotFound(err) {
+		if err := node.Delete(ctx, r.h.c.Kube, n); err != nil {
 			return fmt.Errorf("deleting node %s of terminated instance: %w", n.Name, err)
 		}
 		r.out.Detail = "node of terminated instance deleted"
@@ -142,8 +137,9 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 func (r *run) notForced(ctx context.Context, n *corev1.Node, why error) error {
 	r.out.Action = ActionNotForced
 	r.out.Detail = why.Error()
+	r.out.err = why
 	r.log.WarnContext(ctx, "not forcing release", "evidence", why.Error())
-	r.record(ctx, n, true, node.ReasonNotForced, "%v; nothing more is forced", why)
+	r.record(ctx, n, node.EventNotForced(why.Error(), true))
 	return nil
 }
 
@@ -177,7 +173,7 @@ func (r *run) recover(ctx context.Context, id string) error {
 		}
 		r.out.Action = ActionUnmarked
 		r.out.Detail = fmt.Sprintf("expired causes released (cordon=%v drain taint=%v); %s", undone.Cordoned, undone.Draining, inst)
-		r.record(ctx, n, false, node.ReasonRecovered, "%s", r.out.Detail)
+		r.record(ctx, n, node.EventRecovered("", r.out.Detail))
 		return nil
 	}
 	switch {
@@ -199,6 +195,6 @@ func (r *run) recover(ctx context.Context, id string) error {
 	r.out.Action = ActionRecovered
 	r.out.Detail = fmt.Sprintf("undid node-drainer's changes: cordon=%v out-of-service taint=%v; causes still held: %v",
 		undone.Cordoned, undone.OutOfService, slices.DeleteFunc(marks.CauseList(), func(c node.Cause) bool { return c == node.CauseOutOfService }))
-	r.record(ctx, n, false, node.ReasonRecovered, "%s: %s", inst, r.out.Detail)
+	r.record(ctx, n, node.EventRecovered(inst.String(), r.out.Detail))
 	return nil
 }

@@ -8,9 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/drain"
 	"github.com/node-drainer/node-drainer/internal/node"
 	"github.com/node-drainer/node-drainer/internal/volume"
@@ -75,16 +73,12 @@ func (r *run) attachmentsToWait(ctx context.Context, n *corev1.Node, evict []dra
 	if err != nil || len(vas) == 0 {
 		return nil, err
 	}
-	var pods *corev1.PodList
-	err = cluster.Retry(ctx, func() (err error) {
-		pods, err = r.h.c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
-		return err
-	})
+	pods, err := drain.PodsOn(ctx, r.h.c.Kube, n.Name)
 	if err != nil {
-		return nil, fmt.Errorf("listing pods of node %s: %w", n.Name, err)
+		return nil, err
 	}
 	var claims []string
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		if slices.ContainsFunc(evict, func(pl drain.Planned) bool { return pl.UID == p.UID }) {
 			continue
 		}

@@ -340,7 +340,7 @@ func (e *env) handler() *Handler {
 	if e.lam != nil {
 		c.Lambda = e.lam
 	}
-	opts := []Option{WithClock(func() time.Time { return e.now })}
+	opts := []Option{WithClock(newMovingClock(func() time.Time { return e.now }))}
 	if e.metrics != nil {
 		opts = append(opts, WithMetrics(e.metrics))
 	}

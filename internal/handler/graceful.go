@@ -15,10 +15,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
+	"github.com/node-drainer/node-drainer/internal/drain"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lease"
@@ -118,17 +118,12 @@ func (r *run) terminate(ctx context.Context) error {
 // drainFailed completes the hook with the failure result: the drain's
 // deadline (DRAIN_TIMEOUT) is reached, or the last continuation's budget.
 func (r *run) drainFailed(ctx context.Context, claim *lease.Claim, act lifecycle.Action, n *corev1.Node, err error) error {
-	r.out.Action = ActionFailed
+	r.fail(&Failure{Kind: ErrDrainFailed, Cause: err, Result: r.h.onFailure()})
 	r.drainEnded()
 	if err != nil {
-		r.out.Detail = strings.TrimSpace(fmt.Sprintf("%s drain failed until the deadline (last error, %s): %v", r.out.Detail, cluster.Cause(err), err))
-		r.record(ctx, n, true, node.ReasonDrainFailed, "drain failed until the deadline: %v", err)
+		r.record(ctx, n, node.EventDrainFailed(err))
 	} else {
-		r.record(ctx, n, true, node.ReasonDrainBlocked, "drain not finished after %s; pods still on the node: %s",
-			r.h.now().Sub(r.started).Round(time.Second), strings.Join(r.out.Remaining, "; "))
-	}
-	if r.out.Detail == "" {
-		r.out.Detail = "drain timed out; lifecycle action completed with " + string(r.h.onFailure())
+		r.record(ctx, n, node.EventDrainBlocked(r.h.now().Sub(r.started), r.out.Remaining))
 	}
 	return r.finish(ctx, claim, act, r.h.onFailure(), n)
 }
@@ -154,8 +149,7 @@ func (r *run) handOver(ctx context.Context, claim *lease.Claim, act lifecycle.Ac
 		holder = r.holder(ctx)
 	}
 	if err := r.continueLater(rctx, act, n, holder); err != nil {
-		r.out.Action = ActionFailed
-		r.out.Detail = strings.TrimSpace(r.out.Detail + " could not hand over (the hook is left as it is, for Lambda's retry of this invocation): " + err.Error())
+		r.fail(&Failure{Kind: ErrHandOver, Cause: err})
 		return err
 	}
 	return nil
@@ -232,7 +226,7 @@ func (r *run) drainRetrying(ctx context.Context, inst instance.Instance, deadlin
 				// not released is not drained. EC2 is read again for the
 				// next try: an instance running again is drained by eviction
 				err = errNotForced
-				if again, derr := instance.Describe(wctx, r.h.c.EC2, inst.ID); derr == nil {
+				if again, derr := instance.Describe(wctx, r.h.c.EC2, r.h.clock, inst.ID); derr == nil {
 					inst = again
 				}
 			}
@@ -249,7 +243,7 @@ func (r *run) drainRetrying(ctx context.Context, inst instance.Instance, deadlin
 			}
 		}
 		pause := cluster.Pause(&b, err)
-		if time.Until(limit) < pause || ctx.Err() != nil {
+		if limit.Sub(r.h.now()) < pause || ctx.Err() != nil {
 			if errors.Is(err, errNotDrained) {
 				err = nil // what remains is in r.out.Remaining
 			}
@@ -263,7 +257,7 @@ func (r *run) drainRetrying(ctx context.Context, inst instance.Instance, deadlin
 				err = nil
 			}
 			return n, false, err
-		case <-time.After(pause):
+		case <-r.h.clock.After(pause):
 		}
 	}
 }
@@ -298,7 +292,7 @@ func (r *run) claim(ctx context.Context, name, key string, deadline time.Time) (
 	defer cancel()
 	var cl *lease.Claim
 	err := cluster.Retry(ctx, func() (err error) {
-		cl, err = lease.AcquireFrom(ctx, r.h.c.Kube, r.h.cfg.LeaseNamespace, name, r.holder(ctx), r.predecessor, key, r.h.now)
+		cl, err = lease.AcquireFrom(ctx, r.h.c.Kube, r.h.cfg.LeaseNamespace, name, r.holder(ctx), r.predecessor, key, r.h.clock)
 		return err
 	})
 	switch {
@@ -311,8 +305,7 @@ func (r *run) claim(ctx context.Context, name, key string, deadline time.Time) (
 		r.log.WarnContext(ctx, "acting without a lease: duplicates of this event are not excluded", "error", err)
 		return nil, nil
 	default:
-		r.out.Action = ActionFailed
-		r.out.Detail = "the instance's lease could not be taken (" + cluster.Cause(err) + "); nothing was changed, a retry takes it: " + err.Error()
+		r.fail(&Failure{Kind: ErrNoLease, Cause: err})
 		return nil, fmt.Errorf("taking lease %s: %w", name, err)
 	}
 }
@@ -407,7 +400,7 @@ func (r *run) advisory(ctx context.Context, id string, action config.Action, tim
 		}
 		r.out.Action = ActionCordoned
 		if made.Cordoned {
-			r.record(ctx, n, false, node.ReasonCordoned, "cordoned on %s", r.ev.DetailType)
+			r.record(ctx, n, node.EventCordonedOn(r.ev.DetailType))
 		}
 		return nil
 	}
@@ -444,7 +437,7 @@ func (r *run) drainAdvised(ctx context.Context, n *corev1.Node, id string, cause
 	if err != nil || done {
 		return err
 	}
-	r.record(ctx, n, true, node.ReasonDrainBlocked, "drain not finished; pods still on the node: %s", strings.Join(r.out.Remaining, "; "))
+	r.record(ctx, n, node.EventDrainBlocked(0, r.out.Remaining))
 	return nil
 }
 
@@ -497,7 +490,7 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 	}
 	r.step(StepMarked, "cordon, taint %s, load-balancer exclusion (changed now: %v)", node.TaintDraining, made.Any())
 	if made.Any() {
-		r.record(ctx, n, false, node.ReasonDrainStarted, "draining on %s (cordoned, NoSchedule taint %s, excluded from load balancers)", r.ev.DetailType, node.TaintDraining)
+		r.record(ctx, n, node.EventDrainStarted(r.ev.DetailType))
 	}
 	if budget := r.budget(ctx); budget.Before(deadline) {
 		deadline = budget
@@ -530,15 +523,14 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 	r.out.Action = ActionDrained
 	if dead && cause == node.CauseTerminate && !r.h.now().Before(windowEnd) {
 		r.out.Detail = strings.TrimSpace(r.out.Detail + " node NotReady (kubelet dead): pods evicted, not waited for past DEAD_NODE_EVICTION_WINDOW; volumes are released when EC2 reports the instance down")
-		r.record(ctx, n, true, node.ReasonDrainCompleted, "node NotReady: evicted %d pods, not waiting for a dead kubelet; still bound: %s",
-			len(res.Evicted), strings.Join(r.out.Remaining, "; "))
+		r.record(ctx, n, node.EventDrainCompletedDeadKubelet(len(res.Evicted), r.out.Remaining))
 		return true, nil
 	}
 	if !res.Done() {
 		return false, nil
 	}
 	if len(res.Evicted) > 0 {
-		r.record(ctx, n, false, node.ReasonDrainCompleted, "evicted %d pods: %s", len(res.Evicted), strings.Join(r.out.Evicted, ", "))
+		r.record(ctx, n, node.EventDrainCompleted(r.out.Evicted))
 	}
 	if dead {
 		return true, nil // no kubelet unmounts them: the abrupt path releases the volumes
@@ -555,7 +547,7 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 // read says nothing: the kubelet is taken for alive, and its pods are waited
 // for as on any node.
 func (r *run) kubeletDead(ctx context.Context, name string) bool {
-	renewed, err := r.kubeletRenewed(ctx, name)
+	renewed, err := node.KubeletRenewed(ctx, r.h.c.Kube, name)
 	if err != nil {
 		r.log.WarnContext(ctx, "node NotReady and its kubelet Lease unreadable: drained as a live node", "error", err)
 		return false
@@ -610,26 +602,22 @@ func (r *run) waitVolumes(ctx context.Context, n *corev1.Node, claims []string, 
 			what = "not watched to the end (" + err.Error() + ")"
 		}
 		r.step(StepVolumes, "%s: %s", what, strings.Join(left, ", "))
-		r.record(ctx, n, true, node.ReasonVolumesReleased, "volumes %s: %s", what, strings.Join(left, ", "))
+		r.record(ctx, n, node.EventVolumesNotDetached(what, left))
 		return nil // the pods are gone; the attacher finishes on its own
 	}
 	r.step(StepVolumes, "detached (waited %s): %s", r.h.now().Sub(begin).Round(time.Millisecond), strings.Join(pvs, ", "))
-	r.record(ctx, n, false, node.ReasonVolumesReleased, "volumes detached (waited %s): %s", r.h.now().Sub(begin).Round(time.Millisecond), strings.Join(pvs, ", "))
+	r.record(ctx, n, node.EventVolumesDetached(r.h.now().Sub(begin), pvs))
 	return nil
 }
 
 // claimsStaying returns the PVs used by pods that stay on the node.
 func (r *run) claimsStaying(ctx context.Context, nodeName string) (map[string]bool, error) {
-	var pods *corev1.PodList
-	err := cluster.Retry(ctx, func() (err error) {
-		pods, err = r.h.c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
-		return err
-	})
+	pods, err := drain.PodsOn(ctx, r.h.c.Kube, nodeName)
 	if err != nil {
-		return nil, fmt.Errorf("listing pods of node %s: %w", nodeName, err)
+		return nil, err
 	}
 	var claims []string
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		for _, v := range p.Spec.Volumes {
 			if v.PersistentVolumeClaim != nil {
 				claims = append(claims, p.Namespace+"/"+v.PersistentVolumeClaim.ClaimName)
@@ -665,7 +653,7 @@ func (r *run) keepAlive(ctx context.Context, act lifecycle.Action) (stop func())
 				onErr(err)
 			}
 		}
-		stopped <- lifecycle.KeepAlive(ctx, r.h.c.ASG, act, interval, onErr)
+		stopped <- lifecycle.KeepAlive(ctx, r.h.c.ASG, r.h.clock, act, interval, onErr)
 	}()
 	var once sync.Once
 	return func() {
@@ -715,8 +703,7 @@ func (r *run) continueLater(ctx context.Context, act lifecycle.Action, n *corev1
 	r.out.Action = ActionContinued
 	r.out.Detail = fmt.Sprintf("drain continues in attempt %d", r.attempt+1)
 	r.step(StepContinued, "attempt %d invoked", r.attempt+1)
-	r.record(ctx, n, false, node.ReasonContinued, "drain running for %s continues in a new invocation (attempt %d); still on the node: %s",
-		r.h.now().Sub(r.started).Round(time.Second), r.attempt+1, strings.Join(r.out.Remaining, "; "))
+	r.record(ctx, n, node.EventContinued(r.h.now().Sub(r.started), r.attempt+1, r.out.Remaining))
 	return nil
 }
 
@@ -751,7 +738,7 @@ func (r *run) complete(ctx context.Context, act lifecycle.Action, result lifecyc
 	}
 	if n != nil && completed { // a completion by someone else is not ours to record
 		// cctx has its own deadline, not the invocation's: record directly
-		if err := r.recorder().Record(cctx, n, result != lifecycle.Continue, node.ReasonLifecycleComplete, "lifecycle action %s/%s completed with %s", act.ASG, act.Hook, result); err != nil {
+		if err := r.recorder().Record(cctx, n, node.EventLifecycleCompleted(act.ASG, act.Hook, string(result), result != lifecycle.Continue)); err != nil {
 			r.log.WarnContext(ctx, "could not record event", "error", err)
 		}
 	}
@@ -790,10 +777,7 @@ func (r *run) launch(ctx context.Context) error {
 	joined, err := node.WaitReady(wctx, r.h.c.Kube, inst.PrivateDNSName, inst.ID)
 	stop()
 	if err != nil {
-		r.out.Action, r.out.Detail = ActionFailed, "node did not become Ready before the deadline"
-		if !errors.Is(err, cluster.ErrWaitTimeout) {
-			r.out.Detail = fmt.Sprintf("node not watched to the end (%s): %v", cluster.Cause(err), err)
-		}
+		r.fail(&Failure{Kind: ErrNotReady, Cause: err})
 		return r.complete(ctx, act, r.h.onFailure(), joined)
 	}
 	r.out.Node = joined.Name

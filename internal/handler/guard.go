@@ -7,29 +7,24 @@ import (
 	"sync"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/node"
 )
 
-// errNotSafe says why an irreversible step is not taken: the evidence read
-// again at the moment of acting does not show the machine down.
-var errNotSafe = errors.New("not safe to force")
+// ErrNotSafe says why an irreversible step is not taken: the evidence read
+// again at the moment of acting does not show the machine down (or EC2
+// reports the instance as it may still run). Outcome.Err matches it when
+// nothing was forced.
+var ErrNotSafe = errors.New("not safe to force")
 
-// errAlive is the errNotSafe that time may cure: the node still looks alive
+// errAlive is the ErrNotSafe that time may cure: the node still looks alive
 // (Ready, its kubelet's Lease fresh) though EC2 says the instance is down;
 // its Lease goes stale within NODE_LEASE_STALE_AFTER if EC2 is right.
-var errAlive = fmt.Errorf("%w: the node's kubelet looks alive", errNotSafe)
+var errAlive = fmt.Errorf("%w: the node's kubelet looks alive", ErrNotSafe)
 
 // guard re-reads, before each irreversible step of the abrupt path (force
 // deleting pods, deleting VolumeAttachments, the out-of-service taint,
@@ -48,63 +43,44 @@ func (r *run) guard(n *corev1.Node, id string) func(context.Context) error {
 		)
 		read.Go(func() {
 			nodeErr = cluster.Retry(ctx, func() (err error) {
-				cur, err = r.h.c.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+				cur, err = node.Get(ctx, r.h.c.Kube, n.Name)
 				return err
 			})
 		})
-		inst, err := instance.Describe(ctx, r.h.c.EC2, id)
+		inst, err := instance.Describe(ctx, r.h.c.EC2, r.h.clock, id)
 		read.Wait()
 		if err != nil {
-			return fmt.Errorf("%w: EC2 unreadable: %v", errNotSafe, err)
+			return fmt.Errorf("%w: EC2 unreadable: %v", ErrNotSafe, err)
 		}
 		if !inst.Down() {
-			return fmt.Errorf("%w: %s", errNotSafe, inst)
+			return fmt.Errorf("%w: %s", ErrNotSafe, inst)
 		}
 		err = nodeErr
 		switch {
 		case apierrors.IsNotFound(err):
-			return fmt.Errorf("%w: node %s is gone", errNotSafe, n.Name)
+			return fmt.Errorf("%w: node %s is gone", ErrNotSafe, n.Name)
 		case err != nil:
-			return fmt.Errorf("%w: node %s unreadable: %v", errNotSafe, n.Name, err)
+			return fmt.Errorf("%w: node %s unreadable: %v", ErrNotSafe, n.Name, err)
 		case cur.UID != n.UID:
-			return fmt.Errorf("%w: node %s was registered again (uid %s, was %s): a new machine has the name", errNotSafe, n.Name, cur.UID, n.UID)
+			return fmt.Errorf("%w: node %s was registered again (uid %s, was %s): a new machine has the name", ErrNotSafe, n.Name, cur.UID, n.UID)
 		case cur.Spec.ProviderID != "" && node.ProviderInstanceID(cur.Spec.ProviderID) != id:
-			return fmt.Errorf("%w: node %s is instance %q, not %s", errNotSafe, n.Name, cur.Spec.ProviderID, id)
+			return fmt.Errorf("%w: node %s is instance %q, not %s", ErrNotSafe, n.Name, cur.Spec.ProviderID, id)
 		case !r.ev.Time.IsZero() && r.ev.Time.Before(cur.CreationTimestamp.Add(-time.Second)):
-			return fmt.Errorf("%w: the event (%s) is older than node %s (registered %s)", errNotSafe,
+			return fmt.Errorf("%w: the event (%s) is older than node %s (registered %s)", ErrNotSafe,
 				r.ev.Time.UTC().Format(time.RFC3339), n.Name, cur.CreationTimestamp.UTC().Format(time.RFC3339))
 		}
 		if !node.Ready(cur) {
 			return nil
 		}
-		renewed, err := r.kubeletRenewed(ctx, n.Name)
+		renewed, err := node.KubeletRenewed(ctx, r.h.c.Kube, n.Name)
 		if err != nil {
-			return fmt.Errorf("%w: node %s is Ready and its Lease unreadable: %v", errNotSafe, n.Name, err)
+			return fmt.Errorf("%w: node %s is Ready and its Lease unreadable: %v", ErrNotSafe, n.Name, err)
 		}
 		if age := r.h.now().Sub(renewed); age < r.h.cfg.NodeLeaseStaleAfter {
 			return fmt.Errorf("%w (node %s Ready, Lease renewed %s ago)", errAlive, n.Name, age.Round(time.Second))
 		}
 		return nil
 	}
-}
-
-// kubeletRenewed is when the node's kubelet last renewed its Lease (zero:
-// no Lease, or never renewed).
-func (r *run) kubeletRenewed(ctx context.Context, name string) (time.Time, error) {
-	var l *coordinationv1.Lease
-	err := cluster.Retry(ctx, func() (err error) {
-		l, err = r.h.c.Kube.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
-		return err
-	})
-	switch {
-	case apierrors.IsNotFound(err):
-		return time.Time{}, nil
-	case err != nil:
-		return time.Time{}, err
-	case l.Spec.RenewTime == nil:
-		return time.Time{}, nil
-	}
-	return l.Spec.RenewTime.Time, nil
 }
 
 // safeToForce runs the guard, waiting (bounded by the stopping wait and the
@@ -121,19 +97,19 @@ func (r *run) safeToForce(ctx context.Context, nodeName string, check func(conte
 	if b := r.budget(ctx); b.Before(limit) {
 		limit = b
 	}
-	var lease *cluster.Informer // watched from the first time the kubelet looks alive
+	var kubelet *node.KubeletLease // watched from the first time the kubelet looks alive
 	for {
 		err := check(ctx)
 		if !errors.Is(err, errAlive) || !r.h.now().Add(r.h.StoppingPollInterval).Before(limit) {
 			return err
 		}
-		if lease == nil {
+		if kubelet == nil {
 			wctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			lease = watchLease(wctx, r.h.c.Kube, nodeName)
+			kubelet = node.WatchKubeletLease(wctx, r.h.c.Kube, nodeName)
 		}
-		if werr := r.waitStale(ctx, lease, nodeName, limit); werr != nil {
-			return fmt.Errorf("%w (%v); and the node's Lease cannot be watched: %w", errNotSafe, err, werr)
+		if werr := r.waitStale(ctx, kubelet, limit); werr != nil {
+			return fmt.Errorf("%w (%v); and the node's Lease cannot be watched: %w", ErrNotSafe, err, werr)
 		}
 		if !r.h.now().Before(limit) || ctx.Err() != nil {
 			return err
@@ -141,56 +117,37 @@ func (r *run) safeToForce(ctx context.Context, nodeName string, check func(conte
 	}
 }
 
-// watchLease watches the node's kubelet Lease.
-func watchLease(ctx context.Context, c kubernetes.Interface, nodeName string) *cluster.Informer {
-	sel := fields.OneTermEqualSelector("metadata.name", nodeName).String()
-	return cluster.Inform(ctx, &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return c.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Watch(ctx, o)
-		},
-	}, &coordinationv1.Lease{})
-}
-
 // waitStale waits until the watched Lease is older than NODE_LEASE_STALE_AFTER
 // by the handler's clock (or gone), until limit, or ctx's end; a renewal
 // seen on the watch moves the wait on. Its error is the watch's, when the
-// Lease cannot be watched.
-func (r *run) waitStale(ctx context.Context, lease *cluster.Informer, nodeName string, limit time.Time) error {
+// Lease cannot be watched. The wait for the watch's first list is bounded by
+// a context deadline at limit, on the runtime's timer; the rest waits on the
+// handler's clock.
+func (r *run) waitStale(ctx context.Context, kubelet *node.KubeletLease, limit time.Time) error {
 	sctx, cancel := context.WithDeadline(ctx, limit)
-	synced := lease.WaitSynced(sctx)
+	synced := kubelet.WaitSynced(sctx)
 	cancel()
-	if err := lease.Err(); err != nil || !synced {
+	if err := kubelet.Err(); err != nil || !synced {
 		return err // not synced by the limit: the guard says so itself
 	}
 	for {
-		changed := lease.Changed()
-		if err := lease.Err(); err != nil {
+		changed := kubelet.Changed()
+		if err := kubelet.Err(); err != nil {
 			return err
 		}
 		until := limit
-		renewed := time.Time{}
-		if o, ok, _ := lease.Store().GetByKey(corev1.NamespaceNodeLease + "/" + nodeName); ok {
-			if l := o.(*coordinationv1.Lease); l.Spec.RenewTime != nil {
-				renewed = l.Spec.RenewTime.Time
-			}
-		}
-		if stale := renewed.Add(r.h.cfg.NodeLeaseStaleAfter); stale.Before(until) {
+		if stale := kubelet.Renewed().Add(r.h.cfg.NodeLeaseStaleAfter); stale.Before(until) {
 			until = stale
 		}
 		if !r.h.now().Before(until) {
 			return nil
 		}
-		timer := time.NewTimer(until.Sub(r.h.now()))
+		timer := r.h.clock.NewTimer(until.Sub(r.h.now()))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return nil
-		case <-timer.C:
+		case <-timer.C():
 			return nil
 		case <-changed:
 			timer.Stop()

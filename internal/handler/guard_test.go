@@ -15,8 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
 
 	"github.com/node-drainer/node-drainer/internal/config"
+	"github.com/node-drainer/node-drainer/internal/node"
 )
 
 // Before each irreversible step the abrupt path reads its evidence again;
@@ -134,7 +136,7 @@ func TestWaitStale(t *testing.T) {
 			Spec: coordinationv1.LeaseSpec{RenewTime: &rt}}
 	}
 	newRun := func(c *fake.Clientset) *run {
-		h := New(config.Config{NodeLeaseStaleAfter: 300 * time.Millisecond}, Clients{Kube: c}, nil, WithClock(time.Now))
+		h := New(config.Config{NodeLeaseStaleAfter: 300 * time.Millisecond}, Clients{Kube: c}, nil, WithClock(clock.RealClock{}))
 		return &run{h: h}
 	}
 	t.Run("renewed, then the kubelet dies", func(t *testing.T) {
@@ -158,7 +160,7 @@ func TestWaitStale(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
 		r := newRun(c)
-		if err := r.waitStale(ctx, watchLease(ctx, c, name), name, first.Add(3*time.Second)); err != nil {
+		if err := r.waitStale(ctx, node.WatchKubeletLease(ctx, c, name), first.Add(3*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		went := time.Now()
@@ -185,7 +187,7 @@ func TestWaitStale(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
 		begin := time.Now()
-		if err := newRun(c).waitStale(ctx, watchLease(ctx, c, name), name, begin.Add(3*time.Second)); err != nil || time.Since(begin) > time.Second {
+		if err := newRun(c).waitStale(ctx, node.WatchKubeletLease(ctx, c, name), begin.Add(3*time.Second)); err != nil || time.Since(begin) > time.Second {
 			t.Errorf("err %v after %s", err, time.Since(begin))
 		}
 	})
@@ -196,7 +198,7 @@ func TestWaitStale(t *testing.T) {
 		})
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
-		err := newRun(c).waitStale(ctx, watchLease(ctx, c, name), name, time.Now().Add(3*time.Second))
+		err := newRun(c).waitStale(ctx, node.WatchKubeletLease(ctx, c, name), time.Now().Add(3*time.Second))
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("err %v: want the 403", err)
 		}

@@ -3,6 +3,11 @@
 // the graceful or the abrupt path and completes the lifecycle action. Only
 // this package knows the flows; every step it calls is idempotent, so
 // duplicate and out-of-order events are safe.
+//
+// Time comes from one clock (WithClock), handed down to every package the
+// handler calls, so that a simulation can drive it. The deadlines of the
+// contexts it derives (the budget, a step's bound) are context deadlines:
+// they fire on the runtime's own timer, whatever the clock says.
 package handler
 
 import (
@@ -18,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
@@ -50,7 +56,10 @@ type Handler struct {
 	cfg config.Config
 	c   Clients
 	log *slog.Logger
-	now func() time.Time
+	// clock is what the handler, and every package it calls, reads the
+	// time from and waits on. The invocation's own deadline (its context's)
+	// and the deadlines derived from it run on the real clock.
+	clock clock.WithTicker
 	// StoppingPollInterval is how often EC2 is asked while an instance stops.
 	StoppingPollInterval time.Duration
 	metrics              io.Writer // EMF lines (nil: none)
@@ -69,30 +78,32 @@ const (
 	foreignMax = 10000
 )
 
-// clockFunc is a handler's clock as the cache's clock.
-type clockFunc func() time.Time
-
-func (f clockFunc) Now() time.Time { return f() }
-
 // Option changes a Handler that New builds.
 type Option func(*Handler)
 
-// WithClock makes the Handler read the time from now (tests); the default is
-// time.Now.
-func WithClock(now func() time.Time) Option {
-	return func(h *Handler) { h.now = now }
+// WithClock makes the Handler, and every package it calls, read the time
+// from c and wait on it (tests, the simulation); the default is the real
+// clock.
+func WithClock(c clock.WithTicker) Option {
+	return func(h *Handler) { h.clock = c }
 }
+
+// now is the time by the handler's clock.
+func (h *Handler) now() time.Time { return h.clock.Now() }
 
 // New returns a Handler.
 func New(cfg config.Config, c Clients, log *slog.Logger, opts ...Option) *Handler {
 	if log == nil {
 		log = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
-	h := &Handler{cfg: cfg, c: c, log: log, now: time.Now, StoppingPollInterval: 2 * time.Second}
+	h := &Handler{cfg: cfg, c: c, log: log, clock: clock.RealClock{}, StoppingPollInterval: 2 * time.Second}
 	for _, o := range opts {
 		o(h)
 	}
-	h.foreign = utilcache.NewLRUExpireCacheWithClock(foreignMax, clockFunc(func() time.Time { return h.now() }))
+	if h.clock == nil {
+		h.clock = clock.RealClock{}
+	}
+	h.foreign = utilcache.NewLRUExpireCacheWithClock(foreignMax, h.clock)
 	return h
 }
 
@@ -126,6 +137,8 @@ type Outcome struct {
 	Plan *Plan `json:"plan,omitempty"`
 	// Timeline lists this invocation's steps, each with its time.
 	Timeline []Step `json:"timeline,omitempty"`
+
+	err error // see Err
 }
 
 // Action is what an invocation did, as its Outcome reports it.
@@ -183,6 +196,7 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome,
 	r.log = h.log.With("event", ev)
 	r.rep = newReport(start, h.now)
 	ctx = cluster.WithLogger(ctx, r.log)
+	ctx = cluster.WithClock(ctx, h.clock)
 	ctx = cluster.WithRetryObserver(ctx, r.rep.retried)
 	err = r.end(ctx, r.dispatch(ctx))
 	return r.out, err
@@ -288,7 +302,7 @@ func (r *run) ours(ctx context.Context, id string) (instance.Instance, bool, err
 		r.out.Detail = fmt.Sprintf("instance %s has no tag %s: not this cluster's (as EC2 said at %s)", id, r.h.cfg.ClusterTagKey, at.(time.Time).UTC().Format(time.RFC3339))
 		return instance.Instance{ID: id}, false, nil
 	}
-	inst, err := instance.Describe(ctx, r.h.c.EC2, id)
+	inst, err := instance.Describe(ctx, r.h.c.EC2, r.h.clock, id)
 	if err != nil {
 		return inst, false, err
 	}
@@ -321,13 +335,14 @@ func (r *run) findNode(ctx context.Context, inst instance.Instance) (*corev1.Nod
 }
 
 func (r *run) recorder() node.Recorder {
-	return node.Recorder{Client: r.h.c.Kube, DryRun: r.h.cfg.DryRun}
+	return node.Recorder{Client: r.h.c.Kube, DryRun: r.h.cfg.DryRun, Clock: r.h.clock}
 }
 
-func (r *run) record(ctx context.Context, n *corev1.Node, warning bool, reason node.Reason, format string, args ...any) {
+// record writes the Event e on n, within the reserved part of the margin.
+func (r *run) record(ctx context.Context, n *corev1.Node, e node.Event) {
 	ctx, cancel := r.reserved(ctx)
 	defer cancel()
-	if err := r.recorder().Record(ctx, n, warning, reason, format, args...); err != nil {
+	if err := r.recorder().Record(ctx, n, e); err != nil {
 		r.log.WarnContext(ctx, "could not record event", "error", err)
 	}
 }
@@ -340,6 +355,7 @@ func (r *run) drainer(cause node.Cause, dead bool) *drain.Drainer {
 		OnPDBWait:          r.pdbWait,
 		CriticalPriority:   r.h.cfg.CriticalPriority,
 		Unordered:          dead, // a dead kubelet ends no pod: tiers would never end
+		Clock:              r.h.clock,
 	}
 	if cause == node.CauseSpot {
 		o.GraceCap = r.h.cfg.SpotGracePeriodCap // the drain must fit the 2-minute notice

@@ -77,7 +77,7 @@ func (r *run) fanOut(ctx context.Context, ids []string) error {
 	r.out.Action = ActionFannedOut
 	r.out.Detail = "one invocation per instance: " + strings.Join(sent, ", ")
 	if err := errors.Join(errs...); err != nil {
-		r.out.Action, r.out.Detail = ActionFailed, r.out.Detail+"; "+err.Error()
+		r.fail(&Failure{Kind: ErrFanOut, Cause: err})
 		return err
 	}
 	return nil
@@ -151,7 +151,7 @@ func (r *run) scheduledInstance(ctx context.Context, id string) error {
 		r.out.Action = ActionUnmarked
 		r.out.Detail = fmt.Sprintf("scheduled change %s closed: released its hold (removed: cordon=%v, drain taint=%v, load-balancer exclusion=%v; marks other causes or others hold stay)",
 			sc.EventTypeCode, undone.Cordoned, undone.Draining, undone.Labeled)
-		r.record(ctx, n, false, node.ReasonRecovered, "%s", r.out.Detail)
+		r.record(ctx, n, node.EventRecovered("", r.out.Detail))
 		return nil
 	}
 	if r.leftAlone(ctx, n, inst.Down()) {
@@ -174,7 +174,7 @@ func (r *run) scheduledInstance(ctx context.Context, id string) error {
 			r.out.Detail += fmt.Sprintf("; drain due at %s (start less SCHEDULED_CHANGE_LEAD_TIME %s)", due.Format(time.RFC3339), r.h.cfg.ScheduledChangeLeadTime)
 		}
 		if made.Cordoned {
-			r.record(ctx, n, false, node.ReasonCordoned, "%s", r.out.Detail)
+			r.record(ctx, n, node.EventCordonedFor(r.out.Detail))
 		}
 		return nil
 	}

@@ -156,8 +156,8 @@ func newFixture(t *testing.T, env map[string]string, nodes ...*corev1.Node) *fix
 		lambda: &scFakeLambda{},
 		now:    time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC),
 	}
-	f.h = New(cfg, Clients{Kube: f.kube, EC2: f.ec2, ASG: f.asg, Lambda: f.lambda}, nil)
-	f.h.now = func() time.Time { return f.now }
+	f.h = New(cfg, Clients{Kube: f.kube, EC2: f.ec2, ASG: f.asg, Lambda: f.lambda}, nil,
+		WithClock(newMovingClock(func() time.Time { return f.now })))
 	return f
 }
 

@@ -2,7 +2,6 @@ package handler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,15 +11,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
+	"github.com/node-drainer/node-drainer/internal/lease"
 	"github.com/node-drainer/node-drainer/internal/node"
 	"github.com/node-drainer/node-drainer/internal/sweep"
+	"github.com/node-drainer/node-drainer/internal/volume"
 )
 
 // AutoScaling is the part of Auto Scaling the sweep uses besides lifecycle
@@ -67,14 +67,14 @@ func (r *run) sweep(ctx context.Context) error {
 	var rd *sweep.Readings
 	began := r.h.now()
 	rctx, cancel := context.WithDeadline(ctx, r.budget(ctx))
-	giveUp := time.Now().Add(sweepReadLimit)
-	err := cluster.RetryIf(rctx, func(err error) bool { return cluster.Retriable(err) && time.Now().Before(giveUp) }, func() (err error) {
+	giveUp := r.h.now().Add(sweepReadLimit)
+	err := cluster.RetryIf(rctx, func(err error) bool { return cluster.Retriable(err) && r.h.now().Before(giveUp) }, func() (err error) {
 		rd, err = sweep.Read(rctx, r.h.c.Kube, r.h.c.EC2, r.h.c.AutoScaling, cfg, r.h.now())
 		return err
 	})
 	cancel()
 	if err != nil {
-		r.out.Action, r.out.Detail = ActionFailed, "sweep read nothing complete; nothing was changed: "+err.Error()
+		r.fail(&Failure{Kind: ErrSweepRead, Cause: err})
 		return fmt.Errorf("sweep: %w", err)
 	}
 	plan := rd.Plan(cfg)
@@ -107,6 +107,7 @@ func (r *run) sweepConfig() sweep.Config {
 		ClusterTagKey: c.ClusterTagKey, ASGNames: c.ASGNames, HookNames: c.OwnedHooks(), LeaseNamespace: c.LeaseNamespace,
 		ZombieAfter: c.ZombieAfter, ZombieReplace: c.ZombieAction == config.ZombieReplace,
 		ZombieMaxPerSweep: c.ZombieMaxPerSweep, ZombieMaxASGShare: c.ZombieMaxASGShare,
+		Clock: r.h.clock,
 	}
 }
 
@@ -185,7 +186,7 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 					break
 				}
 				if err == nil {
-					err = errors.New(sub.out.Detail)
+					err = sub.out.Err() // a *Failure: a failed run says why
 				}
 			}
 			if err == nil {
@@ -238,12 +239,7 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 			if r.h.cfg.DryRun {
 				return nil
 			}
-			err := r.h.c.Kube.CoordinationV1().Leases(l.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{
-				Preconditions: &metav1.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion}})
-			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-				return nil // gone already, or taken again since the reading
-			}
-			return err
+			return lease.Delete(ctx, r.h.c.Kube, &l) // gone already, or taken again since the reading: nil
 		})
 	}
 	_ = g.Wait() // nil: every failure is in sum.Failed
@@ -287,12 +283,12 @@ func (r *run) swept(h sweep.Hook) (*run, error) {
 // ("" when it was deleted, or would be in a dry run).
 func (r *run) deleteOrphan(ctx context.Context, o sweep.Orphan) (kept string, err error) {
 	va := o.Attachment
-	if _, err := r.h.c.Kube.CoreV1().Nodes().Get(ctx, va.Spec.NodeName, metav1.GetOptions{}); err == nil {
+	if _, err := node.Get(ctx, r.h.c.Kube, va.Spec.NodeName); err == nil {
 		return "the node is back", nil
 	} else if !apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("reading node %s again: %w", va.Spec.NodeName, err)
 	}
-	orphaned, evidence, err := o.ReadAgain(ctx, r.h.c.EC2)
+	orphaned, evidence, err := o.ReadAgain(ctx, r.h.c.EC2, r.h.clock)
 	if err != nil {
 		return "", fmt.Errorf("reading EC2 again before deleting volume attachment %s: %w", va.Name, err)
 	}
@@ -302,13 +298,8 @@ func (r *run) deleteOrphan(ctx context.Context, o sweep.Orphan) (kept string, er
 	if r.h.cfg.DryRun {
 		return "", nil
 	}
-	err = r.h.c.Kube.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &va.UID}})
-	if apierrors.IsNotFound(err) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("deleting volume attachment %s: %w", va.Name, err)
+	if err := volume.DeleteAttachment(ctx, r.h.c.Kube, &va); err != nil {
+		return "", err
 	}
 	r.log.InfoContext(ctx, "deleted orphaned volume attachment", "attachment", va.Name, "node", va.Spec.NodeName,
 		"volume", ptr.Deref(va.Spec.Source.PersistentVolumeName, ""), "evidence", "node not in the cluster (read again); "+evidence)
@@ -322,20 +313,19 @@ func (r *run) deleteOrphan(ctx context.Context, o sweep.Orphan) (kept string, er
 // it, through the terminate hook and this function's drain.
 func (r *run) zombie(ctx context.Context, z sweep.Zombie) (bool, error) {
 	log := r.log.With("node", z.Node, "instance", z.InstanceID, "asg", z.ASG)
-	n, err := r.h.c.Kube.CoreV1().Nodes().Get(ctx, z.Node, metav1.GetOptions{})
+	n, err := node.Get(ctx, r.h.c.Kube, z.Node)
 	if err != nil {
 		return false, fmt.Errorf("reading node %s: %w", z.Node, err)
 	}
 	if node.Ready(n) {
 		return false, nil // back since the reading
 	}
-	msg := fmt.Sprintf("NotReady since %s while EC2 reports instance %s running", z.Since.UTC().Format(time.RFC3339), z.InstanceID)
 	if !z.Replace {
 		log.WarnContext(ctx, "zombie node", "since", z.Since, "action", z.Why)
-		r.record(ctx, n, true, node.ReasonZombie, "%s; %s", msg, z.Why)
+		r.record(ctx, n, node.EventZombie(z.Since, z.InstanceID, z.Why))
 		return false, nil
 	}
-	inst, err := instance.Describe(ctx, r.h.c.EC2, z.InstanceID)
+	inst, err := instance.Describe(ctx, r.h.c.EC2, r.h.clock, z.InstanceID)
 	if err != nil {
 		return false, err
 	}
@@ -352,6 +342,6 @@ func (r *run) zombie(ctx context.Context, z sweep.Zombie) (bool, error) {
 		return false, fmt.Errorf("marking instance %s Unhealthy: %w", z.InstanceID, err)
 	}
 	log.WarnContext(ctx, "zombie node: instance marked Unhealthy for its ASG to replace", "since", z.Since, "evidence", inst.String())
-	r.record(ctx, n, true, node.ReasonZombie, "%s; instance marked Unhealthy in %s, which replaces it through its terminate hook (ZOMBIE_ACTION=replace)", msg, z.ASG)
+	r.record(ctx, n, node.EventZombieReplaced(z.Since, z.InstanceID, z.ASG))
 	return true, nil
 }

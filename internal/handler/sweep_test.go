@@ -159,7 +159,7 @@ func byName(in *ec2.DescribeInstancesInput) bool {
 
 // handlerOn is a Handler on the env's fakes but EC2 api and the clock now.
 func (e *env) handlerOn(api instance.EC2API, now func() time.Time) *Handler {
-	h := New(e.cfg, Clients{Kube: e.kube, EC2: api, ASG: e.asg, AutoScaling: e.asg, Lambda: e.lam}, nil, WithClock(now))
+	h := New(e.cfg, Clients{Kube: e.kube, EC2: api, ASG: e.asg, AutoScaling: e.asg, Lambda: e.lam}, nil, WithClock(newMovingClock(now)))
 	h.StoppingPollInterval = 10 * time.Millisecond
 	return h
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 )
 
 // EC2API is the part of EC2 the function uses.
@@ -122,11 +123,12 @@ func hibernated(in types.Instance) bool {
 	return false
 }
 
-// Describe reads one instance. An instance EC2 does not know is returned with
-// Found false and no error; any other failure is an error (state unreadable).
-func Describe(ctx context.Context, api EC2API, id string) (Instance, error) {
+// Describe reads one instance, seen at clk's now (nil: the real clock). An
+// instance EC2 does not know is returned with Found false and no error; any
+// other failure is an error (state unreadable).
+func Describe(ctx context.Context, api EC2API, clk clock.PassiveClock, id string) (Instance, error) {
 	out, err := api.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
-	now := time.Now()
+	now := orReal(clk).Now()
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "InvalidInstanceID.NotFound" {
 		return Instance{ID: id, SeenAt: now}, nil
@@ -179,8 +181,9 @@ const filterValuesPerCall = 200
 // but an emulator that tests them in order, stopping at the first that fails
 // (moto, the harness's), then tests the cheap state filter before a tag
 // filter it answers by scanning every tag it holds: for 2,000 instances that
-// was 10 s of a sweep.
-func List(ctx context.Context, api EC2API, filter string, values []string, and ...types.Filter) (map[string]Instance, error) {
+// was 10 s of a sweep. Each instance is seen at clk's now (nil: the real
+// clock).
+func List(ctx context.Context, api EC2API, clk clock.PassiveClock, filter string, values []string, and ...types.Filter) (map[string]Instance, error) {
 	all := map[string]Instance{}
 	for start := 0; start < len(values); start += filterValuesPerCall {
 		chunk := values[start:min(start+filterValuesPerCall, len(values))]
@@ -193,7 +196,7 @@ func List(ctx context.Context, api EC2API, filter string, values []string, and .
 			if err != nil {
 				return nil, fmt.Errorf("describing instances by %s: %w", filter, err)
 			}
-			now := time.Now()
+			now := orReal(clk).Now()
 			for _, r := range out.Reservations {
 				for _, in := range r.Instances {
 					if in.InstanceId != nil {
@@ -217,22 +220,49 @@ func NotRunning() types.Filter {
 func Gone(id string, seenAt time.Time) Instance { return Instance{ID: id, SeenAt: seenAt} }
 
 // WaitDown polls EC2 while the instance is stopping or shutting down, until it
-// is down or timeout passes (or ctx ends); it returns the last state seen. An
-// unreadable state ends the wait with an error.
-func WaitDown(ctx context.Context, api EC2API, id string, interval, timeout time.Duration) (Instance, error) {
+// is down or timeout passes on clk (nil: the real clock), or ctx ends; it
+// returns the last state seen. An unreadable state ends the wait with an
+// error. The calls themselves are bounded by a context deadline, which runs
+// on the real clock.
+func WaitDown(ctx context.Context, api EC2API, clk clock.WithTicker, id string, interval, timeout time.Duration) (Instance, error) {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	end := clk.NewTimer(timeout)
+	defer end.Stop()
+	tick := clk.NewTicker(interval)
+	defer tick.Stop()
 	var last Instance
-	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
-		i, err := Describe(ctx, api, id)
+	for {
+		i, err := Describe(ctx, api, clk, id)
 		if err != nil {
-			return false, err
+			if last.ID != "" && wait.Interrupted(err) {
+				return last, nil
+			}
+			return last, err
 		}
 		last = i
-		return !i.GoingDown(), nil
-	})
-	if err != nil && (last.ID == "" || !wait.Interrupted(err)) {
-		return last, err
+		if !i.GoingDown() {
+			return last, nil
+		}
+		select {
+		case <-ctx.Done():
+			return last, nil
+		case <-end.C():
+			return last, nil
+		case <-tick.C():
+		}
 	}
-	return last, nil
+}
+
+// orReal is clk, or the real clock when clk is nil.
+func orReal(clk clock.PassiveClock) clock.PassiveClock {
+	if clk == nil {
+		return clock.RealClock{}
+	}
+	return clk
 }
 
 func deref(s *string) string {

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 const id = "i-0b1f6e8d2c4a9f371"
@@ -85,7 +86,7 @@ func TestDescribe(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeEC2{steps: []step{tc.step}}
 			before := time.Now()
-			i, err := Describe(context.Background(), f, id)
+			i, err := Describe(context.Background(), f, nil, id)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("Describe error %v, want error %v", err, tc.wantErr)
 			}
@@ -118,7 +119,7 @@ func TestDescribe(t *testing.T) {
 
 func TestDescribeMissingFields(t *testing.T) {
 	f := &fakeEC2{steps: []step{described(types.Instance{InstanceId: aws.String(id)})}}
-	i, err := Describe(context.Background(), f, id)
+	i, err := Describe(context.Background(), f, nil, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +194,7 @@ func TestWaitDown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeEC2{steps: tc.steps}
-			i, err := WaitDown(context.Background(), f, id, 5*time.Millisecond, tc.timeout)
+			i, err := WaitDown(context.Background(), f, nil, id, 5*time.Millisecond, tc.timeout)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("WaitDown error %v, want error %v", err, tc.wantErr)
 			}
@@ -214,7 +215,7 @@ func TestWaitDownContextEnded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	f := &fakeEC2{steps: []step{described(ec2Instance(id, types.InstanceStateNameStopping))}}
-	i, err := WaitDown(ctx, f, id, 5*time.Millisecond, time.Second)
+	i, err := WaitDown(ctx, f, nil, id, 5*time.Millisecond, time.Second)
 	if err == nil && i.Down() {
 		t.Errorf("a cancelled wait returned a down instance without error: %+v", i)
 	}
@@ -235,7 +236,7 @@ func TestListChunksAndOrdersFilters(t *testing.T) {
 	for i := range values {
 		values[i] = "v"
 	}
-	got, err := List(context.Background(), f, "tag-key", values, NotRunning())
+	got, err := List(context.Background(), f, nil, "tag-key", values, NotRunning())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +258,7 @@ func TestListChunksAndOrdersFilters(t *testing.T) {
 func TestListFailsWhole(t *testing.T) {
 	f := &fakeEC2{steps: []step{described(ec2Instance("i-1", types.InstanceStateNameStopped)), {err: errors.New("throttled")}}}
 	values := make([]string, 201)
-	if got, err := List(context.Background(), f, "instance-id", values); err == nil || !strings.Contains(err.Error(), "describing instances by instance-id") {
+	if got, err := List(context.Background(), f, nil, "instance-id", values); err == nil || !strings.Contains(err.Error(), "describing instances by instance-id") {
 		t.Fatalf("List = %v, %v; want the second call's error", got, err)
 	}
 }
@@ -300,7 +301,7 @@ func TestHibernatedIsNotDown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeEC2{steps: []step{described(tc.in)}}
-			i, err := Describe(context.Background(), f, id)
+			i, err := Describe(context.Background(), f, nil, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -322,7 +323,7 @@ func TestHibernatedIsNotDown(t *testing.T) {
 // instance apart too.
 func TestListReadsHibernation(t *testing.T) {
 	f := &fakeEC2{steps: []step{described(hibernating(types.InstanceStateNameStopped, ReasonUserHibernate, true))}}
-	got, err := List(context.Background(), f, "instance-id", []string{id})
+	got, err := List(context.Background(), f, nil, "instance-id", []string{id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,8 +336,40 @@ func TestListReadsHibernation(t *testing.T) {
 // ended in down: the wait returns at once with the hibernating reading.
 func TestWaitDownEndsOnHibernation(t *testing.T) {
 	f := &fakeEC2{steps: []step{described(hibernating(types.InstanceStateNameStopping, ReasonUserHibernate, true))}}
-	i, err := WaitDown(context.Background(), f, id, 5*time.Millisecond, 5*time.Second)
+	i, err := WaitDown(context.Background(), f, nil, id, 5*time.Millisecond, 5*time.Second)
 	if err != nil || !i.Hibernated || i.Down() || len(f.calls) != 1 {
 		t.Errorf("WaitDown = %+v, %v after %d calls: want the hibernating reading at once, not down", i, err, len(f.calls))
+	}
+}
+
+// WaitDown polls on its clock: no second reading while the clock stands
+// still, one per interval stepped; what it sees is stamped with the clock.
+func TestWaitDownOnItsClock(t *testing.T) {
+	at := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(at)
+	f := &fakeEC2{steps: []step{described(ec2Instance(id, types.InstanceStateNameStopping)), described(ec2Instance(id, types.InstanceStateNameStopped))}}
+	type result struct {
+		i   Instance
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		i, err := WaitDown(context.Background(), f, clk, id, 2*time.Second, time.Minute)
+		done <- result{i, err}
+	}()
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	f.mu.Lock()
+	calls := len(f.calls)
+	f.mu.Unlock()
+	if calls != 1 {
+		t.Fatalf("%d readings while the clock stood still, want 1", calls)
+	}
+	clk.Step(2 * time.Second)
+	r := <-done
+	if r.err != nil || r.i.State != StateStopped || !r.i.SeenAt.Equal(at.Add(2*time.Second)) {
+		t.Errorf("WaitDown = %+v, %v: want stopped, seen at %v", r.i, r.err, at.Add(2*time.Second))
 	}
 }

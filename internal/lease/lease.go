@@ -18,8 +18,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
@@ -48,7 +48,7 @@ type Claim struct {
 	ns     string
 	name   string
 	holder string
-	now    func() time.Time
+	clock  clock.WithTicker
 
 	mu sync.Mutex
 	// last is the lease as this claim last wrote it: a renewal updates it at
@@ -115,17 +115,21 @@ func stale(l *coordinationv1.Lease, now time.Time) bool {
 // working on key (the lifecycle action's token, the advisory event's id).
 // It fails with ErrHeld while another holder renews it, ErrDone when key
 // was finished, ErrUnavailable when leases cannot be used at all; other
-// errors are the API's.
-func Acquire(ctx context.Context, c kubernetes.Interface, ns, name, holder, key string, now func() time.Time) (*Claim, error) {
-	return AcquireFrom(ctx, c, ns, name, holder, "", key, now)
+// errors are the API's. The claim reads the time and waits on clk (nil: the
+// real clock).
+func Acquire(ctx context.Context, c kubernetes.Interface, ns, name, holder, key string, clk clock.WithTicker) (*Claim, error) {
+	return AcquireFrom(ctx, c, ns, name, holder, "", key, clk)
 }
 
 // AcquireFrom is Acquire for the successor of predecessor (a continuation
 // of the invocation that handed the drain over): a lease predecessor still
 // holds, because it could not give it up, is taken over at once instead of
 // being waited for until it goes stale. "" is no predecessor.
-func AcquireFrom(ctx context.Context, c kubernetes.Interface, ns, name, holder, predecessor, key string, now func() time.Time) (*Claim, error) {
-	cl := &Claim{client: c, ns: ns, name: name, holder: holder, now: now}
+func AcquireFrom(ctx context.Context, c kubernetes.Interface, ns, name, holder, predecessor, key string, clk clock.WithTicker) (*Claim, error) {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	cl := &Claim{client: c, ns: ns, name: name, holder: holder, clock: clk}
 	l, err := c.CoordinationV1().Leases(ns).Get(ctx, cl.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -139,7 +143,7 @@ func AcquireFrom(ctx context.Context, c kubernetes.Interface, ns, name, holder, 
 	if key != "" && l.Annotations[AnnotationDone] == key {
 		return nil, fmt.Errorf("%w: lease %s/%s says %s", ErrDone, ns, cl.name, key)
 	}
-	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" && h != holder && (predecessor == "" || h != predecessor) && !stale(l, cl.now()) {
+	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" && h != holder && (predecessor == "" || h != predecessor) && !stale(l, cl.clock.Now()) {
 		return nil, fmt.Errorf("%w: %s (lease %s/%s renewed %s)", ErrHeld, h, ns, cl.name, l.Spec.RenewTime)
 	}
 	l = cl.fresh(l.DeepCopy())
@@ -175,7 +179,7 @@ func (cl *Claim) written() *coordinationv1.Lease {
 }
 
 func (cl *Claim) fresh(l *coordinationv1.Lease) *coordinationv1.Lease {
-	t := metav1.NewMicroTime(cl.now())
+	t := metav1.NewMicroTime(cl.clock.Now())
 	l.Spec.HolderIdentity = ptr.To(cl.holder)
 	l.Spec.LeaseDurationSeconds = ptr.To(int32(Duration / time.Second))
 	l.Spec.AcquireTime, l.Spec.RenewTime = &t, &t
@@ -228,7 +232,7 @@ func (cl *Claim) updateOnce(ctx context.Context, change func(*coordinationv1.Lea
 // Renew marks the lease as still held now.
 func (cl *Claim) Renew(ctx context.Context) error {
 	return cl.update(ctx, func(l *coordinationv1.Lease) {
-		t := metav1.NewMicroTime(cl.now())
+		t := metav1.NewMicroTime(cl.clock.Now())
 		l.Spec.RenewTime = &t
 	})
 }
@@ -263,12 +267,30 @@ func (cl *Claim) keepAlive(ctx context.Context, every time.Duration, onErr func(
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = wait.PollUntilContextCancel(ctx, every, false, func(ctx context.Context) (bool, error) {
-			if err := cl.Renew(ctx); err != nil && ctx.Err() == nil {
-				onErr(err)
+		t := cl.clock.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C():
+				if err := cl.Renew(ctx); err != nil && ctx.Err() == nil {
+					onErr(err)
+				}
 			}
-			return false, nil
-		})
+		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// Delete deletes the lease as it was read (its UID and resourceVersion are
+// preconditions): one gone since, or taken again since (a conflict), is left
+// and no error. Other errors are the API's.
+func Delete(ctx context.Context, c kubernetes.Interface, l *coordinationv1.Lease) error {
+	err := c.CoordinationV1().Leases(l.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
 }

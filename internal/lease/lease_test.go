@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -24,10 +25,6 @@ const (
 	ns   = "node-drainer"
 	inst = "i-0123456789abcdef0"
 )
-
-type clock struct{ t time.Time }
-
-func (c *clock) now() time.Time { return c.t }
 
 func holderOf(t *testing.T, c *fake.Clientset) string {
 	t.Helper()
@@ -41,9 +38,9 @@ func holderOf(t *testing.T, c *fake.Clientset) string {
 func TestOneHolderAtATime(t *testing.T) {
 	ctx := context.Background()
 	c := newClient()
-	clk := &clock{time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
 
-	a, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", clk.now)
+	a, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,20 +48,20 @@ func TestOneHolderAtATime(t *testing.T) {
 		t.Fatalf("holder %q", h)
 	}
 	// a duplicate while a renews: refused
-	if _, err := Acquire(ctx, c, ns, Name(inst), "req-b", "token-1", clk.now); !errors.Is(err, ErrHeld) {
+	if _, err := Acquire(ctx, c, ns, Name(inst), "req-b", "token-1", clk); !errors.Is(err, ErrHeld) {
 		t.Fatalf("duplicate acquired: %v", err)
 	}
-	clk.t = clk.t.Add(Duration / 2)
+	clk.SetTime(clk.Now().Add(Duration / 2))
 	if err := a.Renew(ctx); err != nil {
 		t.Fatal(err)
 	}
-	clk.t = clk.t.Add(Duration - time.Second)
-	if _, err := Acquire(ctx, c, ns, Name(inst), "req-b", "token-1", clk.now); !errors.Is(err, ErrHeld) {
+	clk.SetTime(clk.Now().Add(Duration - time.Second))
+	if _, err := Acquire(ctx, c, ns, Name(inst), "req-b", "token-1", clk); !errors.Is(err, ErrHeld) {
 		t.Fatalf("renewed lease taken: %v", err)
 	}
 	// a stops renewing: taken over once stale
-	clk.t = clk.t.Add(2 * time.Second)
-	b, err := Acquire(ctx, c, ns, Name(inst), "req-b", "token-1", clk.now)
+	clk.SetTime(clk.Now().Add(2 * time.Second))
+	b, err := Acquire(ctx, c, ns, Name(inst), "req-b", "token-1", clk)
 	if err != nil {
 		t.Fatalf("stale lease not taken over: %v", err)
 	}
@@ -75,10 +72,10 @@ func TestOneHolderAtATime(t *testing.T) {
 	if err := b.Release(ctx, "token-1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Acquire(ctx, c, ns, Name(inst), "req-c", "token-1", clk.now); !errors.Is(err, ErrDone) {
+	if _, err := Acquire(ctx, c, ns, Name(inst), "req-c", "token-1", clk); !errors.Is(err, ErrDone) {
 		t.Fatalf("late duplicate of a finished action: %v", err)
 	}
-	if _, err := Acquire(ctx, c, ns, Name(inst), "req-d", "token-2", clk.now); err != nil {
+	if _, err := Acquire(ctx, c, ns, Name(inst), "req-d", "token-2", clk); err != nil {
 		t.Fatalf("next action refused: %v", err)
 	}
 }
@@ -87,15 +84,15 @@ func TestOneHolderAtATime(t *testing.T) {
 func TestReleaseForContinuation(t *testing.T) {
 	ctx := context.Background()
 	c := newClient()
-	clk := &clock{time.Now()}
-	a, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", clk.now)
+	clk := clocktesting.NewFakeClock(time.Now())
+	a, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", clk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Release(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Acquire(ctx, c, ns, Name(inst), "req-cont", "token-1", clk.now); err != nil {
+	if _, err := Acquire(ctx, c, ns, Name(inst), "req-cont", "token-1", clk); err != nil {
 		t.Fatalf("continuation refused: %v", err)
 	}
 }
@@ -106,14 +103,14 @@ func TestReleaseForContinuation(t *testing.T) {
 func TestContinuationTakesOverFromItsPredecessor(t *testing.T) {
 	ctx := context.Background()
 	c := newClient()
-	clk := &clock{time.Now()}
-	if _, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", clk.now); err != nil {
+	clk := clocktesting.NewFakeClock(time.Now())
+	if _, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", clk); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := AcquireFrom(ctx, c, ns, Name(inst), "req-dup", "req-other", "token-1", clk.now); !errors.Is(err, ErrHeld) {
+	if _, err := AcquireFrom(ctx, c, ns, Name(inst), "req-dup", "req-other", "token-1", clk); !errors.Is(err, ErrHeld) {
 		t.Fatalf("a duplicate naming another predecessor took a held lease: %v", err)
 	}
-	if _, err := AcquireFrom(ctx, c, ns, Name(inst), "req-cont", "req-a", "token-1", clk.now); err != nil {
+	if _, err := AcquireFrom(ctx, c, ns, Name(inst), "req-cont", "req-a", "token-1", clk); err != nil {
 		t.Fatalf("the continuation of req-a was refused its lease: %v", err)
 	}
 	if h := holderOf(t, c); h != "req-cont" {
@@ -126,7 +123,7 @@ func TestRaceLostIsHeld(t *testing.T) {
 	c.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewAlreadyExists(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, Name(inst))
 	})
-	if _, err := Acquire(context.Background(), c, ns, Name(inst), "req-a", "t", time.Now); !errors.Is(err, ErrHeld) {
+	if _, err := Acquire(context.Background(), c, ns, Name(inst), "req-a", "t", nil); !errors.Is(err, ErrHeld) {
 		t.Fatalf("lost create race: %v", err)
 	}
 }
@@ -136,7 +133,7 @@ func TestUnavailable(t *testing.T) {
 	c.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, Name(inst), errors.New("no role"))
 	})
-	if _, err := Acquire(context.Background(), c, ns, Name(inst), "req-a", "t", time.Now); !errors.Is(err, ErrUnavailable) {
+	if _, err := Acquire(context.Background(), c, ns, Name(inst), "req-a", "t", nil); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("forbidden: %v", err)
 	}
 	var none *Claim
@@ -151,8 +148,8 @@ func TestReleaseRetriesUnauthorized(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c := newClient()
-	clk := &clock{time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
-	a, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", clk.now)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
+	a, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,14 +175,14 @@ func TestReleaseRetriesUnauthorized(t *testing.T) {
 func TestRenewWithoutRead(t *testing.T) {
 	ctx := context.Background()
 	c := newClient()
-	clk := &clock{time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
-	a, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", clk.now)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
+	a, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", clk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.ClearActions()
 	for range 3 {
-		clk.t = clk.t.Add(Duration / 3)
+		clk.SetTime(clk.Now().Add(Duration / 3))
 		if err := a.Renew(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -219,7 +216,7 @@ func TestRenewWithoutRead(t *testing.T) {
 func TestKeepAliveWaitsOnePeriod(t *testing.T) {
 	ctx := context.Background()
 	c := newClient()
-	a, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", time.Now)
+	a, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,5 +282,67 @@ func TestInstanceID(t *testing.T) {
 		if got, want := Advisory(name), strings.Contains(name, "."); got != want {
 			t.Errorf("Advisory(%q) = %v, want %v", name, got, want)
 		}
+	}
+}
+
+// KeepAlive renews on the claim's clock: nothing while it stands still, one
+// renewal per period it is stepped.
+func TestKeepAliveOnItsClock(t *testing.T) {
+	ctx := context.Background()
+	c := newClient()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
+	a, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ClearActions()
+	stop := a.KeepAlive(ctx, func(err error) { t.Errorf("renewal: %v", err) })
+	defer stop()
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if n := len(c.Actions()); n != 0 {
+		t.Fatalf("%d requests while the clock stood still, want none", n)
+	}
+	clk.Step(Duration / 3)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(c.Actions()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := len(c.Actions()); n != 1 {
+		t.Errorf("%d requests after one period, want 1", n)
+	}
+}
+
+// Delete deletes the lease as read (UID and resourceVersion named); one gone
+// or changed since is left, and no error; another failure is returned.
+func TestDelete(t *testing.T) {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: Name(inst), Namespace: ns, UID: "uid-1", ResourceVersion: "7"}}
+	for _, tc := range []struct {
+		name    string
+		answer  error
+		wantErr bool
+	}{
+		{name: "deleted"},
+		{name: "gone already", answer: apierrors.NewNotFound(schema.GroupResource{Resource: "leases"}, l.Name)},
+		{name: "taken again since", answer: apierrors.NewConflict(schema.GroupResource{Resource: "leases"}, l.Name, errors.New("precondition failed"))},
+		{name: "forbidden", answer: apierrors.NewForbidden(schema.GroupResource{Resource: "leases"}, l.Name, errors.New("rbac")), wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientset(l.DeepCopy())
+			var pre *metav1.Preconditions
+			c.PrependReactor("delete", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				pre = a.(k8stesting.DeleteAction).GetDeleteOptions().Preconditions
+				return tc.answer != nil, nil, tc.answer
+			})
+			err := Delete(context.Background(), c, l)
+			if (err != nil) != tc.wantErr {
+				t.Errorf("Delete: %v, want an error: %v", err, tc.wantErr)
+			}
+			if pre == nil || ptr.Deref(pre.UID, "") != l.UID || ptr.Deref(pre.ResourceVersion, "") != l.ResourceVersion {
+				t.Errorf("preconditions %+v: want uid-1 at version 7", pre)
+			}
+		})
 	}
 }

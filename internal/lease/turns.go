@@ -83,7 +83,7 @@ func (t *Turns) Announce(ctx context.Context, shared map[string][]string) error 
 	if err != nil {
 		return fmt.Errorf("announcing the shared PDBs: %w", err)
 	}
-	since := t.claim.now().UTC().Format(turnLayout)
+	since := t.claim.clock.Now().UTC().Format(turnLayout)
 	if err := t.claim.update(ctx, func(l *coordinationv1.Lease) {
 		if l.Annotations == nil {
 			l.Annotations = map[string]string{}
@@ -150,7 +150,7 @@ func (t *Turns) Ahead(pdb string, done func(pod string) bool) (n int, ok bool) {
 	if in == nil || !in.Synced() || in.Err() != nil || mine == nil {
 		return 0, false
 	}
-	now := t.claim.now()
+	now := t.claim.clock.Now()
 	me := t.plan(mine)
 	for _, o := range in.Store().List() {
 		l := o.(*coordinationv1.Lease)

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // Drains count, on a shared PDB, the waiting pods of the drains that
@@ -20,10 +21,10 @@ func TestTurnsCountTheDrainsBefore(t *testing.T) {
 	defer cancel()
 	c := newClient()
 	t0 := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
-	clk := &clock{t0}
+	clk := clocktesting.NewFakeClock(t0)
 	acquire := func(id string, at time.Duration) *Claim {
-		clk.t = t0.Add(at)
-		cl, err := Acquire(ctx, c, ns, Name(id), "req-"+id, "token-"+id, clk.now)
+		clk.SetTime(t0.Add(at))
+		cl, err := Acquire(ctx, c, ns, Name(id), "req-"+id, "token-"+id, clk)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,13 +51,13 @@ func TestTurnsCountTheDrainsBefore(t *testing.T) {
 		{4 * time.Second, NewTurns(later), map[string][]string{"apps/web": {"web-4"}}},
 		{5 * time.Second, NewTurns(early), map[string][]string{"apps/web": {"web-9"}}},
 	} {
-		clk.t = t0.Add(a.at)
+		clk.SetTime(t0.Add(a.at))
 		if err := a.turns.Announce(ctx, a.shared); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// a later tier's announcement keeps the drain's place
-	clk.t = t0.Add(6 * time.Second)
+	clk.SetTime(t0.Add(6 * time.Second))
 	if err := turns.Announce(ctx, map[string][]string{"apps/web": {"web-5"}, "apps/api": {"api-5"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestTurnsCountTheDrainsBefore(t *testing.T) {
 	}
 	// the second stops renewing (it took its lease at 2 s, the tie at 3 s):
 	// once its lease is stale it counts no more
-	clk.t = t0.Add(3*time.Second + Duration)
+	clk.SetTime(t0.Add(3*time.Second + Duration))
 	if n := ahead("apps/web", none); n != 1 {
 		t.Fatalf("ahead with the second drain's lease stale: %d, want 1 (web-0)", n)
 	}
@@ -110,8 +111,8 @@ func TestTurnsIgnoreUnreadableAnnouncements(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	c := newClient()
-	clk := &clock{time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)}
-	peer, err := Acquire(ctx, c, ns, Name("i-1"), "req-1", "token-1", clk.now)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
+	peer, err := Acquire(ctx, c, ns, Name("i-1"), "req-1", "token-1", clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,8 +121,8 @@ func TestTurnsIgnoreUnreadableAnnouncements(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	clk.t = clk.t.Add(time.Second)
-	mine, err := Acquire(ctx, c, ns, Name("i-2"), "req-2", "token-2", clk.now)
+	clk.SetTime(clk.Now().Add(time.Second))
+	mine, err := Acquire(ctx, c, ns, Name("i-2"), "req-2", "token-2", clk)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/smithy-go"
+	"k8s.io/utils/clock"
 )
 
 // Result is how a lifecycle action is completed.
@@ -100,22 +101,25 @@ func HeartbeatInterval(ctx context.Context, api API, a Action, fallback time.Dur
 	return time.Duration(*out.LifecycleHooks[0].HeartbeatTimeout) * time.Second / 2
 }
 
-// KeepAlive records a heartbeat every interval until ctx ends or stop is
-// called; failures go to onErr. A failed heartbeat is tried again soon
-// (retryAfter), not an interval later: at half the hook's timeout, the next
-// regular beat would come as the hook expires.
-func KeepAlive(ctx context.Context, api API, a Action, interval time.Duration, onErr func(error)) (stop func()) {
+// KeepAlive records a heartbeat every interval of clk (nil: the real clock)
+// until ctx ends or stop is called; failures go to onErr. A failed heartbeat
+// is tried again soon (retryAfter), not an interval later: at half the
+// hook's timeout, the next regular beat would come as the hook expires.
+func KeepAlive(ctx context.Context, api API, clk clock.WithTicker, a Action, interval time.Duration, onErr func(error)) (stop func()) {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTimer(interval)
+		t := clk.NewTimer(interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 				next := interval
 				if err := Heartbeat(ctx, api, a); err != nil && ctx.Err() == nil {
 					onErr(err)

@@ -177,7 +177,7 @@ func TestHeartbeatInterval(t *testing.T) {
 
 func TestKeepAlive(t *testing.T) {
 	f := &fakeASG{}
-	stop := KeepAlive(context.Background(), f, act, 10*time.Millisecond, func(err error) { t.Errorf("unexpected error: %v", err) })
+	stop := KeepAlive(context.Background(), f, nil, act, 10*time.Millisecond, func(err error) { t.Errorf("unexpected error: %v", err) })
 	deadline := time.Now().Add(5 * time.Second)
 	for f.beats() < 3 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
@@ -198,7 +198,7 @@ func TestKeepAliveReportsErrorsAndStopsWithContext(t *testing.T) {
 	var mu sync.Mutex
 	var errs []error
 	ctx, cancel := context.WithCancel(context.Background())
-	stop := KeepAlive(ctx, f, act, 10*time.Millisecond, func(err error) {
+	stop := KeepAlive(ctx, f, nil, act, 10*time.Millisecond, func(err error) {
 		mu.Lock()
 		errs = append(errs, err)
 		mu.Unlock()

@@ -1,10 +1,12 @@
-// Package node finds the Kubernetes node of an EC2 instance and marks or
-// unmarks it: the exclude-from-load-balancers label, node-drainer's own
-// NoSchedule taint, the cordon and the out-of-service taint. What node-drainer
-// itself changed, and the set of causes it holds the node for (a terminate
-// hook, a spot warning, a rebalance recommendation, ...), are recorded in an
-// annotation on the node: a mark goes only when no cause holds it any more,
-// and a mark somebody else set is never removed.
+// Package node finds the Kubernetes node of an EC2 instance, reads and
+// deletes it, reads and watches its kubelet's Lease (kube-node-lease),
+// records Events on it (one constructor per Event), and marks or unmarks it:
+// the exclude-from-load-balancers label, node-drainer's own NoSchedule taint,
+// the cordon and the out-of-service taint. What node-drainer itself changed,
+// and the set of causes it holds the node for (a terminate hook, a spot
+// warning, a rebalance recommendation, ...), are recorded in an annotation
+// on the node: a mark goes only when no cause holds it any more, and a mark
+// somebody else set is never removed.
 package node
 
 import (
@@ -72,6 +74,23 @@ func Find(ctx context.Context, c kubernetes.Interface, privateDNS, instanceID st
 		}
 	}
 	return nil, fmt.Errorf("%w: no node named %q or with provider id of %s", ErrNotFound, privateDNS, instanceID)
+}
+
+// Get reads the node by name, once: a NotFound is the API's error (see
+// apierrors.IsNotFound), for the caller to tell "gone" from "unreadable".
+func Get(ctx context.Context, c kubernetes.Interface, name string) (*corev1.Node, error) {
+	return c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
+// Delete deletes the node, only the one of that UID (a node registered
+// again under its name is not touched); one already gone is no error. Other
+// errors are the API's.
+func Delete(ctx context.Context, c kubernetes.Interface, n *corev1.Node) error {
+	err := c.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
 }
 
 // byProviderID lists the nodes at resourceVersion rv and returns the one of

@@ -224,7 +224,7 @@ func TestRecorder(t *testing.T) {
 	c := fake.NewClientset()
 	generateNames(c)
 	long := strings.Repeat("x", 1500)
-	if err := (Recorder{Client: c}).Record(ctx, n, true, ReasonOutOfService, "%s: %s", "evidence", long); err != nil {
+	if err := (Recorder{Client: c}).Record(ctx, n, Event{ReasonOutOfService, true, "evidence: " + long}); err != nil {
 		t.Fatal(err)
 	}
 	list, err := c.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
@@ -243,7 +243,7 @@ func TestRecorder(t *testing.T) {
 		t.Errorf("message not cut to 1000 characters: %d %q...", len(e.Message), e.Message[:20])
 	}
 
-	if err := (Recorder{Client: c}).Record(ctx, n, false, ReasonCordoned, "cordoned"); err != nil {
+	if err := (Recorder{Client: c}).Record(ctx, n, EventCordonedOn("x")); err != nil {
 		t.Fatal(err)
 	}
 	list, _ = c.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
@@ -252,10 +252,10 @@ func TestRecorder(t *testing.T) {
 	}
 
 	quiet := fake.NewClientset()
-	if err := (Recorder{Client: quiet, DryRun: true}).Record(ctx, n, true, ReasonOutOfService, "x"); err != nil {
+	if err := (Recorder{Client: quiet, DryRun: true}).Record(ctx, n, Event{ReasonOutOfService, true, "x"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := (Recorder{Client: quiet}).Record(ctx, nil, true, ReasonOutOfService, "x"); err != nil {
+	if err := (Recorder{Client: quiet}).Record(ctx, nil, Event{ReasonOutOfService, true, "x"}); err != nil {
 		t.Fatal(err)
 	}
 	if len(quiet.Actions()) != 0 {

@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/pager"
+	"k8s.io/utils/clock"
 
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
@@ -62,6 +63,17 @@ type Config struct {
 	ZombieReplace     bool
 	ZombieMaxPerSweep int
 	ZombieMaxASGShare float64 // of a group's in-service instances, 0–1
+	// Clock times the reading and stamps what EC2 said (nil: the real
+	// clock).
+	Clock clock.PassiveClock
+}
+
+// clock is c's clock, or the real one.
+func (c Config) clock() clock.PassiveClock {
+	if c.Clock == nil {
+		return clock.RealClock{}
+	}
+	return c.Clock
 }
 
 // leaseIdle is how long an unheld Lease of an instance without a Node is
@@ -110,10 +122,11 @@ type Readings struct {
 // Read reads everything the plan needs, or fails without a partial result.
 func Read(ctx context.Context, kube kubernetes.Interface, ec2 instance.EC2API, asg ASGAPI, cfg Config, now time.Time) (*Readings, error) {
 	r := &Readings{Now: now, PodsOn: map[string]int{}, ByDNSName: map[string][]instance.Instance{}, Took: map[string]time.Duration{}}
-	lap := time.Now()
+	clk := cfg.clock()
+	lap := clk.Now()
 	took := func(what string) {
-		r.Took[what] = time.Since(lap).Round(time.Millisecond)
-		lap = time.Now()
+		r.Took[what] = clk.Since(lap).Round(time.Millisecond)
+		lap = clk.Now()
 	}
 	var err error
 	if r.Nodes, err = list[corev1.Node](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -224,7 +237,7 @@ func waiting(i astypes.Instance) bool {
 // EC2 does not know at all is gone. A Ready node whose instance vanished
 // from EC2 is seen once its kubelet's silence makes it NotReady.
 func (r *Readings) readInstances(ctx context.Context, api instance.EC2API, cfg Config) error {
-	all, err := instance.List(ctx, api, "tag-key", []string{cfg.ClusterTagKey}, instance.NotRunning())
+	all, err := instance.List(ctx, api, cfg.clock(), "tag-key", []string{cfg.ClusterTagKey}, instance.NotRunning())
 	if err != nil {
 		return err
 	}
@@ -240,12 +253,12 @@ func (r *Readings) readInstances(ctx context.Context, api instance.EC2API, cfg C
 		}
 	}
 	if len(suspects) > 0 {
-		more, err := instance.List(ctx, api, "instance-id", suspects)
+		more, err := instance.List(ctx, api, cfg.clock(), "instance-id", suspects)
 		if err != nil {
 			return err
 		}
 		maps.Copy(all, more)
-		seen := time.Now()
+		seen := cfg.clock().Now()
 		for _, id := range suspects {
 			if _, ok := all[id]; !ok {
 				all[id] = instance.Gone(id, seen)
@@ -261,7 +274,7 @@ func (r *Readings) readInstances(ctx context.Context, api instance.EC2API, cfg C
 		}
 	}
 	if len(names) > 0 {
-		byName, err := instance.List(ctx, api, "private-dns-name", names)
+		byName, err := instance.List(ctx, api, cfg.clock(), "private-dns-name", names)
 		if err != nil {
 			return err
 		}
@@ -537,9 +550,12 @@ var resourceName = regexp.MustCompile(`^(i-[0-9a-f]+)\.`)
 // hibernated) or unknown to EC2 —, and not when one is pending, running,
 // stopping, shutting down or hibernated: evidence says what was read. An
 // error means EC2 could not be read, and nothing may be done now.
-func (o Orphan) ReadAgain(ctx context.Context, api instance.EC2API) (orphaned bool, evidence string, err error) {
+func (o Orphan) ReadAgain(ctx context.Context, api instance.EC2API, clk clock.PassiveClock) (orphaned bool, evidence string, err error) {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	name := o.Attachment.Spec.NodeName
-	named, err := instance.List(ctx, api, "private-dns-name", []string{name})
+	named, err := instance.List(ctx, api, clk, "private-dns-name", []string{name})
 	if err != nil {
 		return false, "", err
 	}
@@ -551,14 +567,14 @@ func (o Orphan) ReadAgain(ctx context.Context, api instance.EC2API) (orphaned bo
 		if _, ok := named[id]; ok {
 			continue
 		}
-		i, err := instance.Describe(ctx, api, id)
+		i, err := instance.Describe(ctx, api, clk, id)
 		if err != nil {
 			return false, "", err
 		}
 		named[id] = i
 	}
 	if len(named) == 0 {
-		return true, fmt.Sprintf("EC2 lists no instance named %s (as of %s)", name, time.Now().UTC().Format(time.RFC3339)), nil
+		return true, fmt.Sprintf("EC2 lists no instance named %s (as of %s)", name, clk.Now().UTC().Format(time.RFC3339)), nil
 	}
 	var seen []string
 	for _, id := range slices.Sorted(maps.Keys(named)) {

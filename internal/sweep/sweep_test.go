@@ -324,7 +324,7 @@ func TestOrphanReadAgain(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &ec2Calls{states: tc.states, err: tc.err}
-			orphaned, evidence, err := tc.o.ReadAgain(context.Background(), f)
+			orphaned, evidence, err := tc.o.ReadAgain(context.Background(), f, nil)
 			if (err != nil) != (tc.err != nil) {
 				t.Fatalf("ReadAgain error %v, want %v", err, tc.err)
 			}

@@ -270,3 +270,16 @@ func describe(vas []storagev1.VolumeAttachment) []string {
 	}
 	return out
 }
+
+// DeleteAttachment deletes the VolumeAttachment, only the one of that UID;
+// one already gone is no error. The caller has read again that it may (an
+// attachment to a node the cluster no longer has, whose instance EC2
+// reports down).
+func DeleteAttachment(ctx context.Context, c kubernetes.Interface, va *storagev1.VolumeAttachment) error {
+	err := c.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &va.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting volume attachment %s: %w", va.Name, err)
+	}
+	return nil
+}

@@ -392,3 +392,34 @@ func TestForceReleaseLeavesAReplacedAttachment(t *testing.T) {
 		t.Errorf("replacement = %v, %v; want it left in place", got, err)
 	}
 }
+
+// DeleteAttachment names the attachment's UID; one already gone is no
+// error; another failure says what it was deleting.
+func TestDeleteAttachment(t *testing.T) {
+	va := attachment("csi-1", "gone-node", "pv-1")
+	for _, tc := range []struct {
+		name    string
+		answer  error
+		wantErr bool
+	}{
+		{name: "deleted"},
+		{name: "gone already", answer: apierrors.NewNotFound(schema.GroupResource{Resource: "volumeattachments"}, va.Name)},
+		{name: "forbidden", answer: forbidden("volumeattachments"), wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientset(va.DeepCopy())
+			var pre *metav1.Preconditions
+			c.PrependReactor("delete", "volumeattachments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				pre = a.(k8stesting.DeleteAction).GetDeleteOptions().Preconditions
+				return tc.answer != nil, nil, tc.answer
+			})
+			err := DeleteAttachment(context.Background(), c, va)
+			if (err != nil) != tc.wantErr || (err != nil && !strings.Contains(err.Error(), "deleting volume attachment csi-1")) {
+				t.Errorf("DeleteAttachment: %v, want an error: %v", err, tc.wantErr)
+			}
+			if pre == nil || pre.UID == nil || *pre.UID != va.UID {
+				t.Errorf("preconditions %+v: want the attachment's UID", pre)
+			}
+		})
+	}
+}

@@ -1,0 +1,81 @@
+package handler
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/node-drainer/node-drainer/internal/cluster"
+	"github.com/node-drainer/node-drainer/internal/lifecycle"
+)
+
+// A failure is told apart with errors.Is, unwraps to its cause, and is the
+// Outcome's Detail as it reads, after what the run said before or instead.
+func TestFailureDetail(t *testing.T) {
+	throttled := apierrors.NewTooManyRequests("slow down", 1)
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "leases"}, "x", errors.New("rbac"))
+	for _, tc := range []struct {
+		name  string
+		f     *Failure
+		prior string
+		want  string
+	}{
+		{"drain failed with an error", &Failure{Kind: ErrDrainFailed, Cause: throttled}, "node NotReady.",
+			"node NotReady. drain failed until the deadline (last error, throttled): slow down"},
+		{"drain timed out, pods left", &Failure{Kind: ErrDrainFailed, Result: lifecycle.Abandon}, "",
+			"drain timed out; lifecycle action completed with ABANDON"},
+		{"drain timed out, the run said why", &Failure{Kind: ErrDrainFailed, Result: lifecycle.Abandon}, "node NotReady.", "node NotReady."},
+		{"hand-over", &Failure{Kind: ErrHandOver, Cause: errors.New("invoke: throttled")}, "",
+			"could not hand over (the hook is left as it is, for Lambda's retry of this invocation): invoke: throttled"},
+		{"no lease", &Failure{Kind: ErrNoLease, Cause: forbidden}, "ignored before",
+			"the instance's lease could not be taken (forbidden); nothing was changed, a retry takes it: " + forbidden.Error()},
+		{"node not Ready", &Failure{Kind: ErrNotReady, Cause: fmt.Errorf("%w: %w", cluster.ErrWaitTimeout, errors.New("deadline"))}, "",
+			"node did not become Ready before the deadline"},
+		{"node not watched", &Failure{Kind: ErrNotReady, Cause: forbidden}, "",
+			"node not watched to the end (forbidden): " + forbidden.Error()},
+		{"fan-out", &Failure{Kind: ErrFanOut, Cause: errors.New("invoking f for instance i-2: throttled")}, "one invocation per instance: i-1",
+			"one invocation per instance: i-1; invoking f for instance i-2: throttled"},
+		{"sweep read", &Failure{Kind: ErrSweepRead, Cause: throttled}, "", "sweep read nothing complete; nothing was changed: slow down"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.f.detail(tc.prior); got != tc.want {
+				t.Errorf("detail %q\nwant   %q", got, tc.want)
+			}
+			if !errors.Is(tc.f, tc.f.Kind) {
+				t.Errorf("%v does not match its kind", tc.f)
+			}
+			if tc.f.Cause != nil && !errors.Is(tc.f, tc.f.Cause) {
+				t.Errorf("%v does not unwrap to its cause", tc.f)
+			}
+			for _, other := range []error{ErrDrainFailed, ErrHandOver, ErrNoLease, ErrNotReady, ErrFanOut, ErrSweepRead} {
+				if other != tc.f.Kind && errors.Is(tc.f, other) {
+					t.Errorf("%v matches %v too", tc.f, other)
+				}
+			}
+		})
+	}
+}
+
+// A drain held by a PDB until its deadline fails with ErrDrainFailed, which
+// the Outcome carries.
+func TestOutcomeErr(t *testing.T) {
+	e := newEnv(aNode()...)
+	e.ec2.readings[idA] = []reading{running}
+	e.blocked = []string{"db-0"}
+	e.cfg.ContinueLongDrains = false
+	out, err := e.handle(t, terminateEvent(idA), 1500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f *Failure
+	if out.Action != ActionFailed || !errors.Is(out.Err(), ErrDrainFailed) || !errors.As(out.Err(), &f) || f.Result != lifecycle.Abandon {
+		t.Errorf("outcome %s, err %v: want failed with ErrDrainFailed, completed with ABANDON", out.Action, out.Err())
+	}
+	if (Outcome{Action: ActionDrained, err: f}).Err() != nil {
+		t.Error("Err of an outcome that did not fail")
+	}
+}
