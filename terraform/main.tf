@@ -55,6 +55,7 @@ locals {
     ZOMBIE_ACTION               = var.zombie_action
     ZOMBIE_MAX_PER_SWEEP        = tostring(var.zombie_max_per_sweep)
     ZOMBIE_MAX_ASG_SHARE        = tostring(var.zombie_max_asg_share)
+    LOG_LEVEL                   = var.log_level
   }
 }
 
@@ -90,7 +91,11 @@ resource "aws_lambda_function" "this" {
 
   logging_config {
     log_format            = "JSON"
-    application_log_level = var.log_level
+    # TRACE: Lambda's filter keeps every line the function writes; the
+    # function applies log_level itself (LOG_LEVEL), because the filter counts
+    # a line without "level" as INFO and the metrics lines (EMF) have none:
+    # at WARN or ERROR they would be dropped.
+    application_log_level = "TRACE"
     system_log_level      = "WARN"
     log_group             = aws_cloudwatch_log_group.function.name
   }

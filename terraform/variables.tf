@@ -341,7 +341,7 @@ variable "log_retention_days" {
 }
 
 variable "log_level" {
-  description = "Application log level (JSON logs)."
+  description = "Least severe level of the function's log lines: DEBUG, INFO, WARN or ERROR. Applied by the function (LOG_LEVEL); Lambda's application log filter stays at TRACE, so the metrics lines are kept at every level."
   type        = string
   default     = "INFO"
 

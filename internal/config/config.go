@@ -7,11 +7,14 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/node-drainer/node-drainer/internal/logging"
 )
 
 // Action is what to do with a node on an advisory event.
@@ -66,6 +69,7 @@ type Config struct {
 	NodeLeaseStaleAfter      time.Duration // a node whose Lease is older counts as not running a kubelet
 	LeaseNamespace           string        // where the per-instance leases live
 	FunctionName             string        // set by Lambda; the target of continuations
+	LogLevel                 slog.Level    // the least severe level logged (internal/logging)
 
 	// The sweep's handling of nodes NotReady on a running instance.
 	ZombieAfter       time.Duration
@@ -137,6 +141,7 @@ var Vars = []Var{
 	{"ZOMBIE_MAX_PER_SWEEP", "1", "Most zombie instances one sweep marks Unhealthy."},
 	{"ZOMBIE_MAX_ASG_SHARE", "10", "Most instances of one ASG leaving at once (unhealthy or not in service), in percent of its instances, when the sweep marks a zombie Unhealthy (at least one)."},
 	{"SKIP_NODES_OWNED_BY", "karpenter,auto-mode,managed-nodegroup", "Comma-separated lifecycle owners whose nodes are left alone (their hooks completed with `CONTINUE`): `karpenter`, `auto-mode`, `managed-nodegroup`; `none`: act on every node."},
+	{"LOG_LEVEL", "INFO", "Least severe level of the function's log lines: DEBUG, INFO, WARN or ERROR. The function applies it itself; the templates keep Lambda's application log filter at TRACE, so the metrics lines (which have no level) are kept at every level."},
 	{"ADVISORY_MARK_TTL", "1h", "How long the marks of a spot warning or rebalance recommendation hold when the instance keeps running; then the next event or sweep lifts them."},
 }
 
@@ -179,6 +184,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return ""
 	}
 
+	var err error
 	c := Config{
 		ClusterName:             get("CLUSTER_NAME"),
 		ClusterEndpoint:         get("CLUSTER_ENDPOINT"),
@@ -206,6 +212,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		LeaseNamespace:          get("LEASE_NAMESPACE"),
 		FunctionName:            getenv("AWS_LAMBDA_FUNCTION_NAME"),
 	}
+	if c.LogLevel, err = logging.ParseLevel(get("LOG_LEVEL")); err != nil {
+		errs = append(errs, fmt.Errorf("LOG_LEVEL: %w", err))
+	}
 	c.ZombieAfter = duration("ZOMBIE_AFTER")
 	switch z := ZombieAction(strings.ToLower(get("ZOMBIE_ACTION"))); z {
 	case ZombieReport, ZombieReplace:
@@ -213,7 +222,6 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	default:
 		errs = append(errs, fmt.Errorf("ZOMBIE_ACTION=%q: want report or replace", get("ZOMBIE_ACTION")))
 	}
-	var err error
 	if c.ZombieMaxPerSweep, err = strconv.Atoi(get("ZOMBIE_MAX_PER_SWEEP")); err != nil || c.ZombieMaxPerSweep < 0 {
 		errs = append(errs, fmt.Errorf("ZOMBIE_MAX_PER_SWEEP=%q: want an integer >= 0", get("ZOMBIE_MAX_PER_SWEEP")))
 	}

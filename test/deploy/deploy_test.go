@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/node-drainer/node-drainer/internal/logging"
 	"github.com/node-drainer/node-drainer/internal/metrics"
 )
 
@@ -74,6 +75,7 @@ var wantEnv = map[string]string{
 	"ZOMBIE_ACTION":               "report",
 	"ZOMBIE_MAX_PER_SWEEP":        "1",
 	"ZOMBIE_MAX_ASG_SHARE":        "10",
+	"LOG_LEVEL":                   "INFO",
 }
 
 // The event kinds the function handles (the "Events" table of docs/architecture.md), by rule name
@@ -126,6 +128,10 @@ var wantFunction = map[string]string{
 	"handler":       "bootstrap",
 	"timeout":       "900",
 	"memory_size":   "256",
+	"log_format":    "JSON",
+	// Lambda's filter keeps every line; the function applies LOG_LEVEL
+	// (internal/logging), so the metrics lines survive every level
+	"application_log_level": logging.LambdaFilterLevel,
 }
 
 // Agreement alone would pass if both sides lost the same thing; each side is

@@ -232,6 +232,12 @@ func (t *cfnTemplate) spec() (*Spec, error) {
 		}
 	}
 
+	for cfnName, name := range map[string]string{"LogFormat": "log_format", "ApplicationLogLevel": "application_log_level"} {
+		if v, ok := asMap(props["LoggingConfig"])[cfnName]; ok {
+			s.Function[name] = stringify(r.resolve(v))
+		}
+	}
+
 	for name, raw := range asMap(asMap(props["Environment"])["Variables"]) {
 		s.Env[name] = EnvVar{Default: stringify(r.resolve(raw)), Params: t.paramRefs(raw)}
 	}
