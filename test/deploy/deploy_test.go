@@ -243,7 +243,8 @@ func TestLeastPrivilege(t *testing.T) {
 }
 
 func TestClusterRole(t *testing.T) {
-	rbac, err := LoadRBAC(filepath.Join(repoRoot, "terraform", "kubernetes", "rbac.yaml"))
+	// every manifest: the lease namespace's and the node deletion's too
+	rbac, err := RBACFor(filepath.Join(repoRoot, "terraform", "kubernetes"), RBACSetting{"node-drainer", true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +266,7 @@ func TestClusterRole(t *testing.T) {
 func copyTree(t *testing.T) string {
 	t.Helper()
 	dst := t.TempDir()
-	files := []string{"template.yaml", filepath.Join("terraform", "kubernetes", "rbac.yaml")}
+	files := []string{"template.yaml", filepath.FromSlash(rbacYAML), filepath.FromSlash(rbacLeaseYAML), filepath.FromSlash(rbacDeleteNodesYAML)}
 	tfFiles, err := filepath.Glob(filepath.Join(repoRoot, "terraform", "*.tf"))
 	if err != nil || len(tfFiles) == 0 {
 		t.Fatalf("no terraform files: %v", err)
@@ -307,14 +308,17 @@ func mutate(t *testing.T, root, rel, old, new string) {
 }
 
 const (
-	samFile   = "template.yaml"
-	mainTF    = "terraform/main.tf"
-	iamTF     = "terraform/iam.tf"
-	eventsTF  = "terraform/events.tf"
-	varsTF    = "terraform/variables.tf"
-	alarmsTF  = "terraform/alarms.tf"
-	rbacYAML  = "terraform/kubernetes/rbac.yaml"
-	appendTag = "\x00append" // old string meaning "append new at the end"
+	samFile  = "template.yaml"
+	mainTF   = "terraform/main.tf"
+	iamTF    = "terraform/iam.tf"
+	eventsTF = "terraform/events.tf"
+	varsTF   = "terraform/variables.tf"
+	alarmsTF = "terraform/alarms.tf"
+	rbacYAML = "terraform/kubernetes/rbac.yaml"
+
+	rbacLeaseYAML       = "terraform/kubernetes/" + RBACLeaseNamespace
+	rbacDeleteNodesYAML = "terraform/kubernetes/" + RBACDeleteNodes
+	appendTag           = "\x00append" // old string meaning "append new at the end"
 )
 
 // TestDetectsDrift changes one side alone and expects the comparison to fail
