@@ -55,6 +55,7 @@ locals {
     ZOMBIE_ACTION               = var.zombie_action
     ZOMBIE_MAX_PER_SWEEP        = tostring(var.zombie_max_per_sweep)
     ZOMBIE_MAX_ASG_SHARE        = tostring(var.zombie_max_asg_share)
+    LOG_LEVEL                   = var.log_level
   }
 }
 
@@ -89,8 +90,12 @@ resource "aws_lambda_function" "this" {
   }
 
   logging_config {
-    log_format            = "JSON"
-    application_log_level = var.log_level
+    log_format = "JSON"
+    # TRACE: Lambda's filter keeps every line the function writes; the
+    # function applies log_level itself (LOG_LEVEL), because the filter counts
+    # a line without "level" as INFO and the metrics lines (EMF) have none:
+    # at WARN or ERROR they would be dropped.
+    application_log_level = "TRACE"
     system_log_level      = "WARN"
     log_group             = aws_cloudwatch_log_group.function.name
   }
@@ -171,33 +176,55 @@ resource "aws_eks_access_entry" "function" {
   tags              = var.tags
 }
 
-# The ClusterRole and its binding to the group node-drainer, the leases'
-# namespace and Role, the FlowSchema and PriorityLevelConfiguration: one manifest per
-# YAML document of kubernetes/rbac.yaml. kubernetes_manifest reads the cluster's
-# API at plan time: the cluster must exist before this module is planned with
-# manage_rbac = true (see README.md, "Two phases").
+# The Kubernetes side, as the module's variables say (see kubernetes/*.yaml):
+# rbac.yaml (the ClusterRole and its binding to the group node-drainer, the
+# kubelet Leases' Role in kube-node-lease, the FlowSchema and
+# PriorityLevelConfiguration); the namespace lease_namespace with
+# rbac-lease-namespace.yaml's Role and RoleBinding in it; and
+# rbac-delete-nodes.yaml only with delete_terminated_nodes. One manifest per
+# YAML document, keyed by kind and name. kubernetes_manifest reads the
+# cluster's API at plan time: the cluster must exist before this module is
+# planned with manage_rbac = true (see README.md, "Two phases").
 locals {
+  rbac_texts = {
+    for name in ["rbac.yaml", "rbac-lease-namespace.yaml", "rbac-delete-nodes.yaml"] :
+    name => [for text in split("\n---", file("${path.module}/kubernetes/${name}")) : text if try(yamldecode(text).kind, null) != null]
+  }
+  # three lists, not one conditional: the documents differ in shape, and a
+  # conditional's two sides must have consistent types (terraform plan fails)
+  rbac_cluster_documents = [for text in local.rbac_texts["rbac.yaml"] : yamldecode(text)]
+  rbac_lease_documents = [
+    for text in local.rbac_texts["rbac-lease-namespace.yaml"] :
+    merge(yamldecode(text), { metadata = merge(yamldecode(text).metadata, { namespace = var.lease_namespace }) })
+  ]
+  rbac_delete_documents = [for text in local.rbac_texts["rbac-delete-nodes.yaml"] : yamldecode(text) if var.delete_terminated_nodes]
   rbac_documents = {
-    for doc in [
-      for text in split("\n---", file("${path.module}/kubernetes/rbac.yaml")) : yamldecode(text)
-      if try(yamldecode(text).kind, null) != null
-    ] : "${doc.kind}/${doc.metadata.name}" => doc
+    for doc in concat(local.rbac_cluster_documents, local.rbac_lease_documents, local.rbac_delete_documents) :
+    "${doc.kind}/${doc.metadata.name}" => doc
   }
 }
 
 # The namespace first: the Role and RoleBinding in it fail with "namespaces not
 # found" when applied alongside it.
 resource "kubernetes_manifest" "rbac_namespace" {
-  # a for expression, not `manage_rbac ? documents : {}`: the documents differ in
-  # shape, so rbac_documents is an object and the conditional's two sides have
-  # inconsistent types (terraform plan fails)
-  for_each = { for key, doc in local.rbac_documents : key => doc if var.manage_rbac && doc.kind == "Namespace" }
+  # keyed as the document it was before (kind/name): the same state address
+  for_each = { for ns in [var.lease_namespace] : "Namespace/${ns}" => ns if var.manage_rbac }
 
-  manifest = each.value
+  manifest = {
+    apiVersion = "v1"
+    kind       = "Namespace"
+    metadata = {
+      name   = each.value
+      labels = { "app.kubernetes.io/name" = "node-drainer" }
+    }
+  }
 }
 
 resource "kubernetes_manifest" "rbac" {
-  for_each = { for key, doc in local.rbac_documents : key => doc if var.manage_rbac && doc.kind != "Namespace" }
+  # a for expression, not `manage_rbac ? documents : {}`: the documents differ in
+  # shape, so rbac_documents is an object and the conditional's two sides have
+  # inconsistent types (terraform plan fails)
+  for_each = { for key, doc in local.rbac_documents : key => doc if var.manage_rbac }
 
   manifest = each.value
 

@@ -9,7 +9,7 @@ variable "package_path" {
 }
 
 variable "manage_rbac" {
-  description = "Apply kubernetes/rbac.yaml (ClusterRole and ClusterRoleBinding node-drainer) with the kubernetes provider. Needs a reachable cluster at plan time: see README.md."
+  description = "Apply the cluster's RBAC with the kubernetes provider, as lease_namespace and delete_terminated_nodes say: kubernetes/rbac.yaml, the namespace lease_namespace with kubernetes/rbac-lease-namespace.yaml in it, and kubernetes/rbac-delete-nodes.yaml with delete_terminated_nodes. Needs a reachable cluster at plan time: see README.md."
   type        = bool
   default     = false
 }
@@ -117,9 +117,17 @@ variable "node_lease_stale_after" {
 }
 
 variable "lease_namespace" {
-  description = "Namespace of the per-instance Leases (created by kubernetes/rbac.yaml)."
+  description = "Namespace of the per-instance Leases. With manage_rbac the module creates it and the Role there (kubernetes/rbac-lease-namespace.yaml); otherwise create them as kubernetes/rbac-lease-namespace.yaml says."
   type        = string
   default     = "node-drainer"
+
+  validation {
+    # a DNS label, and none of the system namespaces: a Role in kube-system
+    # would reach the control plane's leader-election leases, one in
+    # kube-node-lease the kubelets' heartbeats
+    condition     = can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", var.lease_namespace)) && !contains(["default", "kube-system", "kube-public", "kube-node-lease"], var.lease_namespace)
+    error_message = "lease_namespace must be a DNS label (lower-case letters, digits, '-'), not default, kube-system, kube-public or kube-node-lease."
+  }
 }
 
 variable "sweep_schedule" {
@@ -261,7 +269,7 @@ variable "out_of_service_taint" {
 }
 
 variable "delete_terminated_nodes" {
-  description = "Delete the Node of a terminated instance (clusters without a cloud controller)."
+  description = "Delete the Node of a terminated instance (clusters without a cloud controller). Only then is nodes: delete granted (kubernetes/rbac-delete-nodes.yaml; applied by the module with manage_rbac)."
   type        = bool
   default     = false
 }
@@ -341,7 +349,7 @@ variable "log_retention_days" {
 }
 
 variable "log_level" {
-  description = "Application log level (JSON logs)."
+  description = "Least severe level of the function's log lines: DEBUG, INFO, WARN or ERROR. Applied by the function (LOG_LEVEL); Lambda's application log filter stays at TRACE, so the metrics lines are kept at every level."
   type        = string
   default     = "INFO"
 

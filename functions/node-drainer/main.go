@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -28,11 +27,15 @@ import (
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/handler"
+	"github.com/node-drainer/node-drainer/internal/logging"
 	"github.com/node-drainer/node-drainer/internal/version"
 )
 
 func main() {
-	log := slog.New(lambdacontext.NewLogHandler())
+	// the function applies LOG_LEVEL itself (internal/logging says why); a
+	// bad value logs at INFO until the configuration refuses it
+	level, _ := logging.ParseLevel(os.Getenv("LOG_LEVEL"))
+	log := logging.New(os.Stdout, os.Getenv("AWS_LAMBDA_LOG_FORMAT"), level)
 	starting(log)
 	h, err := setup(context.Background(), log)
 	if err != nil {

@@ -7,11 +7,14 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/node-drainer/node-drainer/internal/logging"
 )
 
 // Action is what to do with a node on an advisory event.
@@ -66,6 +69,7 @@ type Config struct {
 	NodeLeaseStaleAfter      time.Duration // a node whose Lease is older counts as not running a kubelet
 	LeaseNamespace           string        // where the per-instance leases live
 	FunctionName             string        // set by Lambda; the target of continuations
+	LogLevel                 slog.Level    // the least severe level logged (internal/logging)
 
 	// The sweep's handling of nodes NotReady on a running instance.
 	ZombieAfter       time.Duration
@@ -120,7 +124,7 @@ var Vars = []Var{
 	{"VOLUME_DETACH_TIMEOUT", "2m", "How long to wait for the drained pods' VolumeAttachments to be deleted."},
 	{"STOPPING_WAIT_TIMEOUT", "3m", "How long to wait for a stopping/shutting-down instance to be stopped/terminated before forcing anything."},
 	{"OUT_OF_SERVICE_TAINT", "true", "Taint a node confirmed down with node.kubernetes.io/out-of-service."},
-	{"DELETE_TERMINATED_NODES", "false", "Delete the Node of a terminated instance (clusters without a cloud controller)."},
+	{"DELETE_TERMINATED_NODES", "false", "Delete the Node of a terminated instance (clusters without a cloud controller); needs rbac-delete-nodes.yaml, which grants nodes: delete only then."},
 	{"KUBE_CLIENT_QPS", "100", "Kubernetes client queries per second."},
 	{"KUBE_CLIENT_BURST", "200", "Kubernetes client burst."},
 	{"DEADLINE_MARGIN", "20s", "Time kept back from the Lambda deadline to complete the hook or continue."},
@@ -131,12 +135,13 @@ var Vars = []Var{
 	{"HOOK_NAMES", "", "Comma-separated names of more lifecycle hooks that are node-drainer's to complete. Only hooks named here or by TERMINATE_HOOK_NAME and LAUNCH_HOOK_NAME are ever completed, on every path and by the sweep: another tool's hook on the same group is left alone."},
 	{"DEAD_NODE_EVICTION_WINDOW", "30s", "A terminate hook on a NotReady node (dead kubelet): evict its pods, wait at most this long for them, then complete the hook; the volumes are released when EC2 reports the instance down."},
 	{"NODE_LEASE_STALE_AFTER", "15s", "The abrupt path forces nothing while the node is Ready and its kubelet renewed its Lease within this time (kubelets renew every 10 s)."},
-	{"LEASE_NAMESPACE", "node-drainer", "Namespace of the per-instance Leases that keep duplicate events from draining twice (created by rbac.yaml)."},
+	{"LEASE_NAMESPACE", "node-drainer", "Namespace of the per-instance Leases that keep duplicate events from draining twice: create it and apply rbac-lease-namespace.yaml into it (terraform's manage_rbac does both)."},
 	{"ZOMBIE_AFTER", "10m", "The sweep reports a Node NotReady for this long while EC2 says its instance runs (a zombie)."},
 	{"ZOMBIE_ACTION", "report", "What the sweep does with a zombie: report (an Event on the Node, a log line) or replace (also SetInstanceHealth Unhealthy, so its ASG replaces it through the terminate hook)."},
 	{"ZOMBIE_MAX_PER_SWEEP", "1", "Most zombie instances one sweep marks Unhealthy."},
 	{"ZOMBIE_MAX_ASG_SHARE", "10", "Most instances of one ASG leaving at once (unhealthy or not in service), in percent of its instances, when the sweep marks a zombie Unhealthy (at least one)."},
 	{"SKIP_NODES_OWNED_BY", "karpenter,auto-mode,managed-nodegroup", "Comma-separated lifecycle owners whose nodes are left alone (their hooks completed with `CONTINUE`): `karpenter`, `auto-mode`, `managed-nodegroup`; `none`: act on every node."},
+	{"LOG_LEVEL", "INFO", "Least severe level of the function's log lines: DEBUG, INFO, WARN or ERROR. The function applies it itself; the templates keep Lambda's application log filter at TRACE, so the metrics lines (which have no level) are kept at every level."},
 	{"ADVISORY_MARK_TTL", "1h", "How long the marks of a spot warning or rebalance recommendation hold when the instance keeps running; then the next event or sweep lifts them."},
 }
 
@@ -179,6 +184,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return ""
 	}
 
+	var err error
 	c := Config{
 		ClusterName:             get("CLUSTER_NAME"),
 		ClusterEndpoint:         get("CLUSTER_ENDPOINT"),
@@ -206,6 +212,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		LeaseNamespace:          get("LEASE_NAMESPACE"),
 		FunctionName:            getenv("AWS_LAMBDA_FUNCTION_NAME"),
 	}
+	if c.LogLevel, err = logging.ParseLevel(get("LOG_LEVEL")); err != nil {
+		errs = append(errs, fmt.Errorf("LOG_LEVEL: %w", err))
+	}
 	c.ZombieAfter = duration("ZOMBIE_AFTER")
 	switch z := ZombieAction(strings.ToLower(get("ZOMBIE_ACTION"))); z {
 	case ZombieReport, ZombieReplace:
@@ -213,7 +222,6 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	default:
 		errs = append(errs, fmt.Errorf("ZOMBIE_ACTION=%q: want report or replace", get("ZOMBIE_ACTION")))
 	}
-	var err error
 	if c.ZombieMaxPerSweep, err = strconv.Atoi(get("ZOMBIE_MAX_PER_SWEEP")); err != nil || c.ZombieMaxPerSweep < 0 {
 		errs = append(errs, fmt.Errorf("ZOMBIE_MAX_PER_SWEEP=%q: want an integer >= 0", get("ZOMBIE_MAX_PER_SWEEP")))
 	}

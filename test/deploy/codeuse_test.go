@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -64,8 +65,10 @@ func codeFiles(t *testing.T, root string) (*token.FileSet, []*ast.File) {
 	return fset, files
 }
 
-// use is one place in the code that needs a permission.
-type use struct{ file, fn string }
+// use is one place in the code that needs a permission. guards lists the
+// settings of conditionalGrants the enclosing function reads (a condition on
+// the call, checked by TestConditionalGrantsGuarded).
+type use struct{ file, fn, guards string }
 
 func (u use) String() string { return u.file + ":" + u.fn }
 
@@ -172,7 +175,7 @@ func awsCalls(t *testing.T, root string) map[string][]use {
 			if a, ok := iamActionOf[action]; ok {
 				action = a
 			}
-			u := use{fset.Position(sel.Pos()).Filename, funcName(f, sel.Pos())}
+			u := use{fset.Position(sel.Pos()).Filename, funcName(f, sel.Pos()), ""}
 			for _, seen := range calls[action] {
 				if seen == u {
 					return true
@@ -252,15 +255,84 @@ func TestIAMActionsMatchCode(t *testing.T) {
 	}
 }
 
-// grant is one (API group, resource, verb) of the ClusterRole.
-type grant struct{ group, resource, verb string }
+// grant is one (API group, resource, verb) the RBAC gives, in every
+// namespace (ns empty: a ClusterRole's) or in the namespace ns (a Role's).
+// In the code's requests ns is kube-node-lease, leaseNamespace (the
+// configured LEASE_NAMESPACE) or empty (any namespace, or cluster-scoped).
+type grant struct{ group, resource, verb, ns string }
 
 func (g grant) String() string {
 	r := g.resource
 	if g.group != "" {
 		r = g.group + "/" + r
 	}
-	return r + " " + g.verb
+	r += " " + g.verb
+	if g.ns != "" {
+		r += " in namespace " + g.ns
+	}
+	return r
+}
+
+// leaseNamespace stands for the configured LEASE_NAMESPACE in the code's
+// requests.
+const leaseNamespace = "$LEASE_NAMESPACE"
+
+// namespacedTo says in which namespace the code asks for a resource whose
+// namespace argument is not kube-node-lease: the node-drainer's own Leases
+// are only ever in LEASE_NAMESPACE (internal/lease, the sweep).
+var namespacedTo = map[string]string{"coordination.k8s.io/leases": leaseNamespace}
+
+// conditionalGrants are requests the code makes only with a setting on (the
+// config.Config field): the RBAC grants them only then.
+var conditionalGrants = map[grant]string{
+	{"", "nodes", "delete", ""}: "DeleteTerminatedNodes",
+}
+
+// requestNamespace is the namespace a typed client's resource call is made
+// in (nsArg: the argument of Leases(...), Pods(...); nil for cluster-scoped
+// resources).
+func requestNamespace(group, resource string, nsArg ast.Expr) string {
+	switch a := nsArg.(type) {
+	case *ast.SelectorExpr:
+		if a.Sel.Name == "NamespaceNodeLease" {
+			return "kube-node-lease"
+		}
+	case *ast.BasicLit:
+		if a.Value == `"kube-node-lease"` {
+			return "kube-node-lease"
+		}
+	case nil:
+		return ""
+	}
+	key := resource
+	if group != "" {
+		key = group + "/" + resource
+	}
+	return namespacedTo[key]
+}
+
+// guardsOf lists the settings of conditionalGrants that the function
+// declaration around pos reads (as x.Setting).
+func guardsOf(f *ast.File, pos token.Pos) string {
+	var found []string
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || pos < fd.Pos() || pos > fd.End() {
+			continue
+		}
+		ast.Inspect(fd, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok {
+				for _, setting := range conditionalGrants {
+					if sel.Sel.Name == setting && !slices.Contains(found, setting) {
+						found = append(found, setting)
+					}
+				}
+			}
+			return true
+		})
+	}
+	sort.Strings(found)
+	return strings.Join(found, ",")
 }
 
 // client-go typed clients: the group-version accessor's API group.
@@ -281,11 +353,11 @@ var kubeVerbs = map[string]string{
 var kubectlHelper = map[string][]grant{
 	// Pods("").List by spec.nodeName (chunked), then daemonSetFilter's
 	// AppsV1().DaemonSets(ns).Get for each DaemonSet-owned pod
-	"GetPodsForDeletion": {{"", "pods", "list"}, {"apps", "daemonsets", "get"}},
+	"GetPodsForDeletion": {{"", "pods", "list", ""}, {"apps", "daemonsets", "get", ""}},
 	// PolicyV1().Evictions(ns).Evict (the code always passes policy/v1)
-	"EvictPod": {{"", "pods/eviction", "create"}},
+	"EvictPod": {{"", "pods/eviction", "create", ""}},
 	// Pods(ns).Delete
-	"DeletePod": {{"", "pods", "delete"}},
+	"DeletePod": {{"", "pods", "delete", ""}},
 }
 
 // kubectlUnsupported are Helper entry points that ask for more (discovery,
@@ -300,7 +372,7 @@ func kubeCalls(t *testing.T, root string) map[grant][]use {
 	fset, files := codeFiles(t, root)
 	calls := map[grant][]use{}
 	add := func(f *ast.File, pos token.Pos, g grant) {
-		u := use{fset.Position(pos).Filename, funcName(f, pos)}
+		u := use{fset.Position(pos).Filename, funcName(f, pos), guardsOf(f, pos)}
 		for _, seen := range calls[g] {
 			if seen == u {
 				return
@@ -345,6 +417,10 @@ func kubeCalls(t *testing.T, root string) map[grant][]use {
 			if !ok {
 				return true
 			}
+			var nsArg ast.Expr
+			if rc := recv.(*ast.CallExpr); len(rc.Args) == 1 {
+				nsArg = rc.Args[0]
+			}
 			gvName, _, ok := method(gvCall)
 			if !ok {
 				return true
@@ -364,65 +440,113 @@ func kubeCalls(t *testing.T, root string) map[grant][]use {
 				t.Errorf("%s: %s().%s().%s: unknown client-go method, add it to kubeVerbs", fset.Position(call.Pos()), gvName, resName, verbName)
 				return true
 			}
-			add(f, call.Pos(), grant{group, resource, verb})
+			add(f, call.Pos(), grant{group, resource, verb, requestNamespace(group, resource, nsArg)})
 			return true
 		})
 	}
 	return calls
 }
 
-// knownUnusedGrants are what terraform/kubernetes/rbac.yaml grants and the
-// code does not use (checked by TestClusterRoleMatchesCode). The ClusterRole
-// is not this package's to change: they are reported, not removed. A grant
-// that becomes used, or is dropped from rbac.yaml, must leave this list.
+// knownUnusedGrants are what terraform/kubernetes/*.yaml grant and the code
+// does not use (checked by TestRBACFollowsConfig). The RBAC is not this
+// package's to change: they are reported, not removed. A grant that becomes
+// used, or is dropped, must leave this list.
 var knownUnusedGrants = map[grant]string{}
 
-// clusterRoleProblems lists the requests of calls that rbac does not grant
-// (each a 403 in production), and the grants nothing uses that are not in
-// knownUnusedGrants.
-func clusterRoleProblems(rbac *RBAC, calls map[grant][]use) []string {
-	var out []string
-	granted := map[grant]bool{}
-	for _, r := range rbac.Rules {
-		for _, g := range r.APIGroups {
-			for _, res := range r.Resources {
-				for _, v := range r.Verbs {
-					granted[grant{g, res, v}] = true
+// rbacSettings are the configurations the RBAC is checked for: the default
+// lease namespace and another, node deletion off (the default) and on.
+var rbacSettings = []RBACSetting{
+	{"node-drainer", false}, {"node-drainer", true}, {"drains", false}, {"drains", true},
+}
+
+// needs are the code's requests under s: the lease namespace resolved,
+// conditional requests only with their setting on.
+func needs(calls map[grant][]use, s RBACSetting) map[grant][]use {
+	on := map[string]bool{"DeleteTerminatedNodes": s.DeleteTerminatedNodes}
+	out := map[grant][]use{}
+	for g, uses := range calls {
+		if setting, ok := conditionalGrants[g]; ok && !on[setting] {
+			continue
+		}
+		if g.ns == leaseNamespace {
+			g.ns = s.LeaseNamespace
+		}
+		out[g] = append(out[g], uses...)
+	}
+	return out
+}
+
+// granted is what rbac gives the group: a ClusterRole bound by a
+// ClusterRoleBinding in every namespace, a (Cluster)Role bound by a
+// RoleBinding in the binding's namespace.
+func granted(rbac *RBAC, group string) map[grant]bool {
+	out := map[grant]bool{}
+	for _, b := range rbac.Bindings {
+		if !slices.Contains(b.Groups, group) {
+			continue
+		}
+		for _, r := range rbac.Rules {
+			if r.Role != b.Role || (strings.HasPrefix(r.Role, "Role/") && r.Namespace != b.Namespace) {
+				continue
+			}
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						out[grant{g, res, v, b.Namespace}] = true
+					}
 				}
 			}
 		}
 	}
-	for g, uses := range calls {
-		if !granted[g] {
-			out = append(out, fmt.Sprintf("rbac.yaml does not grant %s, used by %v", g, uses))
+	return out
+}
+
+// rbacProblems lists the requests of need that rbac does not grant the group
+// node-drainer (each a 403 in production), the grants nothing in need uses
+// that are not in knownUnusedGrants (a grant in every namespace where one
+// namespace is needed counts as unused), and Roles in namespaces that do not
+// exist.
+func rbacProblems(rbac *RBAC, need map[grant][]use) []string {
+	var out []string
+	have := granted(rbac, "node-drainer")
+	for g, uses := range need {
+		cluster := g
+		cluster.ns = ""
+		if !have[g] && !have[cluster] {
+			out = append(out, fmt.Sprintf("does not grant %s, used by %v", g, uses))
 		}
 	}
-	for g := range granted {
-		_, isUsed := calls[g]
+	for g := range have {
+		_, isUsed := need[g]
 		_, known := knownUnusedGrants[g]
 		switch {
 		case !isUsed && !known:
-			out = append(out, fmt.Sprintf("rbac.yaml grants %s, which the code does not use: report it, or add it with the reason to knownUnusedGrants", g))
+			out = append(out, fmt.Sprintf("grants %s, which the code does not use: report it, or add it with the reason to knownUnusedGrants", g))
 		case isUsed && known:
-			out = append(out, fmt.Sprintf("%s is used now (%v): remove it from knownUnusedGrants", g, calls[g]))
+			out = append(out, fmt.Sprintf("%s is used now (%v): remove it from knownUnusedGrants", g, need[g]))
 		}
 	}
 	for g := range knownUnusedGrants {
-		if !granted[g] {
+		if !have[g] {
 			out = append(out, fmt.Sprintf("%s is no longer granted: remove it from knownUnusedGrants", g))
+		}
+	}
+	for _, r := range rbac.Rules {
+		if r.Namespace != "" && r.Namespace != "kube-node-lease" && !slices.Contains(rbac.Namespaces, r.Namespace) {
+			out = append(out, fmt.Sprintf("%s is in namespace %s, which nothing creates", r.Role, r.Namespace))
 		}
 	}
 	sort.Strings(out)
 	return out
 }
 
-// TestClusterRoleMatchesCode: every Kubernetes request of the code is
-// granted by the ClusterRole; every grant is used or in knownUnusedGrants.
-func TestClusterRoleMatchesCode(t *testing.T) {
-	rbac, err := LoadRBAC(filepath.Join(repoRoot, "terraform", "kubernetes", "rbac.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+// TestRBACFollowsConfig: for each setting (the default lease namespace and
+// another, node deletion on and off), what a user applies as the manifests
+// say (RBACFor; terraform's manage_rbac applies the same) grants every
+// Kubernetes request the code makes under that setting, in the namespace
+// it makes it in, and nothing else: the Leases only in kube-node-lease (read)
+// and in LEASE_NAMESPACE, nodes: delete only with DELETE_TERMINATED_NODES.
+func TestRBACFollowsConfig(t *testing.T) {
 	calls := kubeCalls(t, repoRoot)
 	if len(calls) == 0 {
 		t.Fatal("no Kubernetes request found in the code: the scan is broken")
@@ -433,8 +557,37 @@ func TestClusterRoleMatchesCode(t *testing.T) {
 	}
 	sort.Strings(used)
 	t.Logf("Kubernetes requests of the code:\n%s", strings.Join(used, "\n"))
-	for _, p := range clusterRoleProblems(rbac, calls) {
-		t.Error(p)
+	for _, want := range []grant{{"coordination.k8s.io", "leases", "get", "kube-node-lease"}, {"coordination.k8s.io", "leases", "create", leaseNamespace}} {
+		if _, ok := calls[want]; !ok {
+			t.Errorf("the scan no longer finds %s: are the namespaces still told apart?", want)
+		}
+	}
+	for _, s := range rbacSettings {
+		t.Run(s.String(), func(t *testing.T) {
+			rbac, err := RBACFor(filepath.Join(repoRoot, "terraform", "kubernetes"), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range rbacProblems(rbac, needs(calls, s)) {
+				t.Errorf("the RBAC for %s %s", s, p)
+			}
+		})
+	}
+}
+
+// TestConditionalGrantsGuarded: each request granted only with a setting is
+// made in a function that reads the setting.
+func TestConditionalGrantsGuarded(t *testing.T) {
+	calls := kubeCalls(t, repoRoot)
+	for g, setting := range conditionalGrants {
+		if len(calls[g]) == 0 {
+			t.Errorf("%s (only with %s) is no longer requested: remove it from conditionalGrants", g, setting)
+		}
+		for _, u := range calls[g] {
+			if !slices.Contains(strings.Split(u.guards, ","), setting) {
+				t.Errorf("%s is requested in %s, which does not read %s: it would be refused with the setting off", g, u, setting)
+			}
+		}
 	}
 }
 
@@ -469,7 +622,7 @@ func f(ctx context.Context, api *as.Client, c kubernetes.Interface) {
 			t.Errorf("AWS calls = %v, want autoscaling:DescribeAutoScalingGroups in internal/x/x.go:f", aws)
 		}
 		kube := kubeCalls(t, root)
-		for _, g := range []grant{{"", "configmaps", "get"}, {"", "nodes/status", "update"}, {"", "pods/eviction", "create"}} {
+		for _, g := range []grant{{"", "configmaps", "get", ""}, {"", "nodes/status", "update", ""}, {"", "pods/eviction", "create", ""}} {
 			if len(kube[g]) != 1 {
 				t.Errorf("Kubernetes calls = %v, want %s", kube, g)
 			}
@@ -485,42 +638,119 @@ func f(ctx context.Context, api *as.Client, c kubernetes.Interface) {
 		{"unused action in SAM", samFile,
 			"Action: autoscaling:DescribeLifecycleHooks", "Action: [autoscaling:DescribeLifecycleHooks, autoscaling:DescribeScalingActivities]",
 			"sam grants autoscaling:DescribeScalingActivities, which neither"},
-		{"nodes update dropped from the ClusterRole", rbacYAML,
-			`verbs: ["get", "list", "watch", "update", "delete"]`, `verbs: ["get", "list", "watch", "delete"]`,
-			"rbac.yaml does not grant nodes update, used by [internal/node/marks.go:update]"},
-		{"PDB watch dropped from the ClusterRole", rbacYAML,
-			"resources: [\"poddisruptionbudgets\"]\n    verbs: [\"list\", \"watch\"]",
-			"resources: [\"poddisruptionbudgets\"]\n    verbs: [\"list\"]",
-			"rbac.yaml does not grant policy/poddisruptionbudgets watch"},
-		{"VolumeAttachment watch dropped from the ClusterRole", rbacYAML,
-			"resources: [\"volumeattachments\"]\n    verbs: [\"list\", \"watch\", \"delete\"]",
-			"resources: [\"volumeattachments\"]\n    verbs: [\"list\", \"delete\"]",
-			"rbac.yaml does not grant storage.k8s.io/volumeattachments watch"},
-		{"unused verb added to the ClusterRole", rbacYAML,
-			"    resources: [\"daemonsets\"]\n    verbs: [\"get\"]",
-			"    resources: [\"daemonsets\"]\n    verbs: [\"get\", \"list\"]",
-			"rbac.yaml grants apps/daemonsets list, which the code does not use"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := copyTree(t)
 			mutate(t, root, tt.file, tt.old, tt.new)
-			var problems []string
-			if tt.file == rbacYAML {
-				rbac, err := LoadRBAC(filepath.Join(root, rbacYAML))
-				if err != nil {
-					t.Fatal(err)
-				}
-				problems = clusterRoleProblems(rbac, kube)
-			} else {
-				sam, tf := load(t, root)
-				problems = append(iamProblems(sam, calls), iamProblems(tf, calls)...)
-			}
+			sam, tf := load(t, root)
+			problems := append(iamProblems(sam, calls), iamProblems(tf, calls)...)
 			if joined := strings.Join(problems, "\n"); !strings.Contains(joined, tt.want) {
 				t.Errorf("problems do not mention %q:\n%s", tt.want, joined)
 			}
 		})
 	}
+
+	// the RBAC, for one setting each
+	off, on := RBACSetting{"drains", false}, RBACSetting{"drains", true}
+	rbacTests := []struct {
+		name, file, old, new string
+		setting              RBACSetting
+		want                 string
+	}{
+		{"nodes update dropped from the ClusterRole", rbacYAML,
+			`verbs: ["get", "list", "watch", "update"]`, `verbs: ["get", "list", "watch"]`, off,
+			"does not grant nodes update, used by [internal/node/marks.go:update]"},
+		{"PDB watch dropped from the ClusterRole", rbacYAML,
+			"resources: [\"poddisruptionbudgets\"]\n    verbs: [\"list\", \"watch\"]",
+			"resources: [\"poddisruptionbudgets\"]\n    verbs: [\"list\"]", off,
+			"does not grant policy/poddisruptionbudgets watch"},
+		{"VolumeAttachment watch dropped from the ClusterRole", rbacYAML,
+			"resources: [\"volumeattachments\"]\n    verbs: [\"list\", \"watch\", \"delete\"]",
+			"resources: [\"volumeattachments\"]\n    verbs: [\"list\", \"delete\"]", off,
+			"does not grant storage.k8s.io/volumeattachments watch"},
+		{"unused verb added to the ClusterRole", rbacYAML,
+			"    resources: [\"daemonsets\"]\n    verbs: [\"get\"]",
+			"    resources: [\"daemonsets\"]\n    verbs: [\"get\", \"list\"]", off,
+			"grants apps/daemonsets list, which the code does not use"},
+		{"nodes delete back in the ClusterRole", rbacYAML,
+			`verbs: ["get", "list", "watch", "update"]`, `verbs: ["get", "list", "watch", "update", "delete"]`, off,
+			"grants nodes delete, which the code does not use"},
+		{"nodes delete dropped from its file", rbacDeleteNodesYAML,
+			`verbs: ["delete"]`, `verbs: ["get"]`, on,
+			"does not grant nodes delete"},
+		{"kubelet Leases read cluster-wide", rbacYAML,
+			"    resources: [\"events\"]\n    verbs: [\"create\"]\n",
+			"    resources: [\"events\"]\n    verbs: [\"create\"]\n  - apiGroups: [\"coordination.k8s.io\"]\n    resources: [\"leases\"]\n    verbs: [\"get\", \"list\", \"watch\"]\n", off,
+			"grants coordination.k8s.io/leases get, which the code does not use"},
+		{"kubelet Leases' Role in another namespace", rbacYAML,
+			"  name: node-drainer-kubelet-leases\n  namespace: kube-node-lease\n  labels:\n    app.kubernetes.io/name: node-drainer\nrules:",
+			"  name: node-drainer-kubelet-leases\n  namespace: kube-system\n  labels:\n    app.kubernetes.io/name: node-drainer\nrules:", off,
+			"does not grant coordination.k8s.io/leases get in namespace kube-node-lease"},
+		{"lease namespace's Role dropped a verb", rbacLeaseYAML,
+			`verbs: ["get", "list", "watch", "create", "update", "delete"]`, `verbs: ["get", "list", "watch", "update", "delete"]`, off,
+			"does not grant coordination.k8s.io/leases create in namespace drains"},
+	}
+	for _, tt := range rbacTests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := copyTree(t)
+			mutate(t, root, tt.file, tt.old, tt.new)
+			rbac, err := RBACFor(filepath.Join(root, "terraform", "kubernetes"), tt.setting)
+			if err != nil {
+				t.Fatal(err)
+			}
+			problems := rbacProblems(rbac, needs(kube, tt.setting))
+			if joined := strings.Join(problems, "\n"); !strings.Contains(joined, tt.want) {
+				t.Errorf("problems for %s do not mention %q:\n%s", tt.setting, tt.want, joined)
+			}
+		})
+	}
+	t.Run("lease namespace hard-coded", func(t *testing.T) {
+		root := copyTree(t)
+		mutate(t, root, rbacLeaseYAML, "kind: Role\nmetadata:\n  name: node-drainer\n", "kind: Role\nmetadata:\n  name: node-drainer\n  namespace: node-drainer\n")
+		if _, err := RBACFor(filepath.Join(root, "terraform", "kubernetes"), off); err == nil || !strings.Contains(err.Error(), "kubectl refuses it") {
+			t.Errorf("a Role with its namespace written, applied into drains: error %v, want kubectl's refusal", err)
+		}
+	})
+	t.Run("conditional request without its guard", func(t *testing.T) {
+		root := t.TempDir()
+		src := `package x
+
+import (
+	"context"
+
+	"k8s.io/client-go/kubernetes"
+)
+
+func f(ctx context.Context, c kubernetes.Interface, cfg struct{ DeleteTerminatedNodes bool }) {
+	if cfg.DeleteTerminatedNodes {
+		c.CoreV1().Nodes().Delete(ctx, "a", metav1.DeleteOptions{})
+	}
+}
+
+func g(ctx context.Context, c kubernetes.Interface) {
+	c.CoreV1().Nodes().Delete(ctx, "b", metav1.DeleteOptions{})
+	c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "n", metav1.GetOptions{})
+	c.CoordinationV1().Leases(ns).Create(ctx, nil, metav1.CreateOptions{})
+}
+`
+		if err := os.MkdirAll(filepath.Join(root, "internal", "x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "internal", "x", "x.go"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		calls := kubeCalls(t, root)
+		uses := calls[grant{"", "nodes", "delete", ""}]
+		if len(uses) != 2 || uses[0].guards == uses[1].guards {
+			t.Errorf("node deletes %+v: want one in f reading DeleteTerminatedNodes, one in g not", uses)
+		}
+		for _, g := range []grant{{"coordination.k8s.io", "leases", "get", "kube-node-lease"}, {"coordination.k8s.io", "leases", "create", leaseNamespace}} {
+			if len(calls[g]) != 1 {
+				t.Errorf("Kubernetes calls = %v, want %s", calls, g)
+			}
+		}
+	})
 }
 
 // permissionsDoc holds the permission tables, relative to the repository root.

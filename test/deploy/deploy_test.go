@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/node-drainer/node-drainer/internal/logging"
 	"github.com/node-drainer/node-drainer/internal/metrics"
 )
 
@@ -74,6 +75,7 @@ var wantEnv = map[string]string{
 	"ZOMBIE_ACTION":               "report",
 	"ZOMBIE_MAX_PER_SWEEP":        "1",
 	"ZOMBIE_MAX_ASG_SHARE":        "10",
+	"LOG_LEVEL":                   "INFO",
 }
 
 // The event kinds the function handles (the "Events" table of docs/architecture.md), by rule name
@@ -126,6 +128,10 @@ var wantFunction = map[string]string{
 	"handler":       "bootstrap",
 	"timeout":       "900",
 	"memory_size":   "256",
+	"log_format":    "JSON",
+	// Lambda's filter keeps every line; the function applies LOG_LEVEL
+	// (internal/logging), so the metrics lines survive every level
+	"application_log_level": logging.LambdaFilterLevel,
 }
 
 // Agreement alone would pass if both sides lost the same thing; each side is
@@ -237,7 +243,8 @@ func TestLeastPrivilege(t *testing.T) {
 }
 
 func TestClusterRole(t *testing.T) {
-	rbac, err := LoadRBAC(filepath.Join(repoRoot, "terraform", "kubernetes", "rbac.yaml"))
+	// every manifest: the lease namespace's and the node deletion's too
+	rbac, err := RBACFor(filepath.Join(repoRoot, "terraform", "kubernetes"), RBACSetting{"node-drainer", true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +266,7 @@ func TestClusterRole(t *testing.T) {
 func copyTree(t *testing.T) string {
 	t.Helper()
 	dst := t.TempDir()
-	files := []string{"template.yaml", filepath.Join("terraform", "kubernetes", "rbac.yaml")}
+	files := []string{"template.yaml", filepath.FromSlash(rbacYAML), filepath.FromSlash(rbacLeaseYAML), filepath.FromSlash(rbacDeleteNodesYAML)}
 	tfFiles, err := filepath.Glob(filepath.Join(repoRoot, "terraform", "*.tf"))
 	if err != nil || len(tfFiles) == 0 {
 		t.Fatalf("no terraform files: %v", err)
@@ -301,14 +308,17 @@ func mutate(t *testing.T, root, rel, old, new string) {
 }
 
 const (
-	samFile   = "template.yaml"
-	mainTF    = "terraform/main.tf"
-	iamTF     = "terraform/iam.tf"
-	eventsTF  = "terraform/events.tf"
-	varsTF    = "terraform/variables.tf"
-	alarmsTF  = "terraform/alarms.tf"
-	rbacYAML  = "terraform/kubernetes/rbac.yaml"
-	appendTag = "\x00append" // old string meaning "append new at the end"
+	samFile  = "template.yaml"
+	mainTF   = "terraform/main.tf"
+	iamTF    = "terraform/iam.tf"
+	eventsTF = "terraform/events.tf"
+	varsTF   = "terraform/variables.tf"
+	alarmsTF = "terraform/alarms.tf"
+	rbacYAML = "terraform/kubernetes/rbac.yaml"
+
+	rbacLeaseYAML       = "terraform/kubernetes/" + RBACLeaseNamespace
+	rbacDeleteNodesYAML = "terraform/kubernetes/" + RBACDeleteNodes
+	appendTag           = "\x00append" // old string meaning "append new at the end"
 )
 
 // TestDetectsDrift changes one side alone and expects the comparison to fail

@@ -45,7 +45,7 @@ func TestMakeDist(t *testing.T) {
 		"node-drainer-" + version + "-arm64.zip": elf.EM_AARCH64,
 		"node-drainer-" + version + "-amd64.zip": elf.EM_X86_64,
 	}
-	release := []string{"SHA256SUMS", "template.yaml", "rbac.yaml"}
+	release := []string{"SHA256SUMS", "template.yaml", RBACMain, RBACLeaseNamespace, RBACDeleteNodes}
 	for name := range zips {
 		release = append(release, name)
 	}
@@ -221,13 +221,15 @@ func TestMakeDist(t *testing.T) {
 		}
 	})
 
-	t.Run("rbac.yaml", func(t *testing.T) {
-		a, _ := os.ReadFile(filepath.Join(root, "terraform", "kubernetes", "rbac.yaml"))
-		b, err := os.ReadFile(filepath.Join(first, "rbac.yaml"))
-		if err != nil || !bytes.Equal(a, b) {
-			t.Errorf("rbac.yaml is not terraform/kubernetes/rbac.yaml (%v)", err)
-		}
-	})
+	for _, name := range []string{RBACMain, RBACLeaseNamespace, RBACDeleteNodes} {
+		t.Run(name, func(t *testing.T) {
+			a, _ := os.ReadFile(filepath.Join(root, "terraform", "kubernetes", name))
+			b, err := os.ReadFile(filepath.Join(first, name))
+			if err != nil || !bytes.Equal(a, b) {
+				t.Errorf("%s is not terraform/kubernetes/%s (%v)", name, name, err)
+			}
+		})
+	}
 }
 
 // bootstrapOf checks that a release zip holds exactly bootstrap, at the root,

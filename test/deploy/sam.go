@@ -15,6 +15,24 @@ import (
 // LoadSAM reads a SAM/CloudFormation template (YAML, short tags such as !Ref,
 // !Sub, !GetAtt and !If included) into a Spec.
 func LoadSAM(path string) (*Spec, error) {
+	top, err := templateDoc(path)
+	if err != nil {
+		return nil, err
+	}
+	t, err := newCfnTemplate(top)
+	if err != nil {
+		return nil, fmt.Errorf("SAM template %s: %w", path, err)
+	}
+	spec, err := t.spec()
+	if err != nil {
+		return nil, fmt.Errorf("SAM template %s: %w", path, err)
+	}
+	return spec, nil
+}
+
+// templateDoc reads a CloudFormation template as plain Go values (short
+// tags in their long forms, see cfnValue).
+func templateDoc(path string) (map[string]any, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading SAM template: %w", err)
@@ -31,15 +49,7 @@ func LoadSAM(path string) (*Spec, error) {
 	if !ok {
 		return nil, fmt.Errorf("SAM template %s: not a mapping", path)
 	}
-	t, err := newCfnTemplate(top)
-	if err != nil {
-		return nil, fmt.Errorf("SAM template %s: %w", path, err)
-	}
-	spec, err := t.spec()
-	if err != nil {
-		return nil, fmt.Errorf("SAM template %s: %w", path, err)
-	}
-	return spec, nil
+	return top, nil
 }
 
 // cfnValue turns a YAML node into plain Go values, rewriting CloudFormation's
@@ -228,6 +238,12 @@ func (t *cfnTemplate) spec() (*Spec, error) {
 		"Timeout": "timeout", "MemorySize": "memory_size",
 	} {
 		if v, ok := props[cfnName]; ok {
+			s.Function[name] = stringify(r.resolve(v))
+		}
+	}
+
+	for cfnName, name := range map[string]string{"LogFormat": "log_format", "ApplicationLogLevel": "application_log_level"} {
+		if v, ok := asMap(props["LoggingConfig"])[cfnName]; ok {
 			s.Function[name] = stringify(r.resolve(v))
 		}
 	}

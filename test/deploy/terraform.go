@@ -310,6 +310,21 @@ func (m *tfModule) spec() (*Spec, error) {
 		}
 		s.Function[name] = tfString(v)
 	}
+	for _, b := range fn.body.Blocks {
+		if b.Type != "logging_config" {
+			continue
+		}
+		for attr, name := range map[string]string{"log_format": "log_format", "application_log_level": "application_log_level"} {
+			if _, ok := b.Body.Attributes[attr]; !ok {
+				continue
+			}
+			v, err := m.eval(b.Body, attr, nil)
+			if err != nil {
+				return nil, fmt.Errorf("aws_lambda_function.%s logging_config: %w", fn.name, err)
+			}
+			s.Function[name] = tfString(v)
+		}
+	}
 	if err := m.envSpec(s, fn); err != nil {
 		return nil, err
 	}

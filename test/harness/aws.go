@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
@@ -22,6 +23,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/node-drainer/node-drainer/test/harness/authwebhook"
@@ -99,25 +101,72 @@ func (e *Env) CreateEKSCluster(ctx context.Context) error {
 	return e.AWS.SetEKSCluster(ctx, ClusterName, e.Server, base64.StdEncoding.EncodeToString(e.CAData))
 }
 
-// RBACFile is the project's ClusterRole manifest, the one users apply.
-func RBACFile() (string, error) {
+// RBACFile is one of the project's RBAC manifests (terraform/kubernetes/):
+// rbac.yaml, rbac-lease-namespace.yaml or rbac-delete-nodes.yaml.
+func RBACFile(name string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(root, "terraform", "kubernetes", "rbac.yaml"), nil
+	return filepath.Join(root, "terraform", "kubernetes", name), nil
 }
 
-// applyRBAC applies the project's ClusterRole and binding, so the drainer runs
-// with exactly the permissions users grant it.
+// LeaseNamespace is the harness's drainer's LEASE_NAMESPACE (the default).
+const LeaseNamespace = "node-drainer"
+
+// applyRBAC applies the project's RBAC as a user does for the harness's
+// drainer (LEASE_NAMESPACE node-drainer, DELETE_TERMINATED_NODES on in some
+// scenes): rbac.yaml, the lease namespace with rbac-lease-namespace.yaml in
+// it, and rbac-delete-nodes.yaml; so the drainer runs with exactly the
+// permissions users grant it.
 func (e *Env) applyRBAC(ctx context.Context) error {
-	path, err := RBACFile()
+	if err := e.applyManifest(ctx, "rbac.yaml", ""); err != nil {
+		return err
+	}
+	if err := e.ApplyLeaseNamespaceRBAC(ctx, LeaseNamespace); err != nil {
+		return err
+	}
+	return e.applyManifest(ctx, "rbac-delete-nodes.yaml", "")
+}
+
+// ApplyLeaseNamespaceRBAC creates the namespace ns and applies
+// rbac-lease-namespace.yaml into it, as its comment tells users
+// (kubectl create namespace ns; kubectl apply -n ns -f ...).
+func (e *Env) ApplyLeaseNamespaceRBAC(ctx context.Context, ns string) error {
+	_, err := e.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the lease namespace %s: %w", ns, err)
+	}
+	return e.applyManifest(ctx, "rbac-lease-namespace.yaml", ns)
+}
+
+// applyManifest creates each object of one RBAC manifest (objects that exist
+// are left as they are); ns is kubectl's -n: the namespace of namespaced
+// objects that name none, and an error for one that names another.
+func (e *Env) applyManifest(ctx context.Context, name, ns string) error {
+	path, err := RBACFile(name)
 	if err != nil {
 		return err
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("reading the ClusterRole manifest: %w", err)
+		return fmt.Errorf("reading the RBAC manifest: %w", err)
+	}
+	namespace := func(o metav1.Object) error {
+		switch {
+		case o.GetNamespace() == "":
+			o.SetNamespace(ns)
+		case ns != "" && o.GetNamespace() != ns:
+			return fmt.Errorf("%s: %s is in namespace %s, not %s", path, o.GetName(), o.GetNamespace(), ns)
+		}
+		if o.GetNamespace() == "" {
+			return fmt.Errorf("%s: %s names no namespace and none is given", path, o.GetName())
+		}
+		// kube-node-lease is the apiserver's own, created soon after it starts
+		return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := e.Client.CoreV1().Namespaces().Get(ctx, o.GetNamespace(), metav1.GetOptions{})
+			return err == nil, nil
+		})
 	}
 	for _, doc := range strings.Split(string(b), "\n---") {
 		if strings.TrimSpace(doc) == "" {
@@ -135,9 +184,13 @@ func (e *Env) applyRBAC(ctx context.Context) error {
 		case *corev1.Namespace:
 			_, err = e.Client.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.Role:
-			_, err = e.Client.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+			if err = namespace(o); err == nil {
+				_, err = e.Client.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+			}
 		case *rbacv1.RoleBinding:
-			_, err = e.Client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+			if err = namespace(o); err == nil {
+				_, err = e.Client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+			}
 		case *flowcontrolv1.PriorityLevelConfiguration:
 			_, err = e.Client.FlowcontrolV1().PriorityLevelConfigurations().Create(ctx, o, metav1.CreateOptions{})
 		case *flowcontrolv1.FlowSchema:
@@ -152,9 +205,9 @@ func (e *Env) applyRBAC(ctx context.Context) error {
 	return nil
 }
 
-// ApplyRBAC applies the project's RBAC manifest again (objects that exist are
-// left as they are): a test that removed it, to let a deploy path create and
-// delete it, puts it back for the tests after it.
+// ApplyRBAC applies the project's RBAC again (objects that exist are left as
+// they are): a test that removed it, to let a deploy path create and delete
+// it, puts it back for the tests after it.
 func (e *Env) ApplyRBAC(ctx context.Context) error { return e.applyRBAC(ctx) }
 
 // DrainerCredentials assumes the drainer's role in the emulator, as Lambda

@@ -7,7 +7,11 @@
 //
 // `make deploy-test` runs it and prints one line of results:
 //
-//	terraform_apply=ok terraform_drain=ok terraform_destroy=ok terraform_upgrade=ok sam_transform=ok sam_deploy=ok sam_drain=ok deploy_paths_equal=ok
+//	terraform_apply=ok terraform_drain=ok rbac_follows_config=ok terraform_destroy=ok terraform_upgrade=ok sam_transform=ok sam_deploy=ok sam_drain=ok deploy_paths_equal=ok
+//
+// Both paths deploy with a LEASE_NAMESPACE that is not the default
+// (deployLeaseNamespace); rbac_follows_config checks terraform's RBAC for it
+// and for delete_terminated_nodes false (rbac_test.go).
 //
 // and exits non-zero when any is not ok (sam_deploy may be partial:<types>,
 // the resource types the emulator's CloudFormation skips and the test
@@ -46,7 +50,7 @@ func TestMain(m *testing.M) {
 
 // reported are the steps of the results line, in order.
 var reported = []string{
-	"terraform_apply", "terraform_drain", "terraform_destroy", "terraform_upgrade",
+	"terraform_apply", "terraform_drain", "rbac_follows_config", "terraform_destroy", "terraform_upgrade",
 	"sam_transform", "sam_deploy", "sam_drain",
 	"deploy_paths_equal",
 }

@@ -102,8 +102,16 @@ type samRun struct {
 func runSAM(t *testing.T) *created {
 	r := &samRun{dir: t.TempDir(), insts: map[string][]harness.Instance{}}
 	r.params = map[string]string{
-		"AsgNames":    strings.Join(samASGs, ","),
-		"ClusterName": harness.ClusterName,
+		"AsgNames":       strings.Join(samASGs, ","),
+		"ClusterName":    harness.ClusterName,
+		"LeaseNamespace": deployLeaseNamespace,
+	}
+	// the lease namespace's RBAC as rbac-lease-namespace.yaml tells SAM's
+	// users (kubectl create namespace; kubectl apply -n): the stack does not
+	// hold the cluster's objects
+	if err := env.ApplyLeaseNamespaceRBAC(samCtx(t, time.Minute), deployLeaseNamespace); err != nil {
+		t.Errorf("applying the lease namespace's RBAC for the SAM path: %v", err)
+		return nil
 	}
 	if !step(t, "sam_transform", r.transform) {
 		return nil

@@ -31,9 +31,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/node-drainer/node-drainer/test/harness"
 	"github.com/node-drainer/node-drainer/test/harness/moto"
@@ -61,7 +59,7 @@ func terraformPath(t *testing.T) *created {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	defer tfInstalled.set(nil) // no fresh install for the upgrade to compare with, unless set below
-	tf := newTerraformRoot(t, ctx, tfSetup{asgs: tfASGs, manageRBAC: true})
+	tf := newTerraformRoot(t, ctx, tfSetup{asgs: tfASGs, manageRBAC: true, leaseNamespace: deployLeaseNamespace})
 	scene := newDrainScene(t, ctx, tfASGs[0], 2)
 	createASGs(t, ctx, tfASGs[1:])
 
@@ -92,8 +90,15 @@ func terraformPath(t *testing.T) *created {
 		return nil
 	}
 	tfInstalled.set(got)
-	step(t, "terraform_drain", func(t *testing.T) string {
+	drained := step(t, "terraform_drain", func(t *testing.T) string {
 		drainWith(t, ctx, scene, fn)
+		return ""
+	})
+	step(t, "rbac_follows_config", func(t *testing.T) string {
+		if !drained {
+			t.Fatalf("terraform_drain failed: no drain under LEASE_NAMESPACE=%s to show", deployLeaseNamespace)
+		}
+		checkRBACFollowsConfig(t, ctx, scene)
 		return ""
 	})
 	step(t, "terraform_destroy", func(t *testing.T) string {
@@ -118,6 +123,24 @@ type terraformRoot struct {
 	asgs       []string // the example's asg_names; the first is the drain's scene
 	manageRBAC bool     // the module applies rbac.yaml (the example's manage_rbac)
 	cluster    string
+	providers  string // the override file's provider blocks
+}
+
+// writeOverride writes the override file: the providers, and the module's
+// arguments s sets.
+func (r *terraformRoot) writeOverride(s tfSetup) error {
+	override := r.providers
+	if s.functionName != "" || !s.manageRBAC || s.leaseNamespace != "" {
+		override += "\nmodule \"node_drainer\" {\n"
+		if s.functionName != "" {
+			override += fmt.Sprintf("  function_name   = %q\n", s.functionName)
+		}
+		if s.leaseNamespace != "" {
+			override += fmt.Sprintf("  lease_namespace = %q\n", s.leaseNamespace)
+		}
+		override += fmt.Sprintf("  manage_rbac     = %t\n}\n", s.manageRBAC)
+	}
+	return os.WriteFile(filepath.Join(r.dir, overrideFile), []byte(override), 0o644)
 }
 
 // tfSetup is what a terraform root deploys.
@@ -136,6 +159,9 @@ type tfSetup struct {
 	// harness's objects of rbac.yaml go first, so that terraform creates
 	// them); false is set by the override file.
 	manageRBAC bool
+	// leaseNamespace is the module's lease_namespace, set by the override
+	// file; empty: the module's default.
+	leaseNamespace string
 }
 
 func newTerraformRoot(t *testing.T, ctx context.Context, s tfSetup) *terraformRoot {
@@ -218,14 +244,8 @@ provider "kubernetes" {
   }
 }
 `, env.AWS.URL(), moto.AccessKeyID, moto.SecretAccessKey, cred)
-	if s.functionName != "" || !s.manageRBAC {
-		override += "\nmodule \"node_drainer\" {\n"
-		if s.functionName != "" {
-			override += fmt.Sprintf("  function_name = %q\n", s.functionName)
-		}
-		override += fmt.Sprintf("  manage_rbac   = %t\n}\n", s.manageRBAC)
-	}
-	if err := os.WriteFile(filepath.Join(dir, overrideFile), []byte(override), 0o644); err != nil {
+	r.providers = override
+	if err := r.writeOverride(s); err != nil {
 		t.Fatal(err)
 	}
 
@@ -579,8 +599,12 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 	// the cluster's objects (kubernetes_manifest of rbac.yaml), bound to the
 	// access entry's group
 	if r.manageRBAC {
-		if have := harnessRBACObjects(t, ctx); len(have) != len(rbacObjects) {
-			t.Errorf("cluster objects after apply: %v, want %v", have, rbacObjectNames())
+		objs := rbacObjects(deployLeaseNamespace)
+		if have := existing(t, ctx, objs); len(have) != len(objs) {
+			t.Errorf("cluster objects after apply: %v, want %v", have, objectNames(objs))
+		}
+		if have := existing(t, ctx, deleteNodesObjects); len(have) != 0 {
+			t.Errorf("cluster objects after apply with delete_terminated_nodes false: %v, want none", have)
 		}
 		if crb, err := env.Client.RbacV1().ClusterRoleBindings().Get(ctx, "node-drainer", metav1.GetOptions{}); err == nil {
 			for _, s := range crb.Subjects {
@@ -639,8 +663,8 @@ func (r *terraformRoot) assertNothingLeft(t *testing.T, ctx context.Context, fn 
 	if !r.manageRBAC {
 		return
 	}
-	if err := waitRBACGone(ctx); err != nil {
-		t.Errorf("cluster objects left after destroy: %v", harnessRBACObjects(t, ctx))
+	if err := waitGone(ctx, rbacObjects(deployLeaseNamespace)); err != nil {
+		t.Errorf("cluster objects left after destroy: %v", existing(t, ctx, rbacObjects(deployLeaseNamespace)))
 	}
 }
 
@@ -654,101 +678,6 @@ func notFound(err error) bool {
 		return true
 	}
 	return false
-}
-
-// rbacObjects are the objects of terraform/kubernetes/rbac.yaml (the Role
-// and RoleBinding live in the namespace node-drainer).
-var rbacObjects = []struct {
-	kind string
-	get  func(ctx context.Context) error
-}{
-	{"ClusterRole", func(ctx context.Context) error {
-		_, err := env.Client.RbacV1().ClusterRoles().Get(ctx, "node-drainer", metav1.GetOptions{})
-		return err
-	}},
-	{"ClusterRoleBinding", func(ctx context.Context) error {
-		_, err := env.Client.RbacV1().ClusterRoleBindings().Get(ctx, "node-drainer", metav1.GetOptions{})
-		return err
-	}},
-	{"Namespace", func(ctx context.Context) error {
-		_, err := env.Client.CoreV1().Namespaces().Get(ctx, "node-drainer", metav1.GetOptions{})
-		return err
-	}},
-	{"Role", func(ctx context.Context) error {
-		_, err := env.Client.RbacV1().Roles("node-drainer").Get(ctx, "node-drainer", metav1.GetOptions{})
-		return err
-	}},
-	{"RoleBinding", func(ctx context.Context) error {
-		_, err := env.Client.RbacV1().RoleBindings("node-drainer").Get(ctx, "node-drainer", metav1.GetOptions{})
-		return err
-	}},
-	{"PriorityLevelConfiguration", func(ctx context.Context) error {
-		_, err := env.Client.FlowcontrolV1().PriorityLevelConfigurations().Get(ctx, "node-drainer", metav1.GetOptions{})
-		return err
-	}},
-	{"FlowSchema", func(ctx context.Context) error {
-		_, err := env.Client.FlowcontrolV1().FlowSchemas().Get(ctx, "node-drainer", metav1.GetOptions{})
-		return err
-	}},
-}
-
-func rbacObjectNames() []string {
-	var names []string
-	for _, o := range rbacObjects {
-		names = append(names, o.kind+"/node-drainer")
-	}
-	return names
-}
-
-// harnessRBACObjects lists which of rbacObjects exist.
-func harnessRBACObjects(t *testing.T, ctx context.Context) []string {
-	t.Helper()
-	var have []string
-	for _, o := range rbacObjects {
-		err := o.get(ctx)
-		if err == nil {
-			have = append(have, o.kind+"/node-drainer")
-		} else if !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
-	}
-	return have
-}
-
-func waitRBACGone(ctx context.Context) error {
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		for _, o := range rbacObjects {
-			if err := o.get(ctx); !apierrors.IsNotFound(err) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-}
-
-// deleteHarnessRBAC removes what the harness applied from rbac.yaml, so the
-// terraform path creates (and then deletes) it itself.
-func deleteHarnessRBAC(t *testing.T, ctx context.Context) {
-	t.Helper()
-	c := env.Client
-	var errs []error
-	for _, err := range []error{
-		c.RbacV1().ClusterRoleBindings().Delete(ctx, "node-drainer", metav1.DeleteOptions{}),
-		c.RbacV1().ClusterRoles().Delete(ctx, "node-drainer", metav1.DeleteOptions{}),
-		c.FlowcontrolV1().FlowSchemas().Delete(ctx, "node-drainer", metav1.DeleteOptions{}),
-		c.FlowcontrolV1().PriorityLevelConfigurations().Delete(ctx, "node-drainer", metav1.DeleteOptions{}),
-		c.CoreV1().Namespaces().Delete(ctx, "node-drainer", metav1.DeleteOptions{}),
-	} {
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		t.Fatalf("removing the harness's RBAC: %v", err)
-	}
-	if err := waitRBACGone(ctx); err != nil {
-		t.Fatalf("the harness's RBAC objects are not gone: %v", harnessRBACObjects(t, ctx))
-	}
 }
 
 // zipBootstrap zips a bootstrap as `make package` does (one entry,

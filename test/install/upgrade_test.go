@@ -117,6 +117,12 @@ func terraformUpgrade(t *testing.T) {
 		if err := tf.replaceTree(root); err != nil {
 			t.Fatal(err)
 		}
+		// with the inputs of terraform's path (its fresh install is what the
+		// upgrade converges to): lease_namespace too, which the release's
+		// module did not have
+		if err := tf.writeOverride(tfSetup{functionName: upgradeFunction, leaseNamespace: deployLeaseNamespace}); err != nil {
+			t.Fatal(err)
+		}
 		newZip, err := zipBootstrap(bootstrap, "")
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,153 @@
+package handler
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/node-drainer/node-drainer/internal/logging"
+	"github.com/node-drainer/node-drainer/internal/metrics"
+)
+
+// lambdaLevels are the application log levels of Lambda's log-level
+// filter, most detailed first.
+var lambdaLevels = []string{"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"}
+
+// lambdaKeeps applies Lambda's application log-level filter to one line of
+// the function's output, as the Lambda developer guide ("Log-level
+// filtering") states it for runtimes that write their own JSON: the line's
+// level is its "level" key (any case); when that is missing or not a level,
+// the line counts as INFO; the line reaches CloudWatch Logs when its level
+// is the configured one or less detailed. A line that is not a JSON object
+// has no "level" either: INFO.
+func lambdaKeeps(line []byte, configured string) bool {
+	rank := func(level string) int {
+		for i, l := range lambdaLevels {
+			if strings.EqualFold(l, level) {
+				return i
+			}
+		}
+		return -1
+	}
+	level := "INFO"
+	var doc map[string]any
+	if json.Unmarshal(line, &doc) == nil {
+		if l, ok := doc["level"].(string); ok && rank(l) >= 0 {
+			level = l
+		}
+	}
+	return rank(level) >= rank(configured)
+}
+
+// The filter as stated: the guide's own example, a missing level, an
+// invalid one.
+func TestLambdaKeeps(t *testing.T) {
+	for _, tc := range []struct {
+		line, configured string
+		want             bool
+	}{
+		{`{"level": "debug", "msg": "my debug log"}`, "DEBUG", true},
+		{`{"level": "debug", "msg": "my debug log"}`, "INFO", false},
+		{`{"level":"ERROR"}`, "ERROR", true},
+		{`{"level":"WARN"}`, "ERROR", false},
+		{`{"msg":"no level"}`, "INFO", true},
+		{`{"msg":"no level"}`, "WARN", false},
+		{`{"level":"LOUD"}`, "WARN", false},
+		{`{"level":"LOUD"}`, "TRACE", true},
+		{`not JSON`, "ERROR", false},
+	} {
+		if got := lambdaKeeps([]byte(tc.line), tc.configured); got != tc.want {
+			t.Errorf("lambdaKeeps(%s, %s) = %t, want %t", tc.line, tc.configured, got, tc.want)
+		}
+	}
+}
+
+// syncBuffer is the function's standard output: the logger and the metrics
+// lines both write to it, each write one line.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) lines() [][]byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Split(bytes.TrimSpace(b.buf.Bytes()), []byte("\n"))
+}
+
+// A drain's metrics line reaches CloudWatch Logs at every level the
+// templates allow (logging.Levels): the function, as main wires it
+// (internal/logging's logger and the metrics on one output), applies the
+// level itself, and Lambda's filter, at the level the templates give it
+// (logging.LambdaFilterLevel), keeps the metrics line. With the filter at
+// the chosen level instead (the templates' former configuration) the line
+// is dropped at WARN and ERROR.
+func TestMetricsKeptAtEveryLogLevel(t *testing.T) {
+	for _, name := range logging.Levels {
+		t.Run(name, func(t *testing.T) {
+			level, err := logging.ParseLevel(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := newEnv(append(aNode(), attachment("csi-db", idA, "pv-db"))...)
+			e.ec2.readings[idA] = []reading{running}
+			out := &syncBuffer{}
+			h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Lambda: e.lam},
+				logging.New(out, "JSON", level), WithClock(newMovingClock(func() time.Time { return e.now })), WithMetrics(out))
+			h.StoppingPollInterval = 10 * time.Millisecond
+			res, err := e.handleWith(h, terminateEvent(idA), 5*time.Second)
+			if err != nil || res.Action != ActionDrained {
+				t.Fatalf("outcome %+v, error %v: want a drain", res, err)
+			}
+
+			var metricLines, logLines [][]byte
+			for _, l := range out.lines() {
+				if bytes.Contains(l, []byte(`"_aws"`)) {
+					metricLines = append(metricLines, l)
+				} else {
+					logLines = append(logLines, l)
+				}
+			}
+			if len(metricLines) != 1 {
+				t.Fatalf("want one metrics line, got %d:\n%s", len(metricLines), bytes.Join(out.lines(), []byte("\n")))
+			}
+			if err := metrics.Validate(metricLines[0]); err != nil {
+				t.Fatalf("metrics line is not EMF: %v", err)
+			}
+			if !lambdaKeeps(metricLines[0], logging.LambdaFilterLevel) {
+				t.Errorf("Lambda's filter at %s drops the metrics line: %s", logging.LambdaFilterLevel, metricLines[0])
+			}
+			handled := false
+			for _, l := range logLines {
+				var rec struct{ Level, Message string }
+				if err := json.Unmarshal(l, &rec); err != nil {
+					t.Fatalf("log line is not JSON: %s", l)
+				}
+				var got slog.Level
+				if err := got.UnmarshalText([]byte(rec.Level)); err != nil || got < level {
+					t.Errorf("log line below %s written: %s", name, l)
+				}
+				if !lambdaKeeps(l, logging.LambdaFilterLevel) {
+					t.Errorf("Lambda's filter at %s drops a log line the function wrote: %s", logging.LambdaFilterLevel, l)
+				}
+				handled = handled || rec.Message == "handled"
+			}
+			if want := level <= slog.LevelInfo; handled != want {
+				t.Errorf("the INFO line \"handled\" written: %t, want %t at %s", handled, want, name)
+			}
+			if old := lambdaKeeps(metricLines[0], name); old != (level <= slog.LevelInfo) {
+				t.Errorf("Lambda's filter at %s itself keeps the metrics line: %t (the rule as stated drops a line without level above INFO)", name, old)
+			}
+		})
+	}
+}
