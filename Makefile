@@ -58,10 +58,21 @@ unit: ## tests that need nothing but Go (no harness, no tools build), with cover
 	$(GO) test -count=1 -timeout 10m -cover $(UNIT_PKGS)
 
 integration: tools ## end-to-end scenarios and harness tests on the real control plane (test/)
-	$(GO) test -count=1 -timeout 60m $$($(GO) list ./test/... | grep -v -e /test/deploy -e /test/faults -e /test/install)
+	$(GO) test -count=1 -timeout 60m $$($(GO) list ./test/... | grep -v -e /test/deploy -e /test/faults -e /test/install -e /test/sim)
 
 faults: tools ## fault-injection suite on the real harness: one line per scenario, then faults_survived=N/M
 	$(GO) test -count=1 -timeout 30m -parallel 4 -v -run TestFaults ./test/faults/
+
+# SEEDS days of the simulation from SEED; SEEDS=1 replays one seed and
+# prints its plan and trace (one processor: the closest to the failing run).
+SEEDS ?= 10000
+SEED ?= 1
+SIM_FLAGS = -test.run '^TestSim$$' -test.timeout 30m -seeds $(SEEDS) -seed $(SEED) $(if $(filter 1,$(SEEDS)),-trace)
+
+sim: ## the deterministic simulation of bad days (test/sim): prints sim_seeds= … sim_violations=; SEEDS=1 SEED=S replays one seed with its trace
+	@mkdir -p bin
+	$(GO) test -c -o bin/sim.test ./test/sim
+	$(if $(filter 1,$(SEEDS)),GOMAXPROCS=1) ./bin/sim.test $(SIM_FLAGS)
 
 deploy-check: ## the deploy descriptions: cfn-lint, terraform fmt, tflint, SAM/terraform parity
 	bash test/deploy/check.sh
@@ -81,10 +92,11 @@ test-matrix: ## the integration suite on each release of MATRIX (each control pl
 	  NODE_DRAINER_K8S_VERSION=$$v $(MAKE) --no-print-directory integration; \
 	done
 
-test: ## all tests: gofmt, vet, unit, deploy checks, integration and faults on the real harness, then the real deploys
+test: ## all tests: gofmt, vet, unit, the simulation (1,000 seeds), deploy checks, integration and faults on the real harness, then the real deploys
 	$(MAKE) --no-print-directory fmt-check
 	$(GO) vet ./...
 	$(MAKE) --no-print-directory unit
+	$(MAKE) --no-print-directory sim SEEDS=1000
 	$(MAKE) --no-print-directory deploy-check
 	$(MAKE) --no-print-directory integration
 	$(MAKE) --no-print-directory faults

@@ -360,13 +360,13 @@ variable "log_level" {
 }
 
 variable "heartbeat_timeout" {
-  description = "Lifecycle hook heartbeat timeout in seconds (the function heartbeats while it drains)."
+  description = "Lifecycle hook heartbeat timeout in seconds (the function heartbeats while it drains). At least 180: Lambda retries a failed invocation a minute later, and a hook must outlive that."
   type        = number
   default     = 300
 
   validation {
-    condition     = var.heartbeat_timeout >= 30 && var.heartbeat_timeout <= 7200
-    error_message = "heartbeat_timeout must be 30-7200."
+    condition     = var.heartbeat_timeout >= 180 && var.heartbeat_timeout <= 7200
+    error_message = "heartbeat_timeout must be 180-7200: Lambda retries a failed invocation a minute later (then two), and a hook with a shorter timeout expires to its default result meanwhile."
   }
 }
 

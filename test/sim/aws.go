@@ -343,6 +343,7 @@ func (a *asgWorld) finish(ac *action, result string) {
 		return
 	}
 	ac.done, ac.result = true, result
+	a.w.inv.check(I3) // every action's end is one: by the function, another tool, or its timeout
 	g := a.groups[ac.group]
 	m := g.members[ac.instance]
 	if m == nil { // gone meanwhile (terminated outside the group)
@@ -615,6 +616,7 @@ type lambdaWorld struct {
 // invocation's deadline is one Lambda would never have let through (I9).
 func (l *lambdaWorld) gate(inv *invocation, what string) error {
 	l.w.step()
+	l.w.inv.check(I9)
 	inv.mu.Lock()
 	dead := inv.dead
 	inv.mu.Unlock()

@@ -185,7 +185,6 @@ func (v *Invariants) heartbeat(inv *invocation, ac *action) {
 
 // expired: ac timed out (I3).
 func (v *Invariants) expired(ac *action) {
-	v.check(I3)
 	if ac.hook.ours && ac.touched {
 		v.violate(I3, "hook %s of %s timed out (started %s ago) though the function took it", ac.hook.name, ac.instance, (v.w.now() - ac.start).Round(time.Second))
 	}
@@ -193,11 +192,14 @@ func (v *Invariants) expired(ac *action) {
 
 // afterDeadline: a call of a killed invocation (I9).
 func (v *Invariants) afterDeadline(inv *invocation, what string) {
+	v.check(I9)
 	v.violate(I9, "%s called %s after its deadline", inv.id, what)
 }
 
-// evicted: the function's eviction of p was accepted (I6).
+// evicted: the function's eviction of p was accepted (I6; I5 holds by the
+// Eviction API, which spends the PDB's budget: counted as checked).
 func (v *Invariants) evicted(inv *invocation, p *corev1.Pod) {
+	v.check(I5)
 	v.check(I6)
 	if n := v.w.kube.node(p.Spec.NodeName); n != nil && n.skipped {
 		v.violate(I6, "%s evicted %s from %s, a skipped owner's node", inv.id, p.Name, n.name)
@@ -261,8 +263,8 @@ func (v *Invariants) beforeWrite(inv *invocation, a k8stesting.Action, before ru
 	if res == "pods" {
 		d := a.(k8stesting.DeleteActionImpl)
 		forced = d.DeleteOptions.GracePeriodSeconds != nil && *d.DeleteOptions.GracePeriodSeconds == 0
+		v.check(I5)
 		if p, ok := before.(*corev1.Pod); ok && n != nil && n.alive && healthy(*p) {
-			v.check(I5)
 			app := p.Labels["app"]
 			if min, covered := v.w.kube.pdbMin[app]; covered {
 				var up int32

@@ -223,7 +223,7 @@ func NewPlan(seed int64) Plan {
 			"ZOMBIE_ACTION":               "report",
 		},
 		LambdaTimeout: []time.Duration{time.Minute, 3 * time.Minute, 15 * time.Minute}[r.IntN(3)],
-		Concurrency:   []int{3, 5, 50}[r.IntN(3)], // below 3, one long drain starves the rest (docs/testing.md)
+		Concurrency:   []int{3, 5, 50}[r.IntN(3)],   // below 3, one long drain starves the rest (docs/testing.md)
 		HeartbeatSecs: []int32{180, 300}[r.IntN(2)], // the templates' least (Lambda retries a failed invocation a minute later)
 		DefaultResult: pick("CONTINUE", "ABANDON"),
 		OtherHook:     chance(0.3),
