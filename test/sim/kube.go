@@ -53,6 +53,7 @@ type simNode struct {
 	group   string
 	skipped bool // a skipped owner's (eks.amazonaws.com/nodegroup)
 	alive   bool // a kubelet runs on it
+	unready bool // its kubelet runs but reports NotReady (a container runtime down): its Lease stays fresh
 	diedAt  time.Duration
 	bornAt  time.Duration // when its kubelet last started
 	uid     ktypes.UID
@@ -870,6 +871,24 @@ func (k *kube) revive(name string) {
 	}
 }
 
+// unwell has a node's kubelet report NotReady while it runs (and renews
+// its Lease), for d; its pods keep running.
+func (k *kube) unwell(name string, d time.Duration) {
+	k.mu.Lock()
+	n := k.nodes[name]
+	if n != nil {
+		n.unready = true
+	}
+	k.mu.Unlock()
+	k.bump()
+	k.w.after(d, func() {
+		k.mu.Lock()
+		n.unready = false
+		k.mu.Unlock()
+		k.bump()
+	})
+}
+
 // schedulable is where the scheduler may put a pod now.
 func (k *kube) schedulable() []string {
 	var out []string
@@ -1045,7 +1064,11 @@ func (k *kube) reconcileNodes() {
 					_ = k.update(gvrPods, &p, p.Namespace)
 				}
 			}
-		case n.alive && !ready:
+		case n.alive && n.unready && ready:
+			setReady(obj, corev1.ConditionFalse)
+			_ = k.update(gvrNodes, obj, "")
+			k.w.tracef("world: kubelet of %s reports NotReady (its Lease renewed)", n.name)
+		case n.alive && !n.unready && !ready:
 			setReady(obj, corev1.ConditionTrue)
 			obj.Spec.Taints = slices.DeleteFunc(obj.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnreachable })
 			_ = k.update(gvrNodes, obj, "")
@@ -1098,6 +1121,7 @@ func setReady(n *corev1.Node, s corev1.ConditionStatus) {
 	for i, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			n.Status.Conditions[i].Status = s
+			n.Status.Conditions[i].LastTransitionTime = metav1.Now()
 		}
 	}
 }

@@ -157,6 +157,11 @@ func (w *World) happen(h Happening) {
 		}
 		w.asg.mu.Unlock()
 		w.shutDown(id)
+	case "unready": // the kubelet runs, its runtime does not: NotReady with a fresh Lease, then scaled in
+		w.kube.unwell(name, h.For)
+		w.after(time.Duration(45+w.roll("unready-scale-in/"+id)*60)*time.Second, func() {
+			w.asg.transition(id, "autoscaling:EC2_INSTANCE_TERMINATING")
+		})
 	case "kubelet-death":
 		w.kube.die(name)
 		if h.For > 0 {

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -20,6 +21,7 @@ var (
 	seeds   = flag.Int("seeds", 200, "how many seeds to play")
 	seed    = flag.Int64("seed", 1, "the first seed")
 	verbose = flag.Bool("trace", false, "print each seed's plan and trace (replay)")
+	first   = flag.Bool("first", false, "stop at the first seed that breaks an invariant (finding a bug: how long it takes)")
 )
 
 // TestSim plays -seeds days from -seed and prints the summary lines; a
@@ -32,11 +34,15 @@ func TestSim(t *testing.T) {
 		checks [numInvariants + 1]uint64
 		bad    []Result
 		played int
+		found  atomic.Bool
 	)
 	t.Run("seeds", func(t *testing.T) {
 		for s := *seed; s < *seed+int64(*seeds); s++ {
 			t.Run(fmt.Sprint(s), func(t *testing.T) {
 				t.Parallel()
+				if *first && found.Load() {
+					return
+				}
 				var log *slog.Logger
 				if *verbose {
 					log = slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -52,6 +58,9 @@ func TestSim(t *testing.T) {
 					}
 					if len(r.Violations) > 0 {
 						bad = append(bad, r)
+						if !found.Swap(true) && *first {
+							fmt.Printf("sim_first_failing_seed=%d after %.1fs (%d seeds played)\n", s, time.Since(begun).Seconds(), played)
+						}
 					}
 					if *verbose {
 						fmt.Printf("seed %d: %s\n%s\n", s, r.Plan, strings.Join(r.Trace, "\n"))

@@ -190,7 +190,7 @@ type Refusal struct {
 // Happening is one event of the world: what befalls which node, when.
 type Happening struct {
 	At   time.Duration
-	What string // scale-in, stop, hibernate, crash, kubelet-death, launch, bind
+	What string // scale-in, stop, hibernate, crash, kubelet-death, launch, bind, duplicate-scale-in, unready
 	Node int    // index of the node (0-based; Nodes is the skipped group's)
 	For  time.Duration
 }
@@ -267,7 +267,7 @@ func NewPlan(seed int64) Plan {
 	if p.SkippedGroup {
 		nodes++
 	}
-	whats := []string{"scale-in", "scale-in", "scale-in", "stop", "hibernate", "crash", "kubelet-death", "launch", "bind", "duplicate-scale-in"}
+	whats := []string{"scale-in", "scale-in", "scale-in", "stop", "hibernate", "crash", "kubelet-death", "launch", "bind", "duplicate-scale-in", "unready"}
 	for range 1 + r.IntN(3) {
 		h := Happening{At: time.Duration(5+r.IntN(1200)) * time.Second, What: whats[r.IntN(len(whats))], Node: r.IntN(nodes)}
 		switch h.What {
@@ -277,6 +277,8 @@ func NewPlan(seed int64) Plan {
 			}
 		case "bind":
 			h.For = time.Duration(r.IntN(30000)) * time.Millisecond // after the next scale-in of the node starts
+		case "unready":
+			h.For = time.Duration(60+r.IntN(600)) * time.Second // NotReady, then scaled in meanwhile
 		}
 		p.Events = append(p.Events, h)
 	}
