@@ -94,12 +94,19 @@ func (r *run) terminate(ctx context.Context) error {
 		}
 	})
 	r.lease = claim
-	stop := r.keepAlive(dctx, act) // from now on: lookups that retry are heartbeated too
+	// a hook that is no longer active (it timed out, or was completed
+	// elsewhere) ends the drain too: its instance is leaving without it, and
+	// the lease it holds would keep the sweep from releasing the node
+	stop := r.keepAlive(dctx, act, lost) // from now on: lookups that retry are heartbeated too
 	n, done, err := r.drainRetrying(dctx, inst, deadline)
 	stop()
 	stopLease()
 	if cause := context.Cause(dctx); errors.Is(cause, lease.ErrHeld) {
 		r.out.Action, r.out.Detail = ActionIgnored, "lease lost to another invocation, which goes on with the drain: "+cause.Error()
+		return nil
+	} else if errors.Is(cause, errHookGone) {
+		r.out.Action, r.out.Detail = ActionIgnored, "drain stopped: "+cause.Error()
+		r.releaseLease(ctx, claim, act.Token) // nothing left to complete: a late duplicate does nothing
 		return nil
 	}
 	switch {
@@ -266,6 +273,7 @@ func (r *run) drainRetrying(ctx context.Context, inst instance.Instance, deadlin
 // invocation had time left; errNotForced: the abrupt path's evidence did
 // not show the machine down. Both are tried again, never taken as done.
 var (
+	errHookGone   = errors.New("lifecycle action no longer active")
 	errNotDrained = errors.New("pods still on the node")
 	errNotForced  = errors.New("release not forced: the evidence read again does not show the machine down")
 )
@@ -521,7 +529,7 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 		return false, fmt.Errorf("draining node %s: %w", n.Name, err)
 	}
 	r.out.Action = ActionDrained
-	if dead && cause == node.CauseTerminate && !r.h.now().Before(windowEnd) {
+	if dead && cause == node.CauseTerminate && !r.h.now().Before(windowEnd) && r.stillDead(ctx, n.Name) {
 		r.out.Detail = strings.TrimSpace(r.out.Detail + " node NotReady (kubelet dead): pods evicted, not waited for past DEAD_NODE_EVICTION_WINDOW; volumes are released when EC2 reports the instance down")
 		r.record(ctx, n, node.EventDrainCompletedDeadKubelet(len(res.Evicted), r.out.Remaining))
 		return true, nil
@@ -540,6 +548,19 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 		r.drainEnded()
 	}
 	return true, err
+}
+
+// stillDead reads again, at the moment of completing a dead node's drain,
+// that it is dead: a kubelet back within DEAD_NODE_EVICTION_WINDOW runs its
+// pods again, and its drain goes on as a live node's (not done). An
+// unreadable node counts as alive: nothing is completed on a guess.
+func (r *run) stillDead(ctx context.Context, name string) bool {
+	cur, err := node.Get(ctx, r.h.c.Kube, name)
+	if err == nil && !node.Ready(cur) && r.kubeletDead(ctx, name) {
+		return true
+	}
+	r.log.InfoContext(ctx, "node no longer looks dead at the end of DEAD_NODE_EVICTION_WINDOW: drained as a live node", "error", err)
+	return false
 }
 
 // kubeletDead reports whether the node's kubelet stopped renewing its Lease
@@ -634,7 +655,7 @@ func (r *run) claimsStaying(ctx context.Context, nodeName string) (map[string]bo
 
 // keepAlive heartbeats the hook while the drain runs, at half the hook's
 // heartbeat timeout (read in the background: nothing waits for it).
-func (r *run) keepAlive(ctx context.Context, act lifecycle.Action) (stop func()) {
+func (r *run) keepAlive(ctx context.Context, act lifecycle.Action, gone func(error)) (stop func()) {
 	if r.h.cfg.DryRun {
 		return func() {}
 	}
@@ -642,7 +663,12 @@ func (r *run) keepAlive(ctx context.Context, act lifecycle.Action) (stop func())
 	stopped := make(chan func(), 1)
 	go func() {
 		interval := lifecycle.HeartbeatInterval(ctx, r.h.c.ASG, act, time.Minute)
-		onErr := func(err error) { r.log.WarnContext(ctx, "heartbeat failed", "error", err) }
+		onErr := func(err error) {
+			r.log.WarnContext(ctx, "heartbeat failed", "error", err)
+			if gone != nil && lifecycle.IsNotActive(err) {
+				gone(fmt.Errorf("%w: %w", errHookGone, err))
+			}
+		}
 		// an event that arrives late (EventBridge retries) or a continuation
 		// (queued for an unknown time) may find the hook past half its
 		// timeout: the first heartbeat cannot wait a whole interval
@@ -767,7 +793,7 @@ func (r *run) launch(ctx context.Context) error {
 		r.out.Detail += "; its ASG is in ASG_NAMES: lifecycle action completed, no node waited for"
 		return r.complete(ctx, act, lifecycle.Continue, nil)
 	}
-	stop := r.keepAlive(ctx, act) // node registration can outlast a short heartbeat timeout
+	stop := r.keepAlive(ctx, act, nil) // node registration can outlast a short heartbeat timeout
 	limit := r.budget(ctx)
 	if r.h.cfg.DryRun && r.h.now().Add(dryRunLimit).Before(limit) {
 		limit = r.h.now().Add(dryRunLimit) // a dry run completes the hook at once
