@@ -114,6 +114,10 @@ func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod) *ru
 	r.pods = cluster.Inform(ctx, &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
+			// a consistent read, not the watch cache's "0": a pod the plan
+			// read (a quorum read) but a cache behind has not seen yet
+			// would count as gone from the start, and the drain done early
+			o.ResourceVersion = ""
 			return d.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
