@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	corev1 "k8s.io/api/core/v1"
@@ -753,6 +754,24 @@ func (r *run) complete(ctx context.Context, act lifecycle.Action, result lifecyc
 	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
 	defer cancel()
 	completed, err := lifecycle.Complete(cctx, r.h.c.ASG, act, result)
+	// the SDK's retries given up (a throttling storm) leave the rest of the
+	// margin: tried again within it, not left to Lambda's retry a minute
+	// later, past a short heartbeat timeout
+	for b := cluster.Backoff(); err != nil && awsRetryable(err); {
+		pause := cluster.Pause(&b, err)
+		if end.Sub(r.h.now()) < pause+time.Second {
+			break
+		}
+		r.log.WarnContext(ctx, "completing the lifecycle action failed; trying again", "error", err, "pause", pause.String())
+		select {
+		case <-cctx.Done():
+		case <-r.h.clock.After(pause):
+		}
+		if cctx.Err() != nil {
+			break
+		}
+		completed, err = lifecycle.Complete(cctx, r.h.c.ASG, act, result)
+	}
 	if err != nil {
 		return err
 	}
@@ -769,6 +788,12 @@ func (r *run) complete(ctx context.Context, act lifecycle.Action, result lifecyc
 		}
 	}
 	return nil
+}
+
+// awsRetryable: an AWS error the SDK's own retryer would retry (throttling,
+// 5xx, a connection lost).
+func awsRetryable(err error) bool {
+	return retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
 }
 
 // launch completes the launch hook once the instance's node has joined and is
