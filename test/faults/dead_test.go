@@ -36,7 +36,73 @@ func deadScenarios() []scenario {
 		{"hibernated-stop", hibernatedStop},
 		{"orphan-instance-back", orphanInstanceBack},
 		{"launch-listed-asg-foreign", launchListedASGForeign},
+		{"kubelet-back-in-dead-window", kubeletBackInDeadWindow},
 	}
+}
+
+// kubeletBackInDeadWindow: the target's kubelet looks dead (its node
+// NotReady, its Lease a minute old and no longer renewed) and a terminate
+// hook comes: the dead-node shortcut evicts and would complete the hook at
+// the end of DEAD_NODE_EVICTION_WINDOW (30 s). But the kubelet is back 10 s
+// into the window (Ready, its Lease renewed) and its pods run: a PDB holds
+// one of them until 60 s. The node is read again before the hook is
+// completed (found by the simulation, issue 29): the drain goes on as a live
+// node's, and the hook is completed, CONTINUE, only after the held pod is
+// evicted. (The pods stay Ready all along, as the node controller leaves
+// them when the kubelet itself reports NotReady.)
+func kubeletBackInDeadWindow(x *X) {
+	x.scene(sceneOpts{nodes: 2})
+	name := x.target.PrivateDNSName
+	x.web("web", 3, 1, -1)  // floor 2
+	x.web("held", 1, -1, 1) // minAvailable 1 of 1: held until the PDB goes
+	x.kubeletNotReady(name)
+	x.staleKubeletLease(name, time.Minute)
+	rt := x.function(90*time.Second, "DRAIN_TIMEOUT=5m", "DEADLINE_MARGIN=5s", "DEAD_NODE_EVICTION_WINDOW=30s", "NODE_LEASE_STALE_AFTER=15s")
+	x.observe(map[string]int{"app=web": 2})
+	x.hookAfterDrain = true
+	payload := x.terminating("token-" + x.name)
+	x.began = time.Now()
+	go func() {
+		select {
+		case <-x.ctx.Done():
+		case <-time.After(10 * time.Second):
+			x.kubeletReadyAgain(name)
+			// kwok makes the Lease again, renewed from now on
+			_ = env.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(context.Background(), name, metav1.DeleteOptions{})
+		}
+	}()
+	lifted := make(chan struct{})
+	go func() {
+		defer close(lifted)
+		select {
+		case <-x.ctx.Done():
+			return
+		case <-time.After(60 * time.Second):
+		}
+		_ = env.Client.PolicyV1().PodDisruptionBudgets(x.ns).Delete(context.Background(), "held", metav1.DeleteOptions{})
+	}()
+	got := x.drainThenComplete(rt, payload, 2*time.Minute)
+	if got != nil && got.Time.Sub(x.began) < 55*time.Second {
+		x.violate("hook completed at %.1fs with the held pod's PDB standing until 60s: the kubelet was back within the dead-node window, its pods running", got.Time.Sub(x.began).Seconds())
+	}
+	<-lifted
+	x.expect(time.Since(x.leaseRenewed(name)) < 30*time.Second, "the kubelet Lease of %s was not renewed again after the scene gave it back: the scene proves nothing", name)
+}
+
+// staleKubeletLease takes the node's kubelet Lease from kwok (a day-long
+// duration, so kwok does not take it back) with its last renewal age ago:
+// the kubelet looks dead to whoever reads the Lease, while kwok goes on
+// playing its pods. Deleting the Lease gives it back.
+func (x *X) staleKubeletLease(name string, age time.Duration) {
+	leases := env.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	l, err := leases.Get(x.ctx, name, metav1.GetOptions{})
+	x.must(err)
+	holder, day := "testenv-dead-kubelet", int32(86400)
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &holder, &day
+	then := metav1.NewMicroTime(time.Now().Add(-age))
+	l.Spec.RenewTime = &then
+	_, err = leases.Update(x.ctx, l, metav1.UpdateOptions{})
+	x.must(err)
 }
 
 // ---- rule 16: a NotReady node whose kubelet is alive ----
