@@ -129,6 +129,14 @@ func (w *World) happen(h Happening) {
 		w.kube.die(name)
 		w.after(time.Duration(10+w.roll("stopped/"+id)*30)*time.Second, func() {
 			w.ec2.set(id, "stopped", reason)
+			// Auto Scaling's health check finds a stopped instance
+			// unhealthy and replaces it, through its terminate hook
+			w.after(time.Duration(30+w.roll("health/"+id)*60)*time.Second, func() {
+				if w.ec2.truth(id) == "stopped" {
+					w.tracef("world: ASG health check: %s stopped, replaced", id)
+					w.asg.transition(id, "autoscaling:EC2_INSTANCE_TERMINATING")
+				}
+			})
 			if h.For > 0 {
 				w.after(h.For, func() {
 					if w.ec2.truth(id) != "stopped" {
