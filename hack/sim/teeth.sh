@@ -9,6 +9,7 @@ SEEDS=${1:-10000}; shift || true
 cases=(
   "admission-refusal|internal/drain/drain.go|s/\t\tcase refused(err):/\t\tcase false \&\& refused(err):/"
   "not-drained-retried|internal/handler/graceful.go|s/^\t\t\t\terr = errNotDrained$/\t\t\t\treturn found, false, nil/"
+  "admission-refusal+not-drained-retried|internal/drain/drain.go|s/\t\tcase refused(err):/\t\tcase false \&\& refused(err):/|internal/handler/graceful.go|s/^\t\t\t\terr = errNotDrained$/\t\t\t\treturn found, false, nil/"
   "timeout-retriable|internal/cluster/retry.go|s/if errors.As(err, \&urlErr) \&\& urlErr.Timeout() {/if false \&\& errors.As(err, \&urlErr) \&\& urlErr.Timeout() {/"
   "other-tools-hooks|internal/config/config.go|s/return name != \"\" \&\& (name == c.TerminateHookName/return name != \"\" || (name == c.TerminateHookName/"
   "late-bound-pods|internal/drain/drain.go|s/if !r.Done() || d.opts.DryRun || ctx.Err() != nil {/if true || !r.Done() || d.opts.DryRun || ctx.Err() != nil {/"
@@ -23,16 +24,20 @@ cases=(
   "hook-gone-ends-drain|internal/handler/graceful.go|s/if gone != nil \&\& lifecycle.IsNotActive(err) {/if false \&\& gone != nil \&\& lifecycle.IsNotActive(err) {/"
 )
 for c in "${cases[@]}"; do
-  IFS='|' read -r name file expr <<<"$c"
+  IFS='|' read -r name file expr file2 expr2 <<<"$c"
   if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then continue; fi
-  orig=$(mktemp)
+  orig=$(mktemp); orig2=$(mktemp)
   cp "$file" "$orig"
   sed -i "$expr" "$file"
   if cmp -s "$file" "$orig"; then echo "teeth $name: the revert did not apply (the fix moved?)"; continue; fi
-  if ! go test -c -o /tmp/teeth-rev.test ./test/sim 2>/tmp/teeth-build.txt; then
-    echo "teeth $name: does not build reverted"; cp "$orig" "$file"; continue
+  if [ -n "${file2:-}" ]; then
+    cp "$file2" "$orig2"
+    sed -i "$expr2" "$file2"
   fi
-  cp "$orig" "$file"; rm -f "$orig"
+  if ! go test -c -o /tmp/teeth-rev.test ./test/sim 2>/tmp/teeth-build.txt; then
+    echo "teeth $name: does not build reverted"; cp "$orig" "$file"; [ -n "${file2:-}" ] && cp "$orig2" "$file2"; continue
+  fi
+  cp "$orig" "$file"; [ -n "${file2:-}" ] && cp "$orig2" "$file2"; rm -f "$orig" "$orig2"
   start=$(date +%s)
   out=$(/tmp/teeth-rev.test -test.run '^TestSim$' -test.timeout 30m -seeds "$SEEDS" -first 2>&1)
   first=$(grep -m1 -o 'sim_first_failing_seed=.*' <<<"$out")
