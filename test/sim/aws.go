@@ -361,7 +361,9 @@ func (a *asgWorld) finish(ac *action, result string) {
 		}
 	}
 	a.mu.Unlock()
-	a.proceed(g.name, ac.instance, outcome)
+	// the instance goes on as a step of the world's own (a completion may
+	// come from an invocation of the function)
+	a.w.after(0, func() { a.proceed(g.name, ac.instance, outcome) })
 }
 
 // proceed takes an instance past its transition: a terminating one

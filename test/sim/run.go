@@ -144,6 +144,9 @@ func (w *World) happen(h Happening) {
 					}
 					w.ec2.set(id, "pending", "")
 					w.after(10*time.Second, func() {
+						if w.ec2.truth(id) != "pending" {
+							return // terminated meanwhile
+						}
 						w.ec2.set(id, "running", "")
 						if w.kube.getNode(name) != nil {
 							w.kube.revive(name)

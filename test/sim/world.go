@@ -30,7 +30,11 @@ type World struct {
 	Seed int64
 	Plan Plan
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// act is held by each of the world's own steps (its timers): two that
+	// come at one instant (an instance started again as its hook is
+	// completed) happen one after the other, never interleaved
+	act     sync.Mutex
 	t0      time.Time
 	stopped bool
 	counts  map[string]uint64 // draws made per key (see roll)
@@ -95,6 +99,8 @@ func (w *World) after(d time.Duration, f func()) {
 		stopped := w.stopped
 		w.mu.Unlock()
 		if !stopped {
+			w.act.Lock()
+			defer w.act.Unlock()
 			f()
 		}
 	})
