@@ -9,7 +9,7 @@ SEEDS=${1:-10000}; shift || true
 cases=(
   "admission-refusal|internal/drain/drain.go|s/\t\tcase refused(err):/\t\tcase false \&\& refused(err):/"
   "not-drained-retried|internal/handler/graceful.go|s/^\t\t\t\terr = errNotDrained$/\t\t\t\treturn found, false, nil/"
-  "admission-refusal+not-drained-retried|internal/drain/drain.go|s/\t\tcase refused(err):/\t\tcase false \&\& refused(err):/|internal/handler/graceful.go|s/^\t\t\t\terr = errNotDrained$/\t\t\t\treturn found, false, nil/"
+  "admission-refusal+not-drained-retried|internal/drain/drain.go|s/\t\tcase refused(err):/\t\tcase false \&\& refused(err):/"
   "timeout-retriable|internal/cluster/retry.go|s/if errors.As(err, \&urlErr) \&\& urlErr.Timeout() {/if false \&\& errors.As(err, \&urlErr) \&\& urlErr.Timeout() {/"
   "other-tools-hooks|internal/config/config.go|s/return name != \"\" \&\& (name == c.TerminateHookName/return name != \"\" || (name == c.TerminateHookName/"
   "late-bound-pods|internal/drain/drain.go|s/if !r.Done() || d.opts.DryRun || ctx.Err() != nil {/if true || !r.Done() || d.opts.DryRun || ctx.Err() != nil {/"
@@ -23,8 +23,14 @@ cases=(
   "consistent-pod-list|internal/drain/run.go|s/^\t\t\to.ResourceVersion = \"\"$//"
   "hook-gone-ends-drain|internal/handler/graceful.go|s/if gone != nil \&\& lifecycle.IsNotActive(err) {/if false \&\& gone != nil \&\& lifecycle.IsNotActive(err) {/"
 )
+# a case that reverts a second fix with its first: name -> file|expression
+declare -A also=(
+  ["admission-refusal+not-drained-retried"]="internal/handler/graceful.go|s/^\t\t\t\terr = errNotDrained$/\t\t\t\treturn found, false, nil/"
+)
 for c in "${cases[@]}"; do
-  IFS='|' read -r name file expr file2 expr2 <<<"$c"
+  IFS='|' read -r name file expr <<<"$c"
+  file2= expr2=
+  if [ -n "${also[$name]:-}" ]; then IFS='|' read -r file2 expr2 <<<"${also[$name]}"; fi
   if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then continue; fi
   orig=$(mktemp); orig2=$(mktemp)
   cp "$file" "$orig"
