@@ -21,6 +21,7 @@ cases=(
   "continuation-without-ec2|internal/handler/graceful.go|s/known := r.h.cfg.ListsASG(act.ASG) || r.attempt > 1 || r.fromSweep/known := r.h.cfg.ListsASG(act.ASG)/"
   "dead-node-read-again|internal/handler/graceful.go|s/ \&\& r.stillDead(ctx, n.Name) {/ {/"
   "consistent-pod-list|internal/drain/run.go|s/^\t\t\to.ResourceVersion = \"\"$//"
+  "completion-retried|internal/handler/graceful.go|s/for b := cluster.Backoff(); err != nil \&\& awsRetryable(err); {/for b := cluster.Backoff(); false \&\& err != nil \&\& awsRetryable(err); {/"
   "hook-gone-ends-drain|internal/handler/graceful.go|s/if gone != nil \&\& lifecycle.IsNotActive(err) {/if false \&\& gone != nil \&\& lifecycle.IsNotActive(err) {/"
 )
 # a case that reverts a second fix with its first: name -> file|expression
