@@ -71,22 +71,29 @@ func kubeletBackInDeadWindow(x *X) {
 			_ = env.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(context.Background(), name, metav1.DeleteOptions{})
 		}
 	}()
-	lifted := make(chan struct{})
-	go func() {
-		defer close(lifted)
-		select {
-		case <-x.ctx.Done():
-			return
-		case <-time.After(60 * time.Second):
-		}
-		_ = env.Client.PolicyV1().PodDisruptionBudgets(x.ns).Delete(context.Background(), "held", metav1.DeleteOptions{})
-	}()
+	lifted := x.deletePDBAfter("held", 60*time.Second)
 	got := x.drainThenComplete(rt, payload, 2*time.Minute)
 	if got != nil && got.Time.Sub(x.began) < 55*time.Second {
 		x.violate("hook completed at %.1fs with the held pod's PDB standing until 60s: the kubelet was back within the dead-node window, its pods running", got.Time.Sub(x.began).Seconds())
 	}
 	<-lifted
 	x.expect(time.Since(x.leaseRenewed(name)) < 30*time.Second, "the kubelet Lease of %s was not renewed again after the scene gave it back: the scene proves nothing", name)
+}
+
+// deletePDBAfter deletes the scene's PDB name after d (the held pod may go
+// from then on); the channel closes once it is deleted, or the scene ends.
+func (x *X) deletePDBAfter(name string, d time.Duration) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-x.ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		_ = env.Client.PolicyV1().PodDisruptionBudgets(x.ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+	}()
+	return done
 }
 
 // staleKubeletLease takes the node's kubelet Lease from kwok (a day-long
@@ -127,16 +134,7 @@ func notReadyFreshLease(x *X) {
 	x.hookAfterDrain = true
 	payload := x.terminating("token-" + x.name)
 	x.began = time.Now()
-	lifted := make(chan struct{})
-	go func() {
-		defer close(lifted)
-		select {
-		case <-x.ctx.Done():
-			return
-		case <-time.After(60 * time.Second):
-		}
-		_ = env.Client.PolicyV1().PodDisruptionBudgets(x.ns).Delete(context.Background(), "held", metav1.DeleteOptions{})
-	}()
+	lifted := x.deletePDBAfter("held", 60*time.Second)
 	// the kubelet recovers its Ready condition after 30 s; its Lease was
 	// fresh all along
 	go func() {
