@@ -604,6 +604,10 @@ type invocation struct {
 	ended    bool
 }
 
+// requestID is the invocation's id without its retry suffix: Lambda keeps
+// an asynchronous invocation's request id across its retries.
+func (inv *invocation) requestID() string { return strings.SplitN(inv.id, "/retry", 2)[0] }
+
 type lambdaWorld struct {
 	w       *World
 	cfg     config.Config
@@ -666,7 +670,7 @@ func (l *lambdaWorld) run(inv *invocation) {
 	ctx, cancel := context.WithDeadline(context.Background(), inv.deadline)
 	defer cancel()
 	// Lambda's retry of an asynchronous invocation keeps its request id
-	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: strings.SplitN(inv.id, "/retry", 2)[0]})
+	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: inv.requestID()})
 	out, err := h.Handle(ctx, inv.payload)
 	inv.mu.Lock()
 	dead := inv.dead
@@ -713,7 +717,7 @@ func (l *lambdaWorld) retry(inv *invocation) {
 	if inv.retries >= 2 || l.w.isStopped() {
 		return
 	}
-	base := strings.SplitN(inv.id, "/retry", 2)[0]
+	base := inv.requestID()
 	d := time.Duration(inv.retries+1)*time.Minute + l.w.jitter("retry/"+inv.id)
 	l.w.after(d, func() { l.async(base, inv.payload, inv.about, inv.retries+1) })
 }
