@@ -70,6 +70,9 @@ func TestMetricsKeptAtEveryLogLevel(t *testing.T) {
 			if err := metrics.Validate(metricLines[0]); err != nil {
 				t.Fatalf("metrics line is not EMF: %v", err)
 			}
+			if err := metrics.CheckCatalog(metricLines[0]); err != nil {
+				t.Fatalf("metrics line leaves the catalog: %v", err)
+			}
 			if !logging.LambdaKeeps(metricLines[0], logging.LambdaFilterLevel) {
 				t.Errorf("Lambda's filter at %s drops the metrics line: %s", logging.LambdaFilterLevel, metricLines[0])
 			}
