@@ -450,3 +450,9 @@ variable "alarm_topic_arn" {
   type        = string
   default     = ""
 }
+
+variable "create_dashboard" {
+  description = "Create a CloudWatch dashboard named after the function: hooks completed, drain time, evictions and PDB waits, volume releases, sweep findings, errors (docs/operations.md: Dashboard)."
+  type        = bool
+  default     = true
+}
