@@ -200,3 +200,33 @@ func TestDashboardDetects(t *testing.T) {
 }
 
 const dashboardTF = "terraform/dashboard.tf"
+
+// The alarms on the function's own metrics name them as the function writes
+// them: a metric of the catalog, with exactly one of its dimension sets.
+func TestAlarmsNameCatalogMetrics(t *testing.T) {
+	sam, tf := load(t, repoRoot)
+	n := 0
+	for _, s := range []*Spec{sam, tf} {
+		for name, a := range s.Alarms {
+			if a.Namespace != metrics.Namespace {
+				continue
+			}
+			n++
+			var dims []string
+			for _, kv := range strings.Split(a.Dimensions, ",") {
+				k, _, _ := strings.Cut(kv, "=")
+				dims = append(dims, k)
+			}
+			m, ok := metrics.Lookup(a.Metric)
+			switch {
+			case !ok || m.Prefix:
+				t.Errorf("%s: alarm %s: %s is not a metric the function writes", s.Source, name, a.Metric)
+			case !m.HasDimensions(dims):
+				t.Errorf("%s: alarm %s: %s by %v, the function writes it by %v only", s.Source, name, a.Metric, dims, m.DimensionSets)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no alarm on the function's own metrics")
+	}
+}
