@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/node-drainer/node-drainer/internal/handler"
@@ -177,17 +178,19 @@ func completionThrottledPastSDK(x *X) {
 
 // staleCachePodList: the apiserver's watch cache lags behind etcd: every
 // list of the target's pods served from it (resourceVersion=0) answers the
-// node as it was before the pod held was bound to it (no pod; the list's
+// node as it was before the pod slow was bound to it (no pod; the list's
 // real resourceVersion of then), and the first watch of the node's pods is
-// answered 30 s late (the cache catching up). held runs on the target under
-// a PDB minAvailable 1, deleted at 60 s. The drain's plan is a quorum read
-// and finds held; the list that tells when the planned pods are gone must
-// be one too: a pod the cache has not seen is not gone. The hook is
-// completed, CONTINUE, only after held is evicted.
+// answered 30 s late (the cache catching up). slow takes 40 s to stop once
+// evicted (its containers' grace period: kwok holds its deletion until the
+// scene lets it go), so it stays on the node, Terminating, meanwhile. The
+// drain's plan is a quorum read and finds slow; the list that tells when
+// the planned pods are gone must be one too: a pod the cache has not seen is
+// not gone. The hook is completed, CONTINUE, only after slow is gone.
 func staleCachePodList(x *X) {
+	const stops = 40 * time.Second
 	x.scene(sceneOpts{nodes: 2})
 	name := x.target.PrivateDNSName
-	// the node as the cache still has it: before held is bound
+	// the node as the cache still has it: before slow is bound
 	then, err := env.Client.CoreV1().Pods(metav1.NamespaceAll).List(x.ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + name})
 	x.must(err)
 	if err := errIfPods(then.Items); err != nil {
@@ -196,7 +199,22 @@ func staleCachePodList(x *X) {
 	then.Kind, then.APIVersion = "PodList", "v1"
 	stale, err := json.Marshal(then)
 	x.must(err)
-	x.web("held", 1, -1, 1) // minAvailable 1 of 1: held until the PDB goes
+	x.web("slow", 1, -1, -1)
+	slow := x.podsOn(name)
+	if len(slow) != 1 {
+		x.must(fmt.Errorf("%d pods on the target, want slow alone", len(slow)))
+	}
+	// its deletion is not finished by kwok until the annotation goes
+	mark := func(on bool) error {
+		v := `"true"`
+		if !on {
+			v = "null"
+		}
+		_, err := env.Client.CoreV1().Pods(x.ns).Patch(context.Background(), slow[0].Name, types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"`+harness.KubeletStoppedAnnotation+`":`+v+`}}}`), metav1.PatchOptions{})
+		return err
+	}
+	x.must(mark(true))
 	podsPath := regexp.MustCompile(`^/api/v1/pods$`)
 	var held atomic.Int32 // watches held
 	ofNode := func(r *http.Request) bool { return r.URL.Query().Get("fieldSelector") == "spec.nodeName="+name }
@@ -219,12 +237,24 @@ func staleCachePodList(x *X) {
 	x.hookAfterDrain = true
 	payload := x.terminating("token-" + x.name)
 	x.began = time.Now()
-	lifted := x.deletePDBAfter("held", 60*time.Second)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-x.ctx.Done():
+			return
+		case <-time.After(stops):
+		}
+		if err := mark(false); err != nil && !apierrors.IsNotFound(err) {
+			x.t.Errorf("setup: letting slow stop: %v", err)
+		}
+		x.t.Logf("slow's containers stopped at %.1fs", time.Since(x.began).Seconds())
+	}()
 	got := x.drainThenComplete(rt, payload, 3*time.Minute)
-	if got != nil && got.Time.Sub(x.began) < 55*time.Second {
-		x.violate("hook completed at %.1fs with held's PDB standing until 60s: a pod list served from a lagging cache counted held as gone", got.Time.Sub(x.began).Seconds())
+	if got != nil && got.Time.Sub(x.began) < stops-5*time.Second {
+		x.violate("hook completed at %.1fs with slow still stopping until %s: a pod list served from a lagging cache counted it as gone", got.Time.Sub(x.began).Seconds(), stops)
 	}
-	<-lifted
+	<-stopped
 	served := 0
 	for _, r := range api.Requests() {
 		if r.Fault == fp.Answer {
@@ -233,6 +263,7 @@ func staleCachePodList(x *X) {
 	}
 	x.t.Logf("pod lists served from the lagging cache: %d; watches held 30 s: %d", served, held.Load())
 	x.expect(held.Load() == 1, "%d watches of the node's pods held: the scene proves nothing", held.Load())
+	x.expect(len(evictions(api)[slow[0].Name]) > 0, "slow was never evicted: the scene proves nothing")
 }
 
 // errIfPods: the stale list must be of an empty node (the scene's target
