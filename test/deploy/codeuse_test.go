@@ -136,6 +136,8 @@ var platformActions = map[string]string{
 	"logs:CreateLogStream": "Lambda writes the function's logs with its role",
 	"logs:PutLogEvents":    "Lambda writes the function's logs with its role",
 	"sqs:SendMessage":      "Lambda sends failed asynchronous invocations to the on-failure destination (the DLQ) with the role",
+	"kms:GenerateDataKey":  "Lambda's SendMessage to a dead-letter queue encrypted with a customer key (DeadLetterQueueKmsKeyArn)",
+	"kms:Decrypt":          "Lambda's SendMessage to a dead-letter queue encrypted with a customer key (DeadLetterQueueKmsKeyArn)",
 }
 
 // awsCalls finds every AWS operation the code refers to: each <Op>Input type
