@@ -181,6 +181,8 @@ type tfSetup struct {
 	// vars are more -var arguments (name=value), for the example's own
 	// variables.
 	vars []string
+	// override is more of the override file, after the providers.
+	override string
 }
 
 func newTerraformRoot(t *testing.T, ctx context.Context, s tfSetup) *terraformRoot {
@@ -279,7 +281,7 @@ provider "kubernetes" {
 }
 `, cred)
 	}
-	r.providers = override
+	r.providers = override + s.override
 	if err := r.writeOverride(s); err != nil {
 		t.Fatal(err)
 	}

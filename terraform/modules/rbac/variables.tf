@@ -5,7 +5,7 @@ variable "create" {
 }
 
 variable "lease_namespace" {
-  description = "Namespace of the function's per-instance Leases: the node-drainer module's output lease_namespace. The module creates it, with kubernetes/rbac-lease-namespace.yaml's Role and RoleBinding in it."
+  description = "Namespace of the function's per-instance Leases: the node-drainer module's output rbac.lease_namespace. The module creates it, with kubernetes/rbac-lease-namespace.yaml's Role and RoleBinding in it."
   type        = string
   default     = "node-drainer"
 
@@ -17,7 +17,7 @@ variable "lease_namespace" {
 }
 
 variable "delete_terminated_nodes" {
-  description = "The node-drainer module's output delete_terminated_nodes: only when true is nodes: delete granted (kubernetes/rbac-delete-nodes.yaml)."
+  description = "The node-drainer module's output rbac.delete_terminated_nodes: only when true is nodes: delete granted (kubernetes/rbac-delete-nodes.yaml)."
   type        = bool
   default     = false
 }
