@@ -37,13 +37,19 @@ const (
 )
 
 // composeOverride is what the override file adds to the example besides the
-// provider: the group is not waited on until its instances are in service,
-// because that wait asks ELB about the group's load balancers, a service the
-// tools cache's provider is built without (hack/tools/providers.sh); the
-// emulator's instances are running at once anyway.
+// provider, for the emulator's sake:
+//   - wait_for_capacity_timeout 0: the group is not waited on until its
+//     instances are in service, because that wait asks ELB about the group's
+//     load balancers, a service the tools cache's provider is built without
+//     (hack/tools/providers.sh); the emulator's instances run at once anyway;
+//   - force_delete: destroy deletes the group with its instances at once.
+//     Without it the provider scales the group to 0 and waits for its
+//     instances to go, and the emulator left the group's instance InService
+//     at desired capacity 0 (measured: destroy still waiting after 12 min).
 const composeOverride = `
 resource "aws_autoscaling_group" "nodes" {
   wait_for_capacity_timeout = "0"
+  force_delete              = true
 }
 `
 
