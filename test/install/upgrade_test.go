@@ -130,6 +130,11 @@ func terraformUpgrade(t *testing.T) {
 		if err := tf.setPackage(newZip); err != nil {
 			t.Fatal(err)
 		}
+		// as a user does after moving the module's source to a new tag: the
+		// new example calls a module the old one did not (modules/rbac)
+		if err := tf.run(ctx, "init", "-input=false", "-no-color"); err != nil {
+			t.Fatal(err)
+		}
 		const planFile = "upgrade.tfplan"
 		if err := tf.run(ctx, "plan", "-input=false", "-no-color", "-out="+planFile); err != nil {
 			t.Fatal(err)
