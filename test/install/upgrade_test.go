@@ -4,7 +4,7 @@ package install
 // of a previous release (fromRelease, from the repository's history), applied
 // with the same override as terraform's path; then this commit's module and
 // example put in their place over the same state and working directory, as a
-// checkout of the new tag does; `terraform plan -out` must neither replace
+// checkout of the new tag does; `terraform init`; `terraform plan -out` must neither replace
 // the function's role, its EKS access entry nor the function (the
 // actions of every resource are logged); `terraform apply` of that plan; the
 // role and the access entry read back from the emulator are the same ones
