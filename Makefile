@@ -81,7 +81,7 @@ sim: ## the deterministic simulation of bad days (test/sim): prints sim_seeds= â
 	$(GO) test -c -o bin/sim.test ./test/sim
 	$(if $(filter 1,$(SEEDS)),GOMAXPROCS=1) ./bin/sim.test $(SIM_FLAGS)
 
-deploy-check: ## the deploy descriptions: cfn-lint, terraform fmt, tflint, SAM/terraform parity
+deploy-check: ## the deploy descriptions: cfn-lint, terraform fmt, tflint, terraform-docs tables, SAM/terraform parity
 	bash test/deploy/check.sh
 
 deploy-test: tools providers ## terraform apply/destroy and the SAM stack, run for real against the emulator and the harness; prints one line of results

@@ -34,10 +34,12 @@ data "aws_iam_policy_document" "assume" {
 }
 
 resource "aws_iam_role" "function" {
-  name_prefix        = substr("${var.function_name}-", 0, 38)
-  description        = "node-drainer function ${var.function_name}"
-  assume_role_policy = data.aws_iam_policy_document.assume.json
-  tags               = var.tags
+  name_prefix          = substr("${var.function_name}-", 0, 38)
+  path                 = var.role_path
+  permissions_boundary = var.role_permissions_boundary == "" ? null : var.role_permissions_boundary
+  description          = "node-drainer function ${var.function_name}"
+  assume_role_policy   = data.aws_iam_policy_document.assume.json
+  tags                 = var.tags
 }
 
 data "aws_iam_policy_document" "function" {
@@ -119,6 +121,18 @@ data "aws_iam_policy_document" "function" {
     effect    = "Allow"
     actions   = ["sqs:SendMessage"]
     resources = [aws_sqs_queue.dlq.arn]
+  }
+
+  # Lambda sends failed invocations to a queue encrypted with a customer key
+  # only with this key's data keys (dead_letter_queue_kms_key_arn only).
+  dynamic "statement" {
+    for_each = var.dead_letter_queue_kms_key_arn != "" ? [1] : []
+    content {
+      sid       = "DeadLetterKey"
+      effect    = "Allow"
+      actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
+      resources = [var.dead_letter_queue_kms_key_arn]
+    }
   }
 
   dynamic "statement" {

@@ -15,6 +15,11 @@ locals {
 
   has_vpc = length(var.subnet_ids) > 0
 
+  # The code: an object in S3, or a local zip (by default the one `make
+  # package` builds for the architecture).
+  from_s3      = var.s3_bucket != ""
+  package_path = coalesce(var.package_path, "dist/node-drainer-${var.architecture == "x86_64" ? "amd64" : "arm64"}.zip")
+
   # The function's configuration contract (internal/config reads these).
   environment = {
     CLUSTER_NAME                = var.cluster_name
@@ -43,11 +48,11 @@ locals {
     DEADLINE_MARGIN             = var.deadline_margin
     CONTINUE_LONG_DRAINS        = tostring(var.continue_long_drains)
     MAX_CONTINUATIONS           = tostring(var.max_continuations)
-    HOOK_NAMES                  = var.hook_names
+    HOOK_NAMES                  = join(",", var.hook_names)
     TERMINATE_HOOK_NAME         = var.terminate_hook_name
     LAUNCH_HOOK_NAME            = var.launch_hook_name
     ADVISORY_MARK_TTL           = var.advisory_mark_ttl
-    SKIP_NODES_OWNED_BY         = var.skip_nodes_owned_by
+    SKIP_NODES_OWNED_BY         = length(var.skip_nodes_owned_by) == 0 ? "none" : join(",", var.skip_nodes_owned_by)
     DEAD_NODE_EVICTION_WINDOW   = var.dead_node_eviction_window
     NODE_LEASE_STALE_AFTER      = var.node_lease_stale_after
     LEASE_NAMESPACE             = var.lease_namespace
@@ -62,24 +67,30 @@ locals {
 resource "aws_cloudwatch_log_group" "function" {
   name              = "/aws/lambda/${var.function_name}"
   retention_in_days = var.log_retention_days
+  kms_key_id        = var.logs_kms_key_arn == "" ? null : var.logs_kms_key_arn
   tags              = var.tags
 }
 
 resource "aws_sqs_queue" "dlq" {
   name                      = "${var.function_name}-dlq"
   message_retention_seconds = 1209600
-  sqs_managed_sse_enabled   = true
-  tags                      = var.tags
+  # SSE-SQS, or SSE-KMS with dead_letter_queue_kms_key_arn (they exclude each other)
+  sqs_managed_sse_enabled = var.dead_letter_queue_kms_key_arn == "" ? true : null
+  kms_master_key_id       = var.dead_letter_queue_kms_key_arn == "" ? null : var.dead_letter_queue_kms_key_arn
+  tags                    = var.tags
 }
 
 resource "aws_lambda_function" "this" {
   function_name                  = var.function_name
   description                    = "Drains the Kubernetes node of an EC2 instance before it goes away."
   role                           = aws_iam_role.function.arn
-  filename                       = var.package_path
-  source_code_hash               = filebase64sha256(var.package_path)
+  filename                       = local.from_s3 ? null : local.package_path
+  s3_bucket                      = local.from_s3 ? var.s3_bucket : null
+  s3_key                         = local.from_s3 ? var.s3_key : null
+  s3_object_version              = local.from_s3 && var.s3_object_version != "" ? var.s3_object_version : null
+  source_code_hash               = local.from_s3 ? null : filebase64sha256(local.package_path)
   runtime                        = "provided.al2023"
-  architectures                  = ["arm64"]
+  architectures                  = [var.architecture]
   handler                        = "bootstrap"
   timeout                        = 900
   memory_size                    = var.memory_size
@@ -121,6 +132,10 @@ resource "aws_lambda_function" "this" {
       error_message = "cluster_mode self-managed needs cluster_endpoint (and cluster_ca_data)."
     }
     precondition {
+      condition     = !local.from_s3 || var.s3_key != ""
+      error_message = "s3_bucket needs s3_key (the zip's key in the bucket)."
+    }
+    precondition {
       condition     = var.cluster_mode != "kubeconfig" || var.kubeconfig_ssm_parameter != "" || var.kubeconfig_secret_id != ""
       error_message = "cluster_mode kubeconfig needs kubeconfig_ssm_parameter or kubeconfig_secret_id."
     }
@@ -141,11 +156,15 @@ resource "aws_lambda_function_event_invoke_config" "this" {
   }
 }
 
+# One hook per listed group, keyed by its position in asg_names (count), not
+# by its name: a name that is known only after apply (an ASG made with
+# name_prefix in the same apply, terraform-aws-eks's self-managed node
+# groups) cannot key for_each, and the first apply would fail to plan.
 resource "aws_autoscaling_lifecycle_hook" "terminate" {
-  for_each = var.create_terminate_hook ? toset(var.asg_names) : toset([])
+  count = var.create_terminate_hook ? length(var.asg_names) : 0
 
   name                   = var.terminate_hook_name
-  autoscaling_group_name = each.value
+  autoscaling_group_name = var.asg_names[count.index]
   lifecycle_transition   = "autoscaling:EC2_INSTANCE_TERMINATING"
   heartbeat_timeout      = var.heartbeat_timeout
   default_result         = "CONTINUE"
@@ -155,10 +174,10 @@ resource "aws_autoscaling_lifecycle_hook" "terminate" {
 }
 
 resource "aws_autoscaling_lifecycle_hook" "launch" {
-  for_each = var.create_launch_hook ? toset(var.asg_names) : toset([])
+  count = var.create_launch_hook ? length(var.asg_names) : 0
 
   name                   = var.launch_hook_name
-  autoscaling_group_name = each.value
+  autoscaling_group_name = var.asg_names[count.index]
   lifecycle_transition   = "autoscaling:EC2_INSTANCE_LAUNCHING"
   heartbeat_timeout      = var.heartbeat_timeout
   default_result         = "CONTINUE"
@@ -174,64 +193,4 @@ resource "aws_eks_access_entry" "function" {
   type              = "STANDARD"
   kubernetes_groups = ["node-drainer"]
   tags              = var.tags
-}
-
-# The Kubernetes side, as the module's variables say (see kubernetes/*.yaml):
-# rbac.yaml (the ClusterRole and its binding to the group node-drainer, the
-# kubelet Leases' Role in kube-node-lease, the FlowSchema and
-# PriorityLevelConfiguration); the namespace lease_namespace with
-# rbac-lease-namespace.yaml's Role and RoleBinding in it; and
-# rbac-delete-nodes.yaml only with delete_terminated_nodes. One manifest per
-# YAML document, keyed by kind and name. kubernetes_manifest reads the
-# cluster's API at plan time: the cluster must exist before this module is
-# planned with manage_rbac = true (see README.md, "Two phases").
-locals {
-  rbac_texts = {
-    for name in ["rbac.yaml", "rbac-lease-namespace.yaml", "rbac-delete-nodes.yaml"] :
-    name => [for text in split("\n---", file("${path.module}/kubernetes/${name}")) : text if try(yamldecode(text).kind, null) != null]
-  }
-  # three lists, not one conditional: the documents differ in shape, and a
-  # conditional's two sides must have consistent types (terraform plan fails)
-  rbac_cluster_documents = [for text in local.rbac_texts["rbac.yaml"] : yamldecode(text)]
-  rbac_lease_documents = [
-    for text in local.rbac_texts["rbac-lease-namespace.yaml"] :
-    merge(yamldecode(text), { metadata = merge(yamldecode(text).metadata, { namespace = var.lease_namespace }) })
-  ]
-  rbac_delete_documents = [for text in local.rbac_texts["rbac-delete-nodes.yaml"] : yamldecode(text) if var.delete_terminated_nodes]
-  rbac_documents = {
-    for doc in concat(local.rbac_cluster_documents, local.rbac_lease_documents, local.rbac_delete_documents) :
-    "${doc.kind}/${doc.metadata.name}" => doc
-  }
-}
-
-# The namespace first: the Role and RoleBinding in it fail with "namespaces not
-# found" when applied alongside it.
-resource "kubernetes_manifest" "rbac_namespace" {
-  # keyed as the document it was before (kind/name): the same state address
-  for_each = { for ns in [var.lease_namespace] : "Namespace/${ns}" => ns if var.manage_rbac }
-
-  manifest = {
-    apiVersion = "v1"
-    kind       = "Namespace"
-    metadata = {
-      name   = each.value
-      labels = { "app.kubernetes.io/name" = "node-drainer" }
-    }
-  }
-}
-
-resource "kubernetes_manifest" "rbac" {
-  # a for expression, not `manage_rbac ? documents : {}`: the documents differ in
-  # shape, so rbac_documents is an object and the conditional's two sides have
-  # inconsistent types (terraform plan fails)
-  for_each = { for key, doc in local.rbac_documents : key => doc if var.manage_rbac }
-
-  manifest = each.value
-
-  depends_on = [kubernetes_manifest.rbac_namespace]
-}
-
-moved {
-  from = kubernetes_manifest.rbac["Namespace/node-drainer"]
-  to   = kubernetes_manifest.rbac_namespace["Namespace/node-drainer"]
 }

@@ -36,3 +36,11 @@ output "aws_auth_map_roles_entry" {
     groups   = ["node-drainer"]
   }])
 }
+
+output "rbac" {
+  description = "What the cluster's RBAC follows: pass lease_namespace and delete_terminated_nodes to the submodule modules/rbac (or apply kubernetes/*.yaml as they say)."
+  value = {
+    lease_namespace         = var.lease_namespace
+    delete_terminated_nodes = var.delete_terminated_nodes
+  }
+}

@@ -1,17 +1,41 @@
 # Each variable is the snake_case twin of a parameter of the SAM template
 # (template.yaml) with the same default; test/deploy's test fails when they
-# drift. package_path, manage_rbac and tags exist only here.
+# drift. The package inputs (package_path, s3_*), architecture and tags exist
+# only here (test/deploy: OnlyInTerraform).
 
 variable "package_path" {
-  description = "The Lambda zip built by `make package` (bootstrap at its root), relative to the directory terraform runs in."
+  description = "The Lambda zip built by `make package` (bootstrap at its root), relative to the directory terraform runs in; null = dist/node-drainer-<arm64|amd64>.zip as architecture says. Not read when s3_bucket is set."
   type        = string
-  default     = "dist/node-drainer-arm64.zip"
+  default     = null
 }
 
-variable "manage_rbac" {
-  description = "Apply the cluster's RBAC with the kubernetes provider, as lease_namespace and delete_terminated_nodes say: kubernetes/rbac.yaml, the namespace lease_namespace with kubernetes/rbac-lease-namespace.yaml in it, and kubernetes/rbac-delete-nodes.yaml with delete_terminated_nodes. Needs a reachable cluster at plan time: see README.md."
-  type        = bool
-  default     = false
+variable "s3_bucket" {
+  description = "S3 bucket holding the Lambda zip (a release's node-drainer-<version>-<arm64|amd64>.zip, say), in the function's region; empty = the local package_path."
+  type        = string
+  default     = ""
+}
+
+variable "s3_key" {
+  description = "Key of the Lambda zip in s3_bucket."
+  type        = string
+  default     = ""
+}
+
+variable "s3_object_version" {
+  description = "Version of the s3_key object (versioned buckets); empty = the latest. A new version redeploys the function."
+  type        = string
+  default     = ""
+}
+
+variable "architecture" {
+  description = "Instruction set of the function, the one the package was built for: arm64 or x86_64 (`make package` builds both: node-drainer-arm64.zip and node-drainer-amd64.zip)."
+  type        = string
+  default     = "arm64"
+
+  validation {
+    condition     = contains(["arm64", "x86_64"], var.architecture)
+    error_message = "architecture must be arm64 or x86_64."
+  }
 }
 
 variable "tags" {
@@ -102,22 +126,40 @@ variable "drain_timeout" {
   description = "Overall drain timeout across continuations (Go duration)."
   type        = string
   default     = "30m"
+
+  validation {
+    # a positive Go duration (h, m, s, ms; as template.yaml's AllowedPattern)
+    condition     = can(regex("^([1-9][0-9]{0,5}(\\.[0-9]{1,3})?h([0-9]{1,6}(\\.[0-9]{1,3})?m)?([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?m([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?s([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?ms)$", var.drain_timeout))
+    error_message = "drain_timeout must be a positive Go duration such as 90s, 15m or 1h30m (units h, m, s, ms)."
+  }
 }
 
 variable "dead_node_eviction_window" {
   description = "A terminate hook on a NotReady node waits at most this long for its evicted pods (Go duration)."
   type        = string
   default     = "30s"
+
+  validation {
+    # a positive Go duration (h, m, s, ms; as template.yaml's AllowedPattern)
+    condition     = can(regex("^([1-9][0-9]{0,5}(\\.[0-9]{1,3})?h([0-9]{1,6}(\\.[0-9]{1,3})?m)?([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?m([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?s([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?ms)$", var.dead_node_eviction_window))
+    error_message = "dead_node_eviction_window must be a positive Go duration such as 90s, 15m or 1h30m (units h, m, s, ms)."
+  }
 }
 
 variable "node_lease_stale_after" {
   description = "The abrupt path forces nothing while the node is Ready and its Lease is younger than this (Go duration)."
   type        = string
   default     = "15s"
+
+  validation {
+    # a positive Go duration (h, m, s, ms; as template.yaml's AllowedPattern)
+    condition     = can(regex("^([1-9][0-9]{0,5}(\\.[0-9]{1,3})?h([0-9]{1,6}(\\.[0-9]{1,3})?m)?([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?m([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?s([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?ms)$", var.node_lease_stale_after))
+    error_message = "node_lease_stale_after must be a positive Go duration such as 90s, 15m or 1h30m (units h, m, s, ms)."
+  }
 }
 
 variable "lease_namespace" {
-  description = "Namespace of the per-instance Leases. With manage_rbac the module creates it and the Role there (kubernetes/rbac-lease-namespace.yaml); otherwise create them as kubernetes/rbac-lease-namespace.yaml says."
+  description = "Namespace of the per-instance Leases. The submodule modules/rbac (given the output rbac) creates it and the Role there (kubernetes/rbac-lease-namespace.yaml); without it create them as kubernetes/rbac-lease-namespace.yaml says."
   type        = string
   default     = "node-drainer"
 
@@ -134,12 +176,23 @@ variable "sweep_schedule" {
   description = "Schedule expression of the sweep that reconciles what events missed (stuck hooks, dead nodes, leftover marks, orphaned VolumeAttachments, zombie nodes, old leases); null or empty = the rule is disabled."
   type        = string
   default     = "rate(5 minutes)"
+
+  validation {
+    condition     = var.sweep_schedule == null || var.sweep_schedule == "" || can(regex("^(rate\\([1-9][0-9]* (minute|minutes|hour|hours|day|days)\\)|cron\\(.+\\))$", var.sweep_schedule))
+    error_message = "sweep_schedule must be rate(<n> minutes|hours|days), cron(...), or null / empty."
+  }
 }
 
 variable "zombie_after" {
   description = "The sweep reports a node NotReady this long while EC2 says its instance runs (Go duration)."
   type        = string
   default     = "10m"
+
+  validation {
+    # a positive Go duration (h, m, s, ms; as template.yaml's AllowedPattern)
+    condition     = can(regex("^([1-9][0-9]{0,5}(\\.[0-9]{1,3})?h([0-9]{1,6}(\\.[0-9]{1,3})?m)?([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?m([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?s([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?ms)$", var.zombie_after))
+    error_message = "zombie_after must be a positive Go duration such as 90s, 15m or 1h30m (units h, m, s, ms)."
+  }
 }
 
 variable "zombie_action" {
@@ -176,27 +229,50 @@ variable "zombie_max_asg_share" {
 }
 
 variable "skip_nodes_owned_by" {
-  description = "Comma-separated lifecycle owners whose nodes are left alone (karpenter, auto-mode, managed-nodegroup); none = act on every node."
-  type        = string
-  default     = "karpenter,auto-mode,managed-nodegroup"
+  description = "Lifecycle owners whose nodes are left alone (karpenter, auto-mode, managed-nodegroup); [] = act on every node (SKIP_NODES_OWNED_BY=none)."
+  type        = list(string)
+  default     = ["karpenter", "auto-mode", "managed-nodegroup"]
+
+  validation {
+    condition     = alltrue([for o in var.skip_nodes_owned_by : contains(["karpenter", "auto-mode", "managed-nodegroup"], o)])
+    error_message = "skip_nodes_owned_by: each must be karpenter, auto-mode or managed-nodegroup; [] acts on every node."
+  }
 }
 
 variable "advisory_mark_ttl" {
   description = "How long a spot warning's or rebalance recommendation's marks hold while the instance keeps running (Go duration)."
   type        = string
   default     = "1h"
+
+  validation {
+    # a positive Go duration (h, m, s, ms; as template.yaml's AllowedPattern)
+    condition     = can(regex("^([1-9][0-9]{0,5}(\\.[0-9]{1,3})?h([0-9]{1,6}(\\.[0-9]{1,3})?m)?([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?m([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?s([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?ms)$", var.advisory_mark_ttl))
+    error_message = "advisory_mark_ttl must be a positive Go duration such as 90s, 15m or 1h30m (units h, m, s, ms)."
+  }
 }
 
 variable "spot_drain_timeout" {
   description = "Drain timeout after a spot interruption warning (~120 s notice)."
   type        = string
   default     = "100s"
+
+  validation {
+    # a Go duration of at most 2m: the spot notice is ~120 s (as template.yaml's AllowedPattern)
+    condition     = can(regex("^((120|1[01][0-9]|[1-9][0-9]?)s|[1-9][0-9]{0,4}ms|[12]m|1m[0-5]?[0-9]s)$", var.spot_drain_timeout))
+    error_message = "spot_drain_timeout must be a positive Go duration of at most 2m (ms, s, m), such as 90s."
+  }
 }
 
 variable "spot_grace_period_cap" {
   description = "On a spot interruption warning, the longest grace period an evicted pod gets (Go duration, at most 2m); each drain tier also gets at most its share of the time left."
   type        = string
   default     = "90s"
+
+  validation {
+    # a Go duration of at most 2m: the spot notice is ~120 s (as template.yaml's AllowedPattern)
+    condition     = can(regex("^((120|1[01][0-9]|[1-9][0-9]?)s|[1-9][0-9]{0,4}ms|[12]m|1m[0-5]?[0-9]s)$", var.spot_grace_period_cap))
+    error_message = "spot_grace_period_cap must be a positive Go duration of at most 2m (ms, s, m), such as 90s."
+  }
 }
 
 variable "critical_priority_threshold" {
@@ -231,6 +307,12 @@ variable "scheduled_change_lead_time" {
   description = "Act on an AWS Health scheduled change this long before it starts; before that, at most cordon (Go duration)."
   type        = string
   default     = "15m"
+
+  validation {
+    # a positive Go duration (h, m, s, ms; as template.yaml's AllowedPattern)
+    condition     = can(regex("^([1-9][0-9]{0,5}(\\.[0-9]{1,3})?h([0-9]{1,6}(\\.[0-9]{1,3})?m)?([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?m([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?s([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?ms)$", var.scheduled_change_lead_time))
+    error_message = "scheduled_change_lead_time must be a positive Go duration such as 90s, 15m or 1h30m (units h, m, s, ms)."
+  }
 }
 
 variable "lifecycle_result_on_failure" {
@@ -254,12 +336,24 @@ variable "volume_detach_timeout" {
   description = "How long a graceful drain waits for the node's VolumeAttachments to go."
   type        = string
   default     = "2m"
+
+  validation {
+    # a positive Go duration (h, m, s, ms; as template.yaml's AllowedPattern)
+    condition     = can(regex("^([1-9][0-9]{0,5}(\\.[0-9]{1,3})?h([0-9]{1,6}(\\.[0-9]{1,3})?m)?([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?m([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?s([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?ms)$", var.volume_detach_timeout))
+    error_message = "volume_detach_timeout must be a positive Go duration such as 90s, 15m or 1h30m (units h, m, s, ms)."
+  }
 }
 
 variable "stopping_wait_timeout" {
   description = "How long the abrupt path waits for a stopping/shutting-down instance to be stopped/terminated."
   type        = string
   default     = "3m"
+
+  validation {
+    # a positive Go duration (h, m, s, ms; as template.yaml's AllowedPattern)
+    condition     = can(regex("^([1-9][0-9]{0,5}(\\.[0-9]{1,3})?h([0-9]{1,6}(\\.[0-9]{1,3})?m)?([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?m([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?s([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?ms)$", var.stopping_wait_timeout))
+    error_message = "stopping_wait_timeout must be a positive Go duration such as 90s, 15m or 1h30m (units h, m, s, ms)."
+  }
 }
 
 variable "out_of_service_taint" {
@@ -269,7 +363,7 @@ variable "out_of_service_taint" {
 }
 
 variable "delete_terminated_nodes" {
-  description = "Delete the Node of a terminated instance (clusters without a cloud controller). Only then is nodes: delete granted (kubernetes/rbac-delete-nodes.yaml; applied by the module with manage_rbac)."
+  description = "Delete the Node of a terminated instance (clusters without a cloud controller). Only then is nodes: delete granted (kubernetes/rbac-delete-nodes.yaml; applied by modules/rbac when given the output rbac)."
   type        = bool
   default     = false
 }
@@ -290,6 +384,12 @@ variable "deadline_margin" {
   description = "Time kept before the Lambda deadline for completing the hook / continuing."
   type        = string
   default     = "20s"
+
+  validation {
+    # a positive Go duration (h, m, s, ms; as template.yaml's AllowedPattern)
+    condition     = can(regex("^([1-9][0-9]{0,5}(\\.[0-9]{1,3})?h([0-9]{1,6}(\\.[0-9]{1,3})?m)?([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?m([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?s([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?ms)$", var.deadline_margin))
+    error_message = "deadline_margin must be a positive Go duration such as 90s, 15m or 1h30m (units h, m, s, ms)."
+  }
 }
 
 variable "continue_long_drains" {
@@ -310,9 +410,15 @@ variable "max_continuations" {
 }
 
 variable "hook_names" {
-  description = "Comma-separated names of more lifecycle hooks that are node-drainer's to complete, besides terminate_hook_name and launch_hook_name; another tool's hook is never completed."
-  type        = string
-  default     = ""
+  description = "Names of more lifecycle hooks that are node-drainer's to complete, besides terminate_hook_name and launch_hook_name; another tool's hook is never completed."
+  type        = list(string)
+  default     = []
+
+  validation {
+    # the function reads them as one comma-separated list (HOOK_NAMES)
+    condition     = alltrue([for n in var.hook_names : can(regex("^[A-Za-z0-9_/-]{1,255}$", n))])
+    error_message = "hook_names: each a lifecycle hook name (1-255 of A-Z a-z 0-9 _ - /), no commas."
+  }
 }
 
 variable "memory_size" {
@@ -455,4 +561,48 @@ variable "create_dashboard" {
   description = "Create a CloudWatch dashboard named after the function: hooks completed, drain time, evictions and PDB waits, volume releases, sweep findings, errors (docs/operations.md: Dashboard)."
   type        = bool
   default     = true
+}
+
+variable "role_path" {
+  description = "Path of the function's IAM role."
+  type        = string
+  default     = "/"
+
+  validation {
+    condition     = can(regex("^/([\\x21-\\x7E]{0,510}/)?$", var.role_path))
+    error_message = "role_path must start and end with / (IAM path)."
+  }
+}
+
+variable "role_permissions_boundary" {
+  description = "ARN of the managed policy that bounds the function's role (permissions boundary); empty = none."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.role_permissions_boundary == "" || can(regex("^arn:[^:]+:iam::([0-9]{12}|aws):policy/.+$", var.role_permissions_boundary))
+    error_message = "role_permissions_boundary must be empty or an IAM policy ARN."
+  }
+}
+
+variable "logs_kms_key_arn" {
+  description = "KMS key that encrypts the function's log group; empty = CloudWatch Logs' own encryption. Its key policy must let the logs service of the region use it."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.logs_kms_key_arn == "" || can(regex("^arn:[^:]+:kms:[^:]+:[0-9]{12}:key/.+$", var.logs_kms_key_arn))
+    error_message = "logs_kms_key_arn must be empty or a KMS key ARN (arn:...:kms:<region>:<account>:key/<id>)."
+  }
+}
+
+variable "dead_letter_queue_kms_key_arn" {
+  description = "KMS key that encrypts the dead-letter queue; empty = SQS-managed encryption (SSE-SQS). The function's role is granted kms:GenerateDataKey and kms:Decrypt on it; its key policy must let events.amazonaws.com do the same (the rules' dead letters)."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.dead_letter_queue_kms_key_arn == "" || can(regex("^arn:[^:]+:kms:[^:]+:[0-9]{12}:key/.+$", var.dead_letter_queue_kms_key_arn))
+    error_message = "dead_letter_queue_kms_key_arn must be empty or a KMS key ARN (arn:...:kms:<region>:<account>:key/<id>)."
+  }
 }

@@ -4,15 +4,11 @@ terraform {
 
   required_providers {
     # 6.0: data.aws_region.region; aws_eks_access_entry and Lambda logging_config.
+    # No kubernetes provider: the cluster's RBAC is the submodule modules/rbac,
+    # so planning this module needs no cluster.
     aws = {
       source  = "hashicorp/aws"
       version = ">= 6.0"
-    }
-    # Only called when manage_rbac = true (kubernetes_manifest); terraform init
-    # still installs it. Configure it in the calling module (see README.md).
-    kubernetes = {
-      source  = "hashicorp/kubernetes"
-      version = ">= 2.23"
     }
   }
 }

@@ -45,8 +45,9 @@ k8s_version=3.2.1
 # aws_region (meta), aws_caller_identity (sts), aws_iam_policy_document and the
 # role (iam), log group (logs), queue (sqs), function (lambda), rules (events),
 # alarms (cloudwatch), lifecycle hooks (autoscaling), access entry and
-# aws_eks_cluster (eks).
-aws_services=(autoscaling cloudwatch eks events iam lambda logs meta sqs sts)
+# aws_eks_cluster (eks); the launch template of terraform/examples/asg-name-prefix
+# (ec2; its ASG is autoscaling's).
+aws_services=(autoscaling cloudwatch ec2 eks events iam lambda logs meta sqs sts)
 
 cache=${NODE_DRAINER_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/node-drainer/tools}
 mirror=$cache/terraform-providers
@@ -146,10 +147,13 @@ PY
   gofmt -w internal/conns/awsclient_gen.go
 }
 
-if [ ! -x "$aws_bin" ]; then
+# the services the cached binary was built with: another list rebuilds it
+aws_stamp=$aws_bin.services
+if [ ! -x "$aws_bin" ] || [ "$(cat "$aws_stamp" 2>/dev/null)" != "${aws_services[*]}" ]; then
   echo "building terraform-provider-aws $aws_version, services: ${aws_services[*]} (first time only, several minutes)..." >&2
   build "$aws_module" "$aws_pseudo" "$aws_bin" \
     "-s -w -X github.com/hashicorp/terraform-provider-aws/version.ProviderVersion=$aws_version" trim_aws
+  echo "${aws_services[*]}" >"$aws_stamp"
 fi
 if [ ! -x "$k8s_bin" ]; then
   echo "building terraform-provider-kubernetes $k8s_version (first time only, several minutes)..." >&2

@@ -44,7 +44,7 @@ else
 fi
 
 step "tflint $TFLINT_VERSION (bundled terraform ruleset, preset all)" \
-  "declared-but-unused and undeclared references, typed and documented variables/outputs, snake_case names, required_version/required_providers, module structure; module and examples (terraform/.tflint.hcl)"
+  "declared-but-unused and undeclared references, typed and documented variables/outputs, snake_case names, required_version/required_providers, module structure; module, modules/rbac and examples (terraform/.tflint.hcl)"
 if [[ ! -x "$TFLINT" ]]; then
   echo "   building tflint $TFLINT_VERSION into $(dirname "$TFLINT") (once, ~3 min)"
   mkdir -p "$(dirname "$TFLINT")"
@@ -66,6 +66,24 @@ elif "$ACTIONLINT" .github/workflows/*.yml; then
   pass
 else
   fail "actionlint"
+fi
+
+step "terraform-docs (hack/tools/terraform-docs.sh, terraform/.terraform-docs.yml)" \
+  "the inputs and outputs tables of terraform/README.md and terraform/modules/rbac/README.md are what terraform-docs generates from the variables and outputs (regenerate: see terraform/.terraform-docs.yml)"
+if ! TFDOCS=$(bash hack/tools/terraform-docs.sh); then
+  fail "terraform-docs could not be built"
+else
+  stale=()
+  for dir in terraform terraform/modules/rbac; do
+    if ! "$TFDOCS" -c terraform/.terraform-docs.yml --output-check "$dir"; then
+      stale+=("$dir/README.md")
+    fi
+  done
+  if ((${#stale[@]})); then
+    fail "terraform-docs: stale tables in ${stale[*]}"
+  else
+    pass
+  fi
 fi
 
 step "go test ./test/deploy/" \

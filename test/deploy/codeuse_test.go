@@ -136,6 +136,8 @@ var platformActions = map[string]string{
 	"logs:CreateLogStream": "Lambda writes the function's logs with its role",
 	"logs:PutLogEvents":    "Lambda writes the function's logs with its role",
 	"sqs:SendMessage":      "Lambda sends failed asynchronous invocations to the on-failure destination (the DLQ) with the role",
+	"kms:GenerateDataKey":  "Lambda's SendMessage to a dead-letter queue encrypted with a customer key (DeadLetterQueueKmsKeyArn)",
+	"kms:Decrypt":          "Lambda's SendMessage to a dead-letter queue encrypted with a customer key (DeadLetterQueueKmsKeyArn)",
 }
 
 // awsCalls finds every AWS operation the code refers to: each <Op>Input type
@@ -542,7 +544,7 @@ func rbacProblems(rbac *RBAC, need map[grant][]use) []string {
 
 // TestRBACFollowsConfig: for each setting (the default lease namespace and
 // another, node deletion on and off), what a user applies as the manifests
-// say (RBACFor; terraform's manage_rbac applies the same) grants every
+// say (RBACFor; terraform's modules/rbac applies the same) grants every
 // Kubernetes request the code makes under that setting, in the namespace
 // it makes it in, and nothing else: the Leases only in kube-node-lease (read)
 // and in LEASE_NAMESPACE, nodes: delete only with DELETE_TERMINATED_NODES.

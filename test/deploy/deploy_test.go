@@ -103,6 +103,8 @@ var wantActions = []string{
 	"autoscaling:SetInstanceHealth",
 	"ec2:DescribeInstances",
 	"eks:DescribeCluster",
+	"kms:Decrypt",
+	"kms:GenerateDataKey",
 	"lambda:InvokeFunction",
 	"logs:CreateLogStream",
 	"logs:PutLogEvents",

@@ -247,3 +247,44 @@ func TestSamconfigExample(t *testing.T) {
 		}
 	}
 }
+
+// terraform validates each duration variable with the pattern the template's
+// twin parameter has (so a typo fails `terraform plan`, not the function at
+// start-up), and refuses what the pattern refuses.
+func TestTerraformDurationsValidated(t *testing.T) {
+	params, _ := templateParams(t)
+	b, err := os.ReadFile(filepath.Join(repoRoot, varsTF))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(b)
+	n := 0
+	for name, p := range params {
+		raw, _ := p["AllowedPattern"].(string)
+		if _, err := time.ParseDuration(fmt.Sprint(p["Default"])); err != nil || raw == "" {
+			continue
+		}
+		n++
+		v := SnakeCase(name)
+		start := strings.Index(src, `variable "`+v+`" {`)
+		if start < 0 {
+			t.Errorf("%s: no terraform variable %s", name, v)
+			continue
+		}
+		block := src[start:]
+		if end := strings.Index(block[1:], "\nvariable "); end >= 0 {
+			block = block[:end+1]
+		}
+		m := regexp.MustCompile(`can\(regex\("((?:[^"\\]|\\.)*)", var\.` + v + `\)\)`).FindStringSubmatch(block)
+		if m == nil {
+			t.Errorf("terraform variable %s has no validation can(regex(\"...\", var.%s))", v, v)
+			continue
+		}
+		if got := strings.ReplaceAll(m[1], `\\`, `\`); got != raw {
+			t.Errorf("terraform variable %s validates with\n %s\nthe template's %s with\n %s", v, got, name, raw)
+		}
+	}
+	if n != 11 {
+		t.Errorf("%d duration parameters with a pattern in template.yaml, want 11", n)
+	}
+}

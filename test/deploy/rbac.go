@@ -64,7 +64,7 @@ func (s RBACSetting) String() string {
 }
 
 // RBACFor reads what a user applies for s from dir (terraform/kubernetes),
-// as the manifests' comments say and terraform's manage_rbac does:
+// as the manifests' comments say and terraform's modules/rbac does:
 // rbac.yaml; the namespace s.LeaseNamespace with rbac-lease-namespace.yaml
 // applied into it (kubectl apply -n: a document naming another namespace is
 // an error); rbac-delete-nodes.yaml when s.DeleteTerminatedNodes.

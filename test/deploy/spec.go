@@ -122,9 +122,13 @@ func (s *Spec) Actions() []string {
 // OnlyInTerraform lists the terraform variables and outputs that have no SAM
 // twin on purpose.
 var OnlyInTerraform = map[string]bool{
-	"package_path": true, // SAM builds the code itself (sam build)
-	"manage_rbac":  true, // SAM has no Kubernetes provider
-	"tags":         true, // sam deploy --tags
+	"package_path":      true, // SAM builds the code itself (sam build)
+	"s3_bucket":         true, // the package in S3: sam deploy uploads it
+	"s3_key":            true,
+	"s3_object_version": true,
+	"architecture":      true, // the package's: sam build builds arm64 (the Makefile's build-NodeDrainerFunction)
+	"rbac":              true, // the output modules/rbac takes; SAM users apply terraform/kubernetes/*.yaml
+	"tags":              true, // sam deploy --tags
 }
 
 // Diff lists every way a and b disagree; empty means they agree.

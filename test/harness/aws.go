@@ -307,9 +307,17 @@ func (e *Env) CreateASG(ctx context.Context, s ASGSpec) ([]Instance, error) {
 			}
 		}
 	}
-	out, err := asc.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{s.Name}})
+	return e.ASGInstances(ctx, s.Name)
+}
+
+// ASGInstances returns the instances of an Auto Scaling group of the
+// emulator, however it was created (CreateASG, or a deploy path's terraform).
+func (e *Env) ASGInstances(ctx context.Context, name string) ([]Instance, error) {
+	cfg := e.AWS.AWSConfig()
+	ec2c, asc := ec2.NewFromConfig(cfg), autoscaling.NewFromConfig(cfg)
+	out, err := asc.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
 	if err != nil || len(out.AutoScalingGroups) != 1 {
-		return nil, fmt.Errorf("describing ASG %s: %v", s.Name, err)
+		return nil, fmt.Errorf("describing ASG %s: %v", name, err)
 	}
 	var ids []string
 	for _, i := range out.AutoScalingGroups[0].Instances {
@@ -322,7 +330,11 @@ func (e *Env) CreateASG(ctx context.Context, s ASGSpec) ([]Instance, error) {
 	var insts []Instance
 	for _, r := range desc.Reservations {
 		for _, i := range r.Instances {
-			insts = append(insts, Instance{ID: *i.InstanceId, PrivateDNSName: *i.PrivateDnsName, Zone: Zone})
+			zone := Zone
+			if i.Placement != nil && aws.ToString(i.Placement.AvailabilityZone) != "" {
+				zone = *i.Placement.AvailabilityZone
+			}
+			insts = append(insts, Instance{ID: *i.InstanceId, PrivateDNSName: *i.PrivateDnsName, Zone: zone})
 		}
 	}
 	return insts, nil

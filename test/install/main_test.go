@@ -7,7 +7,7 @@
 //
 // `make deploy-test` runs it and prints one line of results:
 //
-//	terraform_apply=ok terraform_drain=ok rbac_follows_config=ok metrics_every_level=ok terraform_destroy=ok terraform_upgrade=ok sam_transform=ok sam_deploy=ok sam_drain=ok deploy_paths_equal=ok
+//	terraform_apply=ok terraform_drain=ok rbac_follows_config=ok metrics_every_level=ok terraform_destroy=ok terraform_upgrade=ok terraform_compose=ok sam_transform=ok sam_deploy=ok sam_drain=ok deploy_paths_equal=ok
 //
 // Both paths deploy with a LEASE_NAMESPACE that is not the default
 // (deployLeaseNamespace); rbac_follows_config checks terraform's RBAC for it
@@ -54,6 +54,7 @@ func TestMain(m *testing.M) {
 // reported are the steps of the results line, in order.
 var reported = []string{
 	"terraform_apply", "terraform_drain", "rbac_follows_config", "metrics_every_level", "terraform_destroy", "terraform_upgrade",
+	"terraform_compose",
 	"sam_transform", "sam_deploy", "sam_drain",
 	"deploy_paths_equal",
 }
@@ -216,8 +217,9 @@ var tfInstalled = newInstalled()
 // failed before it could be read back).
 var paths = map[string]func(t *testing.T) *created{}
 
-// TestDeploy runs terraform's path, then SAM's, then compares what they
-// created; the upgrade runs beside them (its own function name and ASGs,
+// TestDeploy runs terraform's path, then SAM's, then the example that
+// composes a node group and node-drainer (compose_test.go), then compares
+// what the two paths created; the upgrade runs beside them (its own function name and ASGs,
 // no objects of its own in the cluster), so that its applies and its
 // destroy's wait for the queue overlap theirs.
 func TestDeploy(t *testing.T) {
@@ -234,6 +236,9 @@ func TestDeploy(t *testing.T) {
 			got[name] = run(t)
 		}
 	}
+	// after both paths: it runs under the harness's RBAC, which terraform's
+	// path replaces with its own while it runs
+	terraformCompose(t)
 	if got["terraform"] == nil || got["sam"] == nil {
 		return
 	}

@@ -132,13 +132,20 @@ type terraformRoot struct {
 	manageRBAC bool     // the module applies rbac.yaml (the example's manage_rbac)
 	cluster    string
 	providers  string // the override file's provider blocks
+	// hasKubernetes: the example configures the kubernetes provider (and
+	// calls modules/rbac)
+	hasKubernetes bool
 }
 
 // writeOverride writes the override file: the providers, and the module's
-// arguments s sets.
+// arguments s sets. The cluster's RBAC is the example's module
+// node_drainer_rbac (its create), or, in a release's tree from before
+// modules/rbac, the module's manage_rbac.
 func (r *terraformRoot) writeOverride(s tfSetup) error {
 	override := r.providers
-	if s.functionName != "" || !s.manageRBAC || s.leaseNamespace != "" || s.logLevel != "" {
+	_, err := os.Stat(filepath.Join(r.work, "terraform", "modules", "rbac"))
+	rbacModule := err == nil
+	if s.functionName != "" || (!rbacModule && !s.manageRBAC) || s.leaseNamespace != "" || s.logLevel != "" {
 		override += "\nmodule \"node_drainer\" {\n"
 		if s.functionName != "" {
 			override += fmt.Sprintf("  function_name   = %q\n", s.functionName)
@@ -149,7 +156,13 @@ func (r *terraformRoot) writeOverride(s tfSetup) error {
 		if s.logLevel != "" {
 			override += fmt.Sprintf("  log_level       = %q\n", s.logLevel)
 		}
-		override += fmt.Sprintf("  manage_rbac     = %t\n}\n", s.manageRBAC)
+		if !rbacModule {
+			override += fmt.Sprintf("  manage_rbac     = %t\n", s.manageRBAC)
+		}
+		override += "}\n"
+	}
+	if rbacModule && r.hasKubernetes {
+		override += fmt.Sprintf("\nmodule \"node_drainer_rbac\" {\n  create = %t\n}\n", s.manageRBAC)
 	}
 	return os.WriteFile(filepath.Join(r.dir, overrideFile), []byte(override), 0o644)
 }
@@ -176,6 +189,14 @@ type tfSetup struct {
 	// logLevel is the module's log_level, set by the override file; empty:
 	// the module's default.
 	logLevel string
+	// example is the directory under terraform/examples applied; empty:
+	// eks. Only eks has asg_names and the kubernetes provider.
+	example string
+	// vars are more -var arguments (name=value), for the example's own
+	// variables.
+	vars []string
+	// override is more of the override file, after the providers.
+	override string
 }
 
 func newTerraformRoot(t *testing.T, ctx context.Context, s tfSetup) *terraformRoot {
@@ -203,10 +224,22 @@ func newTerraformRoot(t *testing.T, ctx context.Context, s tfSetup) *terraformRo
 	if err := copyTree(filepath.Join(s.tree, "terraform"), filepath.Join(work, "terraform")); err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(work, "terraform", "examples", "eks")
+	if s.example == "" {
+		s.example = "eks"
+	}
+	dir := filepath.Join(work, "terraform", "examples", s.example)
 	r := &terraformRoot{
 		t: t, work: work, dir: dir, asgs: s.asgs, manageRBAC: s.manageRBAC, cluster: harness.ClusterName,
-		vars: []string{"-var", "region=" + moto.Region, "-var", "cluster_name=" + harness.ClusterName, "-var", `asg_names=["` + strings.Join(s.asgs, `","`) + `"]`},
+		vars: []string{"-var", "region=" + moto.Region, "-var", "cluster_name=" + harness.ClusterName},
+	}
+	if s.asgs != nil {
+		r.vars = append(r.vars, "-var", `asg_names=["`+strings.Join(s.asgs, `","`)+`"]`)
+	}
+	for _, v := range s.vars {
+		r.vars = append(r.vars, "-var", v)
+	}
+	if r.hasKubernetes, err = configures(dir, "kubernetes"); err != nil {
+		t.Fatal(err)
 	}
 	zipBytes := s.zip
 	if zipBytes == nil {
@@ -240,6 +273,7 @@ provider "aws" {
   endpoints {
     autoscaling = %[1]q
     cloudwatch  = %[1]q
+    ec2         = %[1]q
     eks         = %[1]q
     events      = %[1]q
     iam         = %[1]q
@@ -249,16 +283,19 @@ provider "aws" {
     sts         = %[1]q
   }
 }
-
+`, env.AWS.URL(), moto.AccessKeyID, moto.SecretAccessKey)
+	if r.hasKubernetes {
+		override += fmt.Sprintf(`
 provider "kubernetes" {
   exec {
     api_version = "client.authentication.k8s.io/v1beta1"
     command     = "cat"
-    args        = [%[4]q]
+    args        = [%q]
   }
 }
-`, env.AWS.URL(), moto.AccessKeyID, moto.SecretAccessKey, cred)
-	r.providers = override
+`, cred)
+	}
+	r.providers = override + s.override
 	if err := r.writeOverride(s); err != nil {
 		t.Fatal(err)
 	}
@@ -284,6 +321,26 @@ provider "kubernetes" {
 		deleteHarnessRBAC(t, ctx)
 	}
 	return r
+}
+
+// configures reports whether a configuration's *.tf files in dir have a
+// provider block for name (an override file may only amend one that is
+// there).
+func configures(dir, name string) (bool, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.tf"))
+	if err != nil {
+		return false, err
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return false, err
+		}
+		if strings.Contains(string(b), "\nprovider \""+name+"\" {") {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // overrideFile is the file the test adds to the example (see newTerraformRoot).

@@ -4,7 +4,7 @@ package install
 // of a previous release (fromRelease, from the repository's history), applied
 // with the same override as terraform's path; then this commit's module and
 // example put in their place over the same state and working directory, as a
-// checkout of the new tag does; `terraform plan -out` must neither replace
+// checkout of the new tag does; `terraform init`; `terraform plan -out` must neither replace
 // the function's role, its EKS access entry nor the function (the
 // actions of every resource are logged); `terraform apply` of that plan; the
 // role and the access entry read back from the emulator are the same ones
@@ -128,6 +128,11 @@ func terraformUpgrade(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := tf.setPackage(newZip); err != nil {
+			t.Fatal(err)
+		}
+		// as a user does after moving the module's source to a new tag: the
+		// new example calls a module the old one did not (modules/rbac)
+		if err := tf.run(ctx, "init", "-input=false", "-no-color"); err != nil {
 			t.Fatal(err)
 		}
 		const planFile = "upgrade.tfplan"

@@ -9,7 +9,8 @@ provider "aws" {
 }
 
 # The cluster exists already: the kubernetes provider is configured from it at
-# plan time, which kubernetes_manifest (manage_rbac) needs.
+# plan time, which the RBAC submodule's kubernetes_manifest needs (the
+# node-drainer module itself needs no cluster to plan).
 data "aws_eks_cluster" "this" {
   name = var.cluster_name
 }
@@ -33,10 +34,9 @@ module "node_drainer" {
   asg_names    = var.asg_names
   package_path = "${path.module}/../../../dist/node-drainer-arm64.zip"
 
-  # EKS access entry for the function's role -> Kubernetes group node-drainer,
-  # and the ClusterRole/ClusterRoleBinding for that group.
+  # EKS access entry for the function's role -> Kubernetes group node-drainer
+  # (the RBAC below binds that group).
   create_access_entry = true
-  manage_rbac         = true
 
   dry_run = var.dry_run
 
@@ -44,4 +44,26 @@ module "node_drainer" {
   # it) and only reports zombie nodes; zombie_action = "replace" has their ASG
   # replace them (grants autoscaling:SetInstanceHealth on asg_names).
   # zombie_action = "replace"
+}
+
+# The cluster's RBAC, following the function's configuration (the lease
+# namespace; nodes: delete only with delete_terminated_nodes).
+module "node_drainer_rbac" {
+  source = "../../modules/rbac"
+
+  lease_namespace         = module.node_drainer.rbac.lease_namespace
+  delete_terminated_nodes = module.node_drainer.rbac.delete_terminated_nodes
+}
+
+# From a release whose module applied the RBAC itself (manage_rbac = true):
+# the same objects, now the submodule's; without these, terraform would
+# delete them and create them again.
+moved {
+  from = module.node_drainer.kubernetes_manifest.rbac_namespace
+  to   = module.node_drainer_rbac.kubernetes_manifest.rbac_namespace
+}
+
+moved {
+  from = module.node_drainer.kubernetes_manifest.rbac
+  to   = module.node_drainer_rbac.kubernetes_manifest.rbac
 }
