@@ -13,6 +13,7 @@ set -euo pipefail
 
 module=github.com/terraform-docs/terraform-docs
 version=v0.20.0
+export GOWORK=off # its own module, not the repository's workspace
 
 cache=${NODE_DRAINER_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/node-drainer/tools}
 bin=$cache/terraform-docs-$version/terraform-docs
