@@ -158,7 +158,8 @@ func TestTerminate(t *testing.T) {
 		},
 		{
 			name: "blocked until this invocation's deadline, continuation off: failure result", objs: aNode(), ec2: []reading{running},
-			setup: func(e *env) { e.blocked = []string{"db-0"}; e.cfg.ContinueLongDrains = false }, timeout: 300 * time.Millisecond,
+			// a second: under load the tiers before db-0's must have time to run
+			setup: func(e *env) { e.blocked = []string{"db-0"}; e.cfg.ContinueLongDrains = false }, timeout: time.Second,
 			action: ActionFailed, results: []lifecycle.Result{lifecycle.Abandon},
 			check: func(t *testing.T, e *env, out Outcome) {
 				if len(out.Remaining) != 1 || !strings.HasPrefix(out.Remaining[0], "db/db-0: blocked by PodDisruptionBudget") {
