@@ -404,3 +404,27 @@ func TestMode(t *testing.T) {
 		})
 	}
 }
+
+// With a selecting tag, an unlisted group is not allowed by configuration
+// alone (its tag must be read); with neither a list nor a tag, any is.
+func TestAllowsASGWithTag(t *testing.T) {
+	for _, tc := range []struct {
+		env          []string
+		listed, any  bool
+		selectsByTag bool
+	}{
+		{[]string{"CLUSTER_NAME=prod"}, false, true, false},
+		{[]string{"CLUSTER_NAME=prod", "ASG_TAG_KEY=node-drainer.io/enabled"}, false, false, true},
+		{[]string{"CLUSTER_NAME=prod", "ASG_TAG_KEY=node-drainer.io/enabled", "ASG_NAMES=a"}, true, false, true},
+		{[]string{"CLUSTER_NAME=prod", "ASG_NAMES=a"}, true, false, false},
+	} {
+		c, err := FromEnv(env(tc.env...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.AllowsASG("a") != (tc.listed || tc.any) || c.AllowsASG("b") != tc.any || c.SelectsByTag() != tc.selectsByTag {
+			t.Errorf("%v: AllowsASG(a)=%v AllowsASG(b)=%v SelectsByTag=%v; want %v %v %v", tc.env,
+				c.AllowsASG("a"), c.AllowsASG("b"), c.SelectsByTag(), tc.listed || tc.any, tc.any, tc.selectsByTag)
+		}
+	}
+}
