@@ -101,6 +101,10 @@ func terraformPath(t *testing.T) *created {
 		checkRBACFollowsConfig(t, ctx, scene)
 		return ""
 	})
+	step(t, "tag_discovery_terraform", func(t *testing.T) string {
+		checkTagDiscovery(t, ctx, "tf", fn)
+		return ""
+	})
 	step(t, "terraform_destroy", func(t *testing.T) string {
 		destroyed = true
 		if err := tf.run(ctx, "destroy", "-auto-approve", "-input=false", "-no-color"); err != nil {
