@@ -458,8 +458,8 @@ variable "asg_tag_key" {
   default     = "node-drainer.io/enabled"
 
   validation {
-    condition     = can(regex("^[\\p{L}\\p{Z}\\p{N}_.:/=+@-]{0,128}$", var.asg_tag_key)) && !startswith(lower(var.asg_tag_key), "aws:")
-    error_message = "asg_tag_key: at most 128 letters, digits, spaces or + - = . _ : / @, not starting with aws:."
+    condition     = can(regex("^[\\p{L}\\p{Z}\\p{N}_.:/=+@-]{0,128}$", var.asg_tag_key))
+    error_message = "asg_tag_key: at most 128 letters, digits, spaces or + - = . _ : / @."
   }
 }
 

@@ -394,14 +394,12 @@ func (c Config) SelectsByTag() bool { return c.ASGTagKey != "" }
 // IAM condition key the templates build from them.
 var tagPattern = regexp.MustCompile(`^[\p{L}\p{Z}\p{N}_.:/=+\-@]*$`)
 
-// validTag checks a selecting tag: a key of 1–128 characters not starting
-// with aws:, a value of at most 256, both of Auto Scaling's characters.
+// validTag checks a selecting tag: a key of 1–128 characters, a value of at
+// most 256, both of Auto Scaling's characters (the templates' patterns).
 func validTag(key, value string) error {
 	switch {
 	case len(key) > 128 || !tagPattern.MatchString(key):
 		return fmt.Errorf("ASG_TAG_KEY=%q: want at most 128 letters, digits, spaces or + - = . _ : / @", key)
-	case strings.HasPrefix(strings.ToLower(key), "aws:"):
-		return fmt.Errorf("ASG_TAG_KEY=%q: the aws: prefix is reserved", key)
 	case len(value) > 256 || !tagPattern.MatchString(value):
 		return fmt.Errorf("ASG_TAG_VALUE=%q: want at most 256 letters, digits, spaces or + - = . _ : / @", value)
 	}

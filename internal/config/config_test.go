@@ -232,7 +232,6 @@ func TestFromEnvErrors(t *testing.T) {
 		{"three kubeconfigs", []string{"KUBECONFIG_PATH=/k", "KUBECONFIG_SSM_PARAMETER=/p", "KUBECONFIG_SECRET_ID=s"}, []string{"at most one"}, true},
 		{"kubeconfig without cluster name or tag", []string{"KUBECONFIG_PATH=/k"}, []string{"CLUSTER_TAG_KEY is required"}, true},
 		{"unknown lifecycle owner", []string{"SKIP_NODES_OWNED_BY=karpenter,nth"}, []string{"SKIP_NODES_OWNED_BY", `"nth"`, "or none"}, false},
-		{"group tag key reserved", []string{"ASG_TAG_KEY=aws:autoscaling:groupName"}, []string{"ASG_TAG_KEY", "reserved"}, false},
 		{"group tag key with a quote", []string{`ASG_TAG_KEY=node-drainer"x`}, []string{"ASG_TAG_KEY", "letters, digits"}, false},
 		{"group tag key too long", []string{"ASG_TAG_KEY=" + strings.Repeat("k", 129)}, []string{"ASG_TAG_KEY", "128"}, false},
 		{"group tag value with a brace", []string{"ASG_TAG_KEY=node-drainer.io/enabled", "ASG_TAG_VALUE={x}"}, []string{"ASG_TAG_VALUE"}, false},
