@@ -634,7 +634,8 @@ func (r *samRun) readRole(t *testing.T, ctx context.Context, c *created, cn cano
 		}
 		t.Logf("the role's statement %s is %s, the template's %s", sid, canonJSON(st), canonJSON(want))
 	}
-	// AWS::IAM::RolePolicy resources (one per ASG)
+	// AWS::IAM::RolePolicy resources (one per ASG; the group tag's, whose
+	// document is a JSON string)
 	for _, id := range r.ofType(t, "AWS::IAM::RolePolicy") {
 		p := r.resolved(t, id)
 		if p["RoleName"] != roleName {
@@ -645,7 +646,11 @@ func (r *samRun) readRole(t *testing.T, ctx context.Context, c *created, cn cano
 			continue // created, read above
 		}
 		r.skip(t, "AWS::IAM::RolePolicy", "role "+roleName+" has no policy "+name)
-		add(p["PolicyDocument"])
+		if doc, isString := p["PolicyDocument"].(string); isString {
+			add(decodePolicy(t, doc))
+		} else {
+			add(p["PolicyDocument"])
+		}
 	}
 	// managed policies
 	att, err := ic.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(roleName)})
