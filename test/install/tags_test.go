@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
 	"github.com/node-drainer/node-drainer/test/harness"
 )
@@ -17,7 +18,8 @@ import (
 // deployed function chooses groups by (its ASG_TAG_KEY=ASG_TAG_VALUE), one
 // not. The function's sweep (the scheduled event, invoked as the schedule
 // would) puts the terminate hook on the tagged group, with the settings the
-// templates give the hooks they create, and none on the other; then a node
+// templates give the hooks they create, and none on the other; the deployed
+// terminate rule matches the tagged group's event of our hook; then a node
 // of the tagged group is drained and its lifecycle action completed, which
 // the emulator accepts only for a hook the group has (drainWith). Nothing
 // is redeployed. The groups are deleted at the end.
@@ -84,6 +86,29 @@ func checkTagDiscovery(t *testing.T, ctx context.Context, prefix string, fn depl
 	}
 	if h := hooks(untagged); len(h) != 0 {
 		t.Errorf("the group %s without the tag got hooks: %+v", untagged, h)
+	}
+
+	// the deployed terminate rule forwards the tagged group's lifecycle
+	// events (it matches our hook's name, not the groups), and not another
+	// hook's: the event drainWith sends is one EventBridge would deliver
+	eb := eventbridge.NewFromConfig(env.AWS.AWSConfig())
+	rule, err := eb.DescribeRule(ctx, &eventbridge.DescribeRuleInput{Name: aws.String(fn.Name + "-terminate-hook")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for hook, want := range map[string]bool{fn.TerminateHook: true, "other-tool-hook": false} {
+		ev, err := harness.EventFile("asg-terminate.json", map[string]string{
+			"AutoScalingGroupName": tagged, "LifecycleHookName": hook, "EC2InstanceId": scene.Instances[0].ID, "LifecycleActionToken": "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := eb.TestEventPattern(ctx, &eventbridge.TestEventPatternInput{Event: aws.String(string(ev)), EventPattern: rule.EventPattern})
+		if err != nil {
+			t.Fatalf("TestEventPattern: %v", err)
+		}
+		if m.Result != want {
+			t.Errorf("rule %s (%s) matches the terminate event of %s's hook %s: %v, want %v", aws.ToString(rule.Name), aws.ToString(rule.EventPattern), tagged, hook, m.Result, want)
+		}
 	}
 
 	drainWith(t, ctx, scene, fn)
