@@ -8,14 +8,21 @@ ARCH ?= arm64
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags='-s -w -X github.com/node-drainer/node-drainer/internal/version.Version=$(VERSION)'
 DIST := dist
+# Two modules: the product's (go.mod: what the Lambda links) and the tests'
+# (test/go.mod: the harness, scenarios, simulation, bench, demo and deploy
+# tests, with the libraries only they use); go.work joins them, so
+# `go test ./test/...` runs from here. The product is built and unit-tested
+# with its own module alone (GOWORK=off): the release links only what its
+# go.mod holds.
+PRODUCT_GO := GOWORK=off $(GO)
 
-.PHONY: help build package dist tools tools-nth providers unit integration faults deploy-check deploy-test test-matrix test fmt-check bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
+.PHONY: help build package dist tools tools-nth providers unit integration faults deploy-check deploy-test test-matrix test vet fmt-check bench demo lint lint-deploy fuzz clean build-NodeDrainerFunction
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
 
 build: ## build bootstrap for provided.al2023 (ARCH=arm64|amd64) into dist/<arch>/
-	GOOS=linux GOARCH=$(ARCH) CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -o $(DIST)/$(ARCH)/bootstrap ./functions/node-drainer
+	GOOS=linux GOARCH=$(ARCH) CGO_ENABLED=0 $(PRODUCT_GO) build $(BUILD_FLAGS) -o $(DIST)/$(ARCH)/bootstrap ./functions/node-drainer
 
 package: ## zip bootstrap for both architectures: dist/node-drainer-<arch>.zip
 	@for a in arm64 amd64; do \
@@ -42,7 +49,7 @@ dist: ## release artifacts in dist/: node-drainer-<version>-<arch>.zip (arm64, a
 	@cd $(DIST) && ls -l $(RELEASE_FILES) SHA256SUMS
 
 build-NodeDrainerFunction: ## called by `sam build` (ARTIFACTS_DIR set by SAM)
-	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/node-drainer
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(PRODUCT_GO) build $(BUILD_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/node-drainer
 
 tools: ## build the harness's control plane, kwok (cached; ~8 min the first time)
 	bash hack/tools/build.sh
@@ -55,7 +62,7 @@ providers: ## build the terraform providers into the tools cache as a filesystem
 UNIT_PKGS := ./internal/... ./functions/...
 
 unit: ## tests that need nothing but Go (no harness, no tools build), with coverage
-	$(GO) test -count=1 -timeout 10m -cover $(UNIT_PKGS)
+	$(PRODUCT_GO) test -count=1 -timeout 10m -cover $(UNIT_PKGS)
 
 integration: tools ## end-to-end scenarios and harness tests on the real control plane (test/)
 	$(GO) test -count=1 -timeout 60m $$($(GO) list ./test/... | grep -v -e /test/deploy -e /test/faults -e /test/install -e /test/sim)
@@ -94,13 +101,17 @@ test-matrix: ## the integration suite on each release of MATRIX (each control pl
 
 test: ## all tests: gofmt, vet, unit, the simulation (1,000 seeds), deploy checks, integration and faults on the real harness, then the real deploys
 	$(MAKE) --no-print-directory fmt-check
-	$(GO) vet ./...
+	$(MAKE) --no-print-directory vet
 	$(MAKE) --no-print-directory unit
 	$(MAKE) --no-print-directory sim SEEDS=1000
 	$(MAKE) --no-print-directory deploy-check
 	$(MAKE) --no-print-directory integration
 	$(MAKE) --no-print-directory faults
 	$(MAKE) --no-print-directory deploy-test
+
+vet: ## go vet of both modules: the product's (alone) and the tests'
+	$(PRODUCT_GO) vet ./...
+	$(GO) vet ./test/...
 
 fmt-check: ## every Go file as gofmt writes it (the files that are not are listed)
 	@out=$$($(GOFMT) -l $$(git ls-files '*.go')) || exit 1; test -z "$$out" || { echo "not gofmt'd:"; echo "$$out"; exit 1; }
@@ -118,12 +129,12 @@ demo: tools ## play the two stories on the real harness with the real bootstrap
 
 lint: lint-deploy ## gofmt, go vet, IaC checks
 	$(MAKE) --no-print-directory fmt-check
-	$(GO) vet ./...
+	$(MAKE) --no-print-directory vet
 
 lint-deploy: deploy-check ## alias of deploy-check
 
 fuzz: ## fuzz the event entry point (FUZZTIME=5m)
-	$(GO) test ./internal/event -run '^$$' -fuzz FuzzParseInvocation -fuzztime $${FUZZTIME:-5m}
+	$(PRODUCT_GO) test ./internal/event -run '^$$' -fuzz FuzzParseInvocation -fuzztime $${FUZZTIME:-5m}
 
 clean: ## remove build output
 	rm -rf $(DIST)

@@ -452,6 +452,12 @@ variable "alarm_topic_arn" {
   default     = ""
 }
 
+variable "create_dashboard" {
+  description = "Create a CloudWatch dashboard named after the function: hooks completed, drain time, evictions and PDB waits, volume releases, sweep findings, errors (docs/operations.md: Dashboard)."
+  type        = bool
+  default     = true
+}
+
 variable "asg_tag_key" {
   description = "Tag key that selects Auto Scaling groups besides asg_names: at every sweep the function puts its hooks on each group carrying asg_tag_key = asg_tag_value that lacks them, and handles those groups' lifecycle actions; its IAM grants on groups not listed are conditioned on this tag. A node group tagged after the deployment needs no redeploy. Empty = asg_names alone."
   type        = string

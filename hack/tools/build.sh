@@ -6,6 +6,8 @@
 # The cache is $NODE_DRAINER_TOOLS_CACHE, default ~/.cache/node-drainer/tools.
 # Prints the directory that holds the binaries.
 set -euo pipefail
+# its own modules, never the repository's go.work (the product and test modules)
+export GOWORK=off
 here=$(cd "$(dirname "$0")" && pwd)
 k8s_version=$(cd "$here" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 kwok_version=v0.8.0

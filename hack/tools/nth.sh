@@ -6,6 +6,8 @@
 # The cache is $NODE_DRAINER_TOOLS_CACHE, default ~/.cache/node-drainer/tools
 # (the same as build.sh). Prints the path of the binary.
 set -euo pipefail
+# its own modules, never the repository's go.work (the product and test modules)
+export GOWORK=off
 version=${NTH_VERSION:-v1.25.6}
 module=github.com/aws/aws-node-termination-handler
 cache=${NODE_DRAINER_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/node-drainer/tools}

@@ -31,6 +31,8 @@
 #
 # Prints the CLI config's path. Same cache root as build.sh, its own lock file.
 set -euo pipefail
+# its own modules, never the repository's go.work (the product and test modules)
+export GOWORK=off
 
 aws_module=github.com/hashicorp/terraform-provider-aws
 aws_pseudo=v1.60.1-0.20260602190131-5f2286d6d836

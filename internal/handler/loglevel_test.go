@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,59 +11,6 @@ import (
 	"github.com/node-drainer/node-drainer/internal/logging"
 	"github.com/node-drainer/node-drainer/internal/metrics"
 )
-
-// lambdaLevels are the application log levels of Lambda's log-level
-// filter, most detailed first.
-var lambdaLevels = []string{"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"}
-
-// lambdaKeeps applies Lambda's application log-level filter to one line of
-// the function's output, as the Lambda developer guide ("Log-level
-// filtering") states it for runtimes that write their own JSON: the line's
-// level is its "level" key (any case); when that is missing or not a level,
-// the line counts as INFO; the line reaches CloudWatch Logs when its level
-// is the configured one or less detailed. A line that is not a JSON object
-// has no "level" either: INFO.
-func lambdaKeeps(line []byte, configured string) bool {
-	rank := func(level string) int {
-		for i, l := range lambdaLevels {
-			if strings.EqualFold(l, level) {
-				return i
-			}
-		}
-		return -1
-	}
-	level := "INFO"
-	var doc map[string]any
-	if json.Unmarshal(line, &doc) == nil {
-		if l, ok := doc["level"].(string); ok && rank(l) >= 0 {
-			level = l
-		}
-	}
-	return rank(level) >= rank(configured)
-}
-
-// The filter as stated: the guide's own example, a missing level, an
-// invalid one.
-func TestLambdaKeeps(t *testing.T) {
-	for _, tc := range []struct {
-		line, configured string
-		want             bool
-	}{
-		{`{"level": "debug", "msg": "my debug log"}`, "DEBUG", true},
-		{`{"level": "debug", "msg": "my debug log"}`, "INFO", false},
-		{`{"level":"ERROR"}`, "ERROR", true},
-		{`{"level":"WARN"}`, "ERROR", false},
-		{`{"msg":"no level"}`, "INFO", true},
-		{`{"msg":"no level"}`, "WARN", false},
-		{`{"level":"LOUD"}`, "WARN", false},
-		{`{"level":"LOUD"}`, "TRACE", true},
-		{`not JSON`, "ERROR", false},
-	} {
-		if got := lambdaKeeps([]byte(tc.line), tc.configured); got != tc.want {
-			t.Errorf("lambdaKeeps(%s, %s) = %t, want %t", tc.line, tc.configured, got, tc.want)
-		}
-	}
-}
 
 // syncBuffer is the function's standard output: the logger and the metrics
 // lines both write to it, each write one line.
@@ -124,7 +70,10 @@ func TestMetricsKeptAtEveryLogLevel(t *testing.T) {
 			if err := metrics.Validate(metricLines[0]); err != nil {
 				t.Fatalf("metrics line is not EMF: %v", err)
 			}
-			if !lambdaKeeps(metricLines[0], logging.LambdaFilterLevel) {
+			if err := metrics.CheckCatalog(metricLines[0]); err != nil {
+				t.Fatalf("metrics line leaves the catalog: %v", err)
+			}
+			if !logging.LambdaKeeps(metricLines[0], logging.LambdaFilterLevel) {
 				t.Errorf("Lambda's filter at %s drops the metrics line: %s", logging.LambdaFilterLevel, metricLines[0])
 			}
 			handled := false
@@ -137,7 +86,7 @@ func TestMetricsKeptAtEveryLogLevel(t *testing.T) {
 				if err := got.UnmarshalText([]byte(rec.Level)); err != nil || got < level {
 					t.Errorf("log line below %s written: %s", name, l)
 				}
-				if !lambdaKeeps(l, logging.LambdaFilterLevel) {
+				if !logging.LambdaKeeps(l, logging.LambdaFilterLevel) {
 					t.Errorf("Lambda's filter at %s drops a log line the function wrote: %s", logging.LambdaFilterLevel, l)
 				}
 				handled = handled || rec.Message == "handled"
@@ -145,7 +94,7 @@ func TestMetricsKeptAtEveryLogLevel(t *testing.T) {
 			if want := level <= slog.LevelInfo; handled != want {
 				t.Errorf("the INFO line \"handled\" written: %t, want %t at %s", handled, want, name)
 			}
-			if old := lambdaKeeps(metricLines[0], name); old != (level <= slog.LevelInfo) {
+			if old := logging.LambdaKeeps(metricLines[0], name); old != (level <= slog.LevelInfo) {
 				t.Errorf("Lambda's filter at %s itself keeps the metrics line: %t (the rule as stated drops a line without level above INFO)", name, old)
 			}
 		})

@@ -144,48 +144,48 @@ func (r *run) finishReport() {
 	}
 	// FunctionName in every dimension set: two deployments in one account
 	// and region keep their metrics, and their alarms, apart
-	fn := metrics.Dimension{Name: "FunctionName", Value: r.h.cfg.FunctionName}
+	fn := metrics.Dimension{Name: metrics.DimFunctionName, Value: r.h.cfg.FunctionName}
 	if fn.Value == "" {
 		fn.Value = "node-drainer" // outside Lambda (local runs)
 	}
 	e := metrics.New(metrics.Namespace)
-	d := e.Directive([]metrics.Dimension{fn, {Name: "Event", Value: string(r.out.Event)}, {Name: "Result", Value: result}})
-	d.Put("Invocations", metrics.Count, 1)
-	d.Put("DurationSeconds", metrics.Seconds, float64(r.out.DurationMS)/1000)
+	d := e.Directive([]metrics.Dimension{fn, {Name: metrics.DimEvent, Value: string(r.out.Event)}, {Name: metrics.DimResult, Value: result}})
+	d.Put(metrics.Invocations, metrics.Count, 1)
+	d.Put(metrics.DurationSeconds, metrics.Seconds, float64(r.out.DurationMS)/1000)
 	if rep.drainEnded {
-		d.Put("DrainSeconds", metrics.Seconds, rep.drainLength.Seconds())
+		d.Put(metrics.DrainSeconds, metrics.Seconds, rep.drainLength.Seconds())
 	}
 	// a metric absent from a line creates no series for its dimensions (each
 	// series is billed): drain metrics only where a drain ran
 	if rep.drainEnded || len(r.out.Evicted) > 0 || rep.pdbBlocked > 0 || r.out.Action == ActionContinued {
-		d.Put("PodsEvicted", metrics.Count, float64(len(r.out.Evicted)))
-		d.Put("PDBBlockedSeconds", metrics.Seconds, rep.pdbBlocked.Seconds())
+		d.Put(metrics.PodsEvicted, metrics.Count, float64(len(r.out.Evicted)))
+		d.Put(metrics.PDBBlockedSeconds, metrics.Seconds, rep.pdbBlocked.Seconds())
 	}
 	if !r.h.cfg.DryRun && (len(r.out.AttachmentsDeleted) > 0 || len(r.out.PodsDeleted) > 0) {
-		d.Put("RWOForceReleases", metrics.Count, float64(len(r.out.AttachmentsDeleted)))
-		d.Put("RWOReleaseSeconds", metrics.Seconds, rep.released.Seconds())
+		d.Put(metrics.RWOForceReleases, metrics.Count, float64(len(r.out.AttachmentsDeleted)))
+		d.Put(metrics.RWOReleaseSeconds, metrics.Seconds, rep.released.Seconds())
 	}
 	if r.out.Action == ActionContinued {
-		d.Put("Continuations", metrics.Count, 1)
+		d.Put(metrics.Continuations, metrics.Count, 1)
 	}
 	total := 0
 	for cause, n := range rep.retries {
-		d.Put("KubeAPIRetries."+cause, metrics.Count, float64(n))
+		d.Put(metrics.KubeAPIRetriesFor+cause, metrics.Count, float64(n))
 		total += n
 	}
 	if total > 0 {
-		d.Put("KubeAPIRetries", metrics.Count, float64(total))
+		d.Put(metrics.KubeAPIRetries, metrics.Count, float64(total))
 	}
 	if sw := r.out.Sweep; sw != nil {
-		for name, n := range map[string]int{"SweepHooks": len(sw.Hooks), "SweepDeadNodes": len(sw.Dead), "SweepUnmarked": len(sw.Unmarked),
-			"SweepOrphans": len(sw.Orphans), "SweepZombies": len(sw.Zombies), "SweepReplaced": len(sw.Replaced), "SweepFailed": len(sw.Failed)} {
+		for name, n := range map[string]int{metrics.SweepHooks: len(sw.Hooks), metrics.SweepDeadNodes: len(sw.Dead), metrics.SweepUnmarked: len(sw.Unmarked),
+			metrics.SweepOrphans: len(sw.Orphans), metrics.SweepZombies: len(sw.Zombies), metrics.SweepReplaced: len(sw.Replaced), metrics.SweepFailed: len(sw.Failed)} {
 			d.Put(name, metrics.Count, float64(n))
 		}
 	}
 	if rep.hookResult != "" {
-		e.Directive([]metrics.Dimension{fn, {Name: "LifecycleResult", Value: rep.hookResult}},
-			[]metrics.Dimension{fn, {Name: "CompletionReason", Value: rep.hookReason}}).
-			Put("HooksCompleted", metrics.Count, 1)
+		e.Directive([]metrics.Dimension{fn, {Name: metrics.DimLifecycleResult, Value: rep.hookResult}},
+			[]metrics.Dimension{fn, {Name: metrics.DimCompletionReason, Value: rep.hookReason}}).
+			Put(metrics.HooksCompleted, metrics.Count, 1)
 	}
 	e.Property("instance", r.out.Instance)
 	e.Property("node", r.out.Node)

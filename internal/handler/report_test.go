@@ -23,6 +23,9 @@ func metricsLine(t *testing.T, out *bytes.Buffer) emf {
 	if err := metrics.Validate([]byte(lines[0])); err != nil {
 		t.Fatalf("metrics line is not EMF: %v\n%s", err, lines[0])
 	}
+	if err := metrics.CheckCatalog([]byte(lines[0])); err != nil {
+		t.Fatalf("metrics line leaves the catalog: %v\n%s", err, lines[0])
+	}
 	var m emf
 	if err := json.Unmarshal([]byte(lines[0]), &m); err != nil {
 		t.Fatal(err)
@@ -74,6 +77,11 @@ func TestTimelineAndMetrics(t *testing.T) {
 			name: "dry run", payload: terminateEvent(idA), ec2: running, setup: func(e *env) { e.cfg.DryRun = true },
 			steps:  []string{StepLookup, StepPlanned, StepHookCompleted},
 			values: map[string]any{"Result": "dry-run", "CompletionReason": "dry-run", "LifecycleResult": "CONTINUE"},
+		},
+		{
+			name: "sweep", payload: sweepEvent(), ec2: running,
+			values: map[string]any{"Event": "sweep", "Result": "swept", "SweepHooks": 0.0, "SweepDeadNodes": 0.0, "SweepUnmarked": 0.0,
+				"SweepOrphans": 0.0, "SweepZombies": 0.0, "SweepReplaced": 0.0, "SweepFailed": 0.0, "PodsEvicted": nil},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

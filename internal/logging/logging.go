@@ -13,6 +13,7 @@ package logging
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -73,4 +74,38 @@ func (h requestID) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h requestID) WithGroup(name string) slog.Handler {
 	return requestID{h.Handler.WithGroup(name)}
+}
+
+// LambdaLevels are the application log levels of Lambda's log-level
+// filter, most detailed first.
+var LambdaLevels = []string{"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"}
+
+// LambdaKeeps applies Lambda's application log-level filter, set to
+// configured, to one line of a function's output, as the Lambda developer
+// guide ("Log-level filtering") states it for runtimes that write their own
+// JSON: the line's level is its "level" key (any case); when that is missing
+// or not a level, the line counts as INFO; the line reaches CloudWatch Logs
+// when its level is the configured one or less detailed. A line that is not
+// a JSON object has no "level" either: INFO.
+//
+// The function does not call it: the tests hold the function's real output
+// (a unit test's, and the deployed function's in test/install) to the rule
+// the templates' LambdaFilterLevel relies on.
+func LambdaKeeps(line []byte, configured string) bool {
+	rank := func(level string) int {
+		for i, l := range LambdaLevels {
+			if strings.EqualFold(l, level) {
+				return i
+			}
+		}
+		return -1
+	}
+	level := "INFO"
+	var doc map[string]any
+	if json.Unmarshal(line, &doc) == nil {
+		if l, ok := doc["level"].(string); ok && rank(l) >= 0 {
+			level = l
+		}
+	}
+	return rank(level) >= rank(configured)
 }

@@ -67,3 +67,26 @@ func TestNew(t *testing.T) {
 		t.Errorf("text format: %q", buf.String())
 	}
 }
+
+// The filter as stated: the guide's own example, a missing level, an
+// invalid one.
+func TestLambdaKeeps(t *testing.T) {
+	for _, tc := range []struct {
+		line, configured string
+		want             bool
+	}{
+		{`{"level": "debug", "msg": "my debug log"}`, "DEBUG", true},
+		{`{"level": "debug", "msg": "my debug log"}`, "INFO", false},
+		{`{"level":"ERROR"}`, "ERROR", true},
+		{`{"level":"WARN"}`, "ERROR", false},
+		{`{"msg":"no level"}`, "INFO", true},
+		{`{"msg":"no level"}`, "WARN", false},
+		{`{"level":"LOUD"}`, "WARN", false},
+		{`{"level":"LOUD"}`, "TRACE", true},
+		{`not JSON`, "ERROR", false},
+	} {
+		if got := LambdaKeeps([]byte(tc.line), tc.configured); got != tc.want {
+			t.Errorf("LambdaKeeps(%s, %s) = %t, want %t", tc.line, tc.configured, got, tc.want)
+		}
+	}
+}

@@ -96,3 +96,47 @@ func TestValidateRefuses(t *testing.T) {
 		})
 	}
 }
+
+// The catalog check passes the handler's shape of line and names what
+// leaves the catalog: an unknown metric, a wrong unit, a dimension set the
+// catalog does not give the metric.
+func TestCheckCatalog(t *testing.T) {
+	line := func(build func(e *Entry)) []byte {
+		e := New(Namespace)
+		build(e)
+		b, err := e.JSON(time.UnixMilli(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	fn := Dimension{DimFunctionName, "node-drainer"}
+	byEvent := []Dimension{fn, {DimEvent, "terminate"}, {DimResult, "drained"}}
+	for _, tc := range []struct {
+		name  string
+		build func(e *Entry)
+		want  string // "" when the line keeps to the catalog
+	}{
+		{"the handler's line", func(e *Entry) {
+			e.Directive(byEvent).Put(Invocations, Count, 1).Put(DrainSeconds, Seconds, 2).Put(KubeAPIRetriesFor+"throttled", Count, 1)
+			e.Directive([]Dimension{fn, {DimLifecycleResult, "CONTINUE"}}, []Dimension{fn, {DimCompletionReason, "drained"}}).Put(HooksCompleted, Count, 1)
+		}, ""},
+		{"unknown metric", func(e *Entry) { e.Directive(byEvent).Put("DrainMinutes", Count, 1) }, "DrainMinutes is not in the catalog"},
+		{"bare prefix", func(e *Entry) { e.Directive(byEvent).Put(KubeAPIRetriesFor, Count, 1) }, "is not in the catalog"},
+		{"wrong unit", func(e *Entry) { e.Directive(byEvent).Put(DrainSeconds, Count, 1) }, "unit"},
+		{"wrong dimensions", func(e *Entry) { e.Directive([]Dimension{fn, {DimEvent, "terminate"}}).Put(Invocations, Count, 1) }, "dimension set"},
+		{"one set of two", func(e *Entry) {
+			e.Directive([]Dimension{fn, {DimLifecycleResult, "CONTINUE"}}).Put(HooksCompleted, Count, 1)
+		}, "dimension sets"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckCatalog(line(tc.build))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("CheckCatalog: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("CheckCatalog: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -94,11 +94,10 @@ func BenchmarkBootstrapZip(b *testing.B) {
 	defer failedIfFailed(b, "bootstrap_zip_mb", "bootstrap_bin_mb")
 	ctx, cancel := context.WithTimeout(b.Context(), 20*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil || strings.TrimSpace(string(out)) == "" {
-		b.Fatalf("finding the module root: %v", err)
+	root, err := harness.RepoRoot()
+	if err != nil {
+		b.Fatalf("finding the repository root: %v", err)
 	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
 	const zipper = `import zipfile,sys; z=zipfile.ZipFile(sys.argv[1],"w",zipfile.ZIP_DEFLATED); i=zipfile.ZipInfo("bootstrap"); i.external_attr=0o755<<16; i.compress_type=zipfile.ZIP_DEFLATED; z.writestr(i,open("bootstrap","rb").read()); z.close()`
 	for i := range *flagRuns {
 		dir := b.TempDir()
@@ -109,7 +108,8 @@ func BenchmarkBootstrapZip(b *testing.B) {
 			build := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w",
 				"-o", filepath.Join(dir, "bootstrap"), "./functions/node-drainer")
 			build.Dir = root
-			build.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
+			// the product's module alone, as `make build` (GOWORK=off)
+			build.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0", "GOWORK=off")
 			if out, err = build.CombinedOutput(); err == nil {
 				break
 			}

@@ -25,7 +25,9 @@ func BuildBootstrap(ctx context.Context, dir string) (string, error) {
 	out := filepath.Join(dir, "bootstrap")
 	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, "./functions/node-drainer")
 	cmd.Dir = root
-	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
+	// the product's module alone (GOWORK=off), as `make build`: the binary
+	// the tests run is built from the dependencies the release ships
+	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0", "GOWORK=off")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building bootstrap: %w\n%s", err, b)
 	}

@@ -333,6 +333,7 @@ func defaultK8sVersion(t *testing.T) string {
 	}
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "k8s.io/kubernetes")
 	cmd.Dir = filepath.Join(root, "hack", "tools")
+	cmd.Env = append(cmd.Environ(), "GOWORK=off") // its own module, not the workspace
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package install
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -99,36 +100,59 @@ type deployedFunction struct {
 // the tag is the function's to read).
 func drainWith(t *testing.T, ctx context.Context, s *drainScene, fn deployedFunction) {
 	t.Helper()
+	drainInstance(t, ctx, s, fn, 0, "")
+}
+
+// drainInstance is drainWith for the scene's instance i, its workloads named
+// web<suffix> and bare<suffix> (a scene drained more than once); it returns
+// everything the function wrote (its output and the runtime's platform
+// lines), as Lambda would send it to CloudWatch Logs.
+func drainInstance(t *testing.T, ctx context.Context, s *drainScene, fn deployedFunction, i int, suffix string) string {
+	t.Helper()
 	if !strings.Contains(","+fn.Env["ASG_NAMES"]+",", ","+s.ASG+",") && fn.Env["ASG_TAG_KEY"] == "" {
 		t.Fatalf("the function's ASG_NAMES %q do not include the scene's group %s, and it chooses no groups by tag", fn.Env["ASG_NAMES"], s.ASG)
 	}
-	target := s.Instances[0]
+	target := s.Instances[i]
+	web, bare := "web"+suffix, "bare"+suffix
 
 	// pods on the target only: cordon the others while they are created
-	for _, i := range s.Instances[1:] {
-		if err := env.SetUnschedulable(ctx, i.PrivateDNSName, true); err != nil {
+	var others []harness.Instance
+	for j, o := range s.Instances {
+		if j != i {
+			others = append(others, o)
+		}
+	}
+	unschedulable := map[string]bool{}
+	for _, o := range others {
+		n, err := env.Client.CoreV1().Nodes().Get(ctx, o.PrivateDNSName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		unschedulable[o.PrivateDNSName] = n.Spec.Unschedulable // a node drained before stays cordoned
+		if err := env.SetUnschedulable(ctx, o.PrivateDNSName, true); err != nil {
 			t.Fatal(err)
 		}
 	}
-	w := harness.Workload{Namespace: s.Namespace, Name: "web", Replicas: 2, NodeSelector: map[string]string{"pool": s.ASG}}
+	w := harness.Workload{Namespace: s.Namespace, Name: web, Replicas: 2, NodeSelector: map[string]string{"pool": s.ASG}}
 	if _, err := env.Deployment(ctx, w, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.BarePod(ctx, harness.Workload{Namespace: s.Namespace, Name: "bare"}, target.PrivateDNSName); err != nil {
+	if _, err := env.BarePod(ctx, harness.Workload{Namespace: s.Namespace, Name: bare}, target.PrivateDNSName); err != nil {
 		t.Fatal(err)
 	}
-	for sel, n := range map[string]int{"app=web": 2, "app=bare": 1} {
+	for sel, n := range map[string]int{"app=" + web: 2, "app=" + bare: 1} {
 		if _, err := env.WaitPodsRunning(ctx, s.Namespace, sel, n, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, i := range s.Instances[1:] {
-		if err := env.SetUnschedulable(ctx, i.PrivateDNSName, false); err != nil {
+	for _, o := range others {
+		if err := env.SetUnschedulable(ctx, o.PrivateDNSName, unschedulable[o.PrivateDNSName]); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	rt := startDeployed(t, ctx, fn)
+	var log harness.LogBuffer
+	rt := startDeployed(t, ctx, fn, &log)
 
 	token := fmt.Sprintf("token-%s-%d", s.ASG, time.Now().UnixNano())
 	if err := env.AWS.RegisterLifecycleAction(ctx, moto.LifecycleAction{ASG: s.ASG, Hook: fn.TerminateHook, InstanceID: target.ID, Token: token}); err != nil {
@@ -161,11 +185,11 @@ func drainWith(t *testing.T, ctx context.Context, s *drainScene, fn deployedFunc
 		pods, _ := env.Client.CoreV1().Pods(s.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + target.PrivateDNSName})
 		t.Errorf("pods left on %s after the drain: %v", target.PrivateDNSName, podNames(pods.Items))
 	}
-	web, err := env.WaitPodsRunning(ctx, s.Namespace, "app=web", 2, time.Minute)
+	moved, err := env.WaitPodsRunning(ctx, s.Namespace, "app="+web, 2, time.Minute)
 	if err != nil {
 		t.Errorf("the Deployment's pods did not come back on other nodes: %v", err)
 	}
-	for _, p := range web {
+	for _, p := range moved {
 		if p.Spec.NodeName == target.PrivateDNSName {
 			t.Errorf("pod %s still on the drained node", p.Name)
 		}
@@ -177,18 +201,19 @@ func drainWith(t *testing.T, ctx context.Context, s *drainScene, fn deployedFunc
 	}
 	var completes []moto.LifecycleCall
 	for _, c := range calls {
-		if c.Operation == "CompleteLifecycleAction" && c.Params["AutoScalingGroupName"] == s.ASG {
+		if c.Operation == "CompleteLifecycleAction" && c.Params["AutoScalingGroupName"] == s.ASG && c.Params["InstanceId"] == target.ID {
 			completes = append(completes, c)
 		}
 	}
 	if len(completes) != 1 {
-		t.Fatalf("want one CompleteLifecycleAction on %s, got %+v", s.ASG, completes)
+		t.Fatalf("want one CompleteLifecycleAction on %s for %s, got %+v", s.ASG, target.ID, completes)
 	}
 	c := completes[0]
 	if !c.OK() || c.Params["LifecycleActionResult"] != "CONTINUE" || c.Params["LifecycleActionToken"] != token ||
 		c.Params["LifecycleHookName"] != fn.TerminateHook || c.Params["InstanceId"] != target.ID {
 		t.Errorf("CompleteLifecycleAction: got %+v, want ok, CONTINUE, token %s, hook %s, instance %s", c, token, fn.TerminateHook, target.ID)
 	}
+	return log.String()
 }
 
 // assumeRole assumes roleARN through the emulator's STS, as Lambda does for
@@ -205,8 +230,9 @@ func assumeRole(t *testing.T, ctx context.Context, roleARN, session string) *sts
 }
 
 // startDeployed starts the bootstrap under the runtime emulator as fn (see
-// drainWith) and stops it when t ends.
-func startDeployed(t *testing.T, ctx context.Context, fn deployedFunction) *lambdart.Runtime {
+// drainWith) and stops it when t ends; what the function writes goes to the
+// test's log and to logs.
+func startDeployed(t *testing.T, ctx context.Context, fn deployedFunction, logs ...io.Writer) *lambdart.Runtime {
 	t.Helper()
 	creds := assumeRole(t, ctx, fn.RoleARN, fn.Name)
 	var fnEnv []string
@@ -228,7 +254,7 @@ func startDeployed(t *testing.T, ctx context.Context, fn deployedFunction) *lamb
 	// the function's own timeout (its deadline shapes the drain); ctx
 	// bounds how long the test waits
 	rt, err := lambdart.Start(ctx, lambdart.Options{
-		Bootstrap: fn.Bootstrap, Env: fnEnv, Timeout: fn.Timeout, FunctionName: fn.Name, MemoryMB: fn.MemoryMB, Log: testWriter{t},
+		Bootstrap: fn.Bootstrap, Env: fnEnv, Timeout: fn.Timeout, FunctionName: fn.Name, MemoryMB: fn.MemoryMB, Log: io.MultiWriter(append([]io.Writer{testWriter{t}}, logs...)...),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@
 //
 // `make deploy-test` runs it and prints one line of results:
 //
-//	terraform_apply=ok terraform_drain=ok rbac_follows_config=ok terraform_destroy=ok terraform_upgrade=ok sam_transform=ok sam_deploy=ok sam_drain=ok deploy_paths_equal=ok tag_discovery=ok
+//	terraform_apply=ok terraform_drain=ok rbac_follows_config=ok metrics_every_level=ok terraform_destroy=ok terraform_upgrade=ok sam_transform=ok sam_deploy=ok sam_drain=ok deploy_paths_equal=ok tag_discovery=ok
 //
 // tag_discovery is ok when both paths' tag discovery passed (tags_test.go):
 // a node group tagged after the deploy gets its hook from the function's
@@ -16,7 +16,10 @@
 //
 // Both paths deploy with a LEASE_NAMESPACE that is not the default
 // (deployLeaseNamespace); rbac_follows_config checks terraform's RBAC for it
-// and for delete_terminated_nodes false (rbac_test.go).
+// and for delete_terminated_nodes false (rbac_test.go). metrics_every_level
+// re-applies terraform's with log_level WARN, then ERROR, drains a node with
+// each, and applies Lambda's log-level filter rule to the function's real
+// output: the drain's metrics line is kept (metrics_test.go).
 //
 // and exits non-zero when any is not ok (sam_deploy may be partial:<types>,
 // the resource types the emulator's CloudFormation skips and the test
@@ -55,7 +58,7 @@ func TestMain(m *testing.M) {
 
 // reported are the steps of the results line, in order.
 var reported = []string{
-	"terraform_apply", "terraform_drain", "rbac_follows_config", "terraform_destroy", "terraform_upgrade",
+	"terraform_apply", "terraform_drain", "rbac_follows_config", "metrics_every_level", "terraform_destroy", "terraform_upgrade",
 	"sam_transform", "sam_deploy", "sam_drain",
 	"deploy_paths_equal", "tag_discovery",
 }
@@ -159,6 +162,9 @@ type created struct {
 	// Alarms are the CloudWatch alarms' names without the function's name
 	// and its dash, sorted.
 	Alarms []string
+	// Dashboards are the CloudWatch dashboards, each as "name: body" (the
+	// body as canonical JSON), the function's name replaced by <function>.
+	Dashboards []string
 	// Statements are the role's permission statements (inline, managed and
 	// role policies), see statementSet.
 	Statements []string

@@ -239,7 +239,7 @@ func (r *samRun) transform(t *testing.T) string {
 	want := map[string]int{
 		"AWS::Lambda::Function": 1, "AWS::IAM::Role": 1, "AWS::Events::Rule": 7, "AWS::Lambda::Permission": 7,
 		"AWS::Lambda::EventInvokeConfig": 1, "AWS::SQS::Queue": 1, "AWS::SQS::QueuePolicy": 1, "AWS::Logs::LogGroup": 1,
-		"AWS::CloudWatch::Alarm": 5, "AWS::IAM::RolePolicy": n + 2, "AWS::AutoScaling::LifecycleHook": 2 * n, "AWS::EKS::AccessEntry": 1,
+		"AWS::CloudWatch::Alarm": 5, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::RolePolicy": n + 2, "AWS::AutoScaling::LifecycleHook": 2 * n, "AWS::EKS::AccessEntry": 1,
 	}
 	if !mapsEqual(counts, want) {
 		t.Errorf("resource types of the transformed template:\ngot  %v\nwant %v", counts, want)
@@ -827,6 +827,17 @@ func (r *samRun) readLogsAndAlarms(t *testing.T, ctx context.Context, c *created
 		t.Errorf("only %v of the alarms %v exist", al, names)
 	}
 	sort.Strings(c.Alarms)
+
+	for _, id := range r.ofType(t, "AWS::CloudWatch::Dashboard") {
+		name := fmt.Sprint(r.resolved(t, id)["DashboardName"])
+		d, err := readDashboards(ctx, r.fnName, name)
+		if err != nil {
+			t.Errorf("the stack's dashboard %s: %v", name, err)
+			continue
+		}
+		c.Dashboards = append(c.Dashboards, d...)
+	}
+	sort.Strings(c.Dashboards)
 }
 
 func (r *samRun) readHooks(t *testing.T, ctx context.Context, c *created) {

@@ -60,7 +60,8 @@ func terraformPath(t *testing.T) *created {
 	defer cancel()
 	defer tfInstalled.set(nil) // no fresh install for the upgrade to compare with, unless set below
 	tf := newTerraformRoot(t, ctx, tfSetup{asgs: tfASGs, manageRBAC: true, leaseNamespace: deployLeaseNamespace})
-	scene := newDrainScene(t, ctx, tfASGs[0], 2)
+	// instance 0 for terraform_drain, 2 and 3 for metrics_every_level
+	scene := newDrainScene(t, ctx, tfASGs[0], 2+len(metricsLevels))
 	createASGs(t, ctx, tfASGs[1:])
 
 	var got *created
@@ -105,6 +106,13 @@ func terraformPath(t *testing.T) *created {
 		checkTagDiscovery(t, ctx, "tf", fn)
 		return ""
 	})
+	step(t, "metrics_every_level", func(t *testing.T) string {
+		if !drained {
+			t.Fatal("terraform_drain failed: the deploy is not known to drain")
+		}
+		checkMetricsEveryLevel(t, ctx, tf, scene, fn)
+		return ""
+	})
 	step(t, "terraform_destroy", func(t *testing.T) string {
 		destroyed = true
 		if err := tf.run(ctx, "destroy", "-auto-approve", "-input=false", "-no-color"); err != nil {
@@ -134,13 +142,16 @@ type terraformRoot struct {
 // arguments s sets.
 func (r *terraformRoot) writeOverride(s tfSetup) error {
 	override := r.providers
-	if s.functionName != "" || !s.manageRBAC || s.leaseNamespace != "" {
+	if s.functionName != "" || !s.manageRBAC || s.leaseNamespace != "" || s.logLevel != "" {
 		override += "\nmodule \"node_drainer\" {\n"
 		if s.functionName != "" {
 			override += fmt.Sprintf("  function_name   = %q\n", s.functionName)
 		}
 		if s.leaseNamespace != "" {
 			override += fmt.Sprintf("  lease_namespace = %q\n", s.leaseNamespace)
+		}
+		if s.logLevel != "" {
+			override += fmt.Sprintf("  log_level       = %q\n", s.logLevel)
 		}
 		override += fmt.Sprintf("  manage_rbac     = %t\n}\n", s.manageRBAC)
 	}
@@ -166,6 +177,9 @@ type tfSetup struct {
 	// leaseNamespace is the module's lease_namespace, set by the override
 	// file; empty: the module's default.
 	leaseNamespace string
+	// logLevel is the module's log_level, set by the override file; empty:
+	// the module's default.
+	logLevel string
 }
 
 func newTerraformRoot(t *testing.T, ctx context.Context, s tfSetup) *terraformRoot {
@@ -600,6 +614,11 @@ func (r *terraformRoot) readBack(t *testing.T, ctx context.Context) (*created, d
 	}
 	sort.Strings(got.Alarms)
 
+	// the dashboard (create_dashboard's default), named after the function
+	if got.Dashboards, err = readDashboards(ctx, fnName, fnName); err != nil {
+		t.Errorf("the dashboard: %v", err)
+	}
+
 	// the cluster's objects (kubernetes_manifest of rbac.yaml), bound to the
 	// access entry's group
 	if r.manageRBAC {
@@ -663,6 +682,11 @@ func (r *terraformRoot) assertNothingLeft(t *testing.T, ctx context.Context, fn 
 				t.Errorf("alarm %s left after destroy", a)
 			}
 		}
+	}
+	if d, err := readDashboards(ctx, fn.Name, fn.Name); err == nil {
+		t.Errorf("the dashboard is left after destroy: %v", d)
+	} else if !strings.Contains(err.Error(), "ResourceNotFound") && !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("the dashboard: %v", err)
 	}
 	if !r.manageRBAC {
 		return

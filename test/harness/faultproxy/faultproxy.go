@@ -62,11 +62,14 @@ type Rule struct {
 	Path   *regexp.Regexp // matched against the URL path; nil any
 	Query  string         // a substring of the raw query; "" any
 	Body   string         // a substring of the request body (AWS: Action=...); "" any
-	Fault  Fault
-	Rate   float64       // fraction of matching requests faulted; 0 means every one
-	Times  int           // fault at most this many; 0 no limit
-	After  time.Duration // active from After after the rule is added
-	For    time.Duration // and for this long; 0 no end
+	// Match, when set, must also hold (e.g. one query parameter's exact
+	// value, where a substring of the raw query is not enough)
+	Match func(r *http.Request) bool
+	Fault Fault
+	Rate  float64       // fraction of matching requests faulted; 0 means every one
+	Times int           // fault at most this many; 0 no limit
+	After time.Duration // active from After after the rule is added
+	For   time.Duration // and for this long; 0 no end
 	// RetryAfter is the Retry-After header of a Throttle answer (seconds);
 	// "" means 1.
 	RetryAfter string
@@ -313,7 +316,8 @@ func (p *Proxy) rule(r *http.Request, body []byte, now time.Time) *Active {
 		if (a.Method != "" && !strings.EqualFold(a.Method, r.Method)) ||
 			(a.Path != nil && !a.Path.MatchString(r.URL.Path)) ||
 			(a.Query != "" && !strings.Contains(r.URL.RawQuery, a.Query)) ||
-			(a.Body != "" && !bytes.Contains(body, []byte(a.Body))) {
+			(a.Body != "" && !bytes.Contains(body, []byte(a.Body))) ||
+			(a.Match != nil && !a.Match(r)) {
 			continue
 		}
 		a.mu.Lock()

@@ -89,3 +89,32 @@ func TestRulesDownAndRecord(t *testing.T) {
 		t.Errorf("recorded: %+v", reqs)
 	}
 }
+
+// TestRuleMatch: a rule with Match fires only where Match holds, and a
+// request it does not match does not spend its Times.
+func TestRuleMatch(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer up.Close()
+	p, err := Start(Options{Upstream: up.URL, Rules: []Rule{{Method: "GET", Fault: ServerError, Times: 1,
+		Match: func(r *http.Request) bool { return r.URL.Query().Get("fieldSelector") == "spec.nodeName=a" }}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	c := &http.Client{Timeout: 5 * time.Second}
+	for _, tc := range []struct {
+		sel  string
+		want int
+	}{{"spec.nodeName%3Dab", http.StatusOK}, {"spec.nodeName%3Da", http.StatusServiceUnavailable}, {"spec.nodeName%3Da", http.StatusOK}} {
+		resp, err := c.Get(p.URL + "/api/v1/pods?fieldSelector=" + tc.sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("fieldSelector=%s: %d, want %d", tc.sel, resp.StatusCode, tc.want)
+		}
+	}
+}

@@ -502,3 +502,37 @@ func TestCloudWatchAlarmsCBOR(t *testing.T) {
 		t.Fatalf("PutMetricAlarm without AlarmName: want API error ValidationError about alarmName, got %T %v", err, err)
 	}
 }
+
+// The dashboard operations over rpc-v2-cbor (the terraform provider's
+// aws_cloudwatch_dashboard): put, get, list, delete, and the errors real
+// CloudWatch gives for a body that is not JSON and a dashboard that is gone.
+func TestCloudWatchDashboardsCBOR(t *testing.T) {
+	ctx := reset(t)
+	c := cloudwatch.NewFromConfig(srv.AWSConfig())
+	body := `{"widgets":[{"type":"text","x":0,"y":0,"width":6,"height":3,"properties":{"markdown":"hi"}}]}`
+	if _, err := c.PutDashboard(ctx, &cloudwatch.PutDashboardInput{DashboardName: aws.String("nd"), DashboardBody: aws.String(body)}); err != nil {
+		t.Fatalf("PutDashboard: %v", err)
+	}
+	if _, err := c.PutDashboard(ctx, &cloudwatch.PutDashboardInput{DashboardName: aws.String("bad"), DashboardBody: aws.String("{")}); err == nil {
+		t.Error("PutDashboard with a body that is not JSON: no error")
+	}
+	got, err := c.GetDashboard(ctx, &cloudwatch.GetDashboardInput{DashboardName: aws.String("nd")})
+	if err != nil {
+		t.Fatalf("GetDashboard: %v", err)
+	}
+	if aws.ToString(got.DashboardBody) != body || aws.ToString(got.DashboardName) != "nd" ||
+		aws.ToString(got.DashboardArn) != "arn:aws:cloudwatch::"+moto.AccountID+":dashboard/nd" {
+		t.Errorf("GetDashboard: %s %s %s", aws.ToString(got.DashboardName), aws.ToString(got.DashboardArn), aws.ToString(got.DashboardBody))
+	}
+	list, err := c.ListDashboards(ctx, &cloudwatch.ListDashboardsInput{DashboardNamePrefix: aws.String("n")})
+	if err != nil || len(list.DashboardEntries) != 1 || aws.ToString(list.DashboardEntries[0].DashboardName) != "nd" || aws.ToInt64(list.DashboardEntries[0].Size) != int64(len(body)) {
+		t.Fatalf("ListDashboards: %v %+v", err, list)
+	}
+	if _, err := c.DeleteDashboards(ctx, &cloudwatch.DeleteDashboardsInput{DashboardNames: []string{"nd"}}); err != nil {
+		t.Fatalf("DeleteDashboards: %v", err)
+	}
+	var nf *cwtypes.ResourceNotFound
+	if _, err := c.GetDashboard(ctx, &cloudwatch.GetDashboardInput{DashboardName: aws.String("nd")}); !errors.As(err, &nf) {
+		t.Errorf("GetDashboard after the delete: %v, want ResourceNotFound", err)
+	}
+}

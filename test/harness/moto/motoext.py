@@ -21,8 +21,10 @@ cluster must exist in moto's EKS; deleting the cluster does not delete its entri
 And it serves CloudWatch's Smithy rpc-v2-cbor protocol, which aws-sdk-go-v2's
 client (and so the terraform aws provider) speaks and moto 5.2.1 does not, for
 the metric-alarm operations: PutMetricAlarm, DescribeAlarms, DeleteAlarms,
-ListTagsForResource, TagResource, UntagResource, on moto's own CloudWatch
-backend (the query protocol still reaches moto). Composite alarms are not served.
+ListTagsForResource, TagResource, UntagResource, and the dashboard operations
+(PutDashboard, GetDashboard, DeleteDashboards, ListDashboards), on moto's own
+CloudWatch backend (the query protocol still reaches moto). Composite alarms
+are not served.
 
 And it gives EC2 hibernation, which moto 5.2.1 ignores (StopInstances with
 Hibernate=true stops the instance as a plain stop, with the shutdown's state
@@ -893,6 +895,38 @@ def _cw_untag_resource(backend, body):
     return {}
 
 
+def _cw_put_dashboard(backend, body):
+    _required(body, "DashboardName", "DashboardBody")
+    try:
+        json.loads(body["DashboardBody"])
+    except ValueError:
+        raise CWError("InvalidParameterInput", "The field DashboardBody must be a valid JSON object")
+    backend.put_dashboard(body["DashboardName"], body["DashboardBody"])
+    return {"DashboardValidationMessages": []}
+
+
+def _cw_get_dashboard(backend, body):
+    _required(body, "DashboardName")
+    d = backend.get_dashboard(body["DashboardName"])
+    if d is None:
+        raise CWError("ResourceNotFound", "Dashboard " + body["DashboardName"] + " does not exist", 404)
+    return {"DashboardArn": d.arn, "DashboardBody": d.body, "DashboardName": d.name}
+
+
+def _cw_delete_dashboards(backend, body):
+    _required(body, "DashboardNames")
+    err = backend.delete_dashboards(list(body["DashboardNames"]))
+    if err is not None:
+        raise CWError("ResourceNotFound", err, 404)
+    return {}
+
+
+def _cw_list_dashboards(backend, body):
+    entries = backend.list_dashboards(body.get("DashboardNamePrefix") or "")
+    return {"DashboardEntries": [{"DashboardName": d.name, "DashboardArn": d.arn, "Size": d.size,
+                                  "LastModified": d.last_modified} for d in entries]}
+
+
 CW_OPERATIONS = {
     "PutMetricAlarm": _cw_put_metric_alarm,
     "DescribeAlarms": _cw_describe_alarms,
@@ -900,6 +934,10 @@ CW_OPERATIONS = {
     "ListTagsForResource": _cw_list_tags,
     "TagResource": _cw_tag_resource,
     "UntagResource": _cw_untag_resource,
+    "PutDashboard": _cw_put_dashboard,
+    "GetDashboard": _cw_get_dashboard,
+    "DeleteDashboards": _cw_delete_dashboards,
+    "ListDashboards": _cw_list_dashboards,
 }
 
 
