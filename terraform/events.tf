@@ -5,25 +5,23 @@
 locals {
   event_rules = {
     terminate-hook = {
-      description = "ASG terminate lifecycle actions of the listed groups"
+      description = "ASG terminate lifecycle actions of our hook (of the listed groups, without asg_tag_key)"
       pattern = {
         source        = ["aws.autoscaling"]
         "detail-type" = ["EC2 Instance-terminate Lifecycle Action"]
-        detail = {
-          AutoScalingGroupName = var.asg_names
-          LifecycleHookName    = [var.terminate_hook_name]
-        }
+        detail = merge(local.hook_rule_groups, {
+          LifecycleHookName = [var.terminate_hook_name]
+        })
       }
     }
     launch-hook = {
-      description = "ASG launch lifecycle actions of the listed groups"
+      description = "ASG launch lifecycle actions of our hook (of the listed groups, without asg_tag_key)"
       pattern = {
         source        = ["aws.autoscaling"]
         "detail-type" = ["EC2 Instance-launch Lifecycle Action"]
-        detail = {
-          AutoScalingGroupName = var.asg_names
-          LifecycleHookName    = [var.launch_hook_name]
-        }
+        detail = merge(local.hook_rule_groups, {
+          LifecycleHookName = [var.launch_hook_name]
+        })
       }
     }
     spot-interruption = {

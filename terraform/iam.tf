@@ -50,17 +50,21 @@ data "aws_iam_policy_document" "function" {
     resources = ["${aws_cloudwatch_log_group.function.arn}:*"]
   }
 
-  # Complete / heartbeat lifecycle actions, only on the listed ASGs.
-  statement {
-    sid       = "LifecycleAction"
-    effect    = "Allow"
-    actions   = ["autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"]
-    resources = local.asg_arns
+  # Complete / heartbeat lifecycle actions, only on the listed ASGs (the
+  # tagged ones: discovery.tf).
+  dynamic "statement" {
+    for_each = length(var.asg_names) > 0 ? [1] : []
+    content {
+      sid       = "LifecycleAction"
+      effect    = "Allow"
+      actions   = ["autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"]
+      resources = local.asg_arns
+    }
   }
 
   # The sweep marks a zombie node's instance Unhealthy (zombie_action replace only).
   dynamic "statement" {
-    for_each = var.zombie_action == "replace" ? [1] : []
+    for_each = var.zombie_action == "replace" && length(var.asg_names) > 0 ? [1] : []
     content {
       sid       = "InstanceHealth"
       effect    = "Allow"

@@ -29,6 +29,11 @@ locals {
     KUBECONFIG_SECRET_ID        = var.kubeconfig_secret_id
     ASG_NAMES                   = join(",", var.asg_names)
     CLUSTER_TAG_KEY             = var.cluster_tag_key
+    ASG_TAG_KEY                 = var.asg_tag_key
+    ASG_TAG_VALUE               = var.asg_tag_value
+    CREATE_TERMINATE_HOOK       = tostring(var.create_terminate_hook)
+    CREATE_LAUNCH_HOOK          = tostring(var.create_launch_hook)
+    HEARTBEAT_TIMEOUT           = tostring(var.heartbeat_timeout)
     DRY_RUN                     = tostring(var.dry_run)
     DRAIN_TIMEOUT               = var.drain_timeout
     SPOT_DRAIN_TIMEOUT          = var.spot_drain_timeout

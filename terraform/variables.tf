@@ -101,12 +101,13 @@ variable "kubeconfig_secret_id" {
 }
 
 variable "asg_names" {
-  description = "Auto Scaling groups whose instances belong to the cluster (the allow-list). Lifecycle hooks are created on each; the function may complete lifecycle actions only on these."
+  description = "Auto Scaling groups whose instances belong to the cluster (the list). Lifecycle hooks are created on each; the function completes lifecycle actions on these and on the groups asg_tag_key selects. asg_names, asg_tag_key or both must be set."
   type        = list(string)
+  default     = []
 
   validation {
-    condition     = length(var.asg_names) > 0 && alltrue([for n in var.asg_names : n != ""])
-    error_message = "asg_names needs at least one non-empty name."
+    condition     = alltrue([for n in var.asg_names : n != ""])
+    error_message = "asg_names: every name must be non-empty."
   }
 }
 
@@ -604,5 +605,27 @@ variable "dead_letter_queue_kms_key_arn" {
   validation {
     condition     = var.dead_letter_queue_kms_key_arn == "" || can(regex("^arn:[^:]+:kms:[^:]+:[0-9]{12}:key/.+$", var.dead_letter_queue_kms_key_arn))
     error_message = "dead_letter_queue_kms_key_arn must be empty or a KMS key ARN (arn:...:kms:<region>:<account>:key/<id>)."
+  }
+}
+
+variable "asg_tag_key" {
+  description = "Tag key that selects Auto Scaling groups besides asg_names: at every sweep the function puts its hooks on each group carrying asg_tag_key = asg_tag_value that lacks them, and handles those groups' lifecycle actions; its IAM grants on groups not listed are conditioned on this tag. A node group tagged after the deployment needs no redeploy. Empty = asg_names alone."
+  type        = string
+  default     = "node-drainer.io/enabled"
+
+  validation {
+    condition     = can(regex("^[\\p{L}\\p{Z}\\p{N}_.:/=+@-]{0,128}$", var.asg_tag_key))
+    error_message = "asg_tag_key: at most 128 letters, digits, spaces or + - = . _ : / @."
+  }
+}
+
+variable "asg_tag_value" {
+  description = "Value asg_tag_key must have."
+  type        = string
+  default     = "true"
+
+  validation {
+    condition     = can(regex("^[\\p{L}\\p{Z}\\p{N}_.:/=+@-]{1,256}$", var.asg_tag_value))
+    error_message = "asg_tag_value: 1-256 letters, digits, spaces or + - = . _ : / @."
   }
 }

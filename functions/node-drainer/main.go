@@ -111,6 +111,7 @@ func setup(ctx context.Context, log *slog.Logger) (*handler.Handler, error) {
 		EC2:         ec2.NewFromConfig(awsCfg),
 		ASG:         asg,
 		AutoScaling: asg,
+		Hooks:       asg,
 		Lambda:      awslambda.NewFromConfig(awsCfg),
 	}, log, handler.WithMetrics(os.Stdout)), nil // CloudWatch Logs extracts the EMF lines: no API call
 }

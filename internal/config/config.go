@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,8 +40,17 @@ type Config struct {
 	KubeconfigSSMParameter string
 	KubeconfigSecretID     string
 
-	ASGNames      []string // lifecycle hooks of other ASGs are ignored (empty: any ASG)
+	ASGNames      []string // lifecycle hooks of other ASGs are ignored (empty, and no ASGTagKey: any ASG)
 	ClusterTagKey string   // instances without this tag are ignored
+	// ASGTagKey and ASGTagValue select node groups by tag (empty key: by
+	// ASG_NAMES alone): a group carrying the tag is the function's as if it
+	// were listed — its hooks are put on it (EnsureHooks) and its lifecycle
+	// actions handled, the tag read again at the moment of acting.
+	ASGTagKey, ASGTagValue string
+	// The hooks the function puts on tagged groups, as the templates put
+	// them on listed ones: which, and their heartbeat timeout.
+	CreateTerminateHook, CreateLaunchHook bool
+	HeartbeatTimeout                      time.Duration
 
 	DryRun                   bool
 	DrainTimeout             time.Duration // overall, across continuations
@@ -111,6 +121,11 @@ var Vars = []Var{
 	{"KUBECONFIG_SECRET_ID", "", "Secrets Manager secret holding a kubeconfig."},
 	{"ASG_NAMES", "", "Comma-separated Auto Scaling groups whose hooks are handled; empty: any."},
 	{"CLUSTER_TAG_KEY", "", "EC2 tag that marks this cluster's instances; empty: kubernetes.io/cluster/<CLUSTER_NAME>."},
+	{"ASG_TAG_KEY", "", "Tag key that selects Auto Scaling groups besides ASG_NAMES (the templates' default: node-drainer.io/enabled): the function puts its lifecycle hooks on every group carrying ASG_TAG_KEY=ASG_TAG_VALUE (at each sweep) and handles their lifecycle actions, reading the tag again before it acts; empty: ASG_NAMES alone."},
+	{"ASG_TAG_VALUE", "true", "Value ASG_TAG_KEY must have."},
+	{"CREATE_TERMINATE_HOOK", "true", "Put the terminate hook (TERMINATE_HOOK_NAME) on tagged groups that lack it."},
+	{"CREATE_LAUNCH_HOOK", "false", "Put the launch hook (LAUNCH_HOOK_NAME) on tagged groups that lack it."},
+	{"HEARTBEAT_TIMEOUT", "300", "Heartbeat timeout in seconds of the hooks put on tagged groups (180 to 7200), as the templates create them; their default result is CONTINUE."},
 	{"DRY_RUN", "false", "Log and return the plan; write nothing to the cluster; complete hooks with `CONTINUE` at once."},
 	{"DRAIN_TIMEOUT", "30m", "Longest a drain may take, across continuations; then the hook is completed with LIFECYCLE_RESULT_ON_FAILURE."},
 	{"SPOT_DRAIN_TIMEOUT", "100s", "Longest drain on a spot interruption warning (2 minutes' notice)."},
@@ -231,6 +246,18 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	c.ZombieMaxASGShare = share / 100
 	c.ASGNames = list(get("ASG_NAMES"))
+	c.ASGTagKey, c.ASGTagValue = get("ASG_TAG_KEY"), get("ASG_TAG_VALUE")
+	if c.ASGTagKey != "" {
+		if err := validTag(c.ASGTagKey, c.ASGTagValue); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	c.CreateTerminateHook, c.CreateLaunchHook = boolean("CREATE_TERMINATE_HOOK"), boolean("CREATE_LAUNCH_HOOK")
+	if hb, err := strconv.Atoi(get("HEARTBEAT_TIMEOUT")); err != nil || hb < 180 || hb > 7200 {
+		errs = append(errs, fmt.Errorf("HEARTBEAT_TIMEOUT=%q: want seconds from 180 to 7200", get("HEARTBEAT_TIMEOUT")))
+	} else {
+		c.HeartbeatTimeout = time.Duration(hb) * time.Second
+	}
 	c.HookNames = list(get("HOOK_NAMES"))
 	c.TerminateHookName, c.LaunchHookName = get("TERMINATE_HOOK_NAME"), get("LAUNCH_HOOK_NAME")
 	if owners := list(get("SKIP_NODES_OWNED_BY")); !slices.Equal(owners, []string{"none"}) {
@@ -350,7 +377,31 @@ func (c Config) ListsASG(name string) bool {
 	return slices.Contains(c.ASGNames, name)
 }
 
-// AllowsASG reports whether hooks of the named ASG are ours.
+// AllowsASG reports whether hooks of the named ASG are ours by
+// configuration alone: it is listed, or nothing selects groups (no
+// ASG_NAMES, no ASG_TAG_KEY: any ASG). A group that is neither may still be
+// ours by its tag (SelectsByTag), which only a reading can tell.
 func (c Config) AllowsASG(name string) bool {
-	return len(c.ASGNames) == 0 || slices.Contains(c.ASGNames, name)
+	return (len(c.ASGNames) == 0 && c.ASGTagKey == "") || slices.Contains(c.ASGNames, name)
+}
+
+// SelectsByTag reports whether groups carrying ASG_TAG_KEY=ASG_TAG_VALUE are
+// ours.
+func (c Config) SelectsByTag() bool { return c.ASGTagKey != "" }
+
+// tagPattern is what Auto Scaling accepts in a tag's key and value (letters,
+// digits, spaces and + - = . _ : / @), which also keeps them safe inside the
+// IAM condition key the templates build from them.
+var tagPattern = regexp.MustCompile(`^[\p{L}\p{Z}\p{N}_.:/=+\-@]*$`)
+
+// validTag checks a selecting tag: a key of 1–128 characters, a value of at
+// most 256, both of Auto Scaling's characters (the templates' patterns).
+func validTag(key, value string) error {
+	switch {
+	case len(key) > 128 || !tagPattern.MatchString(key):
+		return fmt.Errorf("ASG_TAG_KEY=%q: want at most 128 letters, digits, spaces or + - = . _ : / @", key)
+	case len(value) > 256 || !tagPattern.MatchString(value):
+		return fmt.Errorf("ASG_TAG_VALUE=%q: want at most 256 letters, digits, spaces or + - = . _ : / @", value)
+	}
+	return nil
 }

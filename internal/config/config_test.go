@@ -29,6 +29,9 @@ func TestFromEnvDefaults(t *testing.T) {
 	want := Config{
 		ClusterName:              "prod",
 		ClusterTagKey:            "kubernetes.io/cluster/prod",
+		ASGTagValue:              "true",
+		CreateTerminateHook:      true,
+		HeartbeatTimeout:         300 * time.Second,
 		DryRun:                   false,
 		DrainTimeout:             30 * time.Minute,
 		SpotDrainTimeout:         100 * time.Second,
@@ -132,6 +135,11 @@ func TestFromEnvValues(t *testing.T) {
 		"ZOMBIE_MAX_PER_SWEEP=3",
 		"ZOMBIE_MAX_ASG_SHARE=25%",
 		"SKIP_NODES_OWNED_BY=auto-mode",
+		"ASG_TAG_KEY=k8s.io/cluster-autoscaler/enabled",
+		"ASG_TAG_VALUE=yes please",
+		"CREATE_TERMINATE_HOOK=false",
+		"CREATE_LAUNCH_HOOK=true",
+		"HEARTBEAT_TIMEOUT=900",
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +147,10 @@ func TestFromEnvValues(t *testing.T) {
 	want := Config{
 		ClusterName:              "prod",
 		ClusterTagKey:            "k8s.io/cluster-autoscaler/prod",
+		ASGTagKey:                "k8s.io/cluster-autoscaler/enabled",
+		ASGTagValue:              "yes please",
+		CreateLaunchHook:         true,
+		HeartbeatTimeout:         15 * time.Minute,
 		DryRun:                   true,
 		DrainTimeout:             90 * time.Minute,
 		SpotDrainTimeout:         2 * time.Minute,
@@ -220,6 +232,13 @@ func TestFromEnvErrors(t *testing.T) {
 		{"three kubeconfigs", []string{"KUBECONFIG_PATH=/k", "KUBECONFIG_SSM_PARAMETER=/p", "KUBECONFIG_SECRET_ID=s"}, []string{"at most one"}, true},
 		{"kubeconfig without cluster name or tag", []string{"KUBECONFIG_PATH=/k"}, []string{"CLUSTER_TAG_KEY is required"}, true},
 		{"unknown lifecycle owner", []string{"SKIP_NODES_OWNED_BY=karpenter,nth"}, []string{"SKIP_NODES_OWNED_BY", `"nth"`, "or none"}, false},
+		{"group tag key with a quote", []string{`ASG_TAG_KEY=node-drainer"x`}, []string{"ASG_TAG_KEY", "letters, digits"}, false},
+		{"group tag key too long", []string{"ASG_TAG_KEY=" + strings.Repeat("k", 129)}, []string{"ASG_TAG_KEY", "128"}, false},
+		{"group tag value with a brace", []string{"ASG_TAG_KEY=node-drainer.io/enabled", "ASG_TAG_VALUE={x}"}, []string{"ASG_TAG_VALUE"}, false},
+		{"create terminate hook", []string{"CREATE_TERMINATE_HOOK=yes"}, []string{"CREATE_TERMINATE_HOOK"}, false},
+		{"create launch hook", []string{"CREATE_LAUNCH_HOOK=1x"}, []string{"CREATE_LAUNCH_HOOK"}, false},
+		{"heartbeat timeout below the retry", []string{"HEARTBEAT_TIMEOUT=60"}, []string{"HEARTBEAT_TIMEOUT", "180 to 7200"}, false},
+		{"heartbeat timeout a duration", []string{"HEARTBEAT_TIMEOUT=5m"}, []string{"HEARTBEAT_TIMEOUT"}, false},
 		{"every problem reported at once", []string{"DRY_RUN=x", "DRAIN_TIMEOUT=x", "KUBE_CLIENT_BURST=x"}, []string{"DRY_RUN", "DRAIN_TIMEOUT", "KUBE_CLIENT_BURST", "CLUSTER_NAME is required"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -382,5 +401,29 @@ func TestMode(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// With a selecting tag, an unlisted group is not allowed by configuration
+// alone (its tag must be read); with neither a list nor a tag, any is.
+func TestAllowsASGWithTag(t *testing.T) {
+	for _, tc := range []struct {
+		env          []string
+		listed, any  bool
+		selectsByTag bool
+	}{
+		{[]string{"CLUSTER_NAME=prod"}, false, true, false},
+		{[]string{"CLUSTER_NAME=prod", "ASG_TAG_KEY=node-drainer.io/enabled"}, false, false, true},
+		{[]string{"CLUSTER_NAME=prod", "ASG_TAG_KEY=node-drainer.io/enabled", "ASG_NAMES=a"}, true, false, true},
+		{[]string{"CLUSTER_NAME=prod", "ASG_NAMES=a"}, true, false, false},
+	} {
+		c, err := FromEnv(env(tc.env...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.AllowsASG("a") != (tc.listed || tc.any) || c.AllowsASG("b") != tc.any || c.SelectsByTag() != tc.selectsByTag {
+			t.Errorf("%v: AllowsASG(a)=%v AllowsASG(b)=%v SelectsByTag=%v; want %v %v %v", tc.env,
+				c.AllowsASG("a"), c.AllowsASG("b"), c.SelectsByTag(), tc.listed || tc.any, tc.any, tc.selectsByTag)
+		}
 	}
 }

@@ -138,6 +138,8 @@ type fakeASG struct {
 	heartbeats   int
 	completeErr  error
 	heartbeatErr error
+	describeErr  error // DescribeAutoScalingGroups fails
+	describes    int   // DescribeAutoScalingGroups calls
 }
 
 func (f *fakeASG) CompleteLifecycleAction(_ context.Context, in *autoscaling.CompleteLifecycleActionInput, _ ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
@@ -167,6 +169,10 @@ func (f *fakeASG) DescribeLifecycleHooks(context.Context, *autoscaling.DescribeL
 func (f *fakeASG) DescribeAutoScalingGroups(context.Context, *autoscaling.DescribeAutoScalingGroupsInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.describes++
+	if f.describeErr != nil {
+		return nil, f.describeErr
+	}
 	return &autoscaling.DescribeAutoScalingGroupsOutput{AutoScalingGroups: f.groups}, nil
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
+	"github.com/node-drainer/node-drainer/internal/discovery"
 	"github.com/node-drainer/node-drainer/internal/drain"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
@@ -31,15 +32,16 @@ import (
 // terminate handles the ASG terminate hook: drain, release volumes, complete.
 // From the moment the hook is known to be ours it is completed on every path.
 func (r *run) terminate(ctx context.Context) error {
-	act, ok := r.hookAction()
-	if !ok {
-		return nil
+	act, ok, err := r.hookAction(ctx)
+	if err != nil || !ok {
+		return err // err: cannot tell whether its group is ours: nothing done, a retry reads it again
 	}
 	inst, ours, err := r.ours(ctx, act.InstanceID)
-	// known: the hook is ours whatever EC2 says now: its ASG is configured,
-	// or an earlier invocation read the instance as the cluster's (a
-	// continuation), or the sweep took it from a group of the cluster's
-	known := r.h.cfg.ListsASG(act.ASG) || r.attempt > 1 || r.fromSweep
+	// known: the hook is ours whatever EC2 says now: its ASG is configured
+	// (listed, or carrying the tag), or an earlier invocation read the
+	// instance as the cluster's (a continuation), or the sweep took it from a
+	// group of the cluster's
+	known := r.groupConfigured(act.ASG) || r.attempt > 1 || r.fromSweep
 	switch {
 	case err != nil && !known:
 		return err // cannot tell whether it is ours: nothing done, a retry may read EC2
@@ -50,12 +52,13 @@ func (r *run) terminate(ctx context.Context) error {
 		// the zero reading is never "down", so nothing is forced
 		r.log.WarnContext(ctx, "EC2 unreadable; ASG is configured: draining gracefully", "error", err)
 		inst = instance.Instance{ID: act.InstanceID}
-	case !ours && r.h.cfg.ListsASG(act.ASG):
-		// the hook is ours by configuration (ASG_NAMES) though the instance
-		// is not the cluster's: nothing to drain, but nobody else will
-		// complete it, and the instance must not wait the hook out
+	case !ours && r.groupConfigured(act.ASG):
+		// the hook is ours by configuration (ASG_NAMES, or the group's tag)
+		// though the instance is not the cluster's: nothing to drain, but
+		// nobody else will complete it, and the instance must not wait the
+		// hook out
 		r.out.Action = ActionCompleted
-		r.out.Detail += "; its ASG is in ASG_NAMES: lifecycle action completed, nothing drained"
+		r.out.Detail += "; its ASG is " + r.groupWhy() + ": lifecycle action completed, nothing drained"
 		return r.complete(ctx, act, lifecycle.Continue, nil)
 	case !ours:
 		return nil
@@ -350,29 +353,68 @@ func (r *run) releaseLease(ctx context.Context, claim *lease.Claim, doneKey stri
 }
 
 // hookAction is the event's lifecycle action, and whether it is ours to
-// complete (see ourHook); the log names it from here on.
-func (r *run) hookAction() (lifecycle.Action, bool) {
+// complete (see ourHook); the log names it from here on. An error: whether
+// it is ours could not be read (its group's tags); nothing was done.
+func (r *run) hookAction(ctx context.Context) (lifecycle.Action, bool, error) {
 	la := r.ev.Lifecycle
 	act := lifecycle.Action{ASG: la.AutoScalingGroupName, Hook: la.HookName, Token: la.Token, InstanceID: la.InstanceID}
 	r.log = r.log.With("asg", act.ASG, "hook", act.Hook, "instance", act.InstanceID)
-	return act, r.ourHook(act)
+	ok, err := r.ourHook(ctx, act)
+	return act, ok, err
 }
 
 // ourHook says whether the lifecycle action is ours to complete: its ASG is
-// allowed by ASG_NAMES and its hook is one of ours by name (the templates'
-// TERMINATE_HOOK_NAME and LAUNCH_HOOK_NAME, or HOOK_NAMES; the EventBridge
-// rule filters both too; the code does not rely on it). Another's hook is
-// left alone: its owner completes it (rule 14).
-func (r *run) ourHook(act lifecycle.Action) bool {
+// allowed by ASG_NAMES or carries ASG_TAG_KEY=ASG_TAG_VALUE, and its hook is
+// one of ours by name (the templates' TERMINATE_HOOK_NAME and
+// LAUNCH_HOOK_NAME, or HOOK_NAMES; the EventBridge rule filters the names
+// too; the code does not rely on it). Another's hook is left alone: its
+// owner completes it (rule 14). The tag is read now, at the moment of acting
+// (rule 11: the event, or the sweep's reading, may be old) — except on a
+// continuation, whose first invocation found the group ours: a drain begun
+// is finished and its hook completed, whatever became of the tag since.
+func (r *run) ourHook(ctx context.Context, act lifecycle.Action) (bool, error) {
+	cfg := r.h.cfg
 	switch {
-	case !r.h.cfg.AllowsASG(act.ASG):
+	case !cfg.AllowsASG(act.ASG) && !cfg.SelectsByTag():
 		r.out.Action, r.out.Detail = ActionIgnored, "ASG "+act.ASG+" is not in ASG_NAMES"
-	case !r.h.cfg.OwnsHook(act.Hook):
-		r.out.Action, r.out.Detail = ActionIgnored, "hook "+act.Hook+" is not node-drainer's (TERMINATE_HOOK_NAME, LAUNCH_HOOK_NAME, HOOK_NAMES: "+strings.Join(r.h.cfg.OwnedHooks(), ", ")+")"
+	case !cfg.OwnsHook(act.Hook):
+		r.out.Action, r.out.Detail = ActionIgnored, "hook "+act.Hook+" is not node-drainer's (TERMINATE_HOOK_NAME, LAUNCH_HOOK_NAME, HOOK_NAMES: "+strings.Join(cfg.OwnedHooks(), ", ")+")"
+	case cfg.AllowsASG(act.ASG):
+		return true, nil
+	case r.attempt > 1:
+		r.tagged = true
+		return true, nil
+	case r.h.c.AutoScaling == nil:
+		r.out.Action, r.out.Detail = ActionIgnored, "ASG "+act.ASG+" is not in ASG_NAMES, and there is no Auto Scaling client to read its tags"
 	default:
-		return true
+		tag := discovery.Tag{Key: cfg.ASGTagKey, Value: cfg.ASGTagValue}
+		// the SDK's retryer retries throttling and 5xx; a failure after it
+		// is returned: the event's retry, a minute later, reads again
+		carries, err := discovery.Carries(ctx, r.h.c.AutoScaling, act.ASG, tag)
+		if err != nil {
+			return false, err
+		}
+		if carries {
+			r.tagged = true
+			return true, nil
+		}
+		r.out.Action, r.out.Detail = ActionIgnored, "ASG "+act.ASG+" is not in ASG_NAMES and does not carry the tag "+tag.String()
 	}
-	return false
+	return false, nil
+}
+
+// groupConfigured says whether the ASG is ours by configuration: listed in
+// ASG_NAMES, or found carrying the tag (ourHook).
+func (r *run) groupConfigured(asg string) bool {
+	return r.h.cfg.ListsASG(asg) || r.tagged
+}
+
+// groupWhy says how the lifecycle action's group is ours, for the outcome.
+func (r *run) groupWhy() string {
+	if r.tagged {
+		return "tagged " + r.h.cfg.ASGTagKey + "=" + r.h.cfg.ASGTagValue
+	}
+	return "in ASG_NAMES"
 }
 
 // advisory handles spot warnings, rebalance recommendations and scheduled
@@ -799,23 +841,24 @@ func awsRetryable(err error) bool {
 // launch completes the launch hook once the instance's node has joined and is
 // Ready, or with the failure result at the deadline.
 func (r *run) launch(ctx context.Context) error {
-	act, ok := r.hookAction()
-	if !ok {
-		return nil
+	act, ok, err := r.hookAction(ctx)
+	if err != nil || !ok {
+		return err
 	}
 	inst, ours, err := r.ours(ctx, act.InstanceID)
 	if err != nil {
 		return err
 	}
 	if !ours {
-		if !r.h.cfg.ListsASG(act.ASG) {
+		if !r.groupConfigured(act.ASG) {
 			return nil
 		}
 		// as on the terminate path: the hook is ours by configuration
-		// (ASG_NAMES) though the instance is not the cluster's; nobody else
-		// completes it, and the instance must not wait it out
+		// (ASG_NAMES, or the group's tag) though the instance is not the
+		// cluster's; nobody else completes it, and the instance must not
+		// wait it out
 		r.out.Action = ActionCompleted
-		r.out.Detail += "; its ASG is in ASG_NAMES: lifecycle action completed, no node waited for"
+		r.out.Detail += "; its ASG is " + r.groupWhy() + ": lifecycle action completed, no node waited for"
 		return r.complete(ctx, act, lifecycle.Continue, nil)
 	}
 	stop := r.keepAlive(ctx, act, nil) // node registration can outlast a short heartbeat timeout

@@ -27,6 +27,7 @@ import (
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
+	"github.com/node-drainer/node-drainer/internal/discovery"
 	"github.com/node-drainer/node-drainer/internal/drain"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
@@ -46,9 +47,13 @@ type Clients struct {
 	EC2    instance.EC2API
 	ASG    lifecycle.API
 	Lambda Invoker // nil: long drains are not continued
-	// AutoScaling serves the sweep (groups, hooks, SetInstanceHealth); nil:
-	// the sweep does not look for hooks left waiting.
+	// AutoScaling serves the sweep (groups, hooks, SetInstanceHealth) and
+	// reads a group's tags (ASG_TAG_KEY); nil: the sweep does not look for
+	// hooks left waiting, and no group is ours by its tag.
 	AutoScaling AutoScaling
+	// Hooks puts the function's lifecycle hooks on tagged groups at each
+	// sweep (ASG_TAG_KEY); nil: it does not.
+	Hooks discovery.API
 }
 
 // Handler handles invocations.
@@ -235,6 +240,9 @@ type run struct {
 	predecessor string
 	// fromSweep: the sweep took this lifecycle action; its age is unknown
 	fromSweep bool
+	// tagged: the lifecycle action's group is ours by its tag
+	// (ASG_TAG_KEY), read at the moment of acting, not by ASG_NAMES
+	tagged bool
 }
 
 func (r *run) dispatch(ctx context.Context) error {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
+	"github.com/node-drainer/node-drainer/internal/discovery"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lease"
@@ -48,7 +49,11 @@ type SweepSummary struct {
 	Replaced    []string `json:"replaced,omitempty"` // zombie instances marked Unhealthy
 	Leases      int      `json:"leasesDeleted,omitempty"`
 	Held        []string `json:"held,omitempty"` // instances an invocation holds: left alone
-	ReadMS      int64    `json:"readMs"`         // reading everything
+	// Tagged is how many groups carry ASG_TAG_KEY; HooksPut the hooks put
+	// on them ("<group>/<hook>"), which they lacked (discovery.Ensure).
+	Tagged   int      `json:"tagged,omitempty"`
+	HooksPut []string `json:"hooksPut,omitempty"`
+	ReadMS   int64    `json:"readMs"` // reading everything
 	// ReadMSBy is the reading's time by source (cluster, autoscaling, ec2, pods).
 	ReadMSBy map[string]int64 `json:"readMsBy,omitempty"`
 	ActMS    int64            `json:"actMs"` // carrying the plan out
@@ -61,6 +66,9 @@ type SweepSummary struct {
 // it needs before acting). A reading that fails acts on nothing.
 func (r *run) sweep(ctx context.Context) error {
 	cfg := r.sweepConfig()
+	// first the hooks of tagged groups: a group created since the last
+	// sweep gets them before anything else is read
+	ensured, ensureErr := r.ensureHooks(ctx)
 	// a slow reading (thousands of instances) takes what the invocation
 	// has; a failing one is retried for sweepReadLimit, then left to the
 	// next sweep
@@ -87,13 +95,17 @@ func (r *run) sweep(ctx context.Context) error {
 	if r.h.c.AutoScaling == nil {
 		sum.Notes = append(sum.Notes, "no Auto Scaling client: hooks left waiting are not looked for")
 	}
+	sum.Tagged, sum.HooksPut, sum.Failed = ensured.Groups, ensured.Put, append(sum.Failed, ensured.Failed...)
+	if ensureErr != nil {
+		sum.Failed = append(sum.Failed, "putting hooks on tagged groups: "+ensureErr.Error())
+	}
 	r.out.Sweep = sum
 	acting := r.h.now()
 	r.runSweep(ctx, plan, sum)
 	sum.ActMS = r.h.now().Sub(acting).Milliseconds()
 	r.out.Action = ActionSwept
-	r.out.Detail = fmt.Sprintf("looked at %d nodes, %d groups, %d attachments: %d hooks, %d dead nodes, %d unmarked, %d orphaned attachments, %d zombies (%d replaced), %d leases deleted, %d failed",
-		sum.Nodes, sum.Groups, sum.Attachments, len(sum.Hooks), len(sum.Dead), len(sum.Unmarked), len(sum.Orphans),
+	r.out.Detail = fmt.Sprintf("looked at %d nodes, %d groups (%d tagged, %d hooks put), %d attachments: %d hooks, %d dead nodes, %d unmarked, %d orphaned attachments, %d zombies (%d replaced), %d leases deleted, %d failed",
+		sum.Nodes, sum.Groups, sum.Tagged, len(sum.HooksPut), sum.Attachments, len(sum.Hooks), len(sum.Dead), len(sum.Unmarked), len(sum.Orphans),
 		len(sum.Zombies), len(sum.Replaced), sum.Leases, len(sum.Failed))
 	if len(sum.Failed) > 0 {
 		return fmt.Errorf("sweep: %d actions failed: %s", len(sum.Failed), strings.Join(sum.Failed, "; "))
@@ -104,11 +116,42 @@ func (r *run) sweep(ctx context.Context) error {
 func (r *run) sweepConfig() sweep.Config {
 	c := r.h.cfg
 	return sweep.Config{
-		ClusterTagKey: c.ClusterTagKey, ASGNames: c.ASGNames, HookNames: c.OwnedHooks(), LeaseNamespace: c.LeaseNamespace,
+		ClusterTagKey: c.ClusterTagKey, ASGNames: c.ASGNames, GroupTag: discovery.Tag{Key: c.ASGTagKey, Value: c.ASGTagValue}, HookNames: c.OwnedHooks(), LeaseNamespace: c.LeaseNamespace,
 		ZombieAfter: c.ZombieAfter, ZombieReplace: c.ZombieAction == config.ZombieReplace,
 		ZombieMaxPerSweep: c.ZombieMaxPerSweep, ZombieMaxASGShare: c.ZombieMaxASGShare,
 		Clock: r.h.clock,
 	}
+}
+
+// ensureHooks puts the function's hooks on the groups carrying
+// ASG_TAG_KEY=ASG_TAG_VALUE that lack them (discovery.Ensure), with the
+// settings the templates give the hooks they create: the hooks
+// CREATE_TERMINATE_HOOK and CREATE_LAUNCH_HOOK ask for, HEARTBEAT_TIMEOUT,
+// default result CONTINUE. A dry run says what it would put and puts
+// nothing. Without tag selection, or without a client that may put hooks,
+// it does nothing.
+func (r *run) ensureHooks(ctx context.Context) (discovery.Result, error) {
+	c := r.h.cfg
+	if !c.SelectsByTag() || r.h.c.Hooks == nil {
+		return discovery.Result{}, nil
+	}
+	var hooks []discovery.Hook
+	hb := int32(c.HeartbeatTimeout / time.Second)
+	if c.CreateTerminateHook {
+		hooks = append(hooks, discovery.Hook{Name: c.TerminateHookName, Transition: discovery.Terminating, HeartbeatTimeout: hb, DefaultResult: "CONTINUE"})
+	}
+	if c.CreateLaunchHook {
+		hooks = append(hooks, discovery.Hook{Name: c.LaunchHookName, Transition: discovery.Launching, HeartbeatTimeout: hb, DefaultResult: "CONTINUE"})
+	}
+	res, err := discovery.Ensure(ctx, r.h.c.Hooks, discovery.Tag{Key: c.ASGTagKey, Value: c.ASGTagValue}, hooks, c.DryRun)
+	if len(res.Put) > 0 {
+		msg := "lifecycle hooks put on tagged groups"
+		if c.DryRun {
+			msg = "lifecycle hooks that would be put on tagged groups (dry run)"
+		}
+		r.log.InfoContext(ctx, msg, "hooks", res.Put, "tag", c.ASGTagKey+"="+c.ASGTagValue)
+	}
+	return res, err
 }
 
 // sweepPathFloor is the least time a sweep item needs to start, whatever

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/node-drainer/node-drainer/internal/discovery"
 	"github.com/node-drainer/node-drainer/internal/instance"
 )
 
@@ -136,5 +138,67 @@ func TestReadAllOrNothing(t *testing.T) {
 				t.Errorf("got %v, %v: want no readings and an error", r, err)
 			}
 		})
+	}
+}
+
+// groupsByInput answers DescribeAutoScalingGroups by its input: the listed
+// names, or the groups a tag filter picks; it records each input.
+type groupsByInput struct {
+	groups []astypes.AutoScalingGroup
+	inputs []autoscaling.DescribeAutoScalingGroupsInput
+}
+
+func (f *groupsByInput) DescribeAutoScalingGroups(_ context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
+	f.inputs = append(f.inputs, *in)
+	var out []astypes.AutoScalingGroup
+	for _, g := range f.groups {
+		keep := len(in.AutoScalingGroupNames) == 0 || slices.Contains(in.AutoScalingGroupNames, aws.ToString(g.AutoScalingGroupName))
+		for _, fl := range in.Filters {
+			key, ok := strings.CutPrefix(aws.ToString(fl.Name), "tag:")
+			keep = keep && ok && slices.ContainsFunc(g.Tags, func(t astypes.TagDescription) bool {
+				return aws.ToString(t.Key) == key && slices.Contains(fl.Values, aws.ToString(t.Value))
+			})
+		}
+		if keep {
+			out = append(out, g)
+		}
+	}
+	return &autoscaling.DescribeAutoScalingGroupsOutput{AutoScalingGroups: out}, nil
+}
+
+func (f *groupsByInput) DescribeLifecycleHooks(context.Context, *autoscaling.DescribeLifecycleHooksInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
+	return &autoscaling.DescribeLifecycleHooksOutput{}, nil
+}
+
+// TestReadGroupsListedAndTagged: the sweep reads the listed groups and the
+// tagged ones, each once; by tag alone, only the tagged ones.
+func TestReadGroupsListedAndTagged(t *testing.T) {
+	tagged := func(name string) astypes.AutoScalingGroup {
+		return astypes.AutoScalingGroup{AutoScalingGroupName: aws.String(name),
+			Tags: []astypes.TagDescription{{Key: aws.String("node-drainer.io/enabled"), Value: aws.String("true")}}}
+	}
+	all := []astypes.AutoScalingGroup{tagged("t1"), {AutoScalingGroupName: aws.String("listed")}, tagged("both"), {AutoScalingGroupName: aws.String("neither")}}
+	for _, tc := range []struct {
+		names []string
+		want  []string
+	}{
+		{[]string{"listed", "both"}, []string{"listed", "both", "t1"}},
+		{nil, []string{"t1", "both"}},
+	} {
+		c := cfg
+		c.ASGNames = tc.names
+		c.GroupTag = discovery.Tag{Key: "node-drainer.io/enabled", Value: "true"}
+		api := &groupsByInput{groups: all}
+		r, err := Read(context.Background(), fake.NewClientset(), &ec2Calls{}, api, c, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, g := range r.Groups {
+			got = append(got, g.Name)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("ASG_NAMES %v and the tag: read %v, want %v", tc.names, got, tc.want)
+		}
 	}
 }

@@ -36,6 +36,7 @@ import (
 	"k8s.io/client-go/tools/pager"
 	"k8s.io/utils/clock"
 
+	"github.com/node-drainer/node-drainer/internal/discovery"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lease"
@@ -51,7 +52,10 @@ type ASGAPI interface {
 // Config is what the sweep needs of the function's configuration.
 type Config struct {
 	ClusterTagKey string
-	ASGNames      []string // empty: the groups carrying ClusterTagKey
+	// ASGNames and GroupTag choose the groups read: the listed ones and
+	// those carrying the tag; neither: the groups carrying ClusterTagKey.
+	ASGNames []string
+	GroupTag discovery.Tag
 	// HookNames are the lifecycle hooks that are ours (config's
 	// OwnedHooks): only their actions are taken; another tool's hook on
 	// the same group is left alone (rule 14). None: no hook is taken.
@@ -196,20 +200,39 @@ func list[T any](ctx context.Context, fn func(context.Context, metav1.ListOption
 
 func (r *Readings) readGroups(ctx context.Context, api ASGAPI, cfg Config) error {
 	in := &autoscaling.DescribeAutoScalingGroupsInput{MaxRecords: aws.Int32(100)}
-	if len(cfg.ASGNames) > 0 {
+	switch {
+	case len(cfg.ASGNames) > 0:
 		in.AutoScalingGroupNames = cfg.ASGNames
-	} else {
+	case cfg.GroupTag.Key != "":
+		in = nil // the tagged groups alone
+	default:
 		in.Filters = []astypes.Filter{{Name: aws.String("tag-key"), Values: []string{cfg.ClusterTagKey}}}
 	}
-	p := autoscaling.NewDescribeAutoScalingGroupsPaginator(api, in)
-	for p.HasMorePages() {
-		out, err := p.NextPage(ctx)
-		if err != nil {
-			return fmt.Errorf("describing auto scaling groups: %w", err)
+	seen := map[string]bool{}
+	add := func(g astypes.AutoScalingGroup) {
+		if name := aws.ToString(g.AutoScalingGroupName); !seen[name] {
+			seen[name] = true
+			r.Groups = append(r.Groups, Group{Name: name, Instances: g.Instances})
 		}
-		for _, g := range out.AutoScalingGroups {
-			r.Groups = append(r.Groups, Group{Name: aws.ToString(g.AutoScalingGroupName), Instances: g.Instances})
+	}
+	if in != nil {
+		p := autoscaling.NewDescribeAutoScalingGroupsPaginator(api, in)
+		for p.HasMorePages() {
+			out, err := p.NextPage(ctx)
+			if err != nil {
+				return fmt.Errorf("describing auto scaling groups: %w", err)
+			}
+			for _, g := range out.AutoScalingGroups {
+				add(g)
+			}
 		}
+	}
+	tagged, err := discovery.Tagged(ctx, api, cfg.GroupTag)
+	if err != nil {
+		return err
+	}
+	for _, g := range tagged {
+		add(g)
 	}
 	for i, g := range r.Groups {
 		if !slices.ContainsFunc(g.Instances, waiting) {

@@ -42,8 +42,13 @@ var wantEnv = map[string]string{
 	"CLUSTER_CA_DATA":             "",
 	"KUBECONFIG_SSM_PARAMETER":    "",
 	"KUBECONFIG_SECRET_ID":        "",
-	"ASG_NAMES":                   "${param:asg_names}", // required
+	"ASG_NAMES":                   "", // AsgNames, AsgTagKey or both
 	"CLUSTER_TAG_KEY":             "",
+	"ASG_TAG_KEY":                 "node-drainer.io/enabled",
+	"ASG_TAG_VALUE":               "true",
+	"CREATE_TERMINATE_HOOK":       "true",
+	"CREATE_LAUNCH_HOOK":          "false",
+	"HEARTBEAT_TIMEOUT":           "300",
 	"DRY_RUN":                     "false",
 	"DRAIN_TIMEOUT":               "30m",
 	"SPOT_DRAIN_TIMEOUT":          "100s",
@@ -80,9 +85,11 @@ var wantEnv = map[string]string{
 
 // The event kinds the function handles (the "Events" table of docs/architecture.md), by rule name
 // suffix, with the exact pattern each rule must have.
+// With the default AsgTagKey (groups chosen by tag) the hook rules match on
+// the hook's name alone: the groups are not known at deployment.
 var wantRules = map[string]string{
-	"terminate-hook":    `{"detail":{"AutoScalingGroupName":["${param:asg_names}"],"LifecycleHookName":["node-drainer-terminate"]},"detail-type":["EC2 Instance-terminate Lifecycle Action"],"source":["aws.autoscaling"]}`,
-	"launch-hook":       `{"detail":{"AutoScalingGroupName":["${param:asg_names}"],"LifecycleHookName":["node-drainer-launch"]},"detail-type":["EC2 Instance-launch Lifecycle Action"],"source":["aws.autoscaling"]}`,
+	"terminate-hook":    `{"detail":{"LifecycleHookName":["node-drainer-terminate"]},"detail-type":["EC2 Instance-terminate Lifecycle Action"],"source":["aws.autoscaling"]}`,
+	"launch-hook":       `{"detail":{"LifecycleHookName":["node-drainer-launch"]},"detail-type":["EC2 Instance-launch Lifecycle Action"],"source":["aws.autoscaling"]}`,
 	"spot-interruption": `{"detail-type":["EC2 Spot Instance Interruption Warning"],"source":["aws.ec2"]}`,
 	"rebalance":         `{"detail-type":["EC2 Instance Rebalance Recommendation"],"source":["aws.ec2"]}`,
 	"state-change":      `{"detail":{"state":["running","shutting-down","stopped","stopping","terminated"]},"detail-type":["EC2 Instance State-change Notification"],"source":["aws.ec2"]}`,
@@ -99,6 +106,7 @@ var wantActions = []string{
 	"autoscaling:CompleteLifecycleAction",
 	"autoscaling:DescribeAutoScalingGroups",
 	"autoscaling:DescribeLifecycleHooks",
+	"autoscaling:PutLifecycleHook",
 	"autoscaling:RecordLifecycleActionHeartbeat",
 	"autoscaling:SetInstanceHealth",
 	"ec2:DescribeInstances",
@@ -225,7 +233,8 @@ func TestLeastPrivilege(t *testing.T) {
 		for _, p := range LeastPrivilegeProblems(s) {
 			t.Error(p)
 		}
-		// The lifecycle actions are scoped to the listed groups only; an
+		// The lifecycle actions are scoped to the listed groups, or to any
+		// group under the condition that it carries the selecting tag; an
 		// action without resource types is granted on "*" (an ARN would never
 		// match it, and the call would be denied).
 		for _, st := range s.Statements {
@@ -234,10 +243,18 @@ func TestLeastPrivilege(t *testing.T) {
 					t.Errorf("%s: statement %q: %s has no resource types and needs Resource \"*\", has %v", s.Source, st.Sid, a, st.Resources)
 				}
 			}
-			if slices.Contains(st.Actions, "autoscaling:CompleteLifecycleAction") || slices.Contains(st.Actions, "autoscaling:SetInstanceHealth") {
-				want := []string{"arn:${aws:partition}:autoscaling:${aws:region}:${aws:account}:autoScalingGroup:*:autoScalingGroupName/${param:asg_names}"}
-				if !slices.Equal(st.Resources, want) {
-					t.Errorf("%s: lifecycle actions on %v, want %v", s.Source, st.Resources, want)
+			if slices.Contains(st.Actions, "autoscaling:CompleteLifecycleAction") || slices.Contains(st.Actions, "autoscaling:SetInstanceHealth") ||
+				slices.Contains(st.Actions, "autoscaling:PutLifecycleHook") {
+				listed := []string{"arn:${aws:partition}:autoscaling:${aws:region}:${aws:account}:autoScalingGroup:*:autoScalingGroupName/${param:asg_names}"}
+				anyGroup := []string{"arn:${aws:partition}:autoscaling:${aws:region}:${aws:account}:autoScalingGroup:*:autoScalingGroupName/*"}
+				tagged := `{"StringEquals":{"autoscaling:ResourceTag/node-drainer.io/enabled":["true"]}}`
+				switch {
+				case slices.Equal(st.Resources, anyGroup) && st.Condition == tagged:
+				case slices.Equal(st.Resources, listed) && st.Condition == "" && !slices.Contains(st.Actions, "autoscaling:PutLifecycleHook"):
+				case s.Source == "terraform" && len(st.Resources) == 0 && st.Condition == "": // the listed groups' statement, none listed by default
+				default:
+					t.Errorf("%s: statement %q: lifecycle actions %v on %v under %q; want the listed groups %v, or %v under %s",
+						s.Source, st.Sid, st.Actions, st.Resources, st.Condition, listed, anyGroup, tagged)
 				}
 			}
 		}
@@ -337,18 +354,25 @@ func TestDetectsDrift(t *testing.T) {
 			`eventTypeCategory = ["scheduledChange"]`, `eventTypeCategory = ["issue"]`,
 			"event rule node-drainer-scheduled-change pattern"},
 		{"terminate rule hook filter in terraform", eventsTF,
-			`LifecycleHookName    = [var.terminate_hook_name]`, `LifecycleHookName    = [var.launch_hook_name]`,
+			`LifecycleHookName = [var.terminate_hook_name]`, `LifecycleHookName = [var.launch_hook_name]`,
 			"event rule node-drainer-terminate-hook pattern"},
-		{"ASG filter dropped in SAM", samFile,
-			"                AutoScalingGroupName: !Ref AsgNames\n                LifecycleHookName: [!Ref LaunchHookName]\n",
-			"                LifecycleHookName: [!Ref LaunchHookName]\n",
+		{"ASG filter kept in tag mode in SAM", samFile,
+			"                - SelectsByTag\n                - LifecycleHookName: [!Ref LaunchHookName]\n",
+			"                - SelectsByTag\n                - AutoScalingGroupName: !Ref AsgNames\n                  LifecycleHookName: [!Ref LaunchHookName]\n",
 			"event rule node-drainer-launch-hook pattern"},
+		{"tag condition dropped in SAM", samFile,
+			`"autoscaling:RecordLifecycleActionHeartbeat"],"Resource":"arn:${AWS::Partition}:autoscaling:${AWS::Region}:${AWS::AccountId}:autoScalingGroup:*:autoScalingGroupName/*","Condition":{"StringEquals":{"autoscaling:ResourceTag/${AsgTagKey}"`,
+			`"autoscaling:RecordLifecycleActionHeartbeat"],"Resource":"arn:${AWS::Partition}:autoscaling:${AWS::Region}:${AWS::AccountId}:autoScalingGroup:*:autoScalingGroupName/*","Condition":{"StringEquals":{"aws:RequestedRegion"`,
+			`IAM statement "GroupTagLifecycle" condition`},
+		{"PutLifecycleHook dropped in terraform", "terraform/discovery.tf",
+			`"autoscaling:PutLifecycleHook", `, "",
+			"IAM action autoscaling:PutLifecycleHook: only in sam"},
 		{"rule renamed in terraform", eventsTF, "    rebalance = {", "    rebalance-recommendation = {",
 			"event rule node-drainer-rebalance: only in sam"},
 		{"IAM action changed in terraform", iamTF, `"ec2:DescribeInstances"`, `"ec2:DescribeInstanceStatus"`,
 			"IAM action ec2:DescribeInstances: only in sam"},
 		{"IAM action dropped in SAM", samFile, "                  - autoscaling:RecordLifecycleActionHeartbeat\n", "",
-			"IAM action autoscaling:RecordLifecycleActionHeartbeat: only in terraform"},
+			`IAM statement "LifecycleAction" actions`},
 		{"DescribeLifecycleHooks dropped in SAM", samFile,
 			"              - Sid: DescribeLifecycleHooks\n                Effect: Allow\n                Action: autoscaling:DescribeLifecycleHooks\n                Resource: \"*\"\n",
 			"", "IAM action autoscaling:DescribeLifecycleHooks: only in terraform"},
@@ -389,7 +413,7 @@ func TestDetectsDrift(t *testing.T) {
 			"schedule rule node-drainer-sweep"},
 		{"SetInstanceHealth dropped in terraform", iamTF,
 			`actions   = ["autoscaling:SetInstanceHealth"]`, `actions   = ["autoscaling:CompleteLifecycleAction"]`,
-			"IAM action autoscaling:SetInstanceHealth: only in sam"},
+			`IAM statement "InstanceHealth" actions`},
 		{"variable only in terraform", varsTF, appendTag,
 			"\nvariable \"extra_knob\" {\n  type    = string\n  default = \"x\"\n}\n",
 			"parameter extra_knob: only in terraform"},

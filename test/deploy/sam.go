@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -385,7 +386,16 @@ func (t *cfnTemplate) roleSpec(s *Spec, fnProps map[string]any) error {
 			attached = attached || refsRole(x)
 		}
 		if attached {
-			s.Statements = append(s.Statements, t.statements(t.resolver(p), p.props["PolicyDocument"])...)
+			sts := t.statements(t.resolver(p), p.props["PolicyDocument"])
+			// a policy that exists under a condition: its resources are
+			// that condition's (the listed groups' policies exist only
+			// when AsgNames is set), as a dynamic statement's in terraform
+			if _, conditional := p.body["Condition"]; conditional {
+				for i := range sts {
+					sts[i].Conditional = true
+				}
+			}
+			s.Statements = append(s.Statements, sts...)
 		}
 	}
 	return nil
@@ -395,6 +405,15 @@ func (t *cfnTemplate) roleSpec(s *Spec, fnProps map[string]any) error {
 // of an !If included.
 func (t *cfnTemplate) statements(r cfnResolver, doc any) []Statement {
 	var out []Statement
+	// a document given as a JSON string (!Sub: a condition key built from
+	// a parameter cannot be a YAML key), resolved with the defaults
+	if str, ok := r.resolve(doc).(string); ok {
+		var parsed map[string]any
+		if err := json.Unmarshal([]byte(str), &parsed); err != nil {
+			return []Statement{{Sid: "unparsable policy document: " + err.Error()}}
+		}
+		doc = parsed
+	}
 	for _, stAlt := range alternatives(asMap(doc)["Statement"]) {
 		items, isList := stAlt.([]any)
 		if !isList {
@@ -419,6 +438,16 @@ func (t *cfnTemplate) statements(r cfnResolver, doc any) []Statement {
 						s.Resources = append(s.Resources, stringify(x))
 					}
 				}
+				cond := map[string]map[string][]string{}
+				for op, keys := range asMap(r.resolve(st["Condition"])) {
+					cond[op] = map[string][]string{}
+					for k, v := range asMap(keys) {
+						for _, x := range listOrOne(v) {
+							cond[op][k] = append(cond[op][k], stringify(x))
+						}
+					}
+				}
+				s.Condition = canonicalCondition(cond)
 				s.Actions = sortedUnique(s.Actions)
 				s.Resources = sortedUnique(s.Resources)
 				out = append(out, s)

@@ -86,6 +86,27 @@ type Statement struct {
 	// Conditional is set when the resources depend on a condition (every
 	// branch is listed); such resources are not compared, only the actions.
 	Conditional bool
+	// Condition is the statement's IAM Condition, canonical JSON of
+	// operator -> key -> sorted values ("" when none).
+	Condition string
+}
+
+// canonicalCondition renders an IAM Condition (operator -> key -> a value or
+// a list of values) as canonical JSON, every value a sorted list.
+func canonicalCondition(c map[string]map[string][]string) string {
+	if len(c) == 0 {
+		return ""
+	}
+	for _, keys := range c {
+		for k := range keys {
+			sort.Strings(keys[k])
+		}
+	}
+	b, err := json.Marshal(c) // maps: keys sorted
+	if err != nil {
+		return fmt.Sprint(c)
+	}
+	return string(b)
 }
 
 // Schedule is one scheduled EventBridge rule.
@@ -254,6 +275,9 @@ func diffStatements(a, b *Spec, add func(string, ...any)) {
 				st.Actions = sortedUnique(append(prev.Actions, st.Actions...))
 				st.Resources = sortedUnique(append(prev.Resources, st.Resources...))
 				st.Conditional = st.Conditional || prev.Conditional
+				if st.Condition != prev.Condition {
+					st.Condition = prev.Condition + " | " + st.Condition
+				}
 			}
 			m[st.Sid] = st
 		}
@@ -274,6 +298,9 @@ func diffStatements(a, b *Spec, add func(string, ...any)) {
 			}
 			if !x.Conditional && !y.Conditional && strings.Join(x.Resources, ",") != strings.Join(y.Resources, ",") {
 				add("IAM statement %q resources: %s=%v %s=%v", sid, a.Source, x.Resources, b.Source, y.Resources)
+			}
+			if x.Condition != y.Condition {
+				add("IAM statement %q condition: %s=%s %s=%s", sid, a.Source, x.Condition, b.Source, y.Condition)
 			}
 		}
 	}

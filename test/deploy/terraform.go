@@ -615,6 +615,31 @@ func (m *tfModule) policyDocumentStatements(body *hclsyntax.Body) ([]Statement, 
 		for _, r := range tfList(resources) {
 			st.Resources = append(st.Resources, tfString(r))
 		}
+		cond := map[string]map[string][]string{}
+		for _, c := range sb.Blocks {
+			if c.Type != "condition" {
+				continue
+			}
+			var parts [2]string
+			for i, attr := range []string{"test", "variable"} {
+				v, err := m.eval(c.Body, attr, nil)
+				if err != nil {
+					return nil, err
+				}
+				parts[i] = tfString(v)
+			}
+			values, err := m.eval(c.Body, "values", nil)
+			if err != nil {
+				return nil, err
+			}
+			if cond[parts[0]] == nil {
+				cond[parts[0]] = map[string][]string{}
+			}
+			for _, v := range tfList(values) {
+				cond[parts[0]][parts[1]] = append(cond[parts[0]][parts[1]], tfString(v))
+			}
+		}
+		st.Condition = canonicalCondition(cond)
 		st.Actions = sortedUnique(st.Actions)
 		st.Resources = sortedUnique(st.Resources)
 		out = append(out, st)

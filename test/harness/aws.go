@@ -260,6 +260,9 @@ type ASGSpec struct {
 	Size       int
 	Hooks      bool   // terminate and launch lifecycle hooks
 	ClusterTag string // tag key marking the cluster's instances; default kubernetes.io/cluster/testenv
+	// Tags are more tags of the group (not propagated to its instances),
+	// such as the one that selects node groups (ASG_TAG_KEY).
+	Tags map[string]string
 }
 
 // Hook names the scenes' ASGs use.
@@ -285,13 +288,18 @@ func (e *Env) CreateASG(ctx context.Context, s ASGSpec) ([]Instance, error) {
 		return nil, fmt.Errorf("creating launch template: %w", err)
 	}
 	size := int32(s.Size)
+	tags := []astypes.Tag{{Key: aws.String(s.ClusterTag), Value: aws.String("owned"), PropagateAtLaunch: aws.Bool(true),
+		ResourceId: aws.String(s.Name), ResourceType: aws.String("auto-scaling-group")}}
+	for k, v := range s.Tags {
+		tags = append(tags, astypes.Tag{Key: aws.String(k), Value: aws.String(v), PropagateAtLaunch: aws.Bool(false),
+			ResourceId: aws.String(s.Name), ResourceType: aws.String("auto-scaling-group")})
+	}
 	_, err = asc.CreateAutoScalingGroup(ctx, &autoscaling.CreateAutoScalingGroupInput{
 		AutoScalingGroupName: aws.String(s.Name),
 		LaunchTemplate:       &astypes.LaunchTemplateSpecification{LaunchTemplateName: aws.String(lt)},
 		MinSize:              aws.Int32(0), MaxSize: aws.Int32(size + 5), DesiredCapacity: aws.Int32(size),
 		AvailabilityZones: []string{Zone},
-		Tags: []astypes.Tag{{Key: aws.String(s.ClusterTag), Value: aws.String("owned"), PropagateAtLaunch: aws.Bool(true),
-			ResourceId: aws.String(s.Name), ResourceType: aws.String("auto-scaling-group")}},
+		Tags:              tags,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating ASG %s: %w", s.Name, err)

@@ -34,7 +34,13 @@ type drainScene struct {
 // kubernetes.io/cluster/<harness.ClusterName>), the nodes and the namespace.
 func newDrainScene(t *testing.T, ctx context.Context, name string, n int) *drainScene {
 	t.Helper()
-	insts, err := env.CreateASG(ctx, harness.ASGSpec{Name: name, Size: n})
+	return newDrainSceneTagged(t, ctx, name, n, nil)
+}
+
+// newDrainSceneTagged is newDrainScene of a group carrying tags too.
+func newDrainSceneTagged(t *testing.T, ctx context.Context, name string, n int, tags map[string]string) *drainScene {
+	t.Helper()
+	insts, err := env.CreateASG(ctx, harness.ASGSpec{Name: name, Size: n, Tags: tags})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +95,9 @@ type deployedFunction struct {
 // fails t unless: the invocation succeeded, the node is cordoned, no pod of
 // the scene is left on it, the Deployment's pods run on other nodes, and the
 // lifecycle action was completed exactly once, successfully, with CONTINUE and
-// the event's token. The scene's ASG must be in fn.Env's ASG_NAMES.
+// the event's token. The scene's ASG must be in fn.Env's ASG_NAMES, or the
+// function must choose groups by tag (ASG_TAG_KEY; whether the group carries
+// the tag is the function's to read).
 func drainWith(t *testing.T, ctx context.Context, s *drainScene, fn deployedFunction) {
 	t.Helper()
 	drainInstance(t, ctx, s, fn, 0, "")
@@ -101,8 +109,8 @@ func drainWith(t *testing.T, ctx context.Context, s *drainScene, fn deployedFunc
 // lines), as Lambda would send it to CloudWatch Logs.
 func drainInstance(t *testing.T, ctx context.Context, s *drainScene, fn deployedFunction, i int, suffix string) string {
 	t.Helper()
-	if !strings.Contains(","+fn.Env["ASG_NAMES"]+",", ","+s.ASG+",") {
-		t.Fatalf("the function's ASG_NAMES %q do not include the scene's group %s", fn.Env["ASG_NAMES"], s.ASG)
+	if !strings.Contains(","+fn.Env["ASG_NAMES"]+",", ","+s.ASG+",") && fn.Env["ASG_TAG_KEY"] == "" {
+		t.Fatalf("the function's ASG_NAMES %q do not include the scene's group %s, and it chooses no groups by tag", fn.Env["ASG_NAMES"], s.ASG)
 	}
 	target := s.Instances[i]
 	web, bare := "web"+suffix, "bare"+suffix

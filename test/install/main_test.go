@@ -7,7 +7,12 @@
 //
 // `make deploy-test` runs it and prints one line of results:
 //
-//	terraform_apply=ok terraform_drain=ok rbac_follows_config=ok metrics_every_level=ok terraform_destroy=ok terraform_upgrade=ok terraform_compose=ok sam_transform=ok sam_deploy=ok sam_drain=ok deploy_paths_equal=ok
+//	terraform_apply=ok terraform_drain=ok rbac_follows_config=ok metrics_every_level=ok terraform_destroy=ok terraform_upgrade=ok terraform_compose=ok sam_transform=ok sam_deploy=ok sam_drain=ok deploy_paths_equal=ok tag_discovery=ok
+//
+// tag_discovery is ok when both paths' tag discovery passed (tags_test.go):
+// a node group tagged after the deploy gets its hook from the function's
+// sweep and its node drained, with no redeploy; an untagged one is left
+// alone.
 //
 // Both paths deploy with a LEASE_NAMESPACE that is not the default
 // (deployLeaseNamespace); rbac_follows_config checks terraform's RBAC for it
@@ -56,7 +61,7 @@ var reported = []string{
 	"terraform_apply", "terraform_drain", "rbac_follows_config", "metrics_every_level", "terraform_destroy", "terraform_upgrade",
 	"terraform_compose",
 	"sam_transform", "sam_deploy", "sam_drain",
-	"deploy_paths_equal",
+	"deploy_paths_equal", "tag_discovery",
 }
 
 // results holds each reported step's value: "ok", "partial:<what>" (only
@@ -239,6 +244,7 @@ func TestDeploy(t *testing.T) {
 	// after both paths: it runs under the harness's RBAC, which terraform's
 	// path replaces with its own while it runs
 	terraformCompose(t)
+	tagDiscoveryResult()
 	if got["terraform"] == nil || got["sam"] == nil {
 		return
 	}
@@ -246,4 +252,21 @@ func TestDeploy(t *testing.T) {
 		comparePaths(t, got["terraform"], got["sam"])
 		return ""
 	})
+}
+
+// tagDiscoveryResult sets tag_discovery from the two paths' steps: ok when
+// both passed, failed when one failed; unset (not-run) when neither ran;
+// partial:<path> when one path alone ran and passed.
+func tagDiscoveryResult() {
+	tf, sam := results.get("tag_discovery_terraform"), results.get("tag_discovery_sam")
+	switch {
+	case tf == "ok" && sam == "ok":
+		results.set("tag_discovery", "ok")
+	case tf == "failed" || sam == "failed":
+		results.set("tag_discovery", "failed")
+	case tf == "ok":
+		results.set("tag_discovery", "partial:terraform")
+	case sam == "ok":
+		results.set("tag_discovery", "partial:sam")
+	}
 }

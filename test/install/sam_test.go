@@ -127,8 +127,8 @@ func runSAM(t *testing.T) *created {
 		}
 		return ""
 	})
-	if deployed {
-		step(t, "sam_drain", r.drain)
+	if deployed && step(t, "sam_drain", r.drain) {
+		step(t, "tag_discovery_sam", r.tagDiscovery)
 	}
 	if r.stackID != "" {
 		t.Run("sam_delete", r.delete)
@@ -239,7 +239,7 @@ func (r *samRun) transform(t *testing.T) string {
 	want := map[string]int{
 		"AWS::Lambda::Function": 1, "AWS::IAM::Role": 1, "AWS::Events::Rule": 7, "AWS::Lambda::Permission": 7,
 		"AWS::Lambda::EventInvokeConfig": 1, "AWS::SQS::Queue": 1, "AWS::SQS::QueuePolicy": 1, "AWS::Logs::LogGroup": 1,
-		"AWS::CloudWatch::Alarm": 5, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::RolePolicy": n, "AWS::AutoScaling::LifecycleHook": 2 * n, "AWS::EKS::AccessEntry": 1,
+		"AWS::CloudWatch::Alarm": 5, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::RolePolicy": n + 2, "AWS::AutoScaling::LifecycleHook": 2 * n, "AWS::EKS::AccessEntry": 1,
 	}
 	if !mapsEqual(counts, want) {
 		t.Errorf("resource types of the transformed template:\ngot  %v\nwant %v", counts, want)
@@ -634,7 +634,8 @@ func (r *samRun) readRole(t *testing.T, ctx context.Context, c *created, cn cano
 		}
 		t.Logf("the role's statement %s is %s, the template's %s", sid, canonJSON(st), canonJSON(want))
 	}
-	// AWS::IAM::RolePolicy resources (one per ASG)
+	// AWS::IAM::RolePolicy resources (one per ASG; the group tag's, whose
+	// document is a JSON string)
 	for _, id := range r.ofType(t, "AWS::IAM::RolePolicy") {
 		p := r.resolved(t, id)
 		if p["RoleName"] != roleName {
@@ -645,7 +646,11 @@ func (r *samRun) readRole(t *testing.T, ctx context.Context, c *created, cn cano
 			continue // created, read above
 		}
 		r.skip(t, "AWS::IAM::RolePolicy", "role "+roleName+" has no policy "+name)
-		add(p["PolicyDocument"])
+		if doc, isString := p["PolicyDocument"].(string); isString {
+			add(decodePolicy(t, doc))
+		} else {
+			add(p["PolicyDocument"])
+		}
 	}
 	// managed policies
 	att, err := ic.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(roleName)})
@@ -889,6 +894,25 @@ func (r *samRun) readAccessEntry(t *testing.T, ctx context.Context, c *created) 
 
 // drain runs the landed bootstrap with the created function's configuration
 // and drains a node of the first ASG through the terminate hook.
+// tagDiscovery is checkTagDiscovery with the function as the stack made it
+// (its environment, role and settings), after sam_drain mapped its role in
+// the cluster and pointed the emulator's EKS cluster at the harness.
+func (r *samRun) tagDiscovery(t *testing.T) string {
+	ctx := samCtx(t, 5*time.Minute)
+	lc := lambda.NewFromConfig(env.AWS.AWSConfig(), func(o *lambda.Options) { o.APIOptions = append(o.APIOptions, stringEnvironment) })
+	f, err := lc.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(r.fnName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := f.Configuration
+	checkTagDiscovery(t, ctx, "sam", deployedFunction{
+		Bootstrap: bootstrap, Name: aws.ToString(fc.FunctionName), Env: fc.Environment.Variables, RoleARN: aws.ToString(fc.Role),
+		TerminateHook: fc.Environment.Variables["TERMINATE_HOOK_NAME"],
+		Timeout:       time.Duration(aws.ToInt32(fc.Timeout)) * time.Second, MemoryMB: int(aws.ToInt32(fc.MemorySize)),
+	})
+	return ""
+}
+
 func (r *samRun) drain(t *testing.T) string {
 	ctx := samCtx(t, 5*time.Minute)
 	samDrain(t, ctx, r)

@@ -102,6 +102,10 @@ func terraformPath(t *testing.T) *created {
 		checkRBACFollowsConfig(t, ctx, scene)
 		return ""
 	})
+	step(t, "tag_discovery_terraform", func(t *testing.T) string {
+		checkTagDiscovery(t, ctx, "tf", fn)
+		return ""
+	})
 	step(t, "metrics_every_level", func(t *testing.T) string {
 		if !drained {
 			t.Fatal("terraform_drain failed: the deploy is not known to drain")

@@ -1,0 +1,249 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+)
+
+// fakeAPI is Auto Scaling over a few groups: it applies tag:<key> filters,
+// pages two groups at a time, and keeps the hooks put.
+type fakeAPI struct {
+	mu        sync.Mutex
+	groups    []astypes.AutoScalingGroup
+	hooks     map[string][]astypes.LifecycleHook // by group
+	puts      []autoscaling.PutLifecycleHookInput
+	ignoreTag bool  // answers as if the filter were not applied
+	listErr   error // DescribeAutoScalingGroups fails
+	putErr    map[string]error
+	describes int
+}
+
+func group(name string, tags ...string) astypes.AutoScalingGroup {
+	g := astypes.AutoScalingGroup{AutoScalingGroupName: aws.String(name)}
+	for _, kv := range tags {
+		k, v, _ := strings.Cut(kv, "=")
+		g.Tags = append(g.Tags, astypes.TagDescription{Key: aws.String(k), Value: aws.String(v), ResourceId: aws.String(name)})
+	}
+	return g
+}
+
+func (f *fakeAPI) DescribeAutoScalingGroups(_ context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.describes++
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	var match []astypes.AutoScalingGroup
+	for _, g := range f.groups {
+		if len(in.AutoScalingGroupNames) > 0 && !slices.Contains(in.AutoScalingGroupNames, aws.ToString(g.AutoScalingGroupName)) {
+			continue
+		}
+		ok := true
+		for _, flt := range in.Filters {
+			key, isTag := strings.CutPrefix(aws.ToString(flt.Name), "tag:")
+			if !isTag {
+				return nil, fmt.Errorf("unexpected filter %s", aws.ToString(flt.Name))
+			}
+			if !f.ignoreTag && !slices.ContainsFunc(g.Tags, func(t astypes.TagDescription) bool {
+				return aws.ToString(t.Key) == key && slices.Contains(flt.Values, aws.ToString(t.Value))
+			}) {
+				ok = false
+			}
+		}
+		if ok {
+			match = append(match, g)
+		}
+	}
+	start := 0
+	if in.NextToken != nil {
+		fmt.Sscan(*in.NextToken, &start)
+	}
+	end := min(start+2, len(match))
+	out := &autoscaling.DescribeAutoScalingGroupsOutput{AutoScalingGroups: match[start:end]}
+	if end < len(match) {
+		out.NextToken = aws.String(fmt.Sprint(end))
+	}
+	return out, nil
+}
+
+func (f *fakeAPI) DescribeLifecycleHooks(_ context.Context, in *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []astypes.LifecycleHook
+	for _, h := range f.hooks[aws.ToString(in.AutoScalingGroupName)] {
+		if len(in.LifecycleHookNames) == 0 || slices.Contains(in.LifecycleHookNames, aws.ToString(h.LifecycleHookName)) {
+			out = append(out, h)
+		}
+	}
+	return &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: out}, nil
+}
+
+func (f *fakeAPI) PutLifecycleHook(_ context.Context, in *autoscaling.PutLifecycleHookInput, _ ...func(*autoscaling.Options)) (*autoscaling.PutLifecycleHookOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.putErr[aws.ToString(in.AutoScalingGroupName)]; err != nil {
+		return nil, err
+	}
+	f.puts = append(f.puts, *in)
+	g := aws.ToString(in.AutoScalingGroupName)
+	if f.hooks == nil {
+		f.hooks = map[string][]astypes.LifecycleHook{}
+	}
+	f.hooks[g] = slices.DeleteFunc(f.hooks[g], func(h astypes.LifecycleHook) bool {
+		return aws.ToString(h.LifecycleHookName) == aws.ToString(in.LifecycleHookName)
+	})
+	f.hooks[g] = append(f.hooks[g], astypes.LifecycleHook{AutoScalingGroupName: in.AutoScalingGroupName, LifecycleHookName: in.LifecycleHookName,
+		LifecycleTransition: in.LifecycleTransition, HeartbeatTimeout: in.HeartbeatTimeout, DefaultResult: in.DefaultResult})
+	return &autoscaling.PutLifecycleHookOutput{}, nil
+}
+
+func (f *fakeAPI) putNames() []string {
+	var out []string
+	for _, p := range f.puts {
+		out = append(out, aws.ToString(p.AutoScalingGroupName)+"/"+aws.ToString(p.LifecycleHookName))
+	}
+	return out
+}
+
+var (
+	tag       = Tag{Key: "node-drainer.io/enabled", Value: "true"}
+	terminate = Hook{Name: "node-drainer-terminate", Transition: Terminating, HeartbeatTimeout: 300, DefaultResult: "CONTINUE"}
+	launch    = Hook{Name: "node-drainer-launch", Transition: Launching, HeartbeatTimeout: 300, DefaultResult: "CONTINUE"}
+)
+
+// five groups: three tagged (one more page than the first), one with the
+// key but another value, one untagged
+func groups() []astypes.AutoScalingGroup {
+	return []astypes.AutoScalingGroup{
+		group("a", "node-drainer.io/enabled=true"),
+		group("off", "node-drainer.io/enabled=false"),
+		group("b", "node-drainer.io/enabled=true", "team=x"),
+		group("plain", "team=x"),
+		group("c", "node-drainer.io/enabled=true"),
+	}
+}
+
+func TestTaggedEveryPageAndOnlyTagged(t *testing.T) {
+	f := &fakeAPI{groups: groups()}
+	got, err := Tagged(context.Background(), f, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, g := range got {
+		names = append(names, aws.ToString(g.AutoScalingGroupName))
+	}
+	if want := []string{"a", "b", "c"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("tagged %v, want %v", names, want)
+	}
+	if f.describes != 2 {
+		t.Errorf("%d describe calls, want 2 (two pages)", f.describes)
+	}
+	// a filter the server did not apply changes nothing: each group is
+	// checked for the tag again
+	f = &fakeAPI{groups: groups(), ignoreTag: true}
+	got, err = Tagged(context.Background(), f, tag)
+	if err != nil || len(got) != 3 {
+		t.Errorf("with the filter ignored: %d groups, %v; want the 3 tagged", len(got), err)
+	}
+}
+
+func TestEnsurePutsMissingHooksOnTaggedGroupsOnly(t *testing.T) {
+	f := &fakeAPI{groups: groups(), hooks: map[string][]astypes.LifecycleHook{
+		// b has our terminate hook already, right; and another tool's
+		"b": {
+			{LifecycleHookName: aws.String("node-drainer-terminate"), LifecycleTransition: aws.String(Terminating), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE")},
+			{LifecycleHookName: aws.String("nth"), LifecycleTransition: aws.String(Terminating), HeartbeatTimeout: aws.Int32(60), DefaultResult: aws.String("ABANDON")},
+		},
+		// c has it with another heartbeat: corrected
+		"c": {{LifecycleHookName: aws.String("node-drainer-terminate"), LifecycleTransition: aws.String(Terminating), HeartbeatTimeout: aws.Int32(60), DefaultResult: aws.String("CONTINUE")}},
+	}}
+	res, err := Ensure(context.Background(), f, tag, []Hook{terminate, launch}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a/node-drainer-terminate", "a/node-drainer-launch", "b/node-drainer-launch", "c/node-drainer-terminate", "c/node-drainer-launch"}
+	if !reflect.DeepEqual(f.putNames(), want) || !reflect.DeepEqual(res.Put, want) || res.Groups != 3 || len(res.Failed) != 0 {
+		t.Errorf("put %v, result %+v; want %v on 3 groups", f.putNames(), res, want)
+	}
+	for _, p := range f.puts {
+		if aws.ToInt32(p.HeartbeatTimeout) != 300 || aws.ToString(p.DefaultResult) != "CONTINUE" {
+			t.Errorf("hook put with %d s, %s: want 300 s, CONTINUE", aws.ToInt32(p.HeartbeatTimeout), aws.ToString(p.DefaultResult))
+		}
+		if g := aws.ToString(p.AutoScalingGroupName); g == "off" || g == "plain" {
+			t.Errorf("untagged group %s touched", g)
+		}
+	}
+	if nth := f.hooks["b"][1]; aws.ToString(nth.LifecycleHookName) != "nth" || aws.ToInt32(nth.HeartbeatTimeout) != 60 {
+		t.Errorf("another tool's hook changed: %+v", nth)
+	}
+
+	// again: everything in place, nothing written
+	f.puts = nil
+	res, err = Ensure(context.Background(), f, tag, []Hook{terminate, launch}, false)
+	if err != nil || len(f.puts) != 0 || len(res.Put) != 0 {
+		t.Errorf("second ensure put %v (%+v, %v): want nothing", f.putNames(), res, err)
+	}
+}
+
+func TestEnsureDryRunWritesNothing(t *testing.T) {
+	f := &fakeAPI{groups: groups()}
+	res, err := Ensure(context.Background(), f, tag, []Hook{terminate}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.puts) != 0 || len(res.Put) != 3 {
+		t.Errorf("dry run: put %v, reported %v; want nothing put, 3 reported", f.putNames(), res.Put)
+	}
+}
+
+func TestEnsureFailures(t *testing.T) {
+	// the listing fails: nothing done, the error returned
+	f := &fakeAPI{groups: groups(), listErr: errors.New("throttled")}
+	if _, err := Ensure(context.Background(), f, tag, []Hook{terminate}, false); err == nil || len(f.puts) != 0 {
+		t.Errorf("listing failed: err %v, puts %v; want an error and nothing put", err, f.putNames())
+	}
+	// one group refuses (IAM's tag condition, say): the others still get theirs
+	f = &fakeAPI{groups: groups(), putErr: map[string]error{"b": errors.New("AccessDenied")}}
+	res, err := Ensure(context.Background(), f, tag, []Hook{terminate}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a/node-drainer-terminate", "c/node-drainer-terminate"}; !reflect.DeepEqual(res.Put, want) ||
+		len(res.Failed) != 1 || !strings.HasPrefix(res.Failed[0], "b: ") {
+		t.Errorf("result %+v: want a and c put, b failed", res)
+	}
+	// no tag, or no hooks wanted: not a call
+	f = &fakeAPI{groups: groups()}
+	if res, err := Ensure(context.Background(), f, Tag{}, []Hook{terminate}, false); err != nil || f.describes != 0 || res.Groups != 0 {
+		t.Errorf("no tag: %+v, %v, %d calls", res, err, f.describes)
+	}
+	if res, err := Ensure(context.Background(), f, tag, nil, false); err != nil || f.describes != 0 || res.Groups != 0 {
+		t.Errorf("no hooks: %+v, %v, %d calls", res, err, f.describes)
+	}
+}
+
+func TestCarries(t *testing.T) {
+	f := &fakeAPI{groups: groups()}
+	for name, want := range map[string]bool{"a": true, "off": false, "plain": false, "gone": false} {
+		got, err := Carries(context.Background(), f, name, tag)
+		if err != nil || got != want {
+			t.Errorf("Carries(%s) = %v, %v; want %v", name, got, err, want)
+		}
+	}
+	f.listErr = errors.New("throttled")
+	if _, err := Carries(context.Background(), f, "a", tag); err == nil {
+		t.Error("a failed reading: want an error, not an answer")
+	}
+}

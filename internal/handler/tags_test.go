@@ -1,0 +1,174 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+
+	"github.com/node-drainer/node-drainer/internal/lifecycle"
+)
+
+const groupTagKey = "node-drainer.io/enabled"
+
+func taggedGroup(name, value string) astypes.AutoScalingGroup {
+	return astypes.AutoScalingGroup{AutoScalingGroupName: aws.String(name),
+		Tags: []astypes.TagDescription{{Key: aws.String(groupTagKey), Value: aws.String(value), ResourceId: aws.String(name)}}}
+}
+
+// tagMode: groups chosen by tag alone (no ASG_NAMES).
+func tagMode(e *env) {
+	e.cfg.ASGNames = nil
+	e.cfg.ASGTagKey, e.cfg.ASGTagValue = groupTagKey, "true"
+	e.cfg.CreateTerminateHook, e.cfg.HeartbeatTimeout = true, 300*time.Second
+}
+
+// A terminate hook of a group chosen by tag: the group's tags are read at
+// the moment of acting; tagged, the node is drained and the hook completed;
+// not tagged (or tagged with another value), nothing is done and the hook is
+// left; unreadable, the invocation fails with nothing done (its retry reads
+// again).
+func TestTerminateOfTaggedGroup(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		groups  []astypes.AutoScalingGroup
+		err     error
+		action  Action
+		results []lifecycle.Result
+		wantErr bool
+	}{
+		{"tagged: drained, completed", []astypes.AutoScalingGroup{taggedGroup(asgName, "true")}, nil, ActionDrained, []lifecycle.Result{lifecycle.Continue}, false},
+		{"tag with another value: ignored", []astypes.AutoScalingGroup{taggedGroup(asgName, "false")}, nil, ActionIgnored, nil, false},
+		{"untagged: ignored", []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String(asgName)}}, nil, ActionIgnored, nil, false},
+		{"another group tagged: ignored", []astypes.AutoScalingGroup{taggedGroup("other", "true")}, nil, ActionIgnored, nil, false},
+		{"tags unreadable: error, nothing done", nil, errors.New("throttled"), "", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(aNode()...)
+			tagMode(e)
+			e.ec2.readings[idA] = []reading{running}
+			e.asg.groups, e.asg.describeErr = tc.groups, tc.err
+			out, err := e.handle(t, terminateEvent(idA), 2*time.Second)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err %v, want error %v", err, tc.wantErr)
+			}
+			if e.asg.describes == 0 {
+				t.Error("the group's tags were not read")
+			}
+			if got := e.asg.results(); !reflect.DeepEqual(got, tc.results) {
+				t.Errorf("completions %v, want %v", got, tc.results)
+			}
+			if tc.action != "" && out.Action != tc.action {
+				t.Errorf("action %s (%s), want %s", out.Action, out.Detail, tc.action)
+			}
+			if tc.results == nil {
+				if w := e.writes(); len(w) > 0 {
+					t.Errorf("a group not ours: the cluster was written: %v", w)
+				}
+				if e.asg.heartbeats > 0 {
+					t.Errorf("%d heartbeats on a hook not ours", e.asg.heartbeats)
+				}
+			}
+		})
+	}
+}
+
+// A listed group needs no reading of its tags, tag mode or not; another
+// tool's hook on a tagged group is not read for tags, not completed.
+func TestListedGroupAndForeignHookInTagMode(t *testing.T) {
+	e := newEnv(aNode()...)
+	tagMode(e)
+	e.cfg.ASGNames = []string{asgName}
+	e.ec2.readings[idA] = []reading{running}
+	if out, err := e.handle(t, terminateEvent(idA), 2*time.Second); err != nil || out.Action != ActionDrained {
+		t.Fatalf("listed group: %s (%s), %v", out.Action, out.Detail, err)
+	}
+	if e.asg.describes != 0 {
+		t.Errorf("a listed group's tags were read (%d calls)", e.asg.describes)
+	}
+
+	e = newEnv(aNode()...)
+	tagMode(e)
+	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup(asgName, "true")}
+	raw := strings.Replace(string(terminateEvent(idA)), "node-drainer-terminate", "nth-terminate", 1)
+	out, err := e.handle(t, []byte(raw), 2*time.Second)
+	if err != nil || out.Action != ActionIgnored || len(e.asg.results()) != 0 || e.asg.describes != 0 {
+		t.Errorf("another tool's hook: %s, %v, completions %v, %d describes; want ignored, untouched", out.Action, err, e.asg.results(), e.asg.describes)
+	}
+}
+
+// hookPutter is discovery.API over fakeASG's groups, recording hooks put.
+type hookPutter struct {
+	*fakeASG
+	mu   sync.Mutex
+	have map[string][]astypes.LifecycleHook
+	puts []string
+}
+
+func (h *hookPutter) DescribeLifecycleHooks(_ context.Context, in *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: h.have[aws.ToString(in.AutoScalingGroupName)]}, nil
+}
+
+func (h *hookPutter) PutLifecycleHook(_ context.Context, in *autoscaling.PutLifecycleHookInput, _ ...func(*autoscaling.Options)) (*autoscaling.PutLifecycleHookOutput, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g := aws.ToString(in.AutoScalingGroupName)
+	h.puts = append(h.puts, g+"/"+aws.ToString(in.LifecycleHookName)+"/"+aws.ToString(in.LifecycleTransition))
+	if h.have == nil {
+		h.have = map[string][]astypes.LifecycleHook{}
+	}
+	h.have[g] = append(h.have[g], astypes.LifecycleHook{LifecycleHookName: in.LifecycleHookName, LifecycleTransition: in.LifecycleTransition,
+		HeartbeatTimeout: in.HeartbeatTimeout, DefaultResult: in.DefaultResult})
+	return &autoscaling.PutLifecycleHookOutput{}, nil
+}
+
+// The sweep puts the hooks CREATE_TERMINATE_HOOK and CREATE_LAUNCH_HOOK ask
+// for on the tagged groups that lack them, once; an untagged group is never
+// touched; a dry run puts nothing.
+func TestSweepPutsHooksOnTaggedGroups(t *testing.T) {
+	for _, dry := range []bool{false, true} {
+		e := newEnv()
+		tagMode(e)
+		e.cfg.CreateLaunchHook, e.cfg.DryRun = true, dry
+		e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("new-nodes", "true"), {AutoScalingGroupName: aws.String("untagged")}, taggedGroup("off", "no")}
+		hp := &hookPutter{fakeASG: e.asg}
+		h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil, WithClock(newMovingClock(func() time.Time { return e.now })))
+		for i := range 2 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			out, err := h.Handle(ctx, sweepEvent())
+			cancel()
+			if err != nil {
+				t.Fatalf("dry %v, sweep %d: %v", dry, i, err)
+			}
+			want := []string{"new-nodes/node-drainer-terminate", "new-nodes/node-drainer-launch"}
+			if i > 0 && !dry {
+				want = nil // in place since the first sweep
+			}
+			if out.Sweep == nil || !reflect.DeepEqual(out.Sweep.HooksPut, want) || out.Sweep.Tagged != 1 {
+				t.Errorf("dry %v, sweep %d: summary %+v; want %v put on 1 tagged group", dry, i, out.Sweep, want)
+			}
+		}
+		want := []string{"new-nodes/node-drainer-terminate/autoscaling:EC2_INSTANCE_TERMINATING", "new-nodes/node-drainer-launch/autoscaling:EC2_INSTANCE_LAUNCHING"}
+		if dry {
+			want = nil
+		}
+		if !slices.Equal(hp.puts, want) {
+			t.Errorf("dry %v: put %v, want %v", dry, hp.puts, want)
+		}
+		for _, hk := range hp.have["new-nodes"] {
+			if aws.ToInt32(hk.HeartbeatTimeout) != 300 || aws.ToString(hk.DefaultResult) != "CONTINUE" {
+				t.Errorf("hook %s put with %d s, %s; want 300 s, CONTINUE", aws.ToString(hk.LifecycleHookName), aws.ToInt32(hk.HeartbeatTimeout), aws.ToString(hk.DefaultResult))
+			}
+		}
+	}
+}

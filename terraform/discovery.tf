@@ -1,0 +1,65 @@
+# Node groups chosen by tag (asg_tag_key = asg_tag_value), beside or instead
+# of asg_names: the function puts its hooks on every tagged group that lacks
+# them at each sweep (internal/discovery) and handles their lifecycle
+# actions, so a group created or tagged after this deployment needs no
+# redeploy. Its grants on groups not listed are conditioned on the tag: a
+# group without it can be read, never written. The same as the
+# GroupTag* role policies of template.yaml.
+
+locals {
+  selects_by_tag = var.asg_tag_key != ""
+
+  # The hook rules match on the hook's name alone when groups are chosen by
+  # tag (their names are not known here); else on the listed groups too.
+  hook_rule_groups = { for k, v in { AutoScalingGroupName = var.asg_names } : k => v if !local.selects_by_tag }
+
+  any_asg_arn = "arn:${local.partition}:autoscaling:${local.region}:${local.account}:autoScalingGroup:*:autoScalingGroupName/*"
+}
+
+data "aws_iam_policy_document" "discovery" {
+  # Put the hooks on tagged groups; complete and heartbeat their actions.
+  statement {
+    sid       = "GroupTagLifecycle"
+    effect    = "Allow"
+    actions   = ["autoscaling:CompleteLifecycleAction", "autoscaling:PutLifecycleHook", "autoscaling:RecordLifecycleActionHeartbeat"]
+    resources = [local.any_asg_arn]
+
+    condition {
+      test     = "StringEquals"
+      variable = "autoscaling:ResourceTag/${var.asg_tag_key}"
+      values   = [var.asg_tag_value]
+    }
+  }
+
+  # The sweep marks a zombie node's instance Unhealthy (zombie_action replace only).
+  dynamic "statement" {
+    for_each = var.zombie_action == "replace" ? [1] : []
+    content {
+      sid       = "GroupTagInstanceHealth"
+      effect    = "Allow"
+      actions   = ["autoscaling:SetInstanceHealth"]
+      resources = [local.any_asg_arn]
+
+      condition {
+        test     = "StringEquals"
+        variable = "autoscaling:ResourceTag/${var.asg_tag_key}"
+        values   = [var.asg_tag_value]
+      }
+    }
+  }
+
+  lifecycle {
+    precondition {
+      condition     = local.selects_by_tag || length(var.asg_names) > 0
+      error_message = "Set asg_names, asg_tag_key or both: nothing chooses the node groups."
+    }
+  }
+}
+
+resource "aws_iam_role_policy" "discovery" {
+  count = local.selects_by_tag ? 1 : 0
+
+  name   = "node-drainer-group-tag"
+  role   = aws_iam_role.function.id
+  policy = data.aws_iam_policy_document.discovery.json
+}
