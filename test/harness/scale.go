@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -124,11 +125,10 @@ func (e *Env) AddScaleNodes(ctx context.Context, from, to, parallel int) error {
 			Spec:   corev1.NodeSpec{ProviderID: "kwok://" + name},
 			Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity, Phase: corev1.NodeRunning},
 		}
-		_, err := c.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-		if err != nil {
-			return fmt.Errorf("creating node %s: %w", name, err)
-		}
-		return nil
+		return create(ctx, "node "+name, func() error {
+			_, err := c.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+			return err
+		})
 	})
 }
 
@@ -195,11 +195,10 @@ func (e *Env) AddScalePods(ctx context.Context, from, to, nodes, parallel int) e
 				}},
 			},
 		}
-		_, err := c.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
-		if err != nil {
-			return fmt.Errorf("creating pod %s/%s: %w", ns, p.Name, err)
-		}
-		return nil
+		return create(ctx, "pod "+ns+"/"+p.Name, func() error {
+			_, err := c.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			return err
+		})
 	})
 }
 
@@ -269,6 +268,30 @@ func (e *Env) countScale(ctx context.Context, nodes, running bool) (int, error) 
 			return n, nil
 		}
 	}
+}
+
+// create sends a creation, again after an answer that says the apiserver
+// was too busy (a timeout, 429, 5xx: up to 5 attempts); an object that
+// exists already was created by an attempt whose answer was lost.
+func create(ctx context.Context, what string, f func() error) error {
+	var err error
+	for attempt := range 5 {
+		err = f()
+		switch {
+		case err == nil, attempt > 0 && apierrors.IsAlreadyExists(err):
+			return nil
+		case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), apierrors.IsTooManyRequests(err),
+			apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err), errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(attempt+1) * time.Second):
+			}
+		default:
+			return fmt.Errorf("creating %s: %w", what, err)
+		}
+	}
+	return fmt.Errorf("creating %s: 5 attempts: %w", what, err)
 }
 
 // parallelDo runs f for from..to-1, parallel at a time; the first error
