@@ -42,6 +42,9 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	flag.Parse()
+	if *flagPlotsFrom != "" {
+		return replot(*flagPlotsFrom)
+	}
 	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" || testing.Short() {
 		return m.Run() // no benchmark selected (e.g. go test ./...): no harness
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -12,7 +14,44 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-var flagPlots = flag.String("plots", "", "a directory where BenchmarkScale's growth curves are drawn as SVG (scale-time.svg, scale-requests.svg, scale-rss.svg)")
+var (
+	flagPlots     = flag.String("plots", "", "a directory where BenchmarkScale's growth curves are drawn as SVG (scale-time.svg, scale-requests.svg, scale-rss.svg)")
+	flagPlotsFrom = flag.String("plots-from", "", "no benchmark: draw the growth curves (into -plots) and print the table from a file of \"metric value\" lines, the values of a run that was stopped before it printed them")
+)
+
+// replot records the values of a file of "metric value" lines (# comments),
+// prints the table and draws the curves into -plots.
+func replot(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for i, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if len(f) != 2 || err != nil {
+			fmt.Fprintf(os.Stderr, "%s:%d: want \"metric value\": %q\n", path, i+1, line)
+			return 1
+		}
+		record(f[0], v)
+	}
+	printTable(os.Stdout)
+	if *flagPlots != "" {
+		files, err := drawPlots(*flagPlots)
+		for _, f := range files {
+			progress("growth curve drawn: %s", f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	return 0
+}
 
 // growthPlot is one picture: a curve per series, each series a metric
 // measured at every size (its median), against the scale nodes.
