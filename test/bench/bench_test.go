@@ -163,7 +163,7 @@ func BenchmarkRWOFailover(b *testing.B) {
 			metric   string
 			stopping time.Duration
 		}{{"rwo_failover_s", *flagStopping}, {"rwo_failover_fresh_lease_s", 0}} {
-			v, invoke, where := rwoFailover(b, ctx, c.stopping)
+			v, invoke, where, _ := rwoFailover(b, ctx, c.stopping)
 			progress("%s run %d: %.2f s from the stopped event (kubelet gone %s before it) to db-0 running on %s with its volume attached (invoke %.2f s)", c.metric, i+1, v, c.stopping, where, invoke)
 			record(c.metric, v)
 			if c.stopping > 0 {
@@ -503,8 +503,9 @@ func statefulScene(b *testing.B, ctx context.Context, d drainer, prefix string) 
 // rwoFailover runs one scene: the StatefulSet's node stops abruptly (its
 // kubelet, then stopping later EC2's state), the stopped event goes to a
 // fresh runtime; it returns event→pod running elsewhere with its volume
-// attached, the invoke round trip (s) and where.
-func rwoFailover(b *testing.B, ctx context.Context, stopping time.Duration) (failover, invoke float64, where string) {
+// attached, the invoke round trip (s), where, and the function's peak RSS
+// (MiB).
+func rwoFailover(b *testing.B, ctx context.Context, stopping time.Duration) (failover, invoke float64, where string, rssMiB float64) {
 	b.Helper()
 	s, target, pv := statefulScene(b, ctx, ours{}, "rwo")
 	defer s.remove(context.WithoutCancel(ctx))
@@ -531,13 +532,17 @@ func rwoFailover(b *testing.B, ctx context.Context, stopping time.Duration) (fai
 		f.dump(b)
 		b.Fatalf("stopped event: outcome %+v, %v; want %s", out, err, handler.ActionReleased)
 	}
+	rss, err := peakRSSMiB(f.rt.PID())
+	if err != nil {
+		b.Fatal(err)
+	}
 	at, where, ok := waitMoved(ctx, s.name, "db-0", pv, target.PrivateDNSName, 50*time.Millisecond, 2*time.Minute)
 	if !ok {
 		dumpPods(b, ctx, s.name, pv)
 		f.dump(b)
 		b.Fatalf("the StatefulSet pod never ran elsewhere with its volume attached (outcome %+v)", out)
 	}
-	return at.Sub(begin).Seconds(), rtt.Seconds(), where
+	return at.Sub(begin).Seconds(), rtt.Seconds(), where, rss
 }
 
 // stopInstance is an abrupt stop: EC2 says stopped, the kubelet is gone.

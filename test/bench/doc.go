@@ -10,7 +10,10 @@
 //
 // which is
 //
-//	go test -count=1 -timeout 120m -run '^$' -bench . -benchtime 1x ./test/bench/ -args -table
+//	go test -count=1 -timeout 300m -run '^$' -bench . -benchtime 1x ./test/bench/ -args -table -plots docs/img
+//
+// and make bench-scale runs the growth alone (BenchmarkDrain110Pods,
+// BenchmarkRWOFailover, then BenchmarkScale).
 //
 // Package flags, after -args: -table prints the summary table after the
 // benchmarks; -runs N sets the scenes per benchmark (default 5); -baseline-cap
@@ -20,7 +23,14 @@
 // long before rwo_failover_s's stopped event the kubelet dies;
 // -function-logs DIR keeps every function's log; -profile DIR writes CPU
 // profiles of kube-apiserver and kube-controller-manager taken over each
-// storm's first -profile-for (default 30s). One harness serves the
+// storm's first -profile-for (default 30s). BenchmarkScale (zscale_test.go,
+// last) grows the cluster to each of -scale-nodes (default 500,2000,5000)
+// with -scale-pods bound pods (default 15000,50000,150000), -scale-parallel
+// creations in flight, the scale nodes' Leases of -scale-lease seconds
+// (renewed every quarter, inside -node-monitor-grace, the
+// controller-manager's grace period, default 20s), their pods Running with
+// -scale-running; it measures -scale-runs drains, launches and failovers at
+// each size; -plots DIR draws its growth curves as SVG. One harness serves the
 // package (started in TestMain, only when benchmarks are selected); every run
 // builds a fresh scene (its own ASG, nodes, namespace) and a fresh function
 // runtime (a cold start, as a real first invocation has), and removes the

@@ -88,36 +88,11 @@ func BenchmarkSweep2000Nodes(b *testing.B) {
 	// stale (the guard's evidence) before the sweep comes
 	time.Sleep(16 * time.Second)
 
-	serving, err := env.ServingTLS()
-	if err != nil {
-		b.Fatal(err)
-	}
-	api, err := fp.Start(fp.Options{Upstream: env.Server, Flavor: fp.Kubernetes, ServeTLS: serving, UpstreamTLS: env.ClientTLS(), Record: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer api.Stop()
-	log := &harness.LogBuffer{}
-	rt, err := env.StartFunction(ctx, harness.FunctionOptions{Bootstrap: bootstrap, Timeout: 3 * time.Minute, Log: log, // a sweep takes seconds: a stall fails the run in minutes, its log kept
-		Env: []string{"CLUSTER_ENDPOINT=" + api.URL, "CLUSTER_TAG_KEY=" + tag, "ASG_NAMES=" + strings.Join(asgs, ",")}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer (&fn{rt: rt, log: log}).stop() // its log to -function-logs
-	payload, err := harness.EventFile("sweep.json", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	sw := newSweeper(b, ctx, tag, asgs)
+	defer sw.stop()
 	sweep := func() (handler.Outcome, float64, int, string) {
-		before := len(api.Requests())
-		start := time.Now()
-		out, err := harness.Invoke(ctx, rt, payload)
-		took := time.Since(start).Seconds()
-		if err != nil {
-			b.Fatal(err)
-		}
-		reqs := api.Requests()[before:]
-		return out, took, len(reqs), byVerb(reqs)
+		r := sw.sweep(b, ctx)
+		return r.out, r.took, r.reqs, r.verbs
 	}
 	out, took, reqs, verbs := sweep()
 	if out.Sweep == nil {
@@ -230,4 +205,85 @@ func resourceOf(path string) string {
 		return seg[0] + "/" + seg[2]
 	}
 	return seg[0]
+}
+
+// sweeper invokes sweeps of some groups through a recording proxy (which
+// counts the function's apiserver requests exactly), one function process
+// for all of them.
+type sweeper struct {
+	api     *fp.Proxy
+	f       *fn
+	payload []byte
+}
+
+// sweepRun is one sweep invocation: its outcome, start to response (s), its
+// apiserver requests (count, by verb) and how many of them read a further
+// page of a list (a continue token).
+type sweepRun struct {
+	out   handler.Outcome
+	took  float64
+	reqs  int
+	verbs string
+	pages int
+}
+
+func newSweeper(b *testing.B, ctx context.Context, tag string, asgs []string) *sweeper {
+	b.Helper()
+	serving, err := env.ServingTLS()
+	if err != nil {
+		b.Fatal(err)
+	}
+	api, err := fp.Start(fp.Options{Upstream: env.Server, Flavor: fp.Kubernetes, ServeTLS: serving, UpstreamTLS: env.ClientTLS(), Record: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	log := &harness.LogBuffer{}
+	rt, err := env.StartFunction(ctx, harness.FunctionOptions{Bootstrap: bootstrap, Timeout: 3 * time.Minute, Log: log, // a sweep takes seconds: a stall fails the run in minutes, its log kept
+		Env: []string{"CLUSTER_ENDPOINT=" + api.URL, "CLUSTER_TAG_KEY=" + tag, "ASG_NAMES=" + strings.Join(asgs, ",")}})
+	if err != nil {
+		api.Stop()
+		b.Fatal(err)
+	}
+	payload, err := harness.EventFile("sweep.json", nil)
+	if err != nil {
+		api.Stop()
+		b.Fatal(err)
+	}
+	return &sweeper{api: api, f: &fn{rt: rt, log: log}, payload: payload}
+}
+
+// stop stops the function (its log to -function-logs) and the proxy.
+func (s *sweeper) stop() {
+	s.f.stop()
+	s.api.Stop()
+}
+
+func (s *sweeper) sweep(b *testing.B, ctx context.Context) sweepRun {
+	b.Helper()
+	before := len(s.api.Requests())
+	start := time.Now()
+	out, err := harness.Invoke(ctx, s.f.rt, s.payload)
+	took := time.Since(start).Seconds()
+	if err != nil {
+		s.f.dump(b)
+		b.Fatal(err)
+	}
+	reqs := s.api.Requests()[before:]
+	pages := 0
+	for _, r := range reqs {
+		if strings.Contains(r.Query, "continue=") {
+			pages++
+		}
+	}
+	return sweepRun{out: out, took: took, reqs: len(reqs), verbs: byVerb(reqs), pages: pages}
+}
+
+// peakRSS is the function process's peak RSS so far (MiB).
+func (s *sweeper) peakRSS(b *testing.B) float64 {
+	b.Helper()
+	v, err := peakRSSMiB(s.f.rt.PID())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return v
 }

@@ -158,7 +158,7 @@ func (e *Env) startControllerManager(ctx context.Context, id identity) error {
 		"--service-account-private-key-file=" + e.pki.saKeyFile,
 		"--root-ca-file=" + e.pki.caFile,
 		// a dead kubelet is noticed in seconds, not the default 40 s
-		"--node-monitor-grace-period=20s", "--node-monitor-period=2s",
+		"--node-monitor-grace-period=" + e.nodeMonitorGrace.String(), "--node-monitor-period=2s",
 		"--v=1",
 	}, e.clientRateFlags()...), nil)
 	if err != nil {

@@ -47,16 +47,19 @@ type Env struct {
 	// ControllerManagerMetrics).
 	ControllerManager string
 
-	bins           Binaries
-	pki            *pki
-	controllerQPS  int
-	kubeconfigUser identity // the drainer's group with a static token (DrainerKubeconfig)
-	peerUser       identity // the peer the bench measures (StartNTH), in its own group
-	peerRBAC       bool     // the peer's ClusterRole and FlowSchema applied
-	log            io.Writer
-	mu             sync.Mutex
-	procs          []*process
-	keep           bool
+	bins             Binaries
+	pki              *pki
+	controllerQPS    int
+	kubeconfigUser   identity // the drainer's group with a static token (DrainerKubeconfig)
+	peerUser         identity // the peer the bench measures (StartNTH), in its own group
+	kwokUser         identity // kwok's, for StartScaleKwok too
+	scaleKwok        bool     // StartScaleKwok ran
+	nodeMonitorGrace time.Duration
+	peerRBAC         bool // the peer's ClusterRole and FlowSchema applied
+	log              io.Writer
+	mu               sync.Mutex
+	procs            []*process
+	keep             bool
 }
 
 // Options tune Start.
@@ -73,13 +76,21 @@ type Options struct {
 	// scheduler, which bound a storm of many nodes by the controllers' own
 	// writes (replacement pods, ReplicaSet and PDB status).
 	ControllerQPS int
+	// NodeMonitorGrace is the controller-manager's
+	// --node-monitor-grace-period: how long a node's heartbeats may stop
+	// before it is marked NotReady (default 20 s). The scale nodes' Leases
+	// (StartScaleKwok) are renewed inside it.
+	NodeMonitorGrace time.Duration
 }
 
 // Start builds (first time only) and starts every component, and returns when
 // the cluster can run pods: nodes can be registered, the default
 // ServiceAccount exists. On error everything started so far is stopped.
 func Start(ctx context.Context, opts Options) (_ *Env, err error) {
-	e := &Env{Dir: opts.Dir, log: opts.Log, keep: os.Getenv("NODE_DRAINER_KEEP_HARNESS") == "1", controllerQPS: opts.ControllerQPS}
+	e := &Env{Dir: opts.Dir, log: opts.Log, keep: os.Getenv("NODE_DRAINER_KEEP_HARNESS") == "1", controllerQPS: opts.ControllerQPS, nodeMonitorGrace: opts.NodeMonitorGrace}
+	if e.nodeMonitorGrace <= 0 {
+		e.nodeMonitorGrace = 20 * time.Second
+	}
 	if e.log == nil {
 		e.log = io.Discard
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -31,7 +32,17 @@ const KwokAnnotation = "kwok.x-k8s.io/node"
 // a node whose Lease is taken over goes NotReady like a dead kubelet) and our
 // CSI attacher stages.
 func (e *Env) startKwok(ctx context.Context, id identity) error {
-	kc := filepath.Join(e.Dir, "kwok.kubeconfig")
+	e.kwokUser = id
+	return e.runKwok(ctx, "kwok", "fake", 40, true)
+}
+
+// runKwok runs one kwok process (logs and files named name) that plays the
+// nodes annotated KwokAnnotation=value, renewing each node's Lease every
+// leaseSeconds/4. With all, it plays their pods and the CSI attacher too;
+// without, only the nodes (one process plays the attacher).
+func (e *Env) runKwok(ctx context.Context, name, value string, leaseSeconds int, all bool) error {
+	id := e.kwokUser
+	kc := filepath.Join(e.Dir, name+".kubeconfig")
 	if err := writeKubeconfig(kc, e.Server, e.pki.caPEM, id); err != nil {
 		return err
 	}
@@ -40,12 +51,15 @@ func (e *Env) startKwok(ctx context.Context, id identity) error {
 	if err != nil {
 		return err
 	}
-	for _, name := range own {
-		body, err := ownStages.ReadFile(name)
+	for _, stage := range own {
+		if !all {
+			break
+		}
+		body, err := ownStages.ReadFile(stage)
 		if err != nil {
 			return err
 		}
-		path := filepath.Join(e.Dir, "stage-"+filepath.Base(name))
+		path := filepath.Join(e.Dir, "stage-"+filepath.Base(stage))
 		if err := os.WriteFile(path, body, 0o600); err != nil {
 			return err
 		}
@@ -62,9 +76,9 @@ func (e *Env) startKwok(ctx context.Context, id identity) error {
 	args := []string{
 		"--kubeconfig=" + kc,
 		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector=" + KwokAnnotation + "=fake",
+		"--manage-nodes-with-annotation-selector=" + KwokAnnotation + "=" + value,
 		"--server-address=127.0.0.1:" + strconv.Itoa(ports[0]),
-		"--node-lease-duration-seconds=40",
+		"--node-lease-duration-seconds=" + strconv.Itoa(leaseSeconds),
 	}
 	args = append(args, configs...)
 	replaced := false
@@ -73,12 +87,15 @@ func (e *Env) startKwok(ctx context.Context, id identity) error {
 			replaced = true
 			continue
 		}
+		if !all && !strings.HasPrefix(filepath.Base(s), "node-") {
+			continue
+		}
 		args = append(args, "--config="+s)
 	}
 	if !replaced {
 		return fmt.Errorf("kwok stages in %s: no %s to replace; rebuild the tools (hack/tools/build.sh)", e.bins.path("stages"), kwokPodDeleteStage)
 	}
-	p, err := e.start("kwok", e.bins.path("kwok"), args, []string{"HOME=" + e.Dir})
+	p, err := e.start(name, e.bins.path("kwok"), args, []string{"HOME=" + e.Dir})
 	if err != nil {
 		return err
 	}
