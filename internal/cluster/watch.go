@@ -117,13 +117,20 @@ func guard(lw *cache.ListWatch, onFinal func(error)) *cache.ListWatch {
 // Informer keeps a store of the objects a list-watch yields (list, then
 // watch from the list's version; a broken watch re-lists) and tells its
 // readers when it changes. It stops at ctx's end, or at a list or watch
-// error a re-list cannot cure (Err).
+// error a re-list cannot cure (Err). An Informer over several list-watches
+// (InformEach: one per namespace) keeps one store each and reads as their
+// union.
 type Informer struct {
-	store  cache.Store
-	ctrl   cache.Controller
+	parts  []informerPart
+	stop   context.CancelFunc // all of them, when one fails for good
 	change Signal
 	mu     sync.Mutex
 	err    error
+}
+
+type informerPart struct {
+	store cache.Store
+	ctrl  cache.Controller
 }
 
 // Inform starts an Informer over lw until ctx ends.
@@ -137,43 +144,86 @@ func Inform(ctx context.Context, lw *cache.ListWatch, obj runtime.Object) *Infor
 // cover its pods, and its watch delivers every status update of every PDB of
 // the namespace: waking them all at each one was half of a storm's CPU.
 func InformWhen(ctx context.Context, lw *cache.ListWatch, obj runtime.Object, matters func(obj any) bool) *Informer {
+	return InformEach(ctx, []*cache.ListWatch{lw}, obj, matters)
+}
+
+// InformEach is InformWhen over several list-watches at once (the same
+// resource in several namespaces, say): one list and one watch each, the
+// objects of all of them in one view, synced when all are, stopped when
+// one fails for good.
+func InformEach(ctx context.Context, lws []*cache.ListWatch, obj runtime.Object, matters func(obj any) bool) *Informer {
 	ctx, cancel := context.WithCancel(ctx)
-	in := &Informer{}
+	in := &Informer{stop: cancel}
 	changed := func(any) { in.change.Broadcast() }
 	updated := func(old, o any) {
 		if matters == nil || matters(old) || matters(o) {
 			in.change.Broadcast()
 		}
 	}
-	in.store, in.ctrl = cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: listThenWatch{guard(lw, func(err error) {
-			in.mu.Lock()
-			if in.err == nil {
-				in.err = err
-			}
-			in.mu.Unlock()
+	for _, lw := range lws {
+		store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
+			ListerWatcher: listThenWatch{guard(lw, func(err error) {
+				in.mu.Lock()
+				if in.err == nil {
+					in.err = err
+				}
+				in.mu.Unlock()
+				cancel()
+				in.change.Broadcast()
+			})},
+			ObjectType: obj,
+			Handler: cache.ResourceEventHandlerFuncs{
+				AddFunc:    changed,
+				UpdateFunc: updated,
+				DeleteFunc: changed,
+			},
+		})
+		in.parts = append(in.parts, informerPart{store, ctrl})
+	}
+	for _, p := range in.parts {
+		go func() {
+			p.ctrl.RunWithContext(ctx)
 			cancel()
-			in.change.Broadcast()
-		})},
-		ObjectType: obj,
-		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc:    changed,
-			UpdateFunc: updated,
-			DeleteFunc: changed,
-		},
-	})
-	go func() {
-		in.ctrl.RunWithContext(ctx)
-		cancel()
-	}()
+		}()
+	}
 	return in
 }
 
-// Store is what the informer last saw.
-func (in *Informer) Store() cache.Store { return in.store }
+// Store is what the informer last saw, for an informer over one
+// list-watch (List and GetByKey read any).
+func (in *Informer) Store() cache.Store { return in.parts[0].store }
 
-// Synced reports whether the first list is in the store.
-func (in *Informer) Synced() bool { return in.ctrl.HasSynced() }
+// List is every object the informer last saw.
+func (in *Informer) List() []any {
+	if len(in.parts) == 1 {
+		return in.parts[0].store.List()
+	}
+	var out []any
+	for _, p := range in.parts {
+		out = append(out, p.store.List()...)
+	}
+	return out
+}
+
+// GetByKey is the object of key (namespace/name) the informer last saw.
+func (in *Informer) GetByKey(key string) (any, bool, error) {
+	for _, p := range in.parts {
+		if o, ok, err := p.store.GetByKey(key); ok || err != nil {
+			return o, ok, err
+		}
+	}
+	return nil, false, nil
+}
+
+// Synced reports whether the first list (of every list-watch) is in.
+func (in *Informer) Synced() bool {
+	for _, p := range in.parts {
+		if !p.ctrl.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
 
 // Err is the list or watch error that stopped the informer (nil: running,
 // or stopped by its context).

@@ -1043,7 +1043,7 @@ func TestWakesOnCoveringPDBsOnly(t *testing.T) {
 	api.ResourceVersion, api.Status.DisruptionsAllowed = "5", 3
 	fw.Load().Modify(api.DeepCopy())
 	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		o, _, _ := r.pdbs.Store().GetByKey("apps/api")
+		o, _, _ := r.pdbs.GetByKey("apps/api")
 		return o.(*policyv1.PodDisruptionBudget).ResourceVersion == "5", nil
 	}); err != nil {
 		t.Fatal("the api PDB's update never reached the store")
@@ -1303,7 +1303,7 @@ func TestSharedPDBTurns(t *testing.T) {
 // by f, at resourceVersion rv, and waits until the watch delivers it.
 func updateWebStatus(t *testing.T, ctx context.Context, c *fake.Clientset, r *run, rv string, f func(*policyv1.PodDisruptionBudget)) {
 	t.Helper()
-	o, _, _ := r.pdbs.Store().GetByKey("apps/web")
+	o, _, _ := r.pdbs.GetByKey("apps/web")
 	next := o.(*policyv1.PodDisruptionBudget).DeepCopy()
 	next.ResourceVersion = rv
 	f(next)
@@ -1311,7 +1311,7 @@ func updateWebStatus(t *testing.T, ctx context.Context, c *fake.Clientset, r *ru
 		t.Fatal(err)
 	}
 	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		o, _, _ := r.pdbs.Store().GetByKey("apps/web")
+		o, _, _ := r.pdbs.GetByKey("apps/web")
 		return o.(*policyv1.PodDisruptionBudget).ResourceVersion == rv, nil
 	}); err != nil {
 		t.Fatalf("the PDB's status %s never reached the drain", rv)
@@ -1373,5 +1373,71 @@ func TestDrainEvictsLateBoundPods(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Contains(evicted, "late") || len(res.Evicted) != 2 {
 		t.Errorf("evictions %v, evicted %v: want the late-bound pod evicted too", evicted, res.Evicted)
+	}
+}
+
+// The PDBs watched are those of the pods' namespaces, one list and one
+// watch each: another namespace's PDBs are neither read nor kept, and pods
+// of more namespaces than maxPDBNamespaces are served by one watch of all.
+func TestPDBsWatchedByNamespace(t *testing.T) {
+	pdbIn := func(ns string) *policyv1.PodDisruptionBudget {
+		return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+			Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+	}
+	for _, tc := range []struct {
+		name string
+		nss  []string
+		want []string // namespaces listed and watched
+	}{
+		{"two namespaces", []string{"apps", "db"}, []string{"apps", "db"}},
+		{"one namespace", []string{"apps", "apps"}, []string{"apps"}},
+		{"more than the cap: all", func() []string {
+			var nss []string
+			for i := range maxPDBNamespaces + 1 {
+				nss = append(nss, fmt.Sprintf("ns-%02d", i))
+			}
+			return nss
+		}(), []string{""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := []runtime.Object{pdbIn("elsewhere")}
+			var pods []corev1.Pod
+			for i, ns := range tc.nss {
+				p := readyPod(ns, fmt.Sprintf("web-%d", i))
+				objs = append(objs, p)
+				if !slices.ContainsFunc(pods, func(q corev1.Pod) bool { return q.Namespace == ns }) {
+					objs = append(objs, pdbIn(ns))
+				}
+				pods = append(pods, *p)
+			}
+			c := fake.NewClientset(objs...)
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			r := New(c, Options{}, nil).start(ctx, nodeName, pods)
+			defer r.stop()
+			if !r.pdbs.Synced() {
+				t.Fatal("the PDBs' watches did not sync")
+			}
+			seen := map[string][]string{}
+			for _, a := range c.Actions() {
+				if a.GetResource().Resource == "poddisruptionbudgets" {
+					seen[a.GetVerb()] = append(seen[a.GetVerb()], a.GetNamespace())
+				}
+			}
+			for _, verb := range []string{"list", "watch"} {
+				got := slices.Sorted(slices.Values(seen[verb]))
+				if !slices.Equal(got, tc.want) {
+					t.Errorf("%s in namespaces %q, want %q", verb, got, tc.want)
+				}
+			}
+			if _, ok, _ := r.pdbs.GetByKey("elsewhere/web"); ok && tc.want[0] != "" {
+				t.Error("a PDB of another namespace is kept")
+			}
+			for _, ns := range tc.nss {
+				if _, ok, _ := r.pdbs.GetByKey(ns + "/web"); !ok {
+					t.Errorf("the PDB of %s is not in the view", ns)
+				}
+			}
+		})
 	}
 }

@@ -40,6 +40,11 @@ const (
 // evictions are tried without knowing the PDBs rather than not at all.
 const pdbSyncWait = 5 * time.Second
 
+// maxPDBNamespaces is the most namespaces a drain watches the PDBs of one by
+// one (a list and a watch each); pods of more namespaces than that are
+// served by one watch of every namespace's PDBs.
+const maxPDBNamespaces = 16
+
 // run is one drain's shared view: the node's pods and the PDBs that may
 // cover them (one watch each), and where each pod's eviction stands.
 type run struct {
@@ -97,8 +102,8 @@ type token struct {
 	pdb, pod string
 }
 
-// start watches the node's pods and the PDBs of the pods' namespaces (all
-// namespaces when they are several), and waits until the pods' list is in
+// start watches the node's pods and the PDBs of the pods' namespaces (one
+// watch a namespace; one of all namespaces past maxPDBNamespaces), and waits until the pods' list is in
 // (so every pod that goes from now on is seen going) and, for a while, the
 // PDBs'.
 func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod) *run {
@@ -125,20 +130,30 @@ func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod) *ru
 			return d.client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
 		},
 	}, &corev1.Pod{})
-	ns := pods[0].Namespace
+	// the PDBs of the pods' namespaces only, one list and watch each (up
+	// to maxPDBNamespaces of them; past that, one of every namespace): a
+	// cluster's PDBs are not the node's
+	var nss []string
 	for _, p := range pods {
-		if p.Namespace != ns {
-			ns = metav1.NamespaceAll
+		if !slices.Contains(nss, p.Namespace) {
+			nss = append(nss, p.Namespace)
 		}
 	}
-	r.pdbs = cluster.InformWhen(ctx, &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return d.client.PolicyV1().PodDisruptionBudgets(ns).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return d.client.PolicyV1().PodDisruptionBudgets(ns).Watch(ctx, o)
-		},
-	}, &policyv1.PodDisruptionBudget{}, func(obj any) bool {
+	if len(nss) > maxPDBNamespaces {
+		nss = []string{metav1.NamespaceAll}
+	}
+	var lws []*cache.ListWatch
+	for _, ns := range nss {
+		lws = append(lws, &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return d.client.PolicyV1().PodDisruptionBudgets(ns).List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return d.client.PolicyV1().PodDisruptionBudgets(ns).Watch(ctx, o)
+			},
+		})
+	}
+	r.pdbs = cluster.InformEach(ctx, lws, &policyv1.PodDisruptionBudget{}, func(obj any) bool {
 		if !r.coversAny(obj) {
 			return false
 		}
@@ -268,7 +283,7 @@ func (r *run) waitGone(ctx context.Context) error {
 // covering lists the PDBs (from the watch) that select the pod.
 func (r *run) covering(p corev1.Pod) []*policyv1.PodDisruptionBudget {
 	var out []*policyv1.PodDisruptionBudget
-	for _, o := range r.pdbs.Store().List() {
+	for _, o := range r.pdbs.List() {
 		pdb := o.(*policyv1.PodDisruptionBudget)
 		if pdb.Namespace == p.Namespace && r.selects(pdb, p) {
 			out = append(out, pdb)

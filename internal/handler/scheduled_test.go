@@ -236,7 +236,10 @@ const (
 // drain timeout plus slack; within the bounds the hook is handled.
 func TestContinuationBounds(t *testing.T) {
 	raw := readEvent(t, "asg-terminate.json")
-	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	// the drain's deadlines become real contexts' deadlines: a fixed date
+	// past would have them expired before the first call (a paged list
+	// looks at its context; the fake's calls do not)
+	now := time.Now().UTC().Truncate(time.Second)
 	for _, tc := range []struct {
 		name      string
 		startedAt time.Time
@@ -306,6 +309,7 @@ func TestHookNames(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.env, testNode(termDNS, termID))
+			f.now = time.Now().UTC() // the drain's deadlines are real contexts' (see TestContinuationBounds)
 			f.ec2.instances[termID] = ec2Instance(termID, termDNS, ec2types.InstanceStateNameRunning)
 			out, err := f.handle(t, raw)
 			if err != nil {

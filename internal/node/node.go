@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,15 +45,20 @@ const (
 // ErrNotFound means the instance has no node in this cluster.
 var ErrNotFound = errors.New("node not found")
 
+// PageSize is how many Nodes one list request asks for when the node of an
+// instance must be looked for by providerID: the cluster's Nodes are read
+// page by page and only the match is kept.
+const PageSize = 250
+
 // Find returns the node of an instance: by name (EKS names nodes after the
 // private DNS name), else by spec.providerID (aws:///<az>/<instance-id>).
 //
-// The providerID search lists nodes from the apiserver's watch cache
-// (resourceVersion "0": cheap, but it may lag behind etcd). A node found
-// there is the instance's; a node not found there is not yet proven absent —
-// a lagging cache does not have a node registered a moment ago — so the
-// list is made again as a consistent read (resourceVersion "", from etcd's
-// quorum) before ErrNotFound is returned.
+// Nodes have no field selector on spec.providerID: that search lists them
+// page by page (PageSize a request, client-go's pager), keeping nothing but
+// the match and stopping there. It is a consistent read (resourceVersion
+// "", etcd's quorum or a cache proven as fresh), never the watch cache's
+// "0": a node registered a moment ago must not be missed by a lagging
+// cache, and ErrNotFound is final (rule 8).
 func Find(ctx context.Context, c kubernetes.Interface, privateDNS, instanceID string) (*corev1.Node, error) {
 	if privateDNS != "" {
 		var n *corev1.Node
@@ -67,11 +73,9 @@ func Find(ctx context.Context, c kubernetes.Interface, privateDNS, instanceID st
 			return nil, fmt.Errorf("getting node %s: %w", privateDNS, err)
 		}
 	}
-	for _, rv := range []string{"0", ""} { // the watch cache, then a consistent read
-		n, err := byProviderID(ctx, c, instanceID, rv)
-		if n != nil || err != nil {
-			return n, err
-		}
+	n, err := byProviderID(ctx, c, instanceID)
+	if n != nil || err != nil {
+		return n, err
 	}
 	return nil, fmt.Errorf("%w: no node named %q or with provider id of %s", ErrNotFound, privateDNS, instanceID)
 }
@@ -93,70 +97,132 @@ func Delete(ctx context.Context, c kubernetes.Interface, n *corev1.Node) error {
 	return err
 }
 
-// byProviderID lists the nodes at resourceVersion rv and returns the one of
-// the instance (nil: none in that list).
-func byProviderID(ctx context.Context, c kubernetes.Interface, instanceID, rv string) (*corev1.Node, error) {
-	var list *corev1.NodeList
-	err := cluster.Retry(ctx, func() (err error) {
-		list, err = c.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: rv})
-		return err
+// byProviderID looks for the instance's node page by page (a consistent
+// read) and returns it (nil: the cluster has none).
+func byProviderID(ctx context.Context, c kubernetes.Interface, instanceID string) (*corev1.Node, error) {
+	var found *corev1.Node
+	err := cluster.RetryIf(ctx, cluster.RetriableList, func() error {
+		found = nil
+		return cluster.EachItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return c.CoreV1().Nodes().List(ctx, o)
+		}, PageSize, metav1.ListOptions{}, func(o runtime.Object) (bool, error) {
+			if n := o.(*corev1.Node); ProviderInstanceID(n.Spec.ProviderID) == instanceID {
+				found = n.DeepCopy() // not the page's: the page goes
+				return true, nil
+			}
+			return false, nil
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	for i := range list.Items {
-		if ProviderInstanceID(list.Items[i].Spec.ProviderID) == instanceID {
-			return &list.Items[i], nil
-		}
-	}
-	return nil, nil
+	return found, nil
 }
+
+// LookAside is how often WaitReady, waiting on a name no node has, looks
+// for the instance's node by providerID in case it registered under another
+// name (a self-managed kubelet's --hostname-override).
+var LookAside = 2 * time.Minute
 
 // WaitReady waits until the instance's node (named privateDNS, or with the
 // instance's providerID) is registered and Ready, or ctx ends; it returns the
 // node last seen (nil: none yet) and, when not Ready, an error matching
 // cluster.ErrWaitTimeout or the API's own (a 403 at once, never a timeout).
-// It lists then watches: the node by metadata.name when its name is known,
-// all nodes (filtered here by providerID) when it is not.
+//
+// It lists then watches the one node by metadata.name (a request and a
+// watch whose size is the node's, not the cluster's): privateDNS, or the
+// name of the node found by providerID. While no node of that name has been
+// seen, it looks by providerID (Find's paged search) at the start when the
+// name is not known, and every LookAside, so a node registered under
+// another name is found too.
 func WaitReady(ctx context.Context, c kubernetes.Interface, privateDNS, instanceID string) (*corev1.Node, error) {
-	sel := fields.Everything()
-	if privateDNS != "" {
-		if n, err := Find(ctx, c, privateDNS, instanceID); err == nil && n.Name != "" {
-			sel = fields.OneTermEqualSelector("metadata.name", n.Name)
-		}
-	}
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel.String()
-			return c.CoreV1().Nodes().List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel.String()
-			return c.CoreV1().Nodes().Watch(ctx, o)
-		},
-	}
 	var (
 		mu   sync.Mutex
 		seen *corev1.Node
 	)
-	err := cluster.Until(ctx, lw, &corev1.Node{}, func(s cache.Store) (bool, error) {
+	name := privateDNS
+	clk := cluster.Clock(ctx)
+	for {
+		if name == "" {
+			n, err := byProviderID(ctx, c, instanceID)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return nil, fmt.Errorf("waiting for the node of %s to be Ready: %w: %w", instanceID, cluster.ErrWaitTimeout, context.Cause(ctx))
+			case err != nil:
+				return nil, fmt.Errorf("waiting for the node of %s to be Ready: %w", instanceID, err)
+			case n != nil && Ready(n):
+				return n, nil
+			case n != nil:
+				name = n.Name
+			}
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		if name == "" || privateDNS != "" {
+			// nobody of that name yet: look aside after a while
+			go func() {
+				select {
+				case <-wctx.Done():
+				case <-clk.After(LookAside):
+					mu.Lock()
+					unseen := seen == nil
+					mu.Unlock()
+					if unseen {
+						cancel()
+					}
+				}
+			}()
+		}
+		var err error
+		if name != "" {
+			err = untilReady(wctx, c, name, privateDNS, instanceID, &mu, &seen)
+		} else {
+			<-wctx.Done()
+			err = cluster.ErrWaitTimeout
+		}
+		cancel()
+		mu.Lock()
+		last := seen
+		mu.Unlock()
+		switch {
+		case err == nil:
+			return last, nil
+		case ctx.Err() != nil || !errors.Is(err, cluster.ErrWaitTimeout):
+			return last, fmt.Errorf("waiting for the node of %s to be Ready: %w", instanceID, err)
+		}
+		// the look-aside window ended with no node of that name: by
+		// providerID next
+		if last == nil {
+			name = ""
+		}
+	}
+}
+
+// untilReady lists then watches the node named name until it is the
+// instance's and Ready, or ctx ends; the node last seen is put in *seen.
+func untilReady(ctx context.Context, c kubernetes.Interface, name, privateDNS, instanceID string, mu *sync.Mutex, seen **corev1.Node) error {
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return c.CoreV1().Nodes().List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return c.CoreV1().Nodes().Watch(ctx, o)
+		},
+	}
+	return cluster.Until(ctx, lw, &corev1.Node{}, func(s cache.Store) (bool, error) {
 		for _, o := range s.List() {
 			n := o.(*corev1.Node)
 			if matches(n, privateDNS, instanceID) {
 				mu.Lock()
-				seen = n.DeepCopy()
+				*seen = n.DeepCopy()
 				mu.Unlock()
 				return Ready(n), nil
 			}
 		}
 		return false, nil
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	if err != nil {
-		return seen, fmt.Errorf("waiting for the node of %s to be Ready: %w", instanceID, err)
-	}
-	return seen, nil
 }
 
 // matches says whether n is the instance's node, as Find decides it.

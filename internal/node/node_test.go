@@ -18,6 +18,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 )
 
 const (
@@ -145,36 +146,42 @@ func TestFind(t *testing.T) {
 	}
 }
 
-// TestFindConfirmsAbsenceWithAConsistentRead: the list by providerID is
-// served from the apiserver's watch cache (resourceVersion "0"), which may
-// lag; a node it does not have is looked for again with a consistent read
-// before ErrNotFound, and a node it has is used at once (one list only).
-func TestFindConfirmsAbsenceWithAConsistentRead(t *testing.T) {
+// Find looks for a node by providerID page by page, as a consistent read:
+// it stops at the page that has the node (the pager has fetched one more), reads every page before
+// ErrNotFound, and an error on any page is an error, never absence.
+func TestFindPagesConsistently(t *testing.T) {
 	pid := "aws:///us-east-1a/" + instID
+	nodes := func(at int) []runtime.Object {
+		var objs []runtime.Object
+		for i := range 1000 {
+			p := fmt.Sprintf("aws:///us-east-1a/i-%017x", i)
+			if i == at {
+				p = pid
+			}
+			objs = append(objs, newNode(fmt.Sprintf("worker-%03d", i), p))
+		}
+		return objs
+	}
 	for _, tc := range []struct {
-		name    string
-		nodes   []runtime.Object
-		lagging bool // the watch cache does not have the nodes yet
-		failRV  string
-		want    string // node name; "" means ErrNotFound; "error" an error that is not
-		lists   []string
+		name  string
+		at    int    // the instance's node's index (-1: none)
+		fail  string // the continue token whose page fails
+		want  string // node name; "" means ErrNotFound; "error" an error that is not
+		pages int
 	}{
-		{"the cache lags: found by the consistent read", []runtime.Object{newNode("worker-1", pid)}, true, "-", "worker-1", []string{"0", ""}},
-		{"found in the cache: no second list", []runtime.Object{newNode("worker-1", pid)}, false, "-", "worker-1", []string{"0"}},
-		{"absent from both: not found", []runtime.Object{newNode("worker-2", "aws:///us-east-1a/i-0fedcba9876543210")}, false, "-", "", []string{"0", ""}},
-		{"the consistent read fails: an error, not absence", []runtime.Object{newNode("worker-1", pid)}, true, "", "error", nil},
+		// the pager fetches the next page while one is looked at: one page
+		// past the match at most
+		{"on the second page: the fourth is not read", 300, "-", "worker-300", 3},
+		{"on the first page", 3, "-", "worker-003", 2},
+		{"absent: every page read, then not found", -1, "-", "", 4},
+		{"a page fails: an error, not absence", -1, "250", "error", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := fake.NewClientset(tc.nodes...)
-			var lists []string
+			c := fake.NewClientset(nodes(tc.at)...)
+			lists := clustertest.Paginate(c, corev1.SchemeGroupVersion.WithResource("nodes"), nil)
 			c.PrependReactor("list", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
-				rv := a.(k8stesting.ListActionImpl).ListOptions.ResourceVersion
-				lists = append(lists, rv)
-				switch {
-				case rv == tc.failRV:
+				if a.(k8stesting.ListActionImpl).ListOptions.Continue == tc.fail {
 					return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("denied"))
-				case rv == "0" && tc.lagging:
-					return true, &corev1.NodeList{}, nil
 				}
 				return false, nil, nil
 			})
@@ -194,8 +201,14 @@ func TestFindConfirmsAbsenceWithAConsistentRead(t *testing.T) {
 					t.Fatalf("Find = %v, %v: want %s", n, err, tc.want)
 				}
 			}
-			if strings.Join(lists, ",") != strings.Join(tc.lists, ",") {
-				t.Errorf("lists at resourceVersions %q, want %q", lists, tc.lists)
+			reqs := lists.All()
+			if len(reqs) > tc.pages || tc.want == "" && len(reqs) != tc.pages {
+				t.Errorf("%d list requests %+v, want %d at most", len(reqs), reqs, tc.pages)
+			}
+			for _, r := range reqs {
+				if r.ResourceVersion != "" || r.Limit != PageSize {
+					t.Errorf("request %+v: want a consistent read (resourceVersion \"\") of %d a page", r, PageSize)
+				}
 			}
 		})
 	}

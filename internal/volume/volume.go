@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -62,12 +63,82 @@ func PersistentVolumes(ctx context.Context, c kubernetes.Interface, claims []str
 	return pvs, errors.Join(errs...)
 }
 
+// PageSize is how many VolumeAttachments one list request asks for: the
+// cluster's attachments are read page by page, and only the node's kept.
+const PageSize = 500
+
+// nodeSelector is whether the apiserver serves a spec.nodeName field
+// selector on VolumeAttachments: 0 not known yet, 1 it does, -1 it does not
+// (Kubernetes 1.35 has none: such a list answers 400 "field label not
+// supported"). It is learnt from the first list of a process (a process
+// serves one cluster).
+var nodeSelector atomic.Int32
+
+// ForgetSelectorSupport forgets what the apiserver said about the
+// spec.nodeName field selector (tests that change apiservers).
+func ForgetSelectorSupport() { nodeSelector.Store(0) }
+
+func nodeField(node string) string {
+	return fields.OneTermEqualSelector("spec.nodeName", node).String()
+}
+
+// unsupportedSelector is the apiserver's refusal of a field selector it
+// does not know.
+func unsupportedSelector(err error) bool {
+	return apierrors.IsBadRequest(err) && strings.Contains(err.Error(), "field label not supported")
+}
+
+func onNode(va *storagev1.VolumeAttachment, node string) bool { return va.Spec.NodeName == node }
+
+// listOnNode lists the node's VolumeAttachments, as a consistent read (not
+// the watch cache's "0", which may lag): by the spec.nodeName field
+// selector where the apiserver has one, else every attachment page by page
+// (client-go's pager, PageSize a page), keeping only the node's. The list's
+// resourceVersion is the first page's: the pages are one snapshot, so a
+// watch can start from it. Items are filtered here in either case.
+func listOnNode(ctx context.Context, c kubernetes.Interface, node string) (*storagev1.VolumeAttachmentList, error) {
+	out := &storagev1.VolumeAttachmentList{}
+	read := func(sel string) error {
+		out.Items, out.ResourceVersion = nil, ""
+		p := cluster.Pager(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			l, err := c.StorageV1().VolumeAttachments().List(ctx, o)
+			if err == nil && out.ResourceVersion == "" {
+				out.ResourceVersion = l.ResourceVersion
+			}
+			return l, err
+		}, PageSize)
+		return p.EachListItem(ctx, metav1.ListOptions{FieldSelector: sel}, func(obj runtime.Object) error {
+			if va, ok := obj.(*storagev1.VolumeAttachment); ok && onNode(va, node) {
+				out.Items = append(out.Items, *va)
+			}
+			return nil
+		})
+	}
+	if nodeSelector.Load() >= 0 {
+		err := read(nodeField(node))
+		if err == nil {
+			nodeSelector.CompareAndSwap(0, 1)
+			return out, nil
+		}
+		if !unsupportedSelector(err) {
+			return nil, err
+		}
+		nodeSelector.Store(-1)
+	}
+	if err := read(""); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // Attachments lists the VolumeAttachments on node; with pvs non-empty, only
-// those of these PersistentVolumes.
+// those of these PersistentVolumes. Its cost is the node's where the
+// apiserver can select attachments by node, else one request per PageSize
+// attachments of the cluster, of which only the node's are kept.
 func Attachments(ctx context.Context, c kubernetes.Interface, node string, pvs []string) ([]storagev1.VolumeAttachment, error) {
 	var list *storagev1.VolumeAttachmentList
-	err := cluster.Retry(ctx, func() (err error) {
-		list, err = c.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+	err := cluster.RetryIf(ctx, cluster.RetriableList, func() (err error) {
+		list, err = listOnNode(ctx, c, node)
 		return err
 	})
 	if err != nil {
@@ -79,9 +150,6 @@ func Attachments(ctx context.Context, c kubernetes.Interface, node string, pvs [
 	}
 	var out []storagev1.VolumeAttachment
 	for _, va := range list.Items {
-		if va.Spec.NodeName != node {
-			continue
-		}
 		if len(pvs) > 0 && (va.Spec.Source.PersistentVolumeName == nil || !want[*va.Spec.Source.PersistentVolumeName]) {
 			continue
 		}
@@ -92,11 +160,13 @@ func Attachments(ctx context.Context, c kubernetes.Interface, node string, pvs [
 
 // WaitDetached waits until node has no VolumeAttachment left for pvs (none
 // given: returns at once) or ctx ends; it returns those still there. It
-// lists the VolumeAttachments once, then watches them from the list's
-// version (they have no field selector by node: one watch, filtered here).
-// When ctx ends first the error matches ErrTimeout; a list or watch the
-// apiserver refuses for good (403, 404) ends the wait at once and is
-// returned wrapped.
+// lists the node's VolumeAttachments (listOnNode), then watches them from
+// the list's version: by the spec.nodeName field selector where the
+// apiserver has one, else one watch of all attachments whose events of
+// other nodes are dropped as they come (watch.Filter), so that the store
+// holds the node's only. When ctx ends first the error matches ErrTimeout;
+// a list or watch the apiserver refuses for good (403, 404) ends the wait
+// at once and is returned wrapped.
 func WaitDetached(ctx context.Context, c kubernetes.Interface, node string, pvs []string) ([]string, error) {
 	if len(pvs) == 0 {
 		return nil, nil
@@ -110,18 +180,28 @@ func WaitDetached(ctx context.Context, c kubernetes.Interface, node string, pvs 
 		left = pvs // until read: none is known to be detached
 	)
 	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return c.StorageV1().VolumeAttachments().List(ctx, o)
+		ListWithContextFunc: func(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) {
+			return listOnNode(ctx, c, node)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return c.StorageV1().VolumeAttachments().Watch(ctx, o)
+			if nodeSelector.Load() > 0 {
+				o.FieldSelector = nodeField(node)
+			}
+			w, err := c.StorageV1().VolumeAttachments().Watch(ctx, o)
+			if err != nil {
+				return nil, err
+			}
+			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+				va, ok := e.Object.(*storagev1.VolumeAttachment)
+				return e, !ok || onNode(va, node) // bookmarks and errors pass
+			}), nil
 		},
 	}
 	err := cluster.Until(ctx, lw, &storagev1.VolumeAttachment{}, func(s cache.Store) (bool, error) {
 		var vas []storagev1.VolumeAttachment
 		for _, o := range s.List() {
 			va := o.(*storagev1.VolumeAttachment)
-			if va.Spec.NodeName == node && va.Spec.Source.PersistentVolumeName != nil && want[*va.Spec.Source.PersistentVolumeName] {
+			if onNode(va, node) && va.Spec.Source.PersistentVolumeName != nil && want[*va.Spec.Source.PersistentVolumeName] {
 				vas = append(vas, *va)
 			}
 		}
