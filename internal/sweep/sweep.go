@@ -33,13 +33,14 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/pager"
 	"k8s.io/utils/clock"
 
+	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lease"
 	"github.com/node-drainer/node-drainer/internal/node"
+	"github.com/node-drainer/node-drainer/internal/volume"
 )
 
 // ASGAPI is the part of Auto Scaling the sweep uses.
@@ -129,20 +130,20 @@ func Read(ctx context.Context, kube kubernetes.Interface, ec2 instance.EC2API, a
 		lap = clk.Now()
 	}
 	var err error
-	if r.Nodes, err = list[corev1.Node](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	if r.Nodes, err = list(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return kube.CoreV1().Nodes().List(ctx, o)
-	}); err != nil {
+	}, node.PageSize, slimNode); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	if r.Attachments, err = list[storagev1.VolumeAttachment](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	if r.Attachments, err = list(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return kube.StorageV1().VolumeAttachments().List(ctx, o)
-	}); err != nil {
+	}, volume.PageSize, slimAttachment); err != nil {
 		return nil, fmt.Errorf("listing volume attachments: %w", err)
 	}
-	if r.Leases, err = list[coordinationv1.Lease](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	if r.Leases, err = list(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		o.LabelSelector = "app.kubernetes.io/name=node-drainer"
 		return kube.CoordinationV1().Leases(cfg.LeaseNamespace).List(ctx, o)
-	}); err != nil {
+	}, 500, func(l *coordinationv1.Lease) coordinationv1.Lease { return *l }); err != nil {
 		return nil, fmt.Errorf("listing leases in %s: %w", cfg.LeaseNamespace, err)
 	}
 	took("cluster")
@@ -178,20 +179,46 @@ func Read(ctx context.Context, kube kubernetes.Interface, ec2 instance.EC2API, a
 	return r, nil
 }
 
-// list reads every item of a list in pages (client-go's pager: 500 a page,
-// a full list if the continuation expired).
-func list[T any](ctx context.Context, fn func(context.Context, metav1.ListOptions) (runtime.Object, error)) ([]T, error) {
-	var items []T
-	p := pager.New(fn)
-	err := p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
+// list reads every item of a list page by page (client-go's pager, size a
+// page, one page held at a time) and keeps of each only what keep returns:
+// what the plan uses, not the page.
+func list[T, K any](ctx context.Context, fn func(context.Context, metav1.ListOptions) (runtime.Object, error), size int64, keep func(*T) K) ([]K, error) {
+	var items []K
+	err := cluster.EachItem(ctx, fn, size, metav1.ListOptions{}, func(o runtime.Object) (bool, error) {
 		item, ok := any(o).(*T)
 		if !ok {
-			return fmt.Errorf("unexpected %T in list", o)
+			return false, fmt.Errorf("unexpected %T in list", o)
 		}
-		items = append(items, *item)
-		return nil
+		items = append(items, keep(item))
+		return false, nil
 	})
 	return items, err
+}
+
+// slimNode is what the plan reads of a Node: its name, UID, creation,
+// providerID, node-drainer's annotation and the Ready condition. Labels,
+// images, addresses and managed fields (most of a Node's bytes) are not
+// kept.
+func slimNode(n *corev1.Node) corev1.Node {
+	out := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, CreationTimestamp: n.CreationTimestamp},
+		Spec: corev1.NodeSpec{ProviderID: n.Spec.ProviderID}}
+	if v, ok := n.Annotations[node.AnnotationOwned]; ok {
+		out.Annotations = map[string]string{node.AnnotationOwned: v}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			out.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
+		}
+	}
+	return out
+}
+
+// slimAttachment is what the plan and an orphan's delete read of a
+// VolumeAttachment: name, UID, node and volume.
+func slimAttachment(va *storagev1.VolumeAttachment) storagev1.VolumeAttachment {
+	return storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: va.Name, UID: va.UID},
+		Spec: storagev1.VolumeAttachmentSpec{Attacher: va.Spec.Attacher, NodeName: va.Spec.NodeName,
+			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: va.Spec.Source.PersistentVolumeName}}}
 }
 
 func (r *Readings) readGroups(ctx context.Context, api ASGAPI, cfg Config) error {
