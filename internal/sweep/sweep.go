@@ -67,6 +67,29 @@ type Config struct {
 	// Clock times the reading and stamps what EC2 said (nil: the real
 	// clock).
 	Clock clock.PassiveClock
+
+	// ShardNodes, when > 0, is the most Nodes one invocation reads and acts
+	// on: the scheduled invocation (shard 0) reads every Node page by page,
+	// acts on the first ShardNodes, and notes the continue token where each
+	// next shard starts (Readings.Shards), keeping of the Nodes past its own
+	// only their names and instance ids (for orphaned attachments and
+	// Leases, which it alone plans). A rounding to whole pages: a shard is
+	// ShardNodes/node.PageSize pages.
+	ShardNodes int
+	// Shard, when set, makes this reading shard Shard.Index ≥ 1 of a pass:
+	// its Nodes from Shard.Continue, ShardNodes of them; it plans only what
+	// concerns them (dead, unmarked, zombie nodes): no hooks, orphans or
+	// Leases, which are shard 0's.
+	Shard *event.SweepShard
+	// ZombiesElsewhere, when set, says why this invocation only reports its
+	// zombies (another shard of the pass replaces zombies: one does, in
+	// turns, so that the pass's limits hold).
+	ZombiesElsewhere string
+}
+
+// pagesPerShard is how many pages of Nodes a shard reads.
+func (c Config) pagesPerShard() int {
+	return max(1, c.ShardNodes/int(node.PageSize))
 }
 
 // clock is c's clock, or the real one.
@@ -116,8 +139,16 @@ type Readings struct {
 	PodsOn map[string]int
 	// Took says how long each source took to read: cluster, autoscaling, ec2, pods.
 	Took map[string]time.Duration
+	// Shards are the continue tokens where the pass's next shards start
+	// (shard 0 of a pass in shards; none: the pass is this reading).
+	Shards []string
+	// Elsewhere counts the Nodes of the other shards (shard 0 reads them by
+	// name).
+	Elsewhere int
 
-	nodeNames map[string]bool
+	// names and ids are every Node's name and instance id read (for a
+	// shard ≥ 1: its own); own the names of the Nodes in Nodes.
+	names, own, ids map[string]bool
 }
 
 // Read reads everything the plan needs, or fails without a partial result.
@@ -129,15 +160,24 @@ func Read(ctx context.Context, kube kubernetes.Interface, ec2 instance.EC2API, a
 		r.Took[what] = clk.Since(lap).Round(time.Millisecond)
 		lap = clk.Now()
 	}
-	var err error
-	if r.Nodes, err = list(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return kube.CoreV1().Nodes().List(ctx, o)
-	}, node.PageSize, slimNode); err != nil {
+	if err := r.readNodes(ctx, kube, cfg); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	if r.Attachments, err = list(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	// the attachments of this shard's nodes, and (shard 0, or a pass in
+	// one) those to nodes the cluster does not have: orphans maybe
+	err := cluster.EachItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return kube.StorageV1().VolumeAttachments().List(ctx, o)
-	}, volume.PageSize, slimAttachment); err != nil {
+	}, volume.PageSize, metav1.ListOptions{}, func(o runtime.Object) (bool, error) {
+		va, ok := o.(*storagev1.VolumeAttachment)
+		if !ok {
+			return false, fmt.Errorf("unexpected %T in list", o)
+		}
+		if r.own[va.Spec.NodeName] || cfg.Shard == nil && !r.hasNode(va.Spec.NodeName) {
+			r.Attachments = append(r.Attachments, slimAttachment(va))
+		}
+		return false, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("listing volume attachments: %w", err)
 	}
 	if r.Leases, err = list(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -177,6 +217,58 @@ func Read(ctx context.Context, kube kubernetes.Interface, ec2 instance.EC2API, a
 	}
 	took("pods")
 	return r, nil
+}
+
+// readNodes reads the Nodes page by page (node.PageSize a request, one page
+// held): those of this shard kept as the plan reads them (slimNode), the
+// others (shard 0 of a pass in shards) only by name and instance id, and
+// where each next shard starts noted in r.Shards. A shard's reading stops
+// at its last page.
+func (r *Readings) readNodes(ctx context.Context, kube kubernetes.Interface, cfg Config) error {
+	r.names, r.own, r.ids = map[string]bool{}, map[string]bool{}, map[string]bool{}
+	r.Shards = nil
+	r.Nodes = nil
+	opts := metav1.ListOptions{}
+	if cfg.Shard != nil {
+		opts.Continue = cfg.Shard.Continue
+	}
+	per := cfg.pagesPerShard()
+	pages := 0
+	ownItems := math.MaxInt
+	if cfg.ShardNodes > 0 {
+		ownItems = per * int(node.PageSize) // pages are full but the last
+	}
+	seen := 0
+	return cluster.EachItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		l, err := kube.CoreV1().Nodes().List(ctx, o)
+		if err != nil || cfg.ShardNodes == 0 {
+			return l, err
+		}
+		pages++
+		if pages%per == 0 && l.Continue != "" {
+			if cfg.Shard != nil {
+				l.Continue = "" // this shard's last page: the next shard reads on
+			} else {
+				r.Shards = append(r.Shards, l.Continue)
+			}
+		}
+		return l, nil
+	}, node.PageSize, opts, func(o runtime.Object) (bool, error) {
+		n, ok := o.(*corev1.Node)
+		if !ok {
+			return false, fmt.Errorf("unexpected %T in list", o)
+		}
+		r.names[n.Name] = true
+		r.ids[node.ProviderInstanceID(n.Spec.ProviderID)] = true
+		if seen < ownItems {
+			r.own[n.Name] = true
+			r.Nodes = append(r.Nodes, slimNode(n))
+		} else {
+			r.Elsewhere++
+		}
+		seen++
+		return false, nil
+	})
 }
 
 // list reads every item of a list page by page (client-go's pager, size a
@@ -313,13 +405,13 @@ func (r *Readings) readInstances(ctx context.Context, api instance.EC2API, cfg C
 }
 
 func (r *Readings) hasNode(name string) bool {
-	if r.nodeNames == nil {
-		r.nodeNames = map[string]bool{}
+	if r.names == nil { // readings made by hand (tests)
+		r.names = map[string]bool{}
 		for _, n := range r.Nodes {
-			r.nodeNames[n.Name] = true
+			r.names[n.Name] = true
 		}
 	}
-	return r.nodeNames[name]
+	return r.names[name]
 }
 
 func ownedByDaemonSet(p corev1.Pod) bool {
@@ -413,6 +505,9 @@ func (r *Readings) Plan(cfg Config) Plan {
 				continue
 			}
 			busy[id] = true
+			if cfg.Shard != nil {
+				continue // shard 0's to take: here only left alone
+			}
 			p.Hooks = append(p.Hooks, Hook{Kind: kind, Action: event.LifecycleAction{
 				AutoScalingGroupName: g.Name, HookName: hooks[0], InstanceID: id, Transition: transition}})
 		}
@@ -458,6 +553,8 @@ func (r *Readings) Plan(cfg Config) Plan {
 			switch {
 			case !cfg.ZombieReplace:
 				z.Why = "report only (ZOMBIE_ACTION=report)"
+			case cfg.ZombiesElsewhere != "":
+				z.Why = cfg.ZombiesElsewhere
 			case z.ASG == "":
 				z.Why = "not in an Auto Scaling group of this cluster: report only"
 			case groupOf[id].state != stateInService:
@@ -475,8 +572,8 @@ func (r *Readings) Plan(cfg Config) Plan {
 		}
 	}
 	for _, va := range r.Attachments {
-		if r.hasNode(va.Spec.NodeName) {
-			continue
+		if cfg.Shard != nil || r.hasNode(va.Spec.NodeName) {
+			continue // a shard ≥ 1 knows only its own nodes: orphans are shard 0's
 		}
 		if why := r.orphanEvidence(va.Spec.NodeName); why != "" {
 			p.Notes = append(p.Notes, fmt.Sprintf("attachment %s to missing node %s kept: %s", va.Name, va.Spec.NodeName, why))
@@ -488,11 +585,17 @@ func (r *Readings) Plan(cfg Config) Plan {
 		}
 		p.Orphans = append(p.Orphans, o)
 	}
-	nodeIDs := map[string]bool{}
-	for _, n := range r.Nodes {
-		nodeIDs[node.ProviderInstanceID(n.Spec.ProviderID)] = true
+	nodeIDs := r.ids
+	if nodeIDs == nil { // readings made by hand (tests)
+		nodeIDs = map[string]bool{}
+		for _, n := range r.Nodes {
+			nodeIDs[node.ProviderInstanceID(n.Spec.ProviderID)] = true
+		}
 	}
 	for _, l := range r.Leases {
+		if cfg.Shard != nil {
+			break // shard 0's: a shard ≥ 1 knows only its own nodes
+		}
 		id := lease.InstanceID(l.Name)
 		if id == "" || held[id] || l.Spec.RenewTime == nil || r.Now.Sub(l.Spec.RenewTime.Time) < leaseIdle {
 			continue
