@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/node-drainer/node-drainer/internal/node"
@@ -160,22 +161,29 @@ func TestSizedReads(t *testing.T) {
 		other := id(9999)
 		go func() {
 			time.Sleep(300 * time.Millisecond)
-			n, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-renamed"},
-				Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + other}}, metav1.CreateOptions{})
-			if err != nil {
+			if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-renamed"},
+				Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + other}}, metav1.CreateOptions{}); err != nil {
 				return
 			}
-			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-			_, _ = admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+			// the controller-manager annotates a new node: read it again on a conflict
+			_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				n, err := admin.CoreV1().Nodes().Get(ctx, "worker-renamed", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+				_, err = admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+				return err
+			})
 		}()
 		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 		defer wcancel()
 		n, err := node.WaitReady(wctx, c, "ip-10-99-0-1.ec2.internal", other)
+		var lists []url.Values
+		lists, mark = reqs.to("/api/v1/nodes", mark)
 		if err != nil || n.Name != "worker-renamed" {
 			t.Fatalf("WaitReady = %v, %v", n, err)
 		}
-		var lists []url.Values
-		lists, mark = reqs.to("/api/v1/nodes", mark)
 		named := 0
 		for _, q := range lists {
 			switch {
