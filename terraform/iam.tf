@@ -109,9 +109,9 @@ data "aws_iam_policy_document" "function" {
     }
   }
 
-  # Self-continuation of long drains.
+  # Self-continuation of long drains and the sweep's shards.
   dynamic "statement" {
-    for_each = var.continue_long_drains ? [1] : []
+    for_each = var.continue_long_drains || var.sweep_shard_nodes > 0 ? [1] : []
     content {
       sid       = "ContinueDrain"
       effect    = "Allow"

@@ -65,6 +65,7 @@ locals {
     ZOMBIE_ACTION               = var.zombie_action
     ZOMBIE_MAX_PER_SWEEP        = tostring(var.zombie_max_per_sweep)
     ZOMBIE_MAX_ASG_SHARE        = tostring(var.zombie_max_asg_share)
+    SWEEP_SHARD_NODES           = tostring(var.sweep_shard_nodes)
     LOG_LEVEL                   = var.log_level
   }
 }

@@ -218,6 +218,17 @@ variable "zombie_max_per_sweep" {
   }
 }
 
+variable "sweep_shard_nodes" {
+  description = "Most Nodes one sweep invocation reads and acts on; a cluster with more splits each pass across concurrent self-invocations (grants lambda:InvokeFunction on the function itself). 0: never."
+  type        = number
+  default     = 5000
+
+  validation {
+    condition     = var.sweep_shard_nodes >= 0 && floor(var.sweep_shard_nodes) == var.sweep_shard_nodes
+    error_message = "sweep_shard_nodes must be an integer >= 0."
+  }
+}
+
 variable "zombie_max_asg_share" {
   description = "Most instances of one ASG leaving at once when the sweep marks a zombie Unhealthy (percent; at least one)."
   type        = number

@@ -87,6 +87,10 @@ type Config struct {
 	ZombieMaxPerSweep int
 	ZombieMaxASGShare float64 // 0–1
 
+	// SweepShardNodes is how many Nodes one sweep invocation reads and acts
+	// on; a cluster with more splits its pass across invocations (0: never).
+	SweepShardNodes int
+
 	// SkipNodesOwnedBy names the lifecycle owners (LifecycleOwners) whose
 	// nodes are left to them (empty: none).
 	SkipNodesOwnedBy []string
@@ -154,6 +158,7 @@ var Vars = []Var{
 	{"ZOMBIE_AFTER", "10m", "The sweep reports a Node NotReady for this long while EC2 says its instance runs (a zombie)."},
 	{"ZOMBIE_ACTION", "report", "What the sweep does with a zombie: report (an Event on the Node, a log line) or replace (also SetInstanceHealth Unhealthy, so its ASG replaces it through the terminate hook)."},
 	{"ZOMBIE_MAX_PER_SWEEP", "1", "Most zombie instances one sweep marks Unhealthy."},
+	{"SWEEP_SHARD_NODES", "5000", "Most Nodes one sweep invocation reads and acts on: a cluster with more splits each pass across concurrent invocations of the function (self-invoked, asynchronously), one per this many Nodes, with one pass id in their summaries; 0: one invocation whatever the size."},
 	{"ZOMBIE_MAX_ASG_SHARE", "10", "Most instances of one ASG leaving at once (unhealthy or not in service), in percent of its instances, when the sweep marks a zombie Unhealthy (at least one)."},
 	{"SKIP_NODES_OWNED_BY", "karpenter,auto-mode,managed-nodegroup", "Comma-separated lifecycle owners whose nodes are left alone (their hooks completed with `CONTINUE`): `karpenter`, `auto-mode`, `managed-nodegroup`; `none`: act on every node."},
 	{"LOG_LEVEL", "INFO", "Least severe level of the function's log lines: DEBUG, INFO, WARN or ERROR. The function applies it itself; the templates keep Lambda's application log filter at TRACE, so the metrics lines (which have no level) are kept at every level."},
@@ -239,6 +244,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if c.ZombieMaxPerSweep, err = strconv.Atoi(get("ZOMBIE_MAX_PER_SWEEP")); err != nil || c.ZombieMaxPerSweep < 0 {
 		errs = append(errs, fmt.Errorf("ZOMBIE_MAX_PER_SWEEP=%q: want an integer >= 0", get("ZOMBIE_MAX_PER_SWEEP")))
+	}
+	if c.SweepShardNodes, err = strconv.Atoi(get("SWEEP_SHARD_NODES")); err != nil || c.SweepShardNodes < 0 {
+		errs = append(errs, fmt.Errorf("SWEEP_SHARD_NODES=%q: want an integer >= 0", get("SWEEP_SHARD_NODES")))
 	}
 	share, err := strconv.ParseFloat(strings.TrimSuffix(get("ZOMBIE_MAX_ASG_SHARE"), "%"), 64)
 	if err != nil || !(share > 0 && share <= 100) {

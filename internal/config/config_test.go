@@ -61,6 +61,7 @@ func TestFromEnvDefaults(t *testing.T) {
 		ZombieAfter:              10 * time.Minute,
 		ZombieAction:             ZombieReport,
 		ZombieMaxPerSweep:        1,
+		SweepShardNodes:          5000,
 		ZombieMaxASGShare:        0.1,
 		SkipNodesOwnedBy:         []string{"karpenter", "auto-mode", "managed-nodegroup"},
 	}
@@ -133,6 +134,7 @@ func TestFromEnvValues(t *testing.T) {
 		"ZOMBIE_AFTER=30m",
 		"ZOMBIE_ACTION=Replace",
 		"ZOMBIE_MAX_PER_SWEEP=3",
+		"SWEEP_SHARD_NODES=2000",
 		"ZOMBIE_MAX_ASG_SHARE=25%",
 		"SKIP_NODES_OWNED_BY=auto-mode",
 		"ASG_TAG_KEY=k8s.io/cluster-autoscaler/enabled",
@@ -181,6 +183,7 @@ func TestFromEnvValues(t *testing.T) {
 		ZombieAfter:              30 * time.Minute,
 		ZombieAction:             ZombieReplace,
 		ZombieMaxPerSweep:        3,
+		SweepShardNodes:          2000,
 		ZombieMaxASGShare:        0.25,
 	}
 	if !reflect.DeepEqual(c, want) {

@@ -118,6 +118,13 @@ func ParseInvocation(payload []byte) (Event, *Continuation, error) {
 		ev, err := Parse(payload) // reports what is wrong with it
 		return ev, nil, err
 	}
+	if inner, ok := top[shardKey]; ok {
+		if len(top) != 1 {
+			return Event{}, nil, malformed("sweep shard: %s must be the only top-level key", shardKey)
+		}
+		ev, err := parseShard(inner)
+		return ev, nil, err
+	}
 	inner, ok := top[continuationKey]
 	if !ok {
 		ev, err := Parse(payload)

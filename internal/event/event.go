@@ -87,6 +87,9 @@ type Event struct {
 	State InstanceState
 	// Scheduled is set for KindScheduledChange.
 	Scheduled *ScheduledChange
+	// Shard is set for a KindSweep that is one shard of a pass split across
+	// invocations (nil: the scheduled event itself).
+	Shard *SweepShard
 }
 
 // ErrMalformed classifies every error Parse and ParseInvocation return: the

@@ -3,12 +3,15 @@ package handler
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
@@ -38,17 +41,25 @@ const sweepReadLimit = 20 * time.Second
 
 // SweepSummary is what a sweep looked at and did (Outcome.Sweep).
 type SweepSummary struct {
-	Nodes       int      `json:"nodes"`
-	Groups      int      `json:"groups"`
-	Attachments int      `json:"attachments"`
-	Hooks       []string `json:"hooks,omitempty"`    // lifecycle actions handled as if their event had come
-	Dead        []string `json:"dead,omitempty"`     // nodes of instances down, released
-	Unmarked    []string `json:"unmarked,omitempty"` // nodes whose lapsed marks were lifted
-	Orphans     []string `json:"orphans,omitempty"`  // volume attachments deleted
-	Zombies     []string `json:"zombies,omitempty"`  // nodes NotReady on a running instance
-	Replaced    []string `json:"replaced,omitempty"` // zombie instances marked Unhealthy
-	Leases      int      `json:"leasesDeleted,omitempty"`
-	Held        []string `json:"held,omitempty"` // instances an invocation holds: left alone
+	// Pass names the logical pass (the scheduled event's id); a pass split
+	// across invocations has Shards of them, this one Shard (0: the
+	// scheduled invocation, which reads every Node and invokes the others).
+	Pass   string `json:"pass,omitempty"`
+	Shard  int    `json:"shard"`
+	Shards int    `json:"shards"`
+	Nodes  int    `json:"nodes"`
+	// NodesElsewhere counts the Nodes of the pass's other shards (shard 0).
+	NodesElsewhere int      `json:"nodesInOtherShards,omitempty"`
+	Groups         int      `json:"groups"`
+	Attachments    int      `json:"attachments"`
+	Hooks          []string `json:"hooks,omitempty"`    // lifecycle actions handled as if their event had come
+	Dead           []string `json:"dead,omitempty"`     // nodes of instances down, released
+	Unmarked       []string `json:"unmarked,omitempty"` // nodes whose lapsed marks were lifted
+	Orphans        []string `json:"orphans,omitempty"`  // volume attachments deleted
+	Zombies        []string `json:"zombies,omitempty"`  // nodes NotReady on a running instance
+	Replaced       []string `json:"replaced,omitempty"` // zombie instances marked Unhealthy
+	Leases         int      `json:"leasesDeleted,omitempty"`
+	Held           []string `json:"held,omitempty"` // instances an invocation holds: left alone
 	// Tagged is how many groups carry ASG_TAG_KEY; HooksPut the hooks put
 	// on them ("<group>/<hook>"), which they lacked (discovery.Ensure).
 	Tagged   int      `json:"tagged,omitempty"`
@@ -66,9 +77,31 @@ type SweepSummary struct {
 // it needs before acting). A reading that fails acts on nothing.
 func (r *run) sweep(ctx context.Context) error {
 	cfg := r.sweepConfig()
-	// first the hooks of tagged groups: a group created since the last
-	// sweep gets them before anything else is read
-	ensured, ensureErr := r.ensureHooks(ctx)
+	pass := r.ev.ID
+	if pass == "" {
+		pass = fmt.Sprintf("sweep-%d", r.h.now().UnixNano()) // invoked by hand
+	}
+	if sh := r.ev.Shard; sh != nil {
+		// a shard delivered late is of a pass long over, its continue
+		// token expired: the next pass covers its nodes
+		if age := r.h.now().Sub(sh.StartedAt); age > event.ShardMaxAge || age < -event.ContinuationClockSkew {
+			r.out.Action, r.out.Detail = ActionIgnored, fmt.Sprintf("sweep shard %d of %d of pass %s started %s ago: too old (or ahead), nothing read or done; the next pass covers its nodes",
+				sh.Index, sh.Of, sh.Pass, age.Round(time.Second))
+			return nil
+		}
+		cfg.Shard, pass = sh, sh.Pass
+		if !sh.Zombies {
+			cfg.ZombiesElsewhere = "another shard of this pass replaces zombies (the shards take turns): report only"
+		}
+	}
+	// then the hooks of tagged groups (the scheduled invocation's, not a
+	// shard's): a group created since the last sweep gets them before
+	// anything else is read
+	var ensured discovery.Result
+	var ensureErr error
+	if r.ev.Shard == nil {
+		ensured, ensureErr = r.ensureHooks(ctx)
+	}
 	// a slow reading (thousands of instances) takes what the invocation
 	// has; a failing one is retried for sweepReadLimit, then left to the
 	// next sweep
@@ -85,13 +118,32 @@ func (r *run) sweep(ctx context.Context) error {
 		r.fail(&Failure{Kind: ErrSweepRead, Cause: err})
 		return fmt.Errorf("sweep: %w", err)
 	}
+	sum := &SweepSummary{Pass: pass, Shard: 0, Shards: 1}
+	if sh := cfg.Shard; sh != nil {
+		sum.Shard, sum.Shards = sh.Index, sh.Of
+	}
+	if len(rd.Shards) > 0 {
+		// the pass in shards: each next one invoked now, before acting, so
+		// that they run side by side; one of them (in turns) replaces zombies
+		sum.Shards = len(rd.Shards) + 1
+		turn := shardTurn(pass, sum.Shards)
+		if turn != 0 {
+			cfg.ZombiesElsewhere = fmt.Sprintf("shard %d of this pass replaces zombies (the shards take turns): report only", turn)
+		}
+		for i, tok := range rd.Shards {
+			if err := r.invokeShard(ctx, event.SweepShard{Pass: pass, Index: i + 1, Of: sum.Shards, Continue: tok,
+				StartedAt: began, Zombies: turn == i+1}); err != nil {
+				sum.Failed = append(sum.Failed, fmt.Sprintf("shard %d of %d not invoked (its nodes wait for the next pass): %v", i+1, sum.Shards, err))
+			}
+		}
+	}
 	plan := rd.Plan(cfg)
 	by := map[string]int64{}
 	for k, v := range rd.Took {
 		by[k] = v.Milliseconds()
 	}
-	sum := &SweepSummary{Nodes: len(rd.Nodes), Groups: len(rd.Groups), Attachments: len(rd.Attachments),
-		Held: plan.Held, Notes: plan.Notes, ReadMS: r.h.now().Sub(began).Milliseconds(), ReadMSBy: by}
+	sum.Nodes, sum.NodesElsewhere, sum.Groups, sum.Attachments = len(rd.Nodes), rd.Elsewhere, len(rd.Groups), len(rd.Attachments)
+	sum.Held, sum.Notes, sum.ReadMS, sum.ReadMSBy = plan.Held, plan.Notes, r.h.now().Sub(began).Milliseconds(), by
 	if r.h.c.AutoScaling == nil {
 		sum.Notes = append(sum.Notes, "no Auto Scaling client: hooks left waiting are not looked for")
 	}
@@ -104,7 +156,10 @@ func (r *run) sweep(ctx context.Context) error {
 	r.runSweep(ctx, plan, sum)
 	sum.ActMS = r.h.now().Sub(acting).Milliseconds()
 	r.out.Action = ActionSwept
-	r.out.Detail = fmt.Sprintf("looked at %d nodes, %d groups (%d tagged, %d hooks put), %d attachments: %d hooks, %d dead nodes, %d unmarked, %d orphaned attachments, %d zombies (%d replaced), %d leases deleted, %d failed",
+	if sum.Shards > 1 {
+		r.out.Detail = fmt.Sprintf("shard %d of %d of pass %s: ", sum.Shard, sum.Shards, pass)
+	}
+	r.out.Detail += fmt.Sprintf("looked at %d nodes, %d groups (%d tagged, %d hooks put), %d attachments: %d hooks, %d dead nodes, %d unmarked, %d orphaned attachments, %d zombies (%d replaced), %d leases deleted, %d failed",
 		sum.Nodes, sum.Groups, sum.Tagged, len(sum.HooksPut), sum.Attachments, len(sum.Hooks), len(sum.Dead), len(sum.Unmarked), len(sum.Orphans),
 		len(sum.Zombies), len(sum.Replaced), sum.Leases, len(sum.Failed))
 	if len(sum.Failed) > 0 {
@@ -113,9 +168,40 @@ func (r *run) sweep(ctx context.Context) error {
 	return nil
 }
 
+// shardTurn is the shard of a pass of n shards that replaces zombies:
+// drawn from the pass id, so that every shard has its turn.
+func shardTurn(pass string, n int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(pass))
+	return int(h.Sum32() % uint32(n))
+}
+
+// invokeShard invokes the function asynchronously with a shard of the pass.
+func (r *run) invokeShard(ctx context.Context, sh event.SweepShard) error {
+	payload, err := sh.Payload()
+	if err != nil {
+		return err
+	}
+	_, err = r.h.c.Lambda.Invoke(ctx, &lambda.InvokeInput{
+		FunctionName:   aws.String(r.h.cfg.FunctionName),
+		InvocationType: lambdatypes.InvocationTypeEvent,
+		Payload:        payload,
+	})
+	if err != nil {
+		return fmt.Errorf("invoking %s: %w", r.h.cfg.FunctionName, err)
+	}
+	r.log.InfoContext(ctx, "sweep shard invoked", "pass", sh.Pass, "shard", sh.Index, "of", sh.Of)
+	return nil
+}
+
 func (r *run) sweepConfig() sweep.Config {
 	c := r.h.cfg
+	shardNodes := c.SweepShardNodes
+	if r.ev.Shard == nil && (r.h.c.Lambda == nil || c.FunctionName == "") {
+		shardNodes = 0 // no way to invoke a shard: the pass is this invocation's
+	}
 	return sweep.Config{
+		ShardNodes:    shardNodes,
 		ClusterTagKey: c.ClusterTagKey, ASGNames: c.ASGNames, GroupTag: discovery.Tag{Key: c.ASGTagKey, Value: c.ASGTagValue}, HookNames: c.OwnedHooks(), LeaseNamespace: c.LeaseNamespace,
 		ZombieAfter: c.ZombieAfter, ZombieReplace: c.ZombieAction == config.ZombieReplace,
 		ZombieMaxPerSweep: c.ZombieMaxPerSweep, ZombieMaxASGShare: c.ZombieMaxASGShare,

@@ -3,6 +3,7 @@ package sweep
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -15,12 +16,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 	"github.com/node-drainer/node-drainer/internal/discovery"
 	"github.com/node-drainer/node-drainer/internal/instance"
+	"github.com/node-drainer/node-drainer/internal/node"
+	"github.com/node-drainer/node-drainer/internal/volume"
 )
 
 // ec2Calls answers DescribeInstances by filter from states, and records the
@@ -200,5 +206,54 @@ func TestReadGroupsListedAndTagged(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("ASG_NAMES %v and the tag: read %v, want %v", tc.names, got, tc.want)
 		}
+	}
+}
+
+// TestReadPagesAndKeepsWhatThePlanUses: the Nodes and VolumeAttachments are
+// read page by page (node.PageSize, volume.PageSize a request), and of each
+// Node only what the plan reads is kept (no labels, images, addresses).
+func TestReadPagesAndKeepsWhatThePlanUses(t *testing.T) {
+	objs := []runtime.Object{}
+	for i := range 600 {
+		n := nodeOf(fmt.Sprintf("i-%04d", i), true, now.Add(-time.Hour))
+		n.Labels = map[string]string{"pool": "general"}
+		n.Status.Images = []corev1.ContainerImage{{Names: []string{"registry.example/app:1"}, SizeBytes: 1 << 20}}
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}
+		objs = append(objs, &n)
+	}
+	for i := range 1100 {
+		objs = append(objs, ptr.To(va(fmt.Sprintf("csi-%04d", i), fmt.Sprintf("node-%d", i%600))))
+	}
+	kube := fake.NewClientset(objs...)
+	nodes := clustertest.Paginate(kube, corev1.SchemeGroupVersion.WithResource("nodes"), nil)
+	vas := clustertest.Paginate(kube, storagev1.SchemeGroupVersion.WithResource("volumeattachments"), nil)
+	r, err := Read(context.Background(), kube, &ec2Calls{states: map[string]instance.State{}}, &asgCalls{}, cfg, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, tc := range map[string]struct {
+		lists      *clustertest.Lists
+		limit      int64
+		pages, got int
+	}{
+		"nodes":             {nodes, node.PageSize, 3, len(r.Nodes)},
+		"volumeattachments": {vas, volume.PageSize, 3, len(r.Attachments)},
+	} {
+		reqs := tc.lists.All()
+		if len(reqs) != tc.pages {
+			t.Errorf("%s: %d requests %+v, want %d pages", what, len(reqs), reqs, tc.pages)
+		}
+		for _, q := range reqs {
+			if q.Limit != tc.limit || q.ResourceVersion != "" {
+				t.Errorf("%s: request %+v, want limit %d, a consistent read", what, q, tc.limit)
+			}
+		}
+		if want := map[string]int{"nodes": 600, "volumeattachments": 1100}[what]; tc.got != want {
+			t.Errorf("%s: %d read, want %d", what, tc.got, want)
+		}
+	}
+	n := r.Nodes[0]
+	if n.Labels != nil || n.Status.Images != nil || n.Status.Addresses != nil || n.Spec.ProviderID == "" || len(n.Status.Conditions) != 1 {
+		t.Errorf("node kept as %+v: want its name, providerID and Ready condition only", n)
 	}
 }

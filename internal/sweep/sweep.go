@@ -33,14 +33,15 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/pager"
 	"k8s.io/utils/clock"
 
+	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/discovery"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lease"
 	"github.com/node-drainer/node-drainer/internal/node"
+	"github.com/node-drainer/node-drainer/internal/volume"
 )
 
 // ASGAPI is the part of Auto Scaling the sweep uses.
@@ -70,6 +71,29 @@ type Config struct {
 	// Clock times the reading and stamps what EC2 said (nil: the real
 	// clock).
 	Clock clock.PassiveClock
+
+	// ShardNodes, when > 0, is the most Nodes one invocation reads and acts
+	// on: the scheduled invocation (shard 0) reads every Node page by page,
+	// acts on the first ShardNodes, and notes the continue token where each
+	// next shard starts (Readings.Shards), keeping of the Nodes past its own
+	// only their names and instance ids (for orphaned attachments and
+	// Leases, which it alone plans). A rounding to whole pages: a shard is
+	// ShardNodes/node.PageSize pages.
+	ShardNodes int
+	// Shard, when set, makes this reading shard Shard.Index ≥ 1 of a pass:
+	// its Nodes from Shard.Continue, ShardNodes of them; it plans only what
+	// concerns them (dead, unmarked, zombie nodes): no hooks, orphans or
+	// Leases, which are shard 0's.
+	Shard *event.SweepShard
+	// ZombiesElsewhere, when set, says why this invocation only reports its
+	// zombies (another shard of the pass replaces zombies: one does, in
+	// turns, so that the pass's limits hold).
+	ZombiesElsewhere string
+}
+
+// pagesPerShard is how many pages of Nodes a shard reads.
+func (c Config) pagesPerShard() int {
+	return max(1, c.ShardNodes/int(node.PageSize))
 }
 
 // clock is c's clock, or the real one.
@@ -119,8 +143,16 @@ type Readings struct {
 	PodsOn map[string]int
 	// Took says how long each source took to read: cluster, autoscaling, ec2, pods.
 	Took map[string]time.Duration
+	// Shards are the continue tokens where the pass's next shards start
+	// (shard 0 of a pass in shards; none: the pass is this reading).
+	Shards []string
+	// Elsewhere counts the Nodes of the other shards (shard 0 reads them by
+	// name).
+	Elsewhere int
 
-	nodeNames map[string]bool
+	// names and ids are every Node's name and instance id read (for a
+	// shard ≥ 1: its own); own the names of the Nodes in Nodes.
+	names, own, ids map[string]bool
 }
 
 // Read reads everything the plan needs, or fails without a partial result.
@@ -132,21 +164,30 @@ func Read(ctx context.Context, kube kubernetes.Interface, ec2 instance.EC2API, a
 		r.Took[what] = clk.Since(lap).Round(time.Millisecond)
 		lap = clk.Now()
 	}
-	var err error
-	if r.Nodes, err = list[corev1.Node](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return kube.CoreV1().Nodes().List(ctx, o)
-	}); err != nil {
+	if err := r.readNodes(ctx, kube, cfg); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	if r.Attachments, err = list[storagev1.VolumeAttachment](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	// the attachments of this shard's nodes, and (shard 0, or a pass in
+	// one) those to nodes the cluster does not have: orphans maybe
+	err := cluster.EachItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return kube.StorageV1().VolumeAttachments().List(ctx, o)
-	}); err != nil {
+	}, volume.PageSize, metav1.ListOptions{}, func(o runtime.Object) (bool, error) {
+		va, ok := o.(*storagev1.VolumeAttachment)
+		if !ok {
+			return false, fmt.Errorf("unexpected %T in list", o)
+		}
+		if r.own[va.Spec.NodeName] || cfg.Shard == nil && !r.hasNode(va.Spec.NodeName) {
+			r.Attachments = append(r.Attachments, slimAttachment(va))
+		}
+		return false, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("listing volume attachments: %w", err)
 	}
-	if r.Leases, err = list[coordinationv1.Lease](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	if r.Leases, err = list(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		o.LabelSelector = "app.kubernetes.io/name=node-drainer"
 		return kube.CoordinationV1().Leases(cfg.LeaseNamespace).List(ctx, o)
-	}); err != nil {
+	}, 500, func(l *coordinationv1.Lease) coordinationv1.Lease { return *l }); err != nil {
 		return nil, fmt.Errorf("listing leases in %s: %w", cfg.LeaseNamespace, err)
 	}
 	took("cluster")
@@ -182,20 +223,98 @@ func Read(ctx context.Context, kube kubernetes.Interface, ec2 instance.EC2API, a
 	return r, nil
 }
 
-// list reads every item of a list in pages (client-go's pager: 500 a page,
-// a full list if the continuation expired).
-func list[T any](ctx context.Context, fn func(context.Context, metav1.ListOptions) (runtime.Object, error)) ([]T, error) {
-	var items []T
-	p := pager.New(fn)
-	err := p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
+// readNodes reads the Nodes page by page (node.PageSize a request, one page
+// held): those of this shard kept as the plan reads them (slimNode), the
+// others (shard 0 of a pass in shards) only by name and instance id, and
+// where each next shard starts noted in r.Shards. A shard's reading stops
+// at its last page.
+func (r *Readings) readNodes(ctx context.Context, kube kubernetes.Interface, cfg Config) error {
+	r.names, r.own, r.ids = map[string]bool{}, map[string]bool{}, map[string]bool{}
+	r.Shards = nil
+	r.Nodes = nil
+	opts := metav1.ListOptions{}
+	if cfg.Shard != nil {
+		opts.Continue = cfg.Shard.Continue
+	}
+	per := cfg.pagesPerShard()
+	pages := 0
+	ownItems := math.MaxInt
+	if cfg.ShardNodes > 0 {
+		ownItems = per * int(node.PageSize) // pages are full but the last
+	}
+	seen := 0
+	return cluster.EachItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		l, err := kube.CoreV1().Nodes().List(ctx, o)
+		if err != nil || cfg.ShardNodes == 0 {
+			return l, err
+		}
+		pages++
+		if pages%per == 0 && l.Continue != "" {
+			if cfg.Shard != nil {
+				l.Continue = "" // this shard's last page: the next shard reads on
+			} else {
+				r.Shards = append(r.Shards, l.Continue)
+			}
+		}
+		return l, nil
+	}, node.PageSize, opts, func(o runtime.Object) (bool, error) {
+		n, ok := o.(*corev1.Node)
+		if !ok {
+			return false, fmt.Errorf("unexpected %T in list", o)
+		}
+		r.names[n.Name] = true
+		r.ids[node.ProviderInstanceID(n.Spec.ProviderID)] = true
+		if seen < ownItems {
+			r.own[n.Name] = true
+			r.Nodes = append(r.Nodes, slimNode(n))
+		} else {
+			r.Elsewhere++
+		}
+		seen++
+		return false, nil
+	})
+}
+
+// list reads every item of a list page by page (client-go's pager, size a
+// page, one page held at a time) and keeps of each only what keep returns:
+// what the plan uses, not the page.
+func list[T, K any](ctx context.Context, fn func(context.Context, metav1.ListOptions) (runtime.Object, error), size int64, keep func(*T) K) ([]K, error) {
+	var items []K
+	err := cluster.EachItem(ctx, fn, size, metav1.ListOptions{}, func(o runtime.Object) (bool, error) {
 		item, ok := any(o).(*T)
 		if !ok {
-			return fmt.Errorf("unexpected %T in list", o)
+			return false, fmt.Errorf("unexpected %T in list", o)
 		}
-		items = append(items, *item)
-		return nil
+		items = append(items, keep(item))
+		return false, nil
 	})
 	return items, err
+}
+
+// slimNode is what the plan reads of a Node: its name, UID, creation,
+// providerID, node-drainer's annotation and the Ready condition. Labels,
+// images, addresses and managed fields (most of a Node's bytes) are not
+// kept.
+func slimNode(n *corev1.Node) corev1.Node {
+	out := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, CreationTimestamp: n.CreationTimestamp},
+		Spec: corev1.NodeSpec{ProviderID: n.Spec.ProviderID}}
+	if v, ok := n.Annotations[node.AnnotationOwned]; ok {
+		out.Annotations = map[string]string{node.AnnotationOwned: v}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			out.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
+		}
+	}
+	return out
+}
+
+// slimAttachment is what the plan and an orphan's delete read of a
+// VolumeAttachment: name, UID, node and volume.
+func slimAttachment(va *storagev1.VolumeAttachment) storagev1.VolumeAttachment {
+	return storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: va.Name, UID: va.UID},
+		Spec: storagev1.VolumeAttachmentSpec{Attacher: va.Spec.Attacher, NodeName: va.Spec.NodeName,
+			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: va.Spec.Source.PersistentVolumeName}}}
 }
 
 func (r *Readings) readGroups(ctx context.Context, api ASGAPI, cfg Config) error {
@@ -309,13 +428,13 @@ func (r *Readings) readInstances(ctx context.Context, api instance.EC2API, cfg C
 }
 
 func (r *Readings) hasNode(name string) bool {
-	if r.nodeNames == nil {
-		r.nodeNames = map[string]bool{}
+	if r.names == nil { // readings made by hand (tests)
+		r.names = map[string]bool{}
 		for _, n := range r.Nodes {
-			r.nodeNames[n.Name] = true
+			r.names[n.Name] = true
 		}
 	}
-	return r.nodeNames[name]
+	return r.names[name]
 }
 
 func ownedByDaemonSet(p corev1.Pod) bool {
@@ -409,6 +528,9 @@ func (r *Readings) Plan(cfg Config) Plan {
 				continue
 			}
 			busy[id] = true
+			if cfg.Shard != nil {
+				continue // shard 0's to take: here only left alone
+			}
 			p.Hooks = append(p.Hooks, Hook{Kind: kind, Action: event.LifecycleAction{
 				AutoScalingGroupName: g.Name, HookName: hooks[0], InstanceID: id, Transition: transition}})
 		}
@@ -454,6 +576,8 @@ func (r *Readings) Plan(cfg Config) Plan {
 			switch {
 			case !cfg.ZombieReplace:
 				z.Why = "report only (ZOMBIE_ACTION=report)"
+			case cfg.ZombiesElsewhere != "":
+				z.Why = cfg.ZombiesElsewhere
 			case z.ASG == "":
 				z.Why = "not in an Auto Scaling group of this cluster: report only"
 			case groupOf[id].state != stateInService:
@@ -471,8 +595,8 @@ func (r *Readings) Plan(cfg Config) Plan {
 		}
 	}
 	for _, va := range r.Attachments {
-		if r.hasNode(va.Spec.NodeName) {
-			continue
+		if cfg.Shard != nil || r.hasNode(va.Spec.NodeName) {
+			continue // a shard ≥ 1 knows only its own nodes: orphans are shard 0's
 		}
 		if why := r.orphanEvidence(va.Spec.NodeName); why != "" {
 			p.Notes = append(p.Notes, fmt.Sprintf("attachment %s to missing node %s kept: %s", va.Name, va.Spec.NodeName, why))
@@ -484,11 +608,17 @@ func (r *Readings) Plan(cfg Config) Plan {
 		}
 		p.Orphans = append(p.Orphans, o)
 	}
-	nodeIDs := map[string]bool{}
-	for _, n := range r.Nodes {
-		nodeIDs[node.ProviderInstanceID(n.Spec.ProviderID)] = true
+	nodeIDs := r.ids
+	if nodeIDs == nil { // readings made by hand (tests)
+		nodeIDs = map[string]bool{}
+		for _, n := range r.Nodes {
+			nodeIDs[node.ProviderInstanceID(n.Spec.ProviderID)] = true
+		}
 	}
 	for _, l := range r.Leases {
+		if cfg.Shard != nil {
+			break // shard 0's: a shard ≥ 1 knows only its own nodes
+		}
 		id := lease.InstanceID(l.Name)
 		if id == "" || held[id] || l.Spec.RenewTime == nil || r.Now.Sub(l.Spec.RenewTime.Time) < leaseIdle {
 			continue

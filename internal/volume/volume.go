@@ -69,8 +69,8 @@ const PageSize = 500
 
 // nodeSelector is whether the apiserver serves a spec.nodeName field
 // selector on VolumeAttachments: 0 not known yet, 1 it does, -1 it does not
-// (Kubernetes 1.35 has none: such a list answers 400 "field label not
-// supported"). It is learnt from the first list of a process (a process
+// (Kubernetes 1.35 has none: such a list answers 400, "spec.nodeName" is
+// not a known field selector). It is learnt from the first list of a process (a process
 // serves one cluster).
 var nodeSelector atomic.Int32
 
@@ -83,9 +83,11 @@ func nodeField(node string) string {
 }
 
 // unsupportedSelector is the apiserver's refusal of a field selector it
-// does not know.
+// does not know: a 400 saying `"spec.nodeName" is not a known field
+// selector` (Kubernetes 1.35), or "field label not supported" (older).
 func unsupportedSelector(err error) bool {
-	return apierrors.IsBadRequest(err) && strings.Contains(err.Error(), "field label not supported")
+	msg := err.Error()
+	return apierrors.IsBadRequest(err) && (strings.Contains(msg, "not a known field selector") || strings.Contains(msg, "field label not supported"))
 }
 
 func onNode(va *storagev1.VolumeAttachment, node string) bool { return va.Spec.NodeName == node }

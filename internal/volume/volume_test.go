@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -21,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 )
 
 const nodeName = "ip-10-0-1-23.ec2.internal"
@@ -421,5 +424,50 @@ func TestDeleteAttachment(t *testing.T) {
 				t.Errorf("preconditions %+v: want the attachment's UID", pre)
 			}
 		})
+	}
+}
+
+// An apiserver without the spec.nodeName selector on VolumeAttachments
+// (400, as Kubernetes 1.35 answers) is asked once: the attachments are then
+// listed in pages of PageSize, the node's kept; any other error is the
+// reading's.
+func TestAttachmentsWithoutNodeSelector(t *testing.T) {
+	ForgetSelectorSupport()
+	defer ForgetSelectorSupport()
+	var objs []runtime.Object
+	for i := range 1200 {
+		n := "other-node"
+		if i%100 == 0 {
+			n = nodeName
+		}
+		objs = append(objs, attachment(fmt.Sprintf("csi-%04d", i), n, fmt.Sprintf("pv-%04d", i)))
+	}
+	c := fake.NewClientset(objs...)
+	lists := clustertest.Paginate(c, storagev1.SchemeGroupVersion.WithResource("volumeattachments"), nil)
+	selectors := 0
+	c.PrependReactor("list", "volumeattachments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.ListActionImpl).ListOptions.FieldSelector != "" {
+			selectors++
+			return true, nil, apierrors.NewBadRequest(`"spec.nodeName" is not a known field selector: only "metadata.name", "metadata.namespace"`)
+		}
+		return false, nil, nil
+	})
+	for range 2 {
+		vas, err := Attachments(context.Background(), c, nodeName, nil)
+		if err != nil || len(vas) != 12 {
+			t.Fatalf("Attachments = %d, %v: want the node's 12", len(vas), err)
+		}
+	}
+	if selectors != 1 {
+		t.Errorf("the selector was tried %d times, want once", selectors)
+	}
+	reqs := lists.All()
+	if len(reqs) != 6 {
+		t.Errorf("%d pages read, want 3 per reading", len(reqs))
+	}
+	for _, r := range reqs {
+		if r.Limit != PageSize {
+			t.Errorf("page %+v: want limit %d", r, PageSize)
+		}
 	}
 }

@@ -80,6 +80,7 @@ var wantEnv = map[string]string{
 	"ZOMBIE_ACTION":               "report",
 	"ZOMBIE_MAX_PER_SWEEP":        "1",
 	"ZOMBIE_MAX_ASG_SHARE":        "10",
+	"SWEEP_SHARD_NODES":           "5000",
 	"LOG_LEVEL":                   "INFO",
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/node-drainer/node-drainer/test/harness"
@@ -45,8 +46,8 @@ func terminateRestartedNotForced(x *X) {
 // name (found by providerID), and every Node list served from the watch
 // cache (resourceVersion=0) answers an empty list, as a cache that lags
 // behind the node's registration would. Rule 8: only a read that is true
-// proves a node absent: the node is found, drained, and the hook completed
-// after that.
+// proves a node absent: the node is found (by a paged, consistent list; the
+// cache is never asked), drained, and the hook completed after that.
 func staleCacheNodeAbsent(x *X) {
 	x.scene(sceneOpts{nodes: 2, noNode: map[int]bool{0: true}})
 	_, err := env.AddNode(x.ctx, harness.NodeSpec{Name: "custom-" + x.target.ID, InstanceID: x.target.ID, Zone: x.target.Zone,
@@ -61,11 +62,17 @@ func staleCacheNodeAbsent(x *X) {
 	x.observe(map[string]int{"app=web": 1})
 	x.hookAfterDrain = true
 	x.drainThenComplete(rt, x.terminating("token-"+x.name), 2*time.Minute)
-	stale := 0
+	stale, paged := 0, 0
 	for _, r := range api.Requests() {
 		if r.Fault == fp.Answer {
 			stale++
 		}
+		if r.Method == "GET" && r.Path == "/api/v1/nodes" && strings.Contains(r.Query, "limit=") {
+			paged++
+		}
 	}
-	x.expect(stale > 0, "no Node list was served stale: the scene proves nothing")
+	// the search by providerID never asks the watch cache: a stale cache
+	// cannot hide the node, by construction
+	x.expect(stale == 0, "%d Node list(s) asked of the watch cache (resourceVersion=0), which a lag makes lie", stale)
+	x.expect(paged > 0, "no paged Node list: the node was not looked for by providerID, the scene proves nothing")
 }
