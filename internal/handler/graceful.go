@@ -761,12 +761,7 @@ func (r *run) continueLater(ctx context.Context, act lifecycle.Action, n *corev1
 	if err != nil {
 		return err
 	}
-	_, err = r.h.c.Lambda.Invoke(ctx, &lambda.InvokeInput{
-		FunctionName:   aws.String(r.h.cfg.FunctionName),
-		InvocationType: types.InvocationTypeEvent,
-		Payload:        payload,
-	})
-	if err != nil {
+	if err := r.invokeSelf(ctx, payload); err != nil {
 		return fmt.Errorf("invoking %s to continue: %w", r.h.cfg.FunctionName, err)
 	}
 	r.out.Action = ActionContinued
@@ -877,4 +872,16 @@ func (r *run) launch(ctx context.Context) error {
 	r.out.Node = joined.Name
 	r.out.Action = ActionNodeJoined
 	return r.complete(ctx, act, lifecycle.Continue, joined)
+}
+
+// invokeSelf invokes the function asynchronously with payload: a drain's
+// continuation, one instance of a scheduled event, or a shard of a sweep
+// pass.
+func (r *run) invokeSelf(ctx context.Context, payload []byte) error {
+	_, err := r.h.c.Lambda.Invoke(ctx, &lambda.InvokeInput{
+		FunctionName:   aws.String(r.h.cfg.FunctionName),
+		InvocationType: types.InvocationTypeEvent,
+		Payload:        payload,
+	})
+	return err
 }

@@ -8,10 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
-
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/node"
@@ -61,11 +57,7 @@ func (r *run) fanOut(ctx context.Context, ids []string) error {
 	for _, id := range ids {
 		payload, err := event.NewContinuationFor(r.raw, r.started, 1, id)
 		if err == nil {
-			_, err = r.h.c.Lambda.Invoke(ctx, &lambda.InvokeInput{
-				FunctionName:   aws.String(r.h.cfg.FunctionName),
-				InvocationType: types.InvocationTypeEvent,
-				Payload:        payload,
-			})
+			err = r.invokeSelf(ctx, payload)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("invoking %s for instance %s: %w", r.h.cfg.FunctionName, id, err))

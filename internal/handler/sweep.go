@@ -10,8 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
-	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
@@ -182,12 +180,7 @@ func (r *run) invokeShard(ctx context.Context, sh event.SweepShard) error {
 	if err != nil {
 		return err
 	}
-	_, err = r.h.c.Lambda.Invoke(ctx, &lambda.InvokeInput{
-		FunctionName:   aws.String(r.h.cfg.FunctionName),
-		InvocationType: lambdatypes.InvocationTypeEvent,
-		Payload:        payload,
-	})
-	if err != nil {
+	if err := r.invokeSelf(ctx, payload); err != nil {
 		return fmt.Errorf("invoking %s: %w", r.h.cfg.FunctionName, err)
 	}
 	r.log.InfoContext(ctx, "sweep shard invoked", "pass", sh.Pass, "shard", sh.Index, "of", sh.Of)
