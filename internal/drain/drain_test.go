@@ -1040,6 +1040,12 @@ func TestWakesOnCoveringPDBsOnly(t *testing.T) {
 	r := New(c, Options{}, nil).start(ctx, nodeName, []corev1.Pod{*a})
 	defer r.stop()
 	changed := r.pdbs.Changed()
+	// the PDB watch is started by the informer's goroutine: wait for it
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return fw.Load() != nil, nil
+	}); err != nil {
+		t.Fatal("the PDB watch never started")
+	}
 	api.ResourceVersion, api.Status.DisruptionsAllowed = "5", 3
 	fw.Load().Modify(api.DeepCopy())
 	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
