@@ -122,14 +122,14 @@ tools-nth: ## build aws-node-termination-handler v1.25.6, the bench's peer (cach
 # BENCH_ARGS: the bench's flags (test/bench/doc.go), e.g. -runs 3 -baseline-cap 180s
 BENCH_ARGS ?=
 bench: tools tools-nth ## the benchmark table (drain speed, PDB wait, storm, RWO failover, the peer in the same run, growth to 5,000 nodes last)
-	$(GO) test -count=1 -timeout 300m -run '^$$' -bench . -benchtime 1x ./test/bench/ -args -table -plots docs/img $(BENCH_ARGS)
+	$(GO) test -count=1 -timeout 300m -run '^$$' -bench . -benchtime 1x ./test/bench/ -args -table -plots $(CURDIR)/docs/img $(BENCH_ARGS)
 
 # the growth alone: the drain and the failover in the small cluster (what the
 # sizes are judged against), then 500, 2,000 and 5,000 nodes; the scale
 # nodes renew their Leases every 100 s, inside a 2-minute grace period
 SCALE_ARGS ?= -runs 3 -node-monitor-grace 2m -scale-lease 400
 bench-scale: tools ## the growth: sweep, 110-pod drain, launch, RWO failover at 500, 2,000, 5,000 nodes (time, requests, peak RSS; docs/img/scale-*.svg)
-	$(GO) test -count=1 -timeout 180m -run '^$$' -bench '^Benchmark(Drain110Pods|RWOFailover|Scale)$$' -benchtime 1x ./test/bench/ -args -table -plots docs/img $(SCALE_ARGS) $(BENCH_ARGS)
+	$(GO) test -count=1 -timeout 180m -run '^$$' -bench '^Benchmark(Drain110Pods|RWOFailover|Scale)$$' -benchtime 1x ./test/bench/ -args -table -plots $(CURDIR)/docs/img $(SCALE_ARGS) $(BENCH_ARGS)
 
 demo: tools ## play the two stories on the real harness with the real bootstrap
 	$(GO) run ./test/demo

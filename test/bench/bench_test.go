@@ -39,7 +39,7 @@ func BenchmarkDrain110Pods(b *testing.B) {
 	defer cancel()
 	for i := range *flagRuns {
 		drain, got := drain110(b, ctx, ours{}, "d110")
-		progress("drain_110_pods run %d: %.2f s to hook completed, invoke %.2f s, peak RSS %.1f MiB", i+1, drain, got.invoke.Seconds(), got.rssMiB)
+		progress("drain_110_pods run %d: %.2f s to hook completed, invoke %.2f s, peak RSS %.1f MiB; the function's timeline: %s", i+1, drain, got.invoke.Seconds(), got.rssMiB, timeline(got.out))
 		record("drain_110_pods_s", drain)
 		record("drain_110_pods_invoke_s", got.invoke.Seconds())
 		record("peak_rss_mb", got.rssMiB)
@@ -320,6 +320,21 @@ func scene110(b *testing.B, ctx context.Context, d drainer, prefix string) (*sce
 		b.Fatal(err)
 	}
 	return s, target
+}
+
+// timeline is an outcome's steps as "<step> +<seconds since the previous>",
+// where a drain's time goes beside the floor's.
+func timeline(o *handler.Outcome) string {
+	if o == nil || len(o.Timeline) == 0 {
+		return "none"
+	}
+	var parts []string
+	var prev int64
+	for _, s := range o.Timeline {
+		parts = append(parts, fmt.Sprintf("%s +%.2f", s.Step, float64(s.AtMS-prev)/1000))
+		prev = s.AtMS
+	}
+	return strings.Join(parts, ", ") + fmt.Sprintf(" (of %.2f s)", float64(o.DurationMS)/1000)
 }
 
 // drain110Floor is the 110-pod scene drained by no drainer: the bench
