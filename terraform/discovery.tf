@@ -17,11 +17,13 @@ locals {
 }
 
 data "aws_iam_policy_document" "discovery" {
-  # Put the hooks on tagged groups; complete and heartbeat their actions.
+  # Put the hooks on tagged groups; complete and heartbeat their actions;
+  # remove the hooks when node-drainer is uninstalled (SAM's stack does, from
+  # its custom resource; terraform destroy does not yet: docs/deploy.md).
   statement {
     sid       = "GroupTagLifecycle"
     effect    = "Allow"
-    actions   = ["autoscaling:CompleteLifecycleAction", "autoscaling:PutLifecycleHook", "autoscaling:RecordLifecycleActionHeartbeat"]
+    actions   = ["autoscaling:CompleteLifecycleAction", "autoscaling:DeleteLifecycleHook", "autoscaling:PutLifecycleHook", "autoscaling:RecordLifecycleActionHeartbeat"]
     resources = [local.any_asg_arn]
 
     condition {

@@ -1,5 +1,6 @@
 # The function's role: least privilege, no wildcard actions. The same actions
-# as FunctionRole and the LifecyclePolicy* role policies of template.yaml.
+# as FunctionRole and ListedGroupsPolicy of template.yaml (but its
+# ListedGroupHooks: terraform creates the listed groups' hooks itself).
 
 locals {
   asg_arns = [

@@ -41,7 +41,7 @@ def main(path, zip_name, version):
     header = (
         f"# node-drainer {version}: the release's SAM template (made by `make dist` from\n"
         f"# template.yaml). The code is {zip_name}, beside this file:\n"
-        "#   sam deploy --template-file template.yaml --guided --capabilities CAPABILITY_IAM CAPABILITY_AUTO_EXPAND\n"
+        "#   sam deploy --template-file template.yaml --guided --capabilities CAPABILITY_IAM\n"
         "# or `aws cloudformation package` it to an S3 bucket first.\n"
     )
     sys.stdout.write(header + text)

@@ -3,21 +3,12 @@
 CloudFormation run, without the SAM CLI or the network.
 
 `sam deploy` uploads the built code, points CodeUri at it and hands the
-template to CloudFormation, which runs the template's transforms in order:
-AWS::LanguageExtensions (Fn::ForEach, expanded with the stack's parameter
-values), then AWS::Serverless-2016-10-31 (SAM). This script does the same two
-steps locally, for an emulator whose CloudFormation runs no transforms:
-
-  1. Fn::ForEach and the other language extensions are expanded with
-     cfn-lint's implementation (cfnlint.template.transforms._language_extensions),
-     with the given parameter values in place of the parameters' defaults
-     (what CloudFormation does with the stack's values);
-  2. SAM's own translator (aws-sam-translator) translates the result. Its
-     managed-policy map comes from the copy cfn-lint ships (the same file the
-     SAM CLI bundles), so no AWS call is made.
-
-The Parameters section is written back unchanged (the expansion is for the
-given values only, as in a real stack).
+template to CloudFormation, which runs the template's transform,
+AWS::Serverless-2016-10-31 (SAM). This script does the same locally, for an
+emulator whose CloudFormation runs no transforms: SAM's own translator
+(aws-sam-translator), with the managed-policy map cfn-lint ships (the same
+file the SAM CLI bundles), so no AWS call is made. A template that needs
+another transform (AWS::LanguageExtensions) is refused.
 
 Usage:
   python3 hack/sam/transform.py --template template.yaml \
@@ -30,7 +21,6 @@ Errors go to stderr with a non-zero exit.
 """
 
 import argparse
-import copy
 import json
 import os
 import sys
@@ -45,39 +35,22 @@ def parse_args():
     return p.parse_args()
 
 
-class _Template:
-    """What cfn-lint's language-extension transform reads of a template."""
-
-    def __init__(self, filename, template, region):
-        self.filename = filename
-        self.template = template
-        self.regions = [region]
-
-
-def expand_language_extensions(filename, template, region, params):
-    from cfnlint.template.transforms._language_extensions import language_extension
-
-    # cfn-lint invents random values for a collection it cannot resolve (it
-    # lints, it does not deploy): every parameter without a default must be
-    # given, as CloudFormation requires anyway
+def check_plain(template, params):
+    """The template must need no transform but SAM's (no Fn::ForEach: the
+    Serverless Application Repository and every SAM CLI version take it),
+    and every parameter without a default must be given, as CloudFormation
+    requires."""
+    transforms = template.get("Transform", [])
+    if isinstance(transforms, str):
+        transforms = [transforms]
+    if transforms != ["AWS::Serverless-2016-10-31"]:
+        raise SystemExit(f"transform: the template's transforms are {transforms}, want AWS::Serverless-2016-10-31 alone")
     missing = [n for n, spec in template.get("Parameters", {}).items() if "Default" not in spec and n not in params]
     if missing:
         raise SystemExit("transform: parameters without a default need a value: " + ", ".join(sorted(missing)))
-    work = copy.deepcopy(template)
-    for name, value in params.items():
-        spec = work.get("Parameters", {}).get(name)
-        if spec is None:
-            raise SystemExit(f"transform: unknown parameter {name}")
-        spec["Default"] = value
-    matches, expanded = language_extension(_Template(filename, work, region))
-    if matches:
-        raise SystemExit("transform: language extensions: " + "; ".join(m.message for m in matches))
-    expanded["Parameters"] = copy.deepcopy(template.get("Parameters", {}))
-    transforms = expanded.get("Transform", [])
-    if isinstance(transforms, str):
-        transforms = [transforms]
-    expanded["Transform"] = [t for t in transforms if t != "AWS::LanguageExtensions"]
-    return expanded
+    unknown = [n for n in params if n not in template.get("Parameters", {})]
+    if unknown:
+        raise SystemExit("transform: unknown parameters: " + ", ".join(sorted(unknown)))
 
 
 def sam_translate(template, region, params, code_uri):
@@ -116,8 +89,8 @@ def main():
         if not sep:
             raise SystemExit(f"transform: --parameter {kv!r} is not NAME=VALUE")
         params[name] = value
-    expanded = expand_language_extensions(args.template, template, args.region, params)
-    out = sam_translate(expanded, args.region, params, args.code_uri)
+    check_plain(template, params)
+    out = sam_translate(template, args.region, params, args.code_uri)
     json.dump(out, sys.stdout, indent=1, sort_keys=True, default=str)
     sys.stdout.write("\n")
 

@@ -10,10 +10,16 @@
 // autoscaling:PutLifecycleHook is conditioned on the same tag. A hook that
 // exists with the right settings is left as it is; another tool's hook is
 // never read for more than its name, never changed.
+//
+// The groups a SAM deployment lists get their hooks the same way, from the
+// stack's Custom::LifecycleHooks resource (EnsureNamed), which also removes
+// them, and those of tagged groups, when the stack is deleted (Remove): a
+// template with no Fn::ForEach, the same on every SAM CLI version.
 package discovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -21,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/smithy-go"
 )
 
 // API is the part of Auto Scaling discovery uses.
@@ -28,6 +35,7 @@ type API interface {
 	autoscaling.DescribeAutoScalingGroupsAPIClient
 	DescribeLifecycleHooks(ctx context.Context, in *autoscaling.DescribeLifecycleHooksInput, opts ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error)
 	PutLifecycleHook(ctx context.Context, in *autoscaling.PutLifecycleHookInput, opts ...func(*autoscaling.Options)) (*autoscaling.PutLifecycleHookOutput, error)
+	DeleteLifecycleHook(ctx context.Context, in *autoscaling.DeleteLifecycleHookInput, opts ...func(*autoscaling.Options)) (*autoscaling.DeleteLifecycleHookOutput, error)
 }
 
 // Tag is the tag that selects groups.
@@ -132,6 +140,100 @@ func Ensure(ctx context.Context, api API, tag Tag, hooks []Hook, dryRun bool) (R
 		}
 	}
 	return res, nil
+}
+
+// EnsureNamed puts hooks on each named group, as Ensure does on tagged ones
+// (the groups a deployment lists: SAM's Custom::LifecycleHooks). A name
+// that is no group is an error naming it, and then nothing is put
+// anywhere: the deployment is wrong, not one group.
+func EnsureNamed(ctx context.Context, api API, groups []string, hooks []Hook, dryRun bool) (Result, error) {
+	var res Result
+	if len(groups) == 0 || len(hooks) == 0 {
+		return res, nil
+	}
+	found, err := existing(ctx, api, groups)
+	if err != nil {
+		return res, err
+	}
+	if missing := slices.DeleteFunc(slices.Clone(groups), func(g string) bool { return slices.Contains(found, g) }); len(missing) > 0 {
+		return res, fmt.Errorf("no auto scaling group named %s", strings.Join(missing, ", "))
+	}
+	res.Groups = len(groups)
+	for _, name := range groups {
+		put, err := ensureGroup(ctx, api, name, hooks, dryRun)
+		for _, h := range put {
+			res.Put = append(res.Put, name+"/"+h)
+		}
+		if err != nil {
+			res.Failed = append(res.Failed, name+": "+err.Error())
+		}
+	}
+	return res, nil
+}
+
+// existing lists which of the named groups exist (the describe takes 50
+// names a call).
+func existing(ctx context.Context, api autoscaling.DescribeAutoScalingGroupsAPIClient, names []string) ([]string, error) {
+	var found []string
+	for batch := range slices.Chunk(names, 50) {
+		p := autoscaling.NewDescribeAutoScalingGroupsPaginator(api, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: batch})
+		for p.HasMorePages() {
+			out, err := p.NextPage(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("describing auto scaling groups %s: %w", strings.Join(batch, ", "), err)
+			}
+			for _, g := range out.AutoScalingGroups {
+				found = append(found, aws.ToString(g.AutoScalingGroupName))
+			}
+		}
+	}
+	return found, nil
+}
+
+// Remove deletes, from each group, the hooks named that it has: node-drainer's
+// own (the caller names them), never another's. A group that no longer exists
+// has nothing to remove. It returns "<group>/<hook>" of each hook deleted (or,
+// with dryRun, that would be) and "<group>: <error>" of each group that
+// failed; one group's failure does not stop the others.
+func Remove(ctx context.Context, api API, groups, names []string, dryRun bool) (removed, failed []string) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	for _, g := range groups {
+		out, err := api.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(g), LifecycleHookNames: names})
+		if err != nil {
+			if isGone(err) {
+				continue
+			}
+			failed = append(failed, g+": describing lifecycle hooks: "+err.Error())
+			continue
+		}
+		for _, h := range out.LifecycleHooks {
+			name := aws.ToString(h.LifecycleHookName)
+			if !slices.Contains(names, name) {
+				continue // the describe was asked for ours: never another's
+			}
+			if !dryRun {
+				if _, err := api.DeleteLifecycleHook(ctx, &autoscaling.DeleteLifecycleHookInput{AutoScalingGroupName: aws.String(g), LifecycleHookName: aws.String(name)}); err != nil && !isGone(err) {
+					failed = append(failed, g+": deleting lifecycle hook "+name+": "+err.Error())
+					continue
+				}
+			}
+			removed = append(removed, g+"/"+name)
+		}
+	}
+	return removed, failed
+}
+
+// isGone reports Auto Scaling's answer for a group or hook that does not
+// exist (a ValidationError naming it).
+func isGone(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationError" {
+		return false
+	}
+	msg := strings.ToLower(ae.ErrorMessage())
+	return strings.Contains(msg, "not found") || strings.Contains(msg, "does not exist") || strings.Contains(msg, "no lifecycle hook")
 }
 
 // ensureGroup puts the hooks group lacks; it returns their names.

@@ -22,8 +22,9 @@ type fakeAPI struct {
 	groups    []astypes.AutoScalingGroup
 	hooks     map[string][]astypes.LifecycleHook // by group
 	puts      []autoscaling.PutLifecycleHookInput
-	ignoreTag bool  // answers as if the filter were not applied
-	listErr   error // DescribeAutoScalingGroups fails
+	deletes   []string // "<group>/<hook>"
+	ignoreTag bool     // answers as if the filter were not applied
+	listErr   error    // DescribeAutoScalingGroups fails
 	putErr    map[string]error
 	describes int
 }
@@ -106,6 +107,17 @@ func (f *fakeAPI) PutLifecycleHook(_ context.Context, in *autoscaling.PutLifecyc
 	f.hooks[g] = append(f.hooks[g], astypes.LifecycleHook{AutoScalingGroupName: in.AutoScalingGroupName, LifecycleHookName: in.LifecycleHookName,
 		LifecycleTransition: in.LifecycleTransition, HeartbeatTimeout: in.HeartbeatTimeout, DefaultResult: in.DefaultResult})
 	return &autoscaling.PutLifecycleHookOutput{}, nil
+}
+
+func (f *fakeAPI) DeleteLifecycleHook(_ context.Context, in *autoscaling.DeleteLifecycleHookInput, _ ...func(*autoscaling.Options)) (*autoscaling.DeleteLifecycleHookOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g := aws.ToString(in.AutoScalingGroupName)
+	f.deletes = append(f.deletes, g+"/"+aws.ToString(in.LifecycleHookName))
+	f.hooks[g] = slices.DeleteFunc(f.hooks[g], func(h astypes.LifecycleHook) bool {
+		return aws.ToString(h.LifecycleHookName) == aws.ToString(in.LifecycleHookName)
+	})
+	return &autoscaling.DeleteLifecycleHookOutput{}, nil
 }
 
 func (f *fakeAPI) putNames() []string {
@@ -245,5 +257,42 @@ func TestCarries(t *testing.T) {
 	f.listErr = errors.New("throttled")
 	if _, err := Carries(context.Background(), f, "a", tag); err == nil {
 		t.Error("a failed reading: want an error, not an answer")
+	}
+}
+
+// Listed groups get the hooks they lack; a name that is no group fails the
+// whole request before anything is put.
+func TestEnsureNamed(t *testing.T) {
+	f := &fakeAPI{groups: groups()}
+	if _, err := EnsureNamed(context.Background(), f, []string{"a", "nope", "plain"}, []Hook{terminate}, false); err == nil || !strings.Contains(err.Error(), "nope") || len(f.puts) != 0 {
+		t.Fatalf("a missing group: err %v, puts %v; want an error naming it and nothing put", err, f.putNames())
+	}
+	res, err := EnsureNamed(context.Background(), f, []string{"plain", "off"}, []Hook{terminate, launch}, false)
+	want := []string{"plain/node-drainer-terminate", "plain/node-drainer-launch", "off/node-drainer-terminate", "off/node-drainer-launch"}
+	if err != nil || !slices.Equal(res.Put, want) || res.Groups != 2 {
+		t.Fatalf("EnsureNamed = %+v, %v; want %v put on 2 groups (listed groups need no tag)", res, err, want)
+	}
+	if res, _ := EnsureNamed(context.Background(), f, []string{"plain", "off"}, []Hook{terminate, launch}, false); len(res.Put) != 0 {
+		t.Errorf("second EnsureNamed put %v again", res.Put)
+	}
+}
+
+// Remove deletes only the hooks it is given the names of.
+func TestRemoveOnlyOurs(t *testing.T) {
+	f := &fakeAPI{groups: groups(), hooks: map[string][]astypes.LifecycleHook{
+		"a": {{LifecycleHookName: aws.String("node-drainer-terminate")}, {LifecycleHookName: aws.String("nth-terminate")}},
+		"b": {{LifecycleHookName: aws.String("nth-terminate")}},
+	}}
+	for _, dry := range []bool{true, false} {
+		removed, failed := Remove(context.Background(), f, []string{"a", "b", "gone"}, []string{"node-drainer-terminate", "node-drainer-launch"}, dry)
+		if !slices.Equal(removed, []string{"a/node-drainer-terminate"}) || len(failed) != 0 {
+			t.Errorf("dry %v: Remove = %v, %v; want a/node-drainer-terminate only", dry, removed, failed)
+		}
+		if dry && len(f.deletes) != 0 {
+			t.Errorf("a dry run deleted %v", f.deletes)
+		}
+	}
+	if !slices.Equal(f.deletes, []string{"a/node-drainer-terminate"}) || len(f.hooks["a"]) != 1 || len(f.hooks["b"]) != 1 {
+		t.Errorf("deleted %v, left %v: want another tool's hooks kept", f.deletes, f.hooks)
 	}
 }

@@ -42,6 +42,11 @@ const (
 	// KindTestNotification: the test message Auto Scaling sends when a
 	// lifecycle hook is created (autoscaling:TEST_NOTIFICATION). Ignore it.
 	KindTestNotification Kind = "test-notification"
+
+	// KindStackResource is not an EventBridge event: CloudFormation's
+	// request to the stack's Custom::LifecycleHooks resource (SAM), which
+	// the handler serves before any event is parsed.
+	KindStackResource Kind = "stack-resource"
 	// KindUnknown: an event node-drainer does not handle (another source,
 	// detail-type, Health service or category). Ignore it.
 	KindUnknown Kind = "unknown"

@@ -52,7 +52,8 @@ type Clients struct {
 	// hooks left waiting, and no group is ours by its tag.
 	AutoScaling AutoScaling
 	// Hooks puts the function's lifecycle hooks on tagged groups at each
-	// sweep (ASG_TAG_KEY); nil: it does not.
+	// sweep (ASG_TAG_KEY), and on listed groups for the stack's custom
+	// resource (stack.go), which also removes them; nil: it does not.
 	Hooks discovery.API
 }
 
@@ -173,6 +174,9 @@ const (
 // help (EC2 or the cluster unreadable). Once a lifecycle action is ours it is
 // always completed, and the failure is reported in the Outcome instead.
 func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome, error) {
+	if req, ok := stackRequest(payload); ok {
+		return h.stackResource(ctx, req)
+	}
 	start := h.now()
 	ev, cont, err := event.ParseInvocation(payload)
 	if err != nil {

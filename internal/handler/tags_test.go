@@ -108,9 +108,10 @@ func TestListedGroupAndForeignHookInTagMode(t *testing.T) {
 // hookPutter is discovery.API over fakeASG's groups, recording hooks put.
 type hookPutter struct {
 	*fakeASG
-	mu   sync.Mutex
-	have map[string][]astypes.LifecycleHook
-	puts []string
+	mu      sync.Mutex
+	have    map[string][]astypes.LifecycleHook
+	puts    []string
+	deletes []string
 }
 
 func (h *hookPutter) DescribeLifecycleHooks(_ context.Context, in *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
@@ -130,6 +131,17 @@ func (h *hookPutter) PutLifecycleHook(_ context.Context, in *autoscaling.PutLife
 	h.have[g] = append(h.have[g], astypes.LifecycleHook{LifecycleHookName: in.LifecycleHookName, LifecycleTransition: in.LifecycleTransition,
 		HeartbeatTimeout: in.HeartbeatTimeout, DefaultResult: in.DefaultResult})
 	return &autoscaling.PutLifecycleHookOutput{}, nil
+}
+
+func (h *hookPutter) DeleteLifecycleHook(_ context.Context, in *autoscaling.DeleteLifecycleHookInput, _ ...func(*autoscaling.Options)) (*autoscaling.DeleteLifecycleHookOutput, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g := aws.ToString(in.AutoScalingGroupName)
+	h.deletes = append(h.deletes, g+"/"+aws.ToString(in.LifecycleHookName))
+	h.have[g] = slices.DeleteFunc(h.have[g], func(x astypes.LifecycleHook) bool {
+		return aws.ToString(x.LifecycleHookName) == aws.ToString(in.LifecycleHookName)
+	})
+	return &autoscaling.DeleteLifecycleHookOutput{}, nil
 }
 
 // The sweep puts the hooks CREATE_TERMINATE_HOOK and CREATE_LAUNCH_HOOK ask

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -128,8 +129,6 @@ type cfnResource struct {
 	typ   string
 	body  map[string]any
 	props map[string]any
-	// loop maps the Fn::ForEach identifiers in scope to their markers.
-	loop map[string]string
 }
 
 type cfnTemplate struct {
@@ -154,42 +153,23 @@ func newCfnTemplate(top map[string]any) (*cfnTemplate, error) {
 		def, has := p["Default"]
 		t.params[name] = cfnParam{typ: fmt.Sprint(p["Type"]), def: def, hasDefault: has}
 	}
-	if err := t.addResources(asMap(top["Resources"]), nil); err != nil {
+	if err := t.addResources(asMap(top["Resources"])); err != nil {
 		return nil, err
 	}
 	sort.Slice(t.resources, func(i, j int) bool { return t.resources[i].id < t.resources[j].id })
 	return t, nil
 }
 
-// addResources records resources, descending into Fn::ForEach loops: a loop's
-// fragment is recorded once, its identifier standing for any item.
-func (t *cfnTemplate) addResources(res map[string]any, loop map[string]string) error {
+// addResources records resources. Fn::ForEach is refused: the template has
+// SAM's transform alone (the Serverless Application Repository and every SAM
+// CLI version take it).
+func (t *cfnTemplate) addResources(res map[string]any) error {
 	for id, raw := range res {
 		if strings.HasPrefix(id, "Fn::ForEach::") {
-			args, ok := raw.([]any)
-			if !ok || len(args) != 3 {
-				return fmt.Errorf("%s: want [identifier, collection, fragment]", id)
-			}
-			ident, _ := args[0].(string)
-			inner := map[string]string{}
-			for k, v := range loop {
-				inner[k] = v
-			}
-			// An item of a parameter list stands for that parameter, as in
-			// terraform's for expressions over the variable.
-			inner[ident] = "${each:" + ident + "}"
-			if ref, ok := asMap(args[1])["Ref"].(string); ok {
-				if _, isParam := t.params[ref]; isParam {
-					inner[ident] = paramMarker(SnakeCase(ref))
-				}
-			}
-			if err := t.addResources(asMap(args[2]), inner); err != nil {
-				return err
-			}
-			continue
+			return fmt.Errorf("%s: Fn::ForEach needs the AWS::LanguageExtensions transform, which the template must not use", id)
 		}
 		body := asMap(raw)
-		r := &cfnResource{id: id, typ: fmt.Sprint(body["Type"]), body: body, props: asMap(body["Properties"]), loop: loop}
+		r := &cfnResource{id: id, typ: fmt.Sprint(body["Type"]), body: body, props: asMap(body["Properties"])}
 		t.resources = append(t.resources, r)
 		t.byID[id] = r
 	}
@@ -309,6 +289,18 @@ func (t *cfnTemplate) spec() (*Spec, error) {
 		return nil, err
 	}
 
+	// the hooks the function puts for the stack (internal/handler/stack.go:
+	// default result CONTINUE, both transitions when asked for)
+	for _, h := range t.ofType("Custom::LifecycleHooks") {
+		hr := t.resolver(h)
+		get := func(k string) string { return stringify(hr.resolve(h.props[k])) }
+		for tr, name := range map[string]string{"autoscaling:EC2_INSTANCE_TERMINATING": "TerminateHookName", "autoscaling:EC2_INSTANCE_LAUNCHING": "LaunchHookName"} {
+			if _, dup := s.Hooks[tr]; dup {
+				return nil, fmt.Errorf("two lifecycle hooks for %s", tr)
+			}
+			s.Hooks[tr] = Hook{Name: get(name), HeartbeatTimeout: get("HeartbeatTimeout"), DefaultResult: "CONTINUE"}
+		}
+	}
 	for _, h := range t.ofType("AWS::AutoScaling::LifecycleHook") {
 		hr := t.resolver(h)
 		tr := stringify(hr.resolve(h.props["LifecycleTransition"]))
@@ -432,7 +424,9 @@ func (t *cfnTemplate) statements(r cfnResolver, doc any) []Statement {
 						s.Actions = append(s.Actions, stringify(x))
 					}
 				}
-				s.Conditional = containsIf(st["Resource"])
+				// a resource built from AsgNames is the listed groups', whose
+				// default is none (as terraform's dynamic statement)
+				s.Conditional = containsIf(st["Resource"]) || slices.Contains(t.paramRefs(st["Resource"]), "asg_names")
 				for _, a := range alternatives(st["Resource"]) {
 					for _, x := range listOrOne(r.resolve(a)) {
 						s.Resources = append(s.Resources, stringify(x))
@@ -539,12 +533,11 @@ type noValueType struct{}
 var noValue = noValueType{}
 
 type cfnResolver struct {
-	t    *cfnTemplate
-	loop map[string]string
+	t *cfnTemplate
 }
 
 func (t *cfnTemplate) resolver(r *cfnResource) cfnResolver {
-	return cfnResolver{t: t, loop: r.loop}
+	return cfnResolver{t: t}
 }
 
 var subVar = regexp.MustCompile(`\$\{([^}!][^}]*)\}`)
@@ -644,9 +637,6 @@ func (r cfnResolver) intrinsic(fn string, arg any) (any, bool) {
 }
 
 func (r cfnResolver) ref(name string) any {
-	if m, ok := r.loop[name]; ok {
-		return m
-	}
 	switch name {
 	case "AWS::NoValue":
 		return noValue

@@ -6,10 +6,11 @@ package install
 //	sam_transform  `make build-NodeDrainerFunction ARTIFACTS_DIR=...` (sam
 //	               build's Makefile method), the artifact zipped and uploaded
 //	               to the emulator's S3 (sam deploy's packaging), then
-//	               hack/sam/transform.py: Fn::ForEach expanded (cfn-lint's
-//	               code) and SAM's translator, as CloudFormation runs the
-//	               template's two transforms;
-//	sam_deploy     CreateStack of the plain template, CREATE_COMPLETE, then
+//	               hack/sam/transform.py: SAM's translator, as
+//	               CloudFormation runs the template's transform;
+//	sam_deploy     CreateStack of the plain template; its Custom::LifecycleHooks
+//	               served by the real bootstrap (samhooks_test.go), whose
+//	               answer completes the stack: CREATE_COMPLETE, then
 //	               everything read back through the service APIs; each
 //	               resource type the emulator skipped (in the template,
 //	               absent from its service) is asserted on the template,
@@ -17,7 +18,9 @@ package install
 //	sam_drain      the landed bootstrap under the runtime emulator with the
 //	               created function's environment (plus only the harness's
 //	               endpoints and the role's credentials) drains a node;
-//	sam_delete     (not reported) DeleteStack leaves nothing behind.
+//	sam_delete     (not reported) the custom resource's Delete removes
+//	               node-drainer's hooks (listed and tagged groups, not
+//	               another tool's), then DeleteStack leaves nothing behind.
 
 import (
 	"archive/zip"
@@ -78,25 +81,24 @@ const (
 	samBucket    = "node-drainer-sam-artifacts"
 )
 
-// samASGs are the stack's AsgNames: the hyphens exercise ForEach's &{}
-// (logical IDs without non-alphanumerics). The first is drained.
+// samASGs are the stack's AsgNames (one ARN each in the listed groups'
+// policy, their hooks put by the function). The first is drained.
 var samASGs = []string{"sam-nodes-a", "sam-nodes-b"}
 
 // samRun carries one run of the SAM path from step to step.
 type samRun struct {
-	dir      string
-	params   map[string]string
-	zipSHA   string         // base64 SHA-256 of the uploaded zip, as Lambda reports CodeSha256
-	tmpl     map[string]any // the transformed template
-	stackID  string
-	eval     *cfnEval
-	insts    map[string][]harness.Instance
-	fnName   string
-	roleARN  string
-	skipped  []string // resource types the emulator's CloudFormation skipped
-	dropped  []string // properties it dropped from resources it created
-	testHook []string // "asg/hook" lifecycle hooks the test itself created (moto skipped them)
-	mapped   string   // principal mapped in the token webhook
+	dir     string
+	params  map[string]string
+	zipSHA  string         // base64 SHA-256 of the uploaded zip, as Lambda reports CodeSha256
+	tmpl    map[string]any // the transformed template
+	stackID string
+	eval    *cfnEval
+	insts   map[string][]harness.Instance
+	fnName  string
+	roleARN string
+	skipped []string // resource types the emulator's CloudFormation skipped
+	dropped []string // properties it dropped from resources it created
+	mapped  string   // principal mapped in the token webhook
 }
 
 func runSAM(t *testing.T) *created {
@@ -226,29 +228,23 @@ func (r *samRun) transform(t *testing.T) string {
 	}
 	counts := map[string]int{}
 	for id, v := range r.resources() {
-		if strings.HasPrefix(id, "Fn::ForEach") {
-			t.Errorf("Fn::ForEach left unexpanded: %s", id)
-		}
 		ty, _ := v["Type"].(string)
 		if strings.HasPrefix(ty, "AWS::Serverless::") {
 			t.Errorf("%s is still %s", id, ty)
 		}
 		counts[ty]++
 	}
-	n := len(samASGs)
 	want := map[string]int{
 		"AWS::Lambda::Function": 1, "AWS::IAM::Role": 1, "AWS::Events::Rule": 7, "AWS::Lambda::Permission": 7,
 		"AWS::Lambda::EventInvokeConfig": 1, "AWS::SQS::Queue": 1, "AWS::SQS::QueuePolicy": 1, "AWS::Logs::LogGroup": 1,
-		"AWS::CloudWatch::Alarm": 5, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::RolePolicy": n + 2, "AWS::AutoScaling::LifecycleHook": 2 * n, "AWS::EKS::AccessEntry": 1,
+		"AWS::CloudWatch::Alarm": 5, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Policy": 4, "Custom::LifecycleHooks": 1, "AWS::EKS::AccessEntry": 1,
 	}
 	if !mapsEqual(counts, want) {
 		t.Errorf("resource types of the transformed template:\ngot  %v\nwant %v", counts, want)
 	}
-	for _, a := range samASGs {
-		id := "TerminateHook" + strings.ReplaceAll(a, "-", "")
-		if _, ok := r.resources()[id]; !ok {
-			t.Errorf("no %s for ASG %s in the transformed template", id, a)
-		}
+	// one custom resource for every listed group's hooks: no resource per group
+	if groups := r.props("LifecycleHooks")["AsgNames"]; groups == nil {
+		t.Errorf("the hooks' custom resource names no groups: %v", r.props("LifecycleHooks"))
 	}
 	code := r.props("NodeDrainerFunction")["Code"]
 	if want := map[string]any{"S3Bucket": samBucket, "S3Key": key}; !jsonEqual(code, want) {
@@ -351,6 +347,8 @@ func (r *samRun) deploy(t *testing.T) *created {
 		t.Fatalf("CreateStack: %v", err)
 	}
 	r.stackID = *out.StackId
+	// the hooks' custom resource: the stack waits for its answer
+	r.hookRequest(t, ctx, "Create", nil, r.cfnResponseURL())
 	status, reason := r.waitStack(t, ctx, "CREATE_IN_PROGRESS")
 	if status != cftypes.StackStatusCreateComplete {
 		t.Fatalf("stack %s: %s", status, reason)
@@ -840,30 +838,32 @@ func (r *samRun) readLogsAndAlarms(t *testing.T, ctx context.Context, c *created
 	sort.Strings(c.Dashboards)
 }
 
+// readHooks reads the hooks the function put on the listed groups for the
+// stack's Custom::LifecycleHooks: one of each asked for on every group.
 func (r *samRun) readHooks(t *testing.T, ctx context.Context, c *created) {
 	t.Helper()
 	asc := autoscaling.NewFromConfig(env.AWS.AWSConfig())
-	for _, id := range r.ofType(t, "AWS::AutoScaling::LifecycleHook") {
-		p := r.resolved(t, id)
-		asg, name := fmt.Sprint(p["AutoScalingGroupName"]), fmt.Sprint(p["LifecycleHookName"])
-		if !slices.Contains(samASGs, asg) {
-			t.Errorf("%s is on %s, not a listed ASG", id, asg)
+	p := r.resolved(t, "LifecycleHooks")
+	var names []string
+	for _, k := range []string{"Terminate", "Launch"} {
+		if fmt.Sprint(p["Create"+k+"Hook"]) == "true" {
+			names = append(names, fmt.Sprint(p[k+"HookName"]))
 		}
-		out, err := asc.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(asg), LifecycleHookNames: []string{name}})
+	}
+	for _, asg := range samASGs {
+		out, err := asc.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(asg)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		// default result, heartbeat timeout, name
-		transition, settings := fmt.Sprint(p["LifecycleTransition"]), []string{fmt.Sprint(p["DefaultResult"]), fmt.Sprint(p["HeartbeatTimeout"]), name}
-		if len(out.LifecycleHooks) == 1 {
-			h := out.LifecycleHooks[0]
-			transition, settings = aws.ToString(h.LifecycleTransition), []string{
-				aws.ToString(h.DefaultResult), fmt.Sprint(aws.ToInt32(h.HeartbeatTimeout)), aws.ToString(h.LifecycleHookName),
-			}
-		} else {
-			r.skip(t, "AWS::AutoScaling::LifecycleHook", "DescribeLifecycleHooks finds no "+name+" on "+asg)
+		var got []string
+		for _, h := range out.LifecycleHooks {
+			got = append(got, aws.ToString(h.LifecycleHookName))
+			addHook(c, aws.ToString(h.LifecycleTransition), aws.ToString(h.DefaultResult), fmt.Sprint(aws.ToInt32(h.HeartbeatTimeout)), aws.ToString(h.LifecycleHookName))
 		}
-		addHook(c, transition, settings[0], settings[1], settings[2])
+		sort.Strings(got)
+		if !slices.Equal(got, names) {
+			t.Errorf("hooks on %s: %v, want %v (the stack's custom resource)", asg, got, names)
+		}
 	}
 	if len(c.Hooks["autoscaling:EC2_INSTANCE_TERMINATING"]) != 3 {
 		t.Errorf("terminate hooks differ between the ASGs or are missing: %v", c.Hooks)
@@ -926,36 +926,16 @@ func samDrain(t *testing.T, ctx context.Context, r *samRun) {
 	asg, insts := samASGs[0], r.insts[samASGs[0]]
 	target, other := insts[0], insts[1]
 
-	// the terminate hook the stack made on the ASG (or, moto skipping hooks,
-	// the template's, created here)
-	var hook map[string]any
-	for _, id := range r.ofType(t, "AWS::AutoScaling::LifecycleHook") {
-		p := r.resolved(t, id)
-		if p["AutoScalingGroupName"] == asg && p["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_TERMINATING" {
-			hook = p
-		}
-	}
-	if hook == nil {
-		t.Fatalf("the template has no terminate hook on %s", asg)
-	}
-	hookName := fmt.Sprint(hook["LifecycleHookName"])
+	// the terminate hook the function put on the ASG for the stack
+	// (Custom::LifecycleHooks, served in sam_deploy)
+	hookName := fmt.Sprint(r.resolved(t, "LifecycleHooks")["TerminateHookName"])
 	asc := autoscaling.NewFromConfig(cfg)
 	hs, err := asc.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(asg), LifecycleHookNames: []string{hookName}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(hs.LifecycleHooks) == 0 {
-		var hb int32
-		fmt.Sscan(fmt.Sprint(hook["HeartbeatTimeout"]), &hb)
-		if _, err := asc.PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{
-			AutoScalingGroupName: aws.String(asg), LifecycleHookName: aws.String(hookName),
-			LifecycleTransition: aws.String(fmt.Sprint(hook["LifecycleTransition"])),
-			HeartbeatTimeout:    aws.Int32(hb), DefaultResult: aws.String(fmt.Sprint(hook["DefaultResult"])),
-		}); err != nil {
-			t.Fatal(err)
-		}
-		r.testHook = append(r.testHook, asg+"/"+hookName)
-		t.Logf("the emulator skipped the stack's lifecycle hooks: the test created %s on %s from the transformed template (%v)", hookName, asg, hook)
+	if len(hs.LifecycleHooks) != 1 {
+		t.Fatalf("no hook %s on %s: the stack's custom resource did not put it", hookName, asg)
 	}
 
 	// the node and its pods
@@ -986,59 +966,8 @@ func samDrain(t *testing.T, ctx context.Context, r *samRun) {
 	}
 
 	// the function as the stack made it
-	lc := lambda.NewFromConfig(cfg, func(o *lambda.Options) { o.APIOptions = append(o.APIOptions, stringEnvironment) })
-	f, err := lc.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(r.fnName)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fc := f.Configuration
-	creds, err := sts.NewFromConfig(cfg).AssumeRole(ctx, &sts.AssumeRoleInput{RoleArn: fc.Role, RoleSessionName: fc.FunctionName})
-	if err != nil {
-		t.Fatalf("assuming the function's role: %v", err)
-	}
-	// the access entry (the stack's, or the template's when skipped) maps the
-	// role in the cluster: the token webhook plays it
-	var groups []string
-	for _, id := range r.ofType(t, "AWS::EKS::AccessEntry") {
-		for _, g := range listOf(r.resolved(t, id)["KubernetesGroups"]) {
-			groups = append(groups, fmt.Sprint(g))
-		}
-	}
-	env.Auth.AddMapping(authwebhook.Mapping{PrincipalARN: r.roleARN, Username: "node-drainer:{{SessionName}}", Groups: groups})
-	r.mapped = r.roleARN
-	var fenv []string
-	for k, v := range fc.Environment.Variables {
-		fenv = append(fenv, k+"="+v)
-	}
-	sort.Strings(fenv)
-	// what must point at the harness: the AWS endpoints and the role's
-	// session. The cluster is found as in EKS: DescribeCluster, whose answer
-	// the emulator gives the harness's API server.
-	if err := env.AWS.SetEKSCluster(ctx, fc.Environment.Variables["CLUSTER_NAME"], env.Server, base64.StdEncoding.EncodeToString(env.CAData)); err != nil {
-		t.Fatal(err)
-	}
-	harnessEnv := []string{
-		"AWS_REGION=" + moto.Region,
-		"AWS_ENDPOINT_URL_EC2=" + env.AWS.URL(),
-		"AWS_ENDPOINT_URL_AUTO_SCALING=" + env.AWS.URL(),
-		"AWS_ENDPOINT_URL_STS=" + env.AWS.URL(),
-		"AWS_ENDPOINT_URL_EKS=" + env.AWS.URL(),
-		"AWS_ACCESS_KEY_ID=" + aws.ToString(creds.Credentials.AccessKeyId),
-		"AWS_SECRET_ACCESS_KEY=" + aws.ToString(creds.Credentials.SecretAccessKey),
-		"AWS_SESSION_TOKEN=" + aws.ToString(creds.Credentials.SessionToken),
-	}
-	t.Logf("function environment from the stack: %v; the harness adds only AWS_REGION, AWS_ENDPOINT_URL_{EC2,AUTO_SCALING,STS,EKS} and the role's credentials", fenv)
 	var fnLog harness.LogBuffer
-	asyncRetries := lambdart.DefaultAsyncRetries
-	fmt.Sscan(r.eval.mustStr(t, r.props(r.ofType(t, "AWS::Lambda::EventInvokeConfig")[0])["MaximumRetryAttempts"]), &asyncRetries)
-	rt, err := lambdart.Start(ctx, lambdart.Options{
-		Bootstrap: bootstrap, Env: append(fenv, harnessEnv...), Timeout: time.Duration(aws.ToInt32(fc.Timeout)) * time.Second,
-		FunctionName: aws.ToString(fc.FunctionName), MemoryMB: int(aws.ToInt32(fc.MemorySize)), Region: moto.Region,
-		AsyncRetries: asyncRetries, Log: io.MultiWriter(testWriter{t}, &fnLog),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := r.startFunction(t, ctx, r.fnName, io.MultiWriter(testWriter{t}, &fnLog))
 	defer rt.Stop()
 
 	// the instance starts terminating: the hook's lifecycle action, and the
@@ -1109,10 +1038,72 @@ func samDrain(t *testing.T, ctx context.Context, r *samRun) {
 	}
 }
 
+// startFunction runs the landed bootstrap as the stack made the function
+// named: its environment, its role's session (mapped in the cluster as the
+// access entry says: the token webhook plays it), its timeout, memory and
+// retries. The harness adds only AWS_REGION, the endpoints and the
+// credentials.
+func (r *samRun) startFunction(t *testing.T, ctx context.Context, name string, log io.Writer) *lambdart.Runtime {
+	t.Helper()
+	cfg := env.AWS.AWSConfig()
+	lc := lambda.NewFromConfig(cfg, func(o *lambda.Options) { o.APIOptions = append(o.APIOptions, stringEnvironment) })
+	f, err := lc.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := f.Configuration
+	creds, err := sts.NewFromConfig(cfg).AssumeRole(ctx, &sts.AssumeRoleInput{RoleArn: fc.Role, RoleSessionName: fc.FunctionName})
+	if err != nil {
+		t.Fatalf("assuming the function's role: %v", err)
+	}
+	var groups []string
+	for _, id := range r.ofType(t, "AWS::EKS::AccessEntry") {
+		for _, g := range listOf(r.resolved(t, id)["KubernetesGroups"]) {
+			groups = append(groups, fmt.Sprint(g))
+		}
+	}
+	role := aws.ToString(fc.Role)
+	env.Auth.AddMapping(authwebhook.Mapping{PrincipalARN: role, Username: "node-drainer:{{SessionName}}", Groups: groups})
+	r.mapped = role
+	var fenv []string
+	for k, v := range fc.Environment.Variables {
+		fenv = append(fenv, k+"="+v)
+	}
+	sort.Strings(fenv)
+	// the cluster is found as in EKS: DescribeCluster, whose answer the
+	// emulator gives the harness's API server
+	if err := env.AWS.SetEKSCluster(ctx, fc.Environment.Variables["CLUSTER_NAME"], env.Server, base64.StdEncoding.EncodeToString(env.CAData)); err != nil {
+		t.Fatal(err)
+	}
+	harnessEnv := []string{
+		"AWS_REGION=" + moto.Region,
+		"AWS_ENDPOINT_URL_EC2=" + env.AWS.URL(),
+		"AWS_ENDPOINT_URL_AUTO_SCALING=" + env.AWS.URL(),
+		"AWS_ENDPOINT_URL_STS=" + env.AWS.URL(),
+		"AWS_ENDPOINT_URL_EKS=" + env.AWS.URL(),
+		"AWS_ACCESS_KEY_ID=" + aws.ToString(creds.Credentials.AccessKeyId),
+		"AWS_SECRET_ACCESS_KEY=" + aws.ToString(creds.Credentials.SecretAccessKey),
+		"AWS_SESSION_TOKEN=" + aws.ToString(creds.Credentials.SessionToken),
+	}
+	t.Logf("function environment from the stack: %v; the harness adds only AWS_REGION, AWS_ENDPOINT_URL_{EC2,AUTO_SCALING,STS,EKS} and the role's credentials", fenv)
+	asyncRetries := lambdart.DefaultAsyncRetries
+	fmt.Sscan(r.eval.mustStr(t, r.props(r.ofType(t, "AWS::Lambda::EventInvokeConfig")[0])["MaximumRetryAttempts"]), &asyncRetries)
+	rt, err := lambdart.Start(ctx, lambdart.Options{
+		Bootstrap: bootstrap, Env: append(fenv, harnessEnv...), Timeout: time.Duration(aws.ToInt32(fc.Timeout)) * time.Second,
+		FunctionName: aws.ToString(fc.FunctionName), MemoryMB: int(aws.ToInt32(fc.MemorySize)), Region: moto.Region,
+		AsyncRetries: asyncRetries, Log: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
 // delete deletes the stack and checks that nothing it made is left.
 func (r *samRun) delete(t *testing.T) {
 	ctx := samCtx(t, 5*time.Minute)
 	cfg := env.AWS.AWSConfig()
+	r.uninstall(t, ctx)
 	if r.mapped != "" {
 		env.Auth.RemoveMapping(r.mapped)
 	}
@@ -1124,13 +1115,6 @@ func (r *samRun) delete(t *testing.T) {
 		t.Fatalf("stack %s: %s", status, reason)
 	}
 	asc := autoscaling.NewFromConfig(cfg)
-	for _, h := range r.testHook {
-		asg, name, _ := strings.Cut(h, "/")
-		if _, err := asc.DeleteLifecycleHook(ctx, &autoscaling.DeleteLifecycleHookInput{AutoScalingGroupName: aws.String(asg), LifecycleHookName: aws.String(name)}); err != nil {
-			t.Errorf("deleting the hook the test created: %v", err)
-		}
-		t.Logf("deleted the hook %s the test created in place of the stack", h)
-	}
 	var left []string
 	if r.fnName != "" {
 		if _, err := lambda.NewFromConfig(cfg, func(o *lambda.Options) { o.APIOptions = append(o.APIOptions, stringEnvironment) }).GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(r.fnName)}); err == nil {

@@ -1,0 +1,222 @@
+package handler
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/cfn"
+
+	"github.com/node-drainer/node-drainer/internal/discovery"
+	"github.com/node-drainer/node-drainer/internal/event"
+)
+
+// SAM's template puts the lifecycle hooks of the groups it lists through a
+// custom resource served by the function itself (Custom::LifecycleHooks),
+// instead of one AWS::AutoScaling::LifecycleHook per group with Fn::ForEach,
+// which makes `sam build` depend on the SAM CLI's version and keeps the
+// template out of the Serverless Application Repository. CloudFormation
+// sends it Create, Update and Delete; aws-lambda-go's cfn package answers
+// on the request's presigned URL.
+//
+//	Create  the hooks on every listed group (a name that is no group fails
+//	        the stack, as the hook resource would have);
+//	Update  the same with the new properties, and the function's hooks the
+//	        old properties had and the new ones do not (a group no longer
+//	        listed, a hook renamed or turned off) removed;
+//	Delete  the function's hooks removed from the listed groups and from
+//	        the groups carrying the tag, which the sweep put there: an
+//	        uninstalled node-drainer leaves no hook that would hold every
+//	        scale-in for its heartbeat timeout.
+//
+// Only hooks of the names the properties give are ever touched (rule 9).
+
+// ActionHooks is the Action of a stack resource request.
+const ActionHooks Action = "lifecycle-hooks"
+
+// hookProperties are the Custom::LifecycleHooks resource's properties (as
+// CloudFormation sends them: every scalar a string).
+type hookProperties struct {
+	AsgNames            []string `json:"AsgNames"`
+	TerminateHookName   string   `json:"TerminateHookName"`
+	LaunchHookName      string   `json:"LaunchHookName"`
+	CreateTerminateHook string   `json:"CreateTerminateHook"`
+	CreateLaunchHook    string   `json:"CreateLaunchHook"`
+	HeartbeatTimeout    string   `json:"HeartbeatTimeout"`
+	AsgTagKey           string   `json:"AsgTagKey"`
+	AsgTagValue         string   `json:"AsgTagValue"`
+}
+
+// stackRequest reports whether payload is a CloudFormation custom resource
+// request (not an EventBridge event), and decodes it.
+func stackRequest(payload []byte) (cfn.Event, bool) {
+	var probe struct {
+		RequestType, ResponseURL, StackID, ResourceType *string
+	}
+	if !bytes.HasPrefix(bytes.TrimLeft(payload, " \t\r\n"), []byte("{")) || json.Unmarshal(payload, &probe) != nil ||
+		probe.RequestType == nil || probe.ResponseURL == nil || probe.StackID == nil || probe.ResourceType == nil {
+		return cfn.Event{}, false
+	}
+	var req cfn.Event
+	if err := json.Unmarshal(payload, &req); err != nil {
+		return cfn.Event{}, false
+	}
+	return req, true
+}
+
+// stackResource serves one custom resource request and answers
+// CloudFormation. The error is the answer's failing to reach it (Lambda
+// retries the invocation); what the request asked that could not be done
+// is the answer's FAILED status and reason.
+func (h *Handler) stackResource(ctx context.Context, req cfn.Event) (Outcome, error) {
+	start := h.now()
+	out := Outcome{Event: event.KindStackResource, Action: ActionHooks}
+	log := h.log.With("request", req.RequestType, "resource", req.LogicalResourceID, "stack", req.StackID)
+	var did []string
+	answer := cfn.LambdaWrap(func(ctx context.Context, req cfn.Event) (string, map[string]any, error) {
+		id := req.PhysicalResourceID
+		if id == "" {
+			id = "node-drainer-lifecycle-hooks" // one per stack: an update never replaces it
+		}
+		var err error
+		did, err = h.serveHooks(ctx, req)
+		data := map[string]any{"Changed": strings.Join(did, ",")}
+		return id, data, err
+	})
+	reason, sendErr := answer(ctx, req)
+	out.DurationMS = h.now().Sub(start).Milliseconds()
+	out.Detail = strings.Join(did, ", ")
+	if sendErr != nil || reason != "" {
+		err := errors.Join(sendErr, errors.New(reason))
+		out.Action = ActionFailed
+		log.ErrorContext(ctx, "handled", "outcome", out, "error", fmt.Errorf("answering CloudFormation: %w", err))
+		return out, fmt.Errorf("answering CloudFormation: %w", err)
+	}
+	log.InfoContext(ctx, "handled", "outcome", out)
+	return out, nil
+}
+
+// serveHooks does what a request asks; it returns what it changed
+// ("put <group>/<hook>", "removed <group>/<hook>").
+func (h *Handler) serveHooks(ctx context.Context, req cfn.Event) ([]string, error) {
+	if h.c.Hooks == nil {
+		return nil, errors.New("no Auto Scaling client to put lifecycle hooks with")
+	}
+	props, err := decodeHookProperties(req.ResourceProperties)
+	if err != nil {
+		return nil, err
+	}
+	// the hooks are the stack's, as terraform's hook resources are: put and
+	// removed in a dry run too (DRY_RUN concerns nodes and instances; a dry
+	// run with no hooks would see no scale-in)
+	const dry = false
+	var did, failed []string
+	remove := func(groups []string, names []string) {
+		removed, f := discovery.Remove(ctx, h.c.Hooks, groups, names, dry)
+		for _, r := range removed {
+			did = append(did, "removed "+r)
+		}
+		failed = append(failed, f...)
+	}
+	switch req.RequestType {
+	case cfn.RequestCreate, cfn.RequestUpdate:
+		hooks, err := props.hooks()
+		if err != nil {
+			return nil, err
+		}
+		res, err := discovery.EnsureNamed(ctx, h.c.Hooks, props.AsgNames, hooks, dry)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range res.Put {
+			did = append(did, "put "+p)
+		}
+		failed = append(failed, res.Failed...)
+		if req.RequestType == cfn.RequestUpdate {
+			old, err := decodeHookProperties(req.OldResourceProperties)
+			if err == nil {
+				for _, g := range old.AsgNames {
+					// the old hooks this group no longer has a reason for
+					var drop []string
+					for _, n := range old.names() {
+						if !slices.Contains(props.AsgNames, g) || !slices.Contains(props.names(), n) {
+							drop = append(drop, n)
+						}
+					}
+					remove([]string{g}, drop)
+				}
+			}
+		}
+	case cfn.RequestDelete:
+		tag := discovery.Tag{Key: props.AsgTagKey, Value: props.AsgTagValue}
+		tagged, err := discovery.Tagged(ctx, h.c.Hooks, tag)
+		if err != nil {
+			failed = append(failed, err.Error())
+		}
+		groups := slices.Clone(props.AsgNames)
+		for _, g := range tagged {
+			groups = append(groups, *g.AutoScalingGroupName)
+		}
+		slices.Sort(groups)
+		remove(slices.Compact(groups), props.names())
+	default:
+		return nil, fmt.Errorf("request type %q is not one CloudFormation sends", req.RequestType)
+	}
+	if len(failed) > 0 {
+		return did, fmt.Errorf("lifecycle hooks: %s", strings.Join(failed, "; "))
+	}
+	return did, nil
+}
+
+func decodeHookProperties(m map[string]any) (hookProperties, error) {
+	var p hookProperties
+	b, err := json.Marshal(m)
+	if err == nil {
+		err = json.Unmarshal(b, &p)
+	}
+	if err != nil {
+		return p, fmt.Errorf("the resource's properties: %w", err)
+	}
+	p.AsgNames = slices.DeleteFunc(p.AsgNames, func(s string) bool { return s == "" })
+	return p, nil
+}
+
+// names are the hooks the properties create.
+func (p hookProperties) names() []string {
+	var n []string
+	if p.CreateTerminateHook == "true" && p.TerminateHookName != "" {
+		n = append(n, p.TerminateHookName)
+	}
+	if p.CreateLaunchHook == "true" && p.LaunchHookName != "" {
+		n = append(n, p.LaunchHookName)
+	}
+	return n
+}
+
+// hooks are the hooks the properties ask for, with the settings the sweep
+// gives tagged groups (ensureHooks).
+func (p hookProperties) hooks() ([]discovery.Hook, error) {
+	hb, err := strconv.ParseInt(p.HeartbeatTimeout, 10, 32)
+	if err != nil || hb < 30 || hb > 7200 {
+		return nil, fmt.Errorf("HeartbeatTimeout %q: want whole seconds from 30 to 7200", p.HeartbeatTimeout)
+	}
+	var hooks []discovery.Hook
+	if p.CreateTerminateHook == "true" {
+		if p.TerminateHookName == "" {
+			return nil, errors.New("CreateTerminateHook without a TerminateHookName")
+		}
+		hooks = append(hooks, discovery.Hook{Name: p.TerminateHookName, Transition: discovery.Terminating, HeartbeatTimeout: int32(hb), DefaultResult: "CONTINUE"})
+	}
+	if p.CreateLaunchHook == "true" {
+		if p.LaunchHookName == "" {
+			return nil, errors.New("CreateLaunchHook without a LaunchHookName")
+		}
+		hooks = append(hooks, discovery.Hook{Name: p.LaunchHookName, Transition: discovery.Launching, HeartbeatTimeout: int32(hb), DefaultResult: "CONTINUE"})
+	}
+	return hooks, nil
+}

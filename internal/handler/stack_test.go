@@ -1,0 +1,157 @@
+package handler
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/cfn"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+)
+
+// cfnServer plays CloudFormation's side of a custom resource: the presigned
+// URL the answer is PUT to.
+type cfnServer struct {
+	*httptest.Server
+	answers chan cfn.Response
+}
+
+func newCFNServer(t *testing.T) *cfnServer {
+	s := &cfnServer{answers: make(chan cfn.Response, 4)}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var resp cfn.Response
+		body, _ := io.ReadAll(r.Body)
+		if r.Method != http.MethodPut || json.Unmarshal(body, &resp) != nil {
+			t.Errorf("answer: %s %s", r.Method, body)
+		}
+		s.answers <- resp
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func stackPayload(t *testing.T, url string, kind cfn.RequestType, props, old map[string]any) []byte {
+	t.Helper()
+	req := map[string]any{
+		"RequestType": kind, "ResponseURL": url, "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/node-drainer/1",
+		"RequestId": "r-1", "ResourceType": "Custom::LifecycleHooks", "LogicalResourceId": "LifecycleHooks",
+		"ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:node-drainer", "ResourceProperties": props,
+	}
+	if kind != cfn.RequestCreate {
+		req["PhysicalResourceId"] = "node-drainer-lifecycle-hooks"
+	}
+	if old != nil {
+		req["OldResourceProperties"] = old
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func hookProps(groups ...string) map[string]any {
+	return map[string]any{"ServiceToken": "x", "AsgNames": groups, "TerminateHookName": "node-drainer-terminate", "LaunchHookName": "node-drainer-launch",
+		"CreateTerminateHook": "true", "CreateLaunchHook": "false", "HeartbeatTimeout": "300", "AsgTagKey": groupTagKey, "AsgTagValue": "true"}
+}
+
+// The stack's custom resource: Create puts the hooks on the listed groups
+// and fails on a name that is no group (nothing put); Update removes the
+// hooks of a group no longer listed; Delete removes ours from listed and
+// tagged groups, never another tool's hook; every request is answered.
+func TestStackResourceHooks(t *testing.T) {
+	srv := newCFNServer(t)
+	e := newEnv()
+	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, {AutoScalingGroupName: aws.String("green")}, taggedGroup("tagged", "true"), taggedGroup("other", "false")}
+	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
+		"tagged": {{LifecycleHookName: aws.String("node-drainer-terminate")}, {LifecycleHookName: aws.String("nth-terminate")}},
+		"other":  {{LifecycleHookName: aws.String("node-drainer-terminate")}},
+	}}
+	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil, WithClock(newMovingClock(func() time.Time { return e.now })))
+	call := func(kind cfn.RequestType, props, old map[string]any) cfn.Response {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		out, err := h.Handle(ctx, stackPayload(t, srv.URL, kind, props, old))
+		if err != nil || out.Event != "stack-resource" {
+			t.Fatalf("%s: %+v, %v", kind, out, err)
+		}
+		select {
+		case r := <-srv.answers:
+			if r.PhysicalResourceID != "node-drainer-lifecycle-hooks" || r.LogicalResourceID != "LifecycleHooks" || r.RequestID != "r-1" {
+				t.Errorf("%s answered %+v", kind, r)
+			}
+			return r
+		default:
+			t.Fatalf("%s: no answer reached CloudFormation", kind)
+			return cfn.Response{}
+		}
+	}
+
+	if r := call(cfn.RequestCreate, hookProps("blue", "missing"), nil); r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, "missing") || len(hp.puts) != 0 {
+		t.Fatalf("create with a missing group: %s %q, puts %v; want FAILED naming it, nothing put", r.Status, r.Reason, hp.puts)
+	}
+	if r := call(cfn.RequestCreate, hookProps("blue", "green"), nil); r.Status != cfn.StatusSuccess ||
+		!slices.Equal(hp.puts, []string{"blue/node-drainer-terminate/autoscaling:EC2_INSTANCE_TERMINATING", "green/node-drainer-terminate/autoscaling:EC2_INSTANCE_TERMINATING"}) {
+		t.Fatalf("create: %s %q, puts %v", r.Status, r.Reason, hp.puts)
+	}
+	if r := call(cfn.RequestUpdate, hookProps("blue"), hookProps("blue", "green")); r.Status != cfn.StatusSuccess || !slices.Equal(hp.deletes, []string{"green/node-drainer-terminate"}) {
+		t.Fatalf("update dropping green: %s %q, deletes %v", r.Status, r.Reason, hp.deletes)
+	}
+	hp.deletes = nil
+	if r := call(cfn.RequestDelete, hookProps("blue"), nil); r.Status != cfn.StatusSuccess {
+		t.Fatalf("delete: %s %q", r.Status, r.Reason)
+	}
+	slices.Sort(hp.deletes)
+	if !slices.Equal(hp.deletes, []string{"blue/node-drainer-terminate", "tagged/node-drainer-terminate"}) {
+		t.Errorf("delete removed %v; want blue's and the tagged group's hook, not the other value's group, not nth's", hp.deletes)
+	}
+	if len(hp.have["tagged"]) != 1 || aws.ToString(hp.have["tagged"][0].LifecycleHookName) != "nth-terminate" || len(hp.have["other"]) != 1 {
+		t.Errorf("left %v", hp.have)
+	}
+}
+
+// A request that is not CloudFormation's is an event as before; a bad
+// heartbeat is a FAILED answer that changes nothing.
+func TestStackRequestRecognised(t *testing.T) {
+	if _, ok := stackRequest(sweepEvent()); ok {
+		t.Error("a sweep event taken for a stack request")
+	}
+	srv := newCFNServer(t)
+	e := newEnv()
+	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}}
+	hp := &hookPutter{fakeASG: e.asg}
+	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil)
+	p := hookProps("blue")
+	p["HeartbeatTimeout"] = "5m"
+	if _, err := h.Handle(context.Background(), stackPayload(t, srv.URL, cfn.RequestCreate, p, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-srv.answers; r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, "HeartbeatTimeout") || len(hp.puts) != 0 {
+		t.Errorf("bad heartbeat: %s %q, puts %v", r.Status, r.Reason, hp.puts)
+	}
+}
+
+// A dry run still puts the stack's hooks: without them it would see no
+// scale-in to report on.
+func TestStackResourceDryRunPutsHooks(t *testing.T) {
+	srv := newCFNServer(t)
+	e := newEnv()
+	e.cfg.DryRun = true
+	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}}
+	hp := &hookPutter{fakeASG: e.asg}
+	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil)
+	if _, err := h.Handle(context.Background(), stackPayload(t, srv.URL, cfn.RequestCreate, hookProps("blue"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-srv.answers; r.Status != cfn.StatusSuccess || len(hp.puts) != 1 {
+		t.Errorf("dry run: %s %q, puts %v; want the hook put", r.Status, r.Reason, hp.puts)
+	}
+}
