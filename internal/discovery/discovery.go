@@ -109,6 +109,9 @@ func Carries(ctx context.Context, api autoscaling.DescribeAutoScalingGroupsAPICl
 
 // Result is what Ensure found and did.
 type Result struct {
+	// Tagged are the groups carrying the tag, as described (instances
+	// included): the sweep reads them from here, not again (nil: not read).
+	Tagged []astypes.AutoScalingGroup
 	Groups int      // tagged groups looked at
 	Put    []string // "<group>/<hook>": hooks created, or corrected
 	Failed []string // "<group>: <error>"
@@ -128,7 +131,10 @@ func Ensure(ctx context.Context, api API, tag Tag, hooks []Hook, dryRun bool) (R
 	if err != nil {
 		return res, err
 	}
-	res.Groups = len(groups)
+	res.Tagged, res.Groups = groups, len(groups)
+	if res.Tagged == nil {
+		res.Tagged = []astypes.AutoScalingGroup{} // read, none tagged
+	}
 	for _, g := range groups {
 		name := aws.ToString(g.AutoScalingGroupName)
 		put, err := ensureGroup(ctx, api, name, hooks, dryRun)

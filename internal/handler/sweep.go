@@ -103,6 +103,9 @@ func (r *run) sweep(ctx context.Context) error {
 	// a slow reading (thousands of instances) takes what the invocation
 	// has; a failing one is retried for sweepReadLimit, then left to the
 	// next sweep
+	if ensureErr == nil && ensured.Tagged != nil {
+		cfg.Tagged = ensured.Tagged // one describe of the tagged groups a pass
+	}
 	var rd *sweep.Readings
 	began := r.h.now()
 	rctx, cancel := context.WithDeadline(ctx, r.budget(ctx))

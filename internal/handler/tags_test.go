@@ -157,10 +157,15 @@ func TestSweepPutsHooksOnTaggedGroups(t *testing.T) {
 		h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil, WithClock(newMovingClock(func() time.Time { return e.now })))
 		for i := range 2 {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			before := e.asg.describes
 			out, err := h.Handle(ctx, sweepEvent())
 			cancel()
 			if err != nil {
 				t.Fatalf("dry %v, sweep %d: %v", dry, i, err)
+			}
+			// the groups the hooks were put on are the ones the sweep reads
+			if n := e.asg.describes - before; n != 1 {
+				t.Errorf("dry %v, sweep %d: the tagged groups described %d times in one pass, want once", dry, i, n)
 			}
 			want := []string{"new-nodes/node-drainer-terminate", "new-nodes/node-drainer-launch"}
 			if i > 0 && !dry {

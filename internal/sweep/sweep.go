@@ -89,6 +89,10 @@ type Config struct {
 	// zombies (another shard of the pass replaces zombies: one does, in
 	// turns, so that the pass's limits hold).
 	ZombiesElsewhere string
+	// Tagged, when not nil, are the groups carrying GroupTag as this pass
+	// already read them (discovery.Ensure, a moment before): the reading
+	// takes them, instances included, instead of describing them again.
+	Tagged []astypes.AutoScalingGroup
 }
 
 // pagesPerShard is how many pages of Nodes a shard reads.
@@ -346,9 +350,12 @@ func (r *Readings) readGroups(ctx context.Context, api ASGAPI, cfg Config) error
 			}
 		}
 	}
-	tagged, err := discovery.Tagged(ctx, api, cfg.GroupTag)
-	if err != nil {
-		return err
+	tagged := cfg.Tagged
+	if tagged == nil {
+		var err error
+		if tagged, err = discovery.Tagged(ctx, api, cfg.GroupTag); err != nil {
+			return err
+		}
 	}
 	for _, g := range tagged {
 		add(g)
