@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/node"
 	"github.com/node-drainer/node-drainer/internal/sweep"
 	"github.com/node-drainer/node-drainer/internal/volume"
@@ -210,6 +211,58 @@ func TestSizedReads(t *testing.T) {
 		lists, mark = reqs.to("/api/v1/nodes", mark)
 		if len(lists) != 3 {
 			t.Errorf("%d node lists, want 3 pages of %d", len(lists), node.PageSize)
+		}
+	})
+
+	t.Run("the sweep in shards: the apiserver's continue tokens, each node in one shard", func(t *testing.T) {
+		// a shard of one page: 601 Nodes are 3 shards (250, 250, 101);
+		// the next shards read in clients of their own, as other
+		// invocations do, from the tokens the first noted
+		cfg := sweep.Config{ClusterTagKey: "kubernetes.io/cluster/prod", LeaseNamespace: "default", ShardNodes: int(node.PageSize)}
+		ec2c := ec2.NewFromConfig(env.AWS.AWSConfig())
+		r0, err := sweep.Read(ctx, c, ec2c, nil, cfg, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r0.Shards) != 2 || len(r0.Nodes) != int(node.PageSize) || r0.Elsewhere != 601-int(node.PageSize) {
+			t.Fatalf("shard 0: %d next shards, %d own nodes, %d elsewhere; want 2, %d, %d", len(r0.Shards), len(r0.Nodes), r0.Elsewhere, node.PageSize, 601-node.PageSize)
+		}
+		// a node registered after the pass began belongs to the next pass:
+		// the shards read the snapshot of the first page
+		if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ip-10-9-9-9.ec2.internal"},
+			Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + id(9998)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		owners := map[string]int{}
+		for _, n := range r0.Nodes {
+			owners[n.Name]++
+		}
+		for i, tok := range r0.Shards {
+			other := kubernetes.NewForConfigOrDie(rest.CopyConfig(fast))
+			sc := cfg
+			sc.Shard = &event.SweepShard{Pass: "pass-1", Index: i + 1, Of: 3, Continue: tok, StartedAt: time.Now()}
+			ri, err := sweep.Read(ctx, other, ec2c, nil, sc, time.Now())
+			if err != nil {
+				t.Fatalf("shard %d: %v", i+1, err)
+			}
+			if len(ri.Shards) != 0 || ri.Elsewhere != 0 {
+				t.Errorf("shard %d noted %d shards and %d nodes elsewhere: a shard reads its own pages alone", i+1, len(ri.Shards), ri.Elsewhere)
+			}
+			for _, n := range ri.Nodes {
+				owners[n.Name]++
+			}
+		}
+		all, err := admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range all.Items {
+			switch got := owners[n.Name]; {
+			case n.Name == "ip-10-9-9-9.ec2.internal" && got != 0:
+				t.Errorf("%s, registered after the pass began, read by %d shards: want the next pass's", n.Name, got)
+			case n.Name != "ip-10-9-9-9.ec2.internal" && got != 1:
+				t.Errorf("node %s read by %d shards, want exactly 1", n.Name, got)
+			}
 		}
 	})
 }
