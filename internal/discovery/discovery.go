@@ -135,8 +135,18 @@ func Ensure(ctx context.Context, api API, tag Tag, hooks []Hook, dryRun bool) (R
 	if res.Tagged == nil {
 		res.Tagged = []astypes.AutoScalingGroup{} // read, none tagged
 	}
-	for _, g := range groups {
-		name := aws.ToString(g.AutoScalingGroupName)
+	names := make([]string, len(groups))
+	for i, g := range groups {
+		names[i] = aws.ToString(g.AutoScalingGroupName)
+	}
+	res.ensureAll(ctx, api, names, hooks, dryRun)
+	return res, nil
+}
+
+// ensureAll puts the hooks on each group (ensureGroup), recording what it
+// put and, one group's failure not stopping the others, what failed.
+func (res *Result) ensureAll(ctx context.Context, api API, groups []string, hooks []Hook, dryRun bool) {
+	for _, name := range groups {
 		put, err := ensureGroup(ctx, api, name, hooks, dryRun)
 		for _, h := range put {
 			res.Put = append(res.Put, name+"/"+h)
@@ -145,7 +155,6 @@ func Ensure(ctx context.Context, api API, tag Tag, hooks []Hook, dryRun bool) (R
 			res.Failed = append(res.Failed, name+": "+err.Error())
 		}
 	}
-	return res, nil
 }
 
 // EnsureNamed puts hooks on each named group, as Ensure does on tagged ones
@@ -165,15 +174,7 @@ func EnsureNamed(ctx context.Context, api API, groups []string, hooks []Hook, dr
 		return res, fmt.Errorf("no auto scaling group named %s", strings.Join(missing, ", "))
 	}
 	res.Groups = len(groups)
-	for _, name := range groups {
-		put, err := ensureGroup(ctx, api, name, hooks, dryRun)
-		for _, h := range put {
-			res.Put = append(res.Put, name+"/"+h)
-		}
-		if err != nil {
-			res.Failed = append(res.Failed, name+": "+err.Error())
-		}
-	}
+	res.ensureAll(ctx, api, groups, hooks, dryRun)
 	return res, nil
 }
 

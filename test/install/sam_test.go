@@ -1216,29 +1216,38 @@ func jsonEqual(a, b any) bool {
 }
 
 func normJSON(v any) string {
-	var walk func(any) any
-	walk = func(v any) any {
-		switch x := v.(type) {
-		case map[string]any:
-			out := map[string]any{}
-			for k, e := range x {
-				out[k] = walk(e)
-			}
-			return out
-		case []any:
-			out := make([]any, len(x))
-			for i, e := range x {
-				out[i] = walk(e)
-			}
-			return out
-		case json.Number:
-			return x.String()
-		case float64, int, int32, int64, bool:
-			return fmt.Sprint(x)
+	return canonJSON(cfnStrings(v))
+}
+
+// cfnStrings turns every number and boolean into its text, as
+// CloudFormation sends a custom resource's properties and as the
+// emulator's resources hold them (nil stays nil).
+func cfnStrings(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = cfnStrings(e)
 		}
-		return v
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = cfnStrings(e)
+		}
+		return out
+	case []string:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = e
+		}
+		return out
+	case json.Number:
+		return x.String()
+	case float64, int, int32, int64, bool:
+		return fmt.Sprint(x)
 	}
-	return canonJSON(walk(v))
+	return v
 }
 
 // cloudWatchAlarmNames lists the emulator's metric alarms (all of them, or

@@ -102,35 +102,6 @@ func (r *samRun) cfnResponseURL() string {
 	return env.AWS.URL() + "/cloudformation_" + moto.Region + "/cfnresponse?stack=" + url.QueryEscape(r.stackID)
 }
 
-// cfnStrings turns every scalar into its text, as CloudFormation sends a
-// custom resource's properties.
-func cfnStrings(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, item := range x {
-			out[k] = cfnStrings(item)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, item := range x {
-			out[i] = cfnStrings(item)
-		}
-		return out
-	case []string:
-		out := make([]any, len(x))
-		for i, item := range x {
-			out[i] = item
-		}
-		return out
-	case nil:
-		return ""
-	default:
-		return fmt.Sprint(x)
-	}
-}
-
 // uninstall serves the stack's Delete to its custom resource (before the
 // emulator deletes the stack, as CloudFormation deletes the resource before
 // the function it depends on) with a tagged group carrying node-drainer's
