@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,27 +79,31 @@ func (h *Handler) stackResource(ctx context.Context, req cfn.Event) (Outcome, er
 	out := Outcome{Event: event.KindStackResource, Action: ActionHooks}
 	log := h.log.With("request", req.RequestType, "resource", req.LogicalResourceID, "stack", req.StackID)
 	var did []string
+	var served error // what the answer says FAILED with
 	answer := cfn.LambdaWrap(func(ctx context.Context, req cfn.Event) (string, map[string]any, error) {
 		id := req.PhysicalResourceID
 		if id == "" {
 			id = "node-drainer-lifecycle-hooks" // one per stack: an update never replaces it
 		}
-		var err error
-		did, err = h.serveHooks(ctx, req)
-		data := map[string]any{"Changed": strings.Join(did, ",")}
-		return id, data, err
+		did, served = h.serveHooks(ctx, req)
+		return id, map[string]any{"Changed": strings.Join(did, ",")}, served
 	})
-	reason, sendErr := answer(ctx, req)
+	_, sendErr := answer(ctx, req)
 	out.DurationMS = h.now().Sub(start).Milliseconds()
 	out.Detail = strings.Join(did, ", ")
-	if sendErr != nil || reason != "" {
-		err := errors.Join(sendErr, errors.New(reason))
-		out.Action = ActionFailed
-		log.ErrorContext(ctx, "handled", "outcome", out, "error", fmt.Errorf("answering CloudFormation: %w", err))
-		return out, fmt.Errorf("answering CloudFormation: %w", err)
+	if served != nil {
+		out.Action, out.Detail = ActionFailed, strings.TrimPrefix(out.Detail+"; answered FAILED: "+served.Error(), "; ")
 	}
-	log.InfoContext(ctx, "handled", "outcome", out)
-	return out, nil
+	var err error
+	if sendErr != nil {
+		err = fmt.Errorf("answering CloudFormation: %w", sendErr)
+	}
+	level := slog.LevelInfo
+	if served != nil || err != nil {
+		level = slog.LevelError
+	}
+	log.Log(ctx, level, "handled", "outcome", out, "error", err)
+	return out, err
 }
 
 // serveHooks does what a request asks; it returns what it changed

@@ -131,8 +131,9 @@ func TestStackRequestRecognised(t *testing.T) {
 	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil)
 	p := hookProps("blue")
 	p["HeartbeatTimeout"] = "5m"
-	if _, err := h.Handle(context.Background(), stackPayload(t, srv.URL, cfn.RequestCreate, p, nil)); err != nil {
-		t.Fatal(err)
+	out, err := h.Handle(context.Background(), stackPayload(t, srv.URL, cfn.RequestCreate, p, nil))
+	if err != nil || out.Action != ActionFailed || !strings.Contains(out.Detail, "HeartbeatTimeout") {
+		t.Errorf("bad heartbeat: outcome %s %q, %v; want failed, saying why (the answer reached CloudFormation: no error)", out.Action, out.Detail, err)
 	}
 	if r := <-srv.answers; r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, "HeartbeatTimeout") || len(hp.puts) != 0 {
 		t.Errorf("bad heartbeat: %s %q, puts %v", r.Status, r.Reason, hp.puts)
@@ -153,5 +154,19 @@ func TestStackResourceDryRunPutsHooks(t *testing.T) {
 	}
 	if r := <-srv.answers; r.Status != cfn.StatusSuccess || len(hp.puts) != 1 {
 		t.Errorf("dry run: %s %q, puts %v; want the hook put", r.Status, r.Reason, hp.puts)
+	}
+}
+
+// An answer that cannot reach CloudFormation is the invocation's error, so
+// that Lambda tries again (CloudFormation would wait an hour otherwise).
+func TestStackResourceAnswerLost(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	e := newEnv()
+	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}}
+	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: &hookPutter{fakeASG: e.asg}}, nil)
+	if _, err := h.Handle(context.Background(), stackPayload(t, url, cfn.RequestCreate, hookProps("blue"), nil)); err == nil || !strings.Contains(err.Error(), "answering CloudFormation") {
+		t.Errorf("answer lost: %v; want an error for Lambda to retry", err)
 	}
 }
