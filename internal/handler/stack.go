@@ -121,12 +121,12 @@ func (h *Handler) serveHooks(ctx context.Context, req cfn.Event) ([]string, erro
 	// run with no hooks would see no scale-in)
 	const dry = false
 	var did, failed []string
-	remove := func(groups []string, names []string) {
+	remove := func(groups []string, names []string) []string {
 		removed, f := discovery.Remove(ctx, h.c.Hooks, groups, names, dry)
 		for _, r := range removed {
 			did = append(did, "removed "+r)
 		}
-		failed = append(failed, f...)
+		return f
 	}
 	switch req.RequestType {
 	case cfn.RequestCreate, cfn.RequestUpdate:
@@ -153,7 +153,15 @@ func (h *Handler) serveHooks(ctx context.Context, req cfn.Event) ([]string, erro
 							drop = append(drop, n)
 						}
 					}
-					remove([]string{g}, drop)
+					// one that cannot be removed does not fail the update
+					// (a rollback would not remove it either: the grant on
+					// a group no longer listed may be gone already); it is
+					// said, with what removes it
+					for _, f := range remove([]string{g}, drop) {
+						did = append(did, "left "+f)
+						h.log.ErrorContext(ctx, "a hook the stack no longer wants was left: remove it by hand (aws autoscaling delete-lifecycle-hook)",
+							"group", g, "hooks", drop, "error", f)
+					}
 				}
 			}
 		}
@@ -168,7 +176,7 @@ func (h *Handler) serveHooks(ctx context.Context, req cfn.Event) ([]string, erro
 			groups = append(groups, *g.AutoScalingGroupName)
 		}
 		slices.Sort(groups)
-		remove(slices.Compact(groups), props.names())
+		failed = append(failed, remove(slices.Compact(groups), props.names())...)
 	default:
 		return nil, fmt.Errorf("request type %q is not one CloudFormation sends", req.RequestType)
 	}

@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -168,5 +169,25 @@ func TestStackResourceAnswerLost(t *testing.T) {
 	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: &hookPutter{fakeASG: e.asg}}, nil)
 	if _, err := h.Handle(context.Background(), stackPayload(t, url, cfn.RequestCreate, hookProps("blue"), nil)); err == nil || !strings.Contains(err.Error(), "answering CloudFormation") {
 		t.Errorf("answer lost: %v; want an error for Lambda to retry", err)
+	}
+}
+
+// An update whose old hook cannot be removed (its group's grant already
+// gone) still succeeds, saying what it left; a delete that cannot remove a
+// hook fails, naming it.
+func TestStackResourceLeftHook(t *testing.T) {
+	srv := newCFNServer(t)
+	e := newEnv()
+	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, {AutoScalingGroupName: aws.String("green")}}
+	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{"green": {{LifecycleHookName: aws.String("node-drainer-terminate")}}},
+		deleteErr: errors.New("AccessDenied")}
+	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil)
+	out, err := h.Handle(context.Background(), stackPayload(t, srv.URL, cfn.RequestUpdate, hookProps("blue"), hookProps("blue", "green")))
+	if r := <-srv.answers; err != nil || r.Status != cfn.StatusSuccess || !strings.Contains(out.Detail, "left green") {
+		t.Errorf("update: %s %q, outcome %q, %v; want SUCCESS saying green's hook was left", r.Status, r.Reason, out.Detail, err)
+	}
+	_, err = h.Handle(context.Background(), stackPayload(t, srv.URL, cfn.RequestDelete, hookProps("green"), nil))
+	if r := <-srv.answers; err != nil || r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, "green") {
+		t.Errorf("delete: %s %q, %v; want FAILED naming green", r.Status, r.Reason, err)
 	}
 }

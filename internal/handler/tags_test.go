@@ -108,10 +108,11 @@ func TestListedGroupAndForeignHookInTagMode(t *testing.T) {
 // hookPutter is discovery.API over fakeASG's groups, recording hooks put.
 type hookPutter struct {
 	*fakeASG
-	mu      sync.Mutex
-	have    map[string][]astypes.LifecycleHook
-	puts    []string
-	deletes []string
+	mu        sync.Mutex
+	have      map[string][]astypes.LifecycleHook
+	puts      []string
+	deletes   []string
+	deleteErr error // DeleteLifecycleHook fails
 }
 
 func (h *hookPutter) DescribeLifecycleHooks(_ context.Context, in *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
@@ -136,6 +137,9 @@ func (h *hookPutter) PutLifecycleHook(_ context.Context, in *autoscaling.PutLife
 func (h *hookPutter) DeleteLifecycleHook(_ context.Context, in *autoscaling.DeleteLifecycleHookInput, _ ...func(*autoscaling.Options)) (*autoscaling.DeleteLifecycleHookOutput, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.deleteErr != nil {
+		return nil, h.deleteErr
+	}
 	g := aws.ToString(in.AutoScalingGroupName)
 	h.deletes = append(h.deletes, g+"/"+aws.ToString(in.LifecycleHookName))
 	h.have[g] = slices.DeleteFunc(h.have[g], func(x astypes.LifecycleHook) bool {
