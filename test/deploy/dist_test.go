@@ -45,7 +45,7 @@ func TestMakeDist(t *testing.T) {
 		"node-drainer-" + version + "-arm64.zip": elf.EM_AARCH64,
 		"node-drainer-" + version + "-amd64.zip": elf.EM_X86_64,
 	}
-	release := []string{"SHA256SUMS", "template.yaml", RBACMain, RBACLeaseNamespace, RBACDeleteNodes}
+	release := []string{"SHA256SUMS", "template.yaml", "README.md", RBACMain, RBACLeaseNamespace, RBACDeleteNodes}
 	for name := range zips {
 		release = append(release, name)
 	}
@@ -212,6 +212,15 @@ func TestMakeDist(t *testing.T) {
 		}
 		if diff := Diff(repo, packaged); len(diff) > 0 {
 			t.Errorf("the packaged template describes another stack:\n%s", strings.Join(diff, "\n"))
+		}
+		// publishable from the release's directory (sam package uploads
+		// the ReadmeUrl beside it)
+		problems, err := sarProblems(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range problems {
+			t.Errorf("the packaged template, for the Serverless Application Repository: %s", p)
 		}
 		if _, err := exec.LookPath("cfn-lint"); err != nil {
 			t.Skip("cfn-lint not installed: the packaged template is not linted")
