@@ -64,6 +64,21 @@ type Hook struct {
 	DefaultResult    string
 }
 
+// Wanted are node-drainer's hooks as the templates make them: the
+// terminate and the launch hook, each when asked for and named, with the
+// heartbeat timeout given (seconds) and default result CONTINUE. The sweep's
+// hooks on tagged groups and the stack's on listed groups are these.
+func Wanted(terminate string, createTerminate bool, launch string, createLaunch bool, heartbeat int32) []Hook {
+	var hooks []Hook
+	if createTerminate && terminate != "" {
+		hooks = append(hooks, Hook{Name: terminate, Transition: Terminating, HeartbeatTimeout: heartbeat, DefaultResult: "CONTINUE"})
+	}
+	if createLaunch && launch != "" {
+		hooks = append(hooks, Hook{Name: launch, Transition: Launching, HeartbeatTimeout: heartbeat, DefaultResult: "CONTINUE"})
+	}
+	return hooks
+}
+
 // Tagged lists the groups carrying tag (every page of a describe filtered
 // by it), each checked again for the tag.
 func Tagged(ctx context.Context, api autoscaling.DescribeAutoScalingGroupsAPIClient, tag Tag) ([]astypes.AutoScalingGroup, error) {

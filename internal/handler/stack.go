@@ -1,7 +1,6 @@
 package handler
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,15 +55,10 @@ type hookProperties struct {
 // stackRequest reports whether payload is a CloudFormation custom resource
 // request (not an EventBridge event), and decodes it.
 func stackRequest(payload []byte) (cfn.Event, bool) {
-	var probe struct {
-		RequestType, ResponseURL, StackID, ResourceType *string
-	}
-	if !bytes.HasPrefix(bytes.TrimLeft(payload, " \t\r\n"), []byte("{")) || json.Unmarshal(payload, &probe) != nil ||
-		probe.RequestType == nil || probe.ResponseURL == nil || probe.StackID == nil || probe.ResourceType == nil {
-		return cfn.Event{}, false
-	}
 	var req cfn.Event
-	if err := json.Unmarshal(payload, &req); err != nil {
+	// a payload that is no object, or an event (none has these fields), is
+	// for event.ParseInvocation
+	if json.Unmarshal(payload, &req) != nil || req.RequestType == "" || req.ResponseURL == "" || req.StackID == "" || req.ResourceType == "" {
 		return cfn.Event{}, false
 	}
 	return req, true
@@ -199,14 +193,17 @@ func decodeHookProperties(m map[string]any) (hookProperties, error) {
 	return p, nil
 }
 
-// names are the hooks the properties create.
+// wanted are the hooks the properties create (heartbeat: the timeout they
+// are put with).
+func (p hookProperties) wanted(heartbeat int32) []discovery.Hook {
+	return discovery.Wanted(p.TerminateHookName, p.CreateTerminateHook == "true", p.LaunchHookName, p.CreateLaunchHook == "true", heartbeat)
+}
+
+// names are the names of the hooks the properties create.
 func (p hookProperties) names() []string {
 	var n []string
-	if p.CreateTerminateHook == "true" && p.TerminateHookName != "" {
-		n = append(n, p.TerminateHookName)
-	}
-	if p.CreateLaunchHook == "true" && p.LaunchHookName != "" {
-		n = append(n, p.LaunchHookName)
+	for _, h := range p.wanted(0) {
+		n = append(n, h.Name)
 	}
 	return n
 }
@@ -218,18 +215,11 @@ func (p hookProperties) hooks() ([]discovery.Hook, error) {
 	if err != nil || hb < 30 || hb > 7200 {
 		return nil, fmt.Errorf("HeartbeatTimeout %q: want whole seconds from 30 to 7200", p.HeartbeatTimeout)
 	}
-	var hooks []discovery.Hook
-	if p.CreateTerminateHook == "true" {
-		if p.TerminateHookName == "" {
-			return nil, errors.New("CreateTerminateHook without a TerminateHookName")
-		}
-		hooks = append(hooks, discovery.Hook{Name: p.TerminateHookName, Transition: discovery.Terminating, HeartbeatTimeout: int32(hb), DefaultResult: "CONTINUE"})
+	if p.CreateTerminateHook == "true" && p.TerminateHookName == "" {
+		return nil, errors.New("CreateTerminateHook without a TerminateHookName")
 	}
-	if p.CreateLaunchHook == "true" {
-		if p.LaunchHookName == "" {
-			return nil, errors.New("CreateLaunchHook without a LaunchHookName")
-		}
-		hooks = append(hooks, discovery.Hook{Name: p.LaunchHookName, Transition: discovery.Launching, HeartbeatTimeout: int32(hb), DefaultResult: "CONTINUE"})
+	if p.CreateLaunchHook == "true" && p.LaunchHookName == "" {
+		return nil, errors.New("CreateLaunchHook without a LaunchHookName")
 	}
-	return hooks, nil
+	return p.wanted(int32(hb)), nil
 }

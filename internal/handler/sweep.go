@@ -217,14 +217,7 @@ func (r *run) ensureHooks(ctx context.Context) (discovery.Result, error) {
 	if !c.SelectsByTag() || r.h.c.Hooks == nil {
 		return discovery.Result{}, nil
 	}
-	var hooks []discovery.Hook
-	hb := int32(c.HeartbeatTimeout / time.Second)
-	if c.CreateTerminateHook {
-		hooks = append(hooks, discovery.Hook{Name: c.TerminateHookName, Transition: discovery.Terminating, HeartbeatTimeout: hb, DefaultResult: "CONTINUE"})
-	}
-	if c.CreateLaunchHook {
-		hooks = append(hooks, discovery.Hook{Name: c.LaunchHookName, Transition: discovery.Launching, HeartbeatTimeout: hb, DefaultResult: "CONTINUE"})
-	}
+	hooks := discovery.Wanted(c.TerminateHookName, c.CreateTerminateHook, c.LaunchHookName, c.CreateLaunchHook, int32(c.HeartbeatTimeout/time.Second))
 	res, err := discovery.Ensure(ctx, r.h.c.Hooks, discovery.Tag{Key: c.ASGTagKey, Value: c.ASGTagValue}, hooks, c.DryRun)
 	if len(res.Put) > 0 {
 		msg := "lifecycle hooks put on tagged groups"
