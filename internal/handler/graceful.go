@@ -581,7 +581,7 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 		return false, nil
 	}
 	if len(res.Evicted) > 0 {
-		r.record(ctx, n, node.EventDrainCompleted(r.out.Evicted))
+		r.recordSoon(ctx, n, node.EventDrainCompleted(r.out.Evicted))
 	}
 	if dead {
 		return true, nil // no kubelet unmounts them: the abrupt path releases the volumes
@@ -670,7 +670,7 @@ func (r *run) waitVolumes(ctx context.Context, n *corev1.Node, claims []string, 
 		return nil // the pods are gone; the attacher finishes on its own
 	}
 	r.step(StepVolumes, "detached (waited %s): %s", r.h.now().Sub(begin).Round(time.Millisecond), strings.Join(pvs, ", "))
-	r.record(ctx, n, node.EventVolumesDetached(r.h.now().Sub(begin), pvs))
+	r.recordSoon(ctx, n, node.EventVolumesDetached(r.h.now().Sub(begin), pvs))
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -215,6 +216,7 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome,
 // "handled" log line. The sweep ends the run of each instance it handles so
 // too.
 func (r *run) end(ctx context.Context, err error) error {
+	r.recording.Wait()
 	r.out.DurationMS = r.h.now().Sub(r.rep.begun).Milliseconds()
 	r.finishReport()
 	level := slog.LevelInfo
@@ -247,6 +249,8 @@ type run struct {
 	// tagged: the lifecycle action's group is ours by its tag
 	// (ASG_TAG_KEY), read at the moment of acting, not by ASG_NAMES
 	tagged bool
+	// recording: the Events recordSoon is writing; end waits for them
+	recording sync.WaitGroup
 }
 
 func (r *run) dispatch(ctx context.Context) error {
@@ -357,6 +361,13 @@ func (r *run) record(ctx context.Context, n *corev1.Node, e node.Event) {
 	if err := r.recorder().Record(ctx, n, e); err != nil {
 		r.log.WarnContext(ctx, "could not record event", "error", err)
 	}
+}
+
+// recordSoon is record in the background, for an Event that nothing after
+// it waits for: a drain's end is told to the people reading the node while
+// the hook is being completed, not before. The invocation's end waits for it.
+func (r *run) recordSoon(ctx context.Context, n *corev1.Node, e node.Event) {
+	r.recording.Go(func() { r.record(ctx, n, e) })
 }
 
 func (r *run) drainer(cause node.Cause, dead bool) *drain.Drainer {
