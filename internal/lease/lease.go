@@ -130,15 +130,29 @@ func AcquireFrom(ctx context.Context, c kubernetes.Interface, ns, name, holder, 
 		clk = clock.RealClock{}
 	}
 	cl := &Claim{client: c, ns: ns, name: name, holder: holder, clock: clk}
-	l, err := c.CoordinationV1().Leases(ns).Get(ctx, cl.name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
+	// created first: an instance's first event (the usual case) finds no
+	// lease, and takes it in one request; the create is atomic, so a lease
+	// that exists (a duplicate, a continuation, a key finished) fails it
+	// and is read and judged as before
+	var l *coordinationv1.Lease
+	for tries := 0; ; tries++ {
+		var err error
 		l, err = c.CoordinationV1().Leases(ns).Create(ctx, cl.fresh(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: cl.name, Namespace: ns,
 			Labels: leaseLabels}}), metav1.CreateOptions{})
-		cl.wrote(l, err)
-		return cl, cl.classify(err)
-	case err != nil:
-		return nil, cl.classify(err)
+		if !apierrors.IsAlreadyExists(err) {
+			cl.wrote(l, err)
+			return cl, cl.classify(err)
+		}
+		l, err = c.CoordinationV1().Leases(ns).Get(ctx, cl.name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err) && tries == 0:
+			continue // deleted between the two: created again
+		case apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("%w: lease %s/%s created and deleted by others while this one took it", ErrHeld, ns, cl.name)
+		case err != nil:
+			return nil, cl.classify(err)
+		}
+		break
 	}
 	if key != "" && l.Annotations[AnnotationDone] == key {
 		return nil, fmt.Errorf("%w: lease %s/%s says %s", ErrDone, ns, cl.name, key)

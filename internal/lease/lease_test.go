@@ -128,9 +128,36 @@ func TestRaceLostIsHeld(t *testing.T) {
 	}
 }
 
+// An instance's first event finds no lease and takes it with one request,
+// a create; a lease that exists is read after the create fails.
+func TestAcquireCreatesFirst(t *testing.T) {
+	c := newClient()
+	if _, err := Acquire(context.Background(), c, ns, Name(inst), "req-a", "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := verbs(c); !slices.Equal(got, []string{"create"}) {
+		t.Fatalf("first acquire sent %v, want one create", got)
+	}
+	c.ClearActions()
+	if _, err := Acquire(context.Background(), c, ns, Name(inst), "req-b", "t", nil); !errors.Is(err, ErrHeld) {
+		t.Fatalf("second holder while the first renews: %v, want ErrHeld", err)
+	}
+	if got := verbs(c); !slices.Equal(got, []string{"create", "get"}) {
+		t.Fatalf("acquire of a held lease sent %v, want create then get", got)
+	}
+}
+
+func verbs(c *fake.Clientset) []string {
+	var out []string
+	for _, a := range c.Actions() {
+		out = append(out, a.GetVerb())
+	}
+	return out
+}
+
 func TestUnavailable(t *testing.T) {
 	c := newClient()
-	c.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+	c.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, Name(inst), errors.New("no role"))
 	})
 	if _, err := Acquire(context.Background(), c, ns, Name(inst), "req-a", "t", nil); !errors.Is(err, ErrUnavailable) {
