@@ -63,11 +63,31 @@ type Options struct {
 	// with the drains of other nodes (nil: the drain's jitter alone spaces
 	// them).
 	Turns Turns
+	// OnPhase, if set, is told when each round of the drain reaches a
+	// phase (PhasePlanned, PhaseWatching, PhaseGone), with a detail: where
+	// a drain's time goes.
+	OnPhase func(phase Phase, detail string)
 	// Clock is what the drain reads the time from and waits on: the pacing
 	// of evictions, the PDBs' turns, each tier's share of the time left
 	// (nil: the real clock). The drain's own end is its context's deadline,
 	// which runs on the real clock.
 	Clock clock.WithTicker
+}
+
+// Phase is a point a drain's round reaches (Options.OnPhase).
+type Phase string
+
+// The phases of a drain's round, in order.
+const (
+	PhasePlanned  Phase = "planned"   // the node's pods listed and filtered
+	PhaseWatching Phase = "watching"  // the pods' and PDBs' watches listed
+	PhaseGone     Phase = "pods-gone" // every eviction answered, the pods gone or given up
+)
+
+func (d *Drainer) phase(p Phase, format string, args ...any) {
+	if d.opts.OnPhase != nil {
+		d.opts.OnPhase(p, fmt.Sprintf(format, args...))
+	}
 }
 
 // Turns orders the evictions of several drains under the PDBs they share
@@ -284,8 +304,10 @@ func (d *Drainer) drainPods(ctx context.Context, node string, pods []corev1.Pod)
 		}
 		return res
 	}
+	d.phase(PhasePlanned, "%d pods: %s", len(pods), plan.Sizes())
 	r := d.start(ctx, node, pods)
 	defer r.stop()
+	d.phase(PhaseWatching, "the node's pods, the PDBs of %s", r.pdbScope)
 	var wg sync.WaitGroup
 	var started []corev1.Pod // the pods of the tiers started
 	tiersLeft := 0
@@ -310,6 +332,7 @@ func (d *Drainer) drainPods(ctx context.Context, node string, pods []corev1.Pod)
 	}
 	wg.Wait()
 	werr := r.waitGone(ctx)
+	d.phase(PhaseGone, "%d of %d pods gone", r.goneCount(), len(pods))
 	for _, p := range pods {
 		pp := Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
 		st, reason := r.get(p.UID)

@@ -2,6 +2,7 @@ package drain
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -57,6 +58,17 @@ func (p Plan) String() string {
 		}
 	}
 	return b.String()
+}
+
+// Sizes counts each non-empty tier's pods ("rwo-volumes 2, other 108").
+func (p Plan) Sizes() string {
+	var parts []string
+	for _, t := range Tiers {
+		if len(p[t]) > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", t, len(p[t])))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Order sorts pods into tiers. A pod's claims are read to learn their

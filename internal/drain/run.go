@@ -77,6 +77,7 @@ type run struct {
 	behind     map[string]time.Time
 	lapsed     map[string]bool // behind past turnGrace, said in the log
 	announcing int
+	pdbScope   string // whose PDBs are watched, for the log
 	pending    sets.Set[string]
 	change     cluster.Signal // a pod's state changed
 	freed      cluster.Signal // an eviction in flight returned
@@ -139,8 +140,10 @@ func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod) *ru
 			nss = append(nss, p.Namespace)
 		}
 	}
+	r.pdbScope = fmt.Sprintf("%d namespaces", len(nss))
 	if len(nss) > maxPDBNamespaces {
 		nss = []string{metav1.NamespaceAll}
+		r.pdbScope = "every namespace"
 	}
 	var lws []*cache.ListWatch
 	for _, ns := range nss {
@@ -207,6 +210,18 @@ func (r *run) present() map[types.UID]bool {
 // not it) has left the node, as far as the watch has seen.
 func (r *run) gone(uid types.UID) bool {
 	return r.pods.Synced() && !r.present()[uid]
+}
+
+// goneCount is how many of the drain's pods have left the node, as far as
+// the watch has seen.
+func (r *run) goneCount() int {
+	n := 0
+	for _, p := range r.want {
+		if r.gone(p.UID) {
+			n++
+		}
+	}
+	return n
 }
 
 // current is the pod as the watch last saw it (p itself if unseen).

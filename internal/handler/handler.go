@@ -376,6 +376,7 @@ func (r *run) drainer(cause node.Cause, dead bool) *drain.Drainer {
 		EvictUnmanaged:     r.h.cfg.EvictUnmanagedPods,
 		DryRun:             r.h.cfg.DryRun,
 		OnPDBWait:          r.pdbWait,
+		OnPhase:            func(p drain.Phase, detail string) { r.step(string(p), "%s", detail) },
 		CriticalPriority:   r.h.cfg.CriticalPriority,
 		Unordered:          dead, // a dead kubelet ends no pod: tiers would never end
 		Clock:              r.h.clock,

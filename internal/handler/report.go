@@ -27,6 +27,8 @@ const (
 	StepPlanned       = "planned"
 	StepMarked        = "marked"
 	StepEvicting      = "evicting"
+	StepWatching      = "watching"  // drain.PhaseWatching
+	StepPodsGone      = "pods-gone" // drain.PhaseGone
 	StepPDBWait       = "pdb-wait"
 	StepEvicted       = "evicted"
 	StepVolumes       = "volumes-released"

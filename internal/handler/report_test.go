@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/node-drainer/node-drainer/internal/drain"
 	"github.com/node-drainer/node-drainer/internal/metrics"
 	"github.com/node-drainer/node-drainer/internal/version"
 )
@@ -56,7 +57,7 @@ func TestTimelineAndMetrics(t *testing.T) {
 	}{
 		{
 			name: "terminate drained", payload: terminateEvent(idA), ec2: running,
-			steps: []string{StepLookup, StepMarked, StepEvicting, StepEvicted, StepVolumes, StepHookCompleted},
+			steps: []string{StepLookup, StepMarked, StepEvicting, StepPlanned, StepWatching, StepPodsGone, StepEvicted, StepVolumes, StepHookCompleted},
 			values: map[string]any{"FunctionName": "node-drainer", "Event": "terminate", "Result": "drained", "Invocations": 1.0, "PodsEvicted": 2.0,
 				"LifecycleResult": "CONTINUE", "CompletionReason": "drained", "HooksCompleted": 1.0, "PDBBlockedSeconds": 0.0,
 				"version": version.Get()},
@@ -140,4 +141,13 @@ func timelineDetail(out Outcome, step string) string {
 		}
 	}
 	return ""
+}
+
+// The drain's phases are the timeline's steps of the same names.
+func TestDrainPhasesAreSteps(t *testing.T) {
+	for phase, step := range map[drain.Phase]string{drain.PhasePlanned: StepPlanned, drain.PhaseWatching: StepWatching, drain.PhaseGone: StepPodsGone} {
+		if string(phase) != step {
+			t.Errorf("drain phase %q is reported as step %q: the names differ", phase, step)
+		}
+	}
 }
