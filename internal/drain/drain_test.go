@@ -1424,12 +1424,17 @@ func TestPDBsWatchedByNamespace(t *testing.T) {
 			if !r.pdbs.Synced() {
 				t.Fatal("the PDBs' watches did not sync")
 			}
-			seen := map[string][]string{}
-			for _, a := range c.Actions() {
-				if a.GetResource().Resource == "poddisruptionbudgets" {
-					seen[a.GetVerb()] = append(seen[a.GetVerb()], a.GetNamespace())
+			// synced is the lists' end; each watch is opened just after it
+			var seen map[string][]string
+			_ = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+				seen = map[string][]string{}
+				for _, a := range c.Actions() {
+					if a.GetResource().Resource == "poddisruptionbudgets" {
+						seen[a.GetVerb()] = append(seen[a.GetVerb()], a.GetNamespace())
+					}
 				}
-			}
+				return len(seen["watch"]) >= len(tc.want), nil
+			})
 			for _, verb := range []string{"list", "watch"} {
 				got := slices.Sorted(slices.Values(seen[verb]))
 				if !slices.Equal(got, tc.want) {
