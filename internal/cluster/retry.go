@@ -11,6 +11,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 )
 
 // Retriable reports Kubernetes API errors that a retry may cure: conflicts,
@@ -85,15 +86,25 @@ func RetryPinned(ctx context.Context, fn func() error) error {
 func RetriablePinned(err error) bool { return Retriable(err) && !apierrors.IsConflict(err) }
 
 // RetryIf is Retry for the errors retriable says may be cured.
+// A conflict (fn reads again inside) is retried at client-go's
+// retry.DefaultRetry pace first, as RetryOnConflict does: it says only that
+// another writer came between the read and the write (on a Node, the
+// controllers' own updates), not that the server needs relief; past those
+// steps, Backoff.
 func RetryIf(ctx context.Context, retriable func(error) bool, fn func() error) error {
-	b := Backoff()
+	b, conflicts := Backoff(), retry.DefaultRetry
 	clk := Clock(ctx)
 	for attempt := 1; ; attempt++ {
 		err := fn()
 		if err == nil || !retriable(err) || ctx.Err() != nil {
 			return err
 		}
-		pause := Pause(&b, err)
+		var pause time.Duration
+		if apierrors.IsConflict(err) && conflicts.Steps > 0 {
+			pause = conflicts.Step()
+		} else {
+			pause = Pause(&b, err)
+		}
 		if d, ok := ctx.Deadline(); ok && d.Sub(clk.Now()) < pause {
 			return err // no time left for another try
 		}
