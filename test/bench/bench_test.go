@@ -551,6 +551,7 @@ func rwoFailover(b *testing.B, ctx context.Context, stopping time.Duration) (fai
 	if err != nil {
 		b.Fatal(err)
 	}
+	progress("rwo failover: the function's timeline: %s", timeline(&out))
 	at, where, ok := waitMoved(ctx, s.name, "db-0", pv, target.PrivateDNSName, 50*time.Millisecond, 2*time.Minute)
 	if !ok {
 		dumpPods(b, ctx, s.name, pv)
