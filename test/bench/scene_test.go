@@ -126,9 +126,22 @@ func (s *scene) onlyOn(ctx context.Context, target harness.Instance, build func(
 
 // remove deletes what the scene put in the cluster, so later runs meet a
 // cluster of the same size: its pods at once (grace 0, also those of a dead
-// kubelet), its namespace, nodes, PVs and their VolumeAttachments.
+// kubelet), its namespace, nodes, PVs and their VolumeAttachments. It
+// returns once the namespace is gone (2 minutes at most): the namespace
+// controller's and the garbage collector's work (hundreds of Events,
+// ReplicaSets, pods' replacements) is then not done inside the next
+// scene's measured time.
 func (s *scene) remove(ctx context.Context) {
 	removeNamespace(ctx, s.name, false)
+	defer func() {
+		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := env.Client.CoreV1().Namespaces().Get(ctx, s.name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			progress("scene %s: namespace not gone after 2 minutes; going on", s.name)
+		}
+	}()
 	for _, i := range s.insts {
 		_ = env.Client.CoreV1().Nodes().Delete(ctx, i.PrivateDNSName, metav1.DeleteOptions{})
 	}

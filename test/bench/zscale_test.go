@@ -155,7 +155,7 @@ func measureAt(b *testing.B, ctx context.Context, n int) {
 	apiRequestsMetric[prefix] = fmt.Sprintf("api_requests_110_pods_%d_nodes", n)
 	for i := range *flagScaleRuns {
 		drain, got := drain110(b, ctx, ours{}, prefix)
-		floor := drain110Floor(b, ctx)
+		floor := drain110Floor(b, ctx, "")
 		progress("scale %d: drain_110_pods run %d: %.2f s (floor %.2f s), invoke %.2f s, peak RSS %.1f MiB", n, i+1, drain, floor, got.invoke.Seconds(), got.rssMiB)
 		record(sizeMetric("drain_110_pods", n, "s"), drain)
 		record(sizeMetric("drain_110_pods", n, "floor_s"), floor)
