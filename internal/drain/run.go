@@ -141,6 +141,9 @@ func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod) *ru
 		}
 	}
 	r.pdbScope = fmt.Sprintf("%d namespaces", len(nss))
+	if len(nss) == 1 {
+		r.pdbScope = "namespace " + nss[0]
+	}
 	if len(nss) > maxPDBNamespaces {
 		nss = []string{metav1.NamespaceAll}
 		r.pdbScope = "every namespace"
