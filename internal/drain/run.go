@@ -218,9 +218,12 @@ func (r *run) gone(uid types.UID) bool {
 // goneCount is how many of the drain's pods have left the node, as far as
 // the watch has seen.
 func (r *run) goneCount() int {
-	n := 0
+	if !r.pods.Synced() {
+		return 0
+	}
+	present, n := r.present(), 0
 	for _, p := range r.want {
-		if r.gone(p.UID) {
+		if !present[p.UID] {
 			n++
 		}
 	}

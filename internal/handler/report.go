@@ -24,11 +24,11 @@ type Step struct {
 const (
 	StepLookup        = "lookup"
 	StepLeftAlone     = "left-alone"
-	StepPlanned       = "planned"
+	StepPlanned       = string(drain.PhasePlanned)
 	StepMarked        = "marked"
 	StepEvicting      = "evicting"
-	StepWatching      = "watching"  // drain.PhaseWatching
-	StepPodsGone      = "pods-gone" // drain.PhaseGone
+	StepWatching      = string(drain.PhaseWatching)
+	StepPodsGone      = string(drain.PhaseGone)
 	StepPDBWait       = "pdb-wait"
 	StepEvicted       = "evicted"
 	StepVolumes       = "volumes-released"

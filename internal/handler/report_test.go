@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/node-drainer/node-drainer/internal/drain"
 	"github.com/node-drainer/node-drainer/internal/metrics"
 	"github.com/node-drainer/node-drainer/internal/version"
 )
@@ -141,13 +140,4 @@ func timelineDetail(out Outcome, step string) string {
 		}
 	}
 	return ""
-}
-
-// The drain's phases are the timeline's steps of the same names.
-func TestDrainPhasesAreSteps(t *testing.T) {
-	for phase, step := range map[drain.Phase]string{drain.PhasePlanned: StepPlanned, drain.PhaseWatching: StepWatching, drain.PhaseGone: StepPodsGone} {
-		if string(phase) != step {
-			t.Errorf("drain phase %q is reported as step %q: the names differ", phase, step)
-		}
-	}
 }

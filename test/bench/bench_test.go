@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/node-drainer/node-drainer/internal/handler"
 	"github.com/node-drainer/node-drainer/test/harness"
@@ -48,8 +48,8 @@ func BenchmarkDrain110Pods(b *testing.B) {
 		floor := drain110Floor(b, ctx, "")
 		progress("drain_110_pods run %d: no drainer, the 110 evictions sent at once by the bench answered in %.2f s", i+1, floor)
 		record("drain_110_pods_floor_s", floor)
-		asDrainer := drain110Floor(b, ctx, drainerGroup)
-		progress("drain_110_pods run %d: no drainer, the 110 evictions sent at once as the group %s (its priority level) answered in %.2f s", i+1, drainerGroup, asDrainer)
+		asDrainer := drain110Floor(b, ctx, harness.DrainerGroup)
+		progress("drain_110_pods run %d: no drainer, the 110 evictions sent at once as the group %s (its priority level) answered in %.2f s", i+1, harness.DrainerGroup, asDrainer)
 		record("drain_110_pods_floor_as_drainer_s", asDrainer)
 	}
 	b.ReportMetric(0, "ns/op")
@@ -342,9 +342,6 @@ func timeline(o *handler.Outcome) string {
 	}
 	return strings.Join(parts, ", ") + fmt.Sprintf(" (of %.2f s)", float64(o.DurationMS)/1000)
 }
-
-// drainerGroup is the group the shipped RBAC and FlowSchema name.
-const drainerGroup = "node-drainer"
 
 // drain110Floor is the 110-pod scene drained by no drainer: the bench
 // cordons the node and sends the 110 evictions at once (the harness's admin
