@@ -332,11 +332,17 @@ func (d *Drainer) drainPods(ctx context.Context, node string, pods []corev1.Pod)
 	}
 	wg.Wait()
 	werr := r.waitGone(ctx)
-	d.phase(PhaseGone, "%d of %d pods gone", r.goneCount(), len(pods))
+	gone, left := r.goneNow(), 0
+	for _, p := range pods {
+		if !gone(p.UID) {
+			left++
+		}
+	}
+	d.phase(PhaseGone, "%d of %d pods gone", len(pods)-left, len(pods))
 	for _, p := range pods {
 		pp := Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
 		st, reason := r.get(p.UID)
-		if r.gone(p.UID) {
+		if gone(p.UID) {
 			res.Evicted = append(res.Evicted, pp)
 			continue
 		}

@@ -211,23 +211,13 @@ func (r *run) present() map[types.UID]bool {
 
 // gone reports whether the pod (its UID: a replacement of the same name is
 // not it) has left the node, as far as the watch has seen.
-func (r *run) gone(uid types.UID) bool {
-	return r.pods.Synced() && !r.present()[uid]
-}
+func (r *run) gone(uid types.UID) bool { return r.goneNow()(uid) }
 
-// goneCount is how many of the drain's pods have left the node, as far as
-// the watch has seen.
-func (r *run) goneCount() int {
-	if !r.pods.Synced() {
-		return 0
-	}
-	present, n := r.present(), 0
-	for _, p := range r.want {
-		if !present[p.UID] {
-			n++
-		}
-	}
-	return n
+// goneNow is gone for any pod, at one reading of the watch's store: a
+// drain's end asks it of each of its pods.
+func (r *run) goneNow() func(types.UID) bool {
+	synced, present := r.pods.Synced(), r.present()
+	return func(uid types.UID) bool { return synced && !present[uid] }
 }
 
 // current is the pod as the watch last saw it (p itself if unseen).
