@@ -227,7 +227,10 @@ type sweepRun struct {
 	pages int
 }
 
-func newSweeper(b *testing.B, ctx context.Context, tag string, asgs []string) *sweeper {
+// newSweeper starts a function that sweeps the groups asgs (the cluster tag
+// tag), behind a recording proxy of the apiserver; extra is more of its
+// configuration (NAME=value).
+func newSweeper(b *testing.B, ctx context.Context, tag string, asgs []string, extra ...string) *sweeper {
 	b.Helper()
 	serving, err := env.ServingTLS()
 	if err != nil {
@@ -239,7 +242,7 @@ func newSweeper(b *testing.B, ctx context.Context, tag string, asgs []string) *s
 	}
 	log := &harness.LogBuffer{}
 	rt, err := env.StartFunction(ctx, harness.FunctionOptions{Bootstrap: bootstrap, Timeout: 3 * time.Minute, Log: log, // a sweep takes seconds: a stall fails the run in minutes, its log kept
-		Env: []string{"CLUSTER_ENDPOINT=" + api.URL, "CLUSTER_TAG_KEY=" + tag, "ASG_NAMES=" + strings.Join(asgs, ",")}})
+		Env: append([]string{"CLUSTER_ENDPOINT=" + api.URL, "CLUSTER_TAG_KEY=" + tag, "ASG_NAMES=" + strings.Join(asgs, ",")}, extra...)})
 	if err != nil {
 		api.Stop()
 		b.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/node-drainer/node-drainer/internal/handler"
 	"github.com/node-drainer/node-drainer/test/harness"
 	"github.com/node-drainer/node-drainer/test/harness/moto"
 )
@@ -28,6 +29,9 @@ var (
 	flagScaleParallel = flag.Int("scale-parallel", 64, "BenchmarkScale: creations in flight while the cluster grows")
 	flagScaleLease    = flag.Int("scale-lease", 72, "BenchmarkScale: the scale nodes' Lease duration in seconds (renewed every quarter of it, which must stay inside -node-monitor-grace)")
 	flagScaleRunning  = flag.Bool("scale-running", false, "BenchmarkScale: kwok makes the scale pods Running (a second write per pod); without, they are bound and stay Pending")
+	// SWEEP_SHARD_NODES of the sharded sweep measured at each size: at
+	// 2,000 and 5,000 nodes a pass of 3 and 6 shards (0: not measured)
+	flagScaleShardNodes = flag.Int("scale-shard-nodes", 1000, "BenchmarkScale: SWEEP_SHARD_NODES of the sweep in shards measured at each size (0: none)")
 )
 
 // scaleSizes are the sizes of -scale-nodes and -scale-pods, in order.
@@ -151,6 +155,7 @@ func componentRSS() string {
 func measureAt(b *testing.B, ctx context.Context, n int) {
 	b.Helper()
 	sweepAt(b, ctx, n)
+	shardedSweepAt(b, ctx, n)
 	prefix := fmt.Sprintf("d110n%d", n)
 	apiRequestsMetric[prefix] = fmt.Sprintf("api_requests_110_pods_%d_nodes", n)
 	for i := range *flagScaleRuns {
@@ -176,14 +181,13 @@ func measureAt(b *testing.B, ctx context.Context, n int) {
 	}
 }
 
-// sweepAt: one group of 8 instance-backed nodes among the scale nodes, 2 of
-// them stopped with a pod each and 2 with a terminate hook whose event never
-// came; a sweep (which handles those 4), then a quiet one. The sweep names
-// its group (ASG_NAMES): EC2 and Auto Scaling are asked about that group,
-// the apiserver about the whole cluster.
-func sweepAt(b *testing.B, ctx context.Context, n int) {
+// plantSweep builds what a sweep at scale must find: one group of 8
+// instance-backed nodes among the scale nodes (named name, its instances
+// tagged with the cluster tag it returns), 2 of them stopped with a pod
+// each and 2 with a terminate hook whose event never came. The caller
+// removes the scene.
+func plantSweep(b *testing.B, ctx context.Context, name string) (*scene, string) {
 	b.Helper()
-	name := sceneName(fmt.Sprintf("sweep%d", n))
 	tag := "kubernetes.io/cluster/" + name
 	insts, err := env.CreateASG(ctx, harness.ASGSpec{Name: name, Size: 8, Hooks: true, ClusterTag: tag})
 	if err != nil {
@@ -191,32 +195,48 @@ func sweepAt(b *testing.B, ctx context.Context, n int) {
 	}
 	insts = uniqueNames(insts)
 	s := &scene{name: name, insts: insts}
-	defer s.remove(context.WithoutCancel(ctx))
-	if err := env.Namespace(ctx, name); err != nil {
+	fail := func(err error) {
+		s.remove(context.WithoutCancel(ctx))
 		b.Fatal(err)
+	}
+	if err := env.Namespace(ctx, name); err != nil {
+		fail(err)
 	}
 	addNodes(b, ctx, insts, name)
 	for i, d := range insts[:2] {
 		if _, err := env.BarePod(ctx, harness.Workload{Namespace: name, Name: fmt.Sprintf("lost-%d", i), Replicas: 1}, d.PrivateDNSName); err != nil {
-			b.Fatal(err)
+			fail(err)
 		}
 		if err := stopInstance(ctx, d); err != nil {
-			b.Fatal(err)
+			fail(err)
 		}
 	}
 	for i, h := range insts[2:4] {
 		if _, err := env.StartTerminating(ctx, name, h, fmt.Sprintf("token-%s-%d", name, i)); err != nil {
-			b.Fatal(err)
+			fail(err)
 		}
 	}
 	time.Sleep(16 * time.Second) // the stopped kubelets' Leases go stale
+	return s, tag
+}
+
+// sweepAt: the problems of plantSweep swept by one invocation
+// (SWEEP_SHARD_NODES=0: the pass is not split, whatever the size), which
+// handles those 4, then a quiet sweep; then shardedSweepAt. The sweep names
+// its group (ASG_NAMES): EC2 and Auto Scaling are asked about that group,
+// the apiserver about the whole cluster.
+func sweepAt(b *testing.B, ctx context.Context, n int) {
+	b.Helper()
+	name := sceneName(fmt.Sprintf("sweep%d", n))
+	s, tag := plantSweep(b, ctx, name)
+	defer s.remove(context.WithoutCancel(ctx))
 	if p, err := env.Client.CoreV1().Pods(name).Get(ctx, "lost-0", metav1.GetOptions{}); err == nil && p.Status.Phase == corev1.PodRunning {
 		p.ManagedFields = nil
 		if j, err := json.Marshal(p); err == nil {
 			record("running_pod_json_bytes", float64(len(j)))
 		}
 	}
-	sw := newSweeper(b, ctx, tag, []string{name})
+	sw := newSweeper(b, ctx, tag, []string{name}, "SWEEP_SHARD_NODES=0")
 	defer sw.stop()
 	first := sw.sweep(b, ctx)
 	if first.out.Sweep == nil {
@@ -234,6 +254,77 @@ func sweepAt(b *testing.B, ctx context.Context, n int) {
 	record(sizeMetric("sweep", n, "quiet_api_requests"), float64(quiet.reqs))
 	record(sizeMetric("sweep", n, "quiet_pages"), float64(quiet.pages))
 	record(sizeMetric("sweep", n, "peak_rss_mb"), rss)
+}
+
+// shardedSweepAt: the problems of plantSweep in a group of their own, swept
+// by a pass split in shards of -scale-shard-nodes Nodes, end to end: the
+// scheduled invocation (shard 0) reads every page, invokes one shard per
+// further block through the Lambda Invoke API, and acts on its own; each
+// shard reads its pages from its continue token and acts on its nodes. The
+// emulator runs the shards one after another in the same warm process (as
+// Lambda may; it may also run them side by side, each in its own). It
+// records the pass's time here (every shard, one after another), its
+// longest shard, its shards, requests and peak RSS, what the shards
+// handled (the 4) and how far the shards' nodes are from the pass's
+// (shard 0's own and elsewhere: 0 when each node is read by one shard).
+func shardedSweepAt(b *testing.B, ctx context.Context, n int) {
+	b.Helper()
+	if *flagScaleShardNodes <= 0 {
+		return
+	}
+	name := sceneName(fmt.Sprintf("shard%d", n))
+	s, tag := plantSweep(b, ctx, name)
+	defer s.remove(context.WithoutCancel(ctx))
+	sw := newSweeper(b, ctx, tag, []string{name}, fmt.Sprintf("SWEEP_SHARD_NODES=%d", *flagScaleShardNodes))
+	defer sw.stop()
+	before := len(sw.f.rt.Invocations())
+	reqs := len(sw.api.Requests())
+	first := sw.sweep(b, ctx)
+	if err := sw.f.rt.WaitIdle(ctx); err != nil {
+		sw.f.dump(b)
+		b.Fatal(err)
+	}
+	invs := sw.f.rt.Invocations()[before:]
+	if first.out.Sweep == nil || len(invs) == 0 {
+		sw.f.dump(b)
+		b.Fatalf("sharded sweep: outcome %+v, %d invocations: no summary", first.out, len(invs))
+	}
+	pass := first.out.Sweep
+	read, handled, longest := 0, 0, 0.0
+	seen := map[int]bool{}
+	end := invs[0].End
+	for _, inv := range invs {
+		var o handler.Outcome
+		if err := json.Unmarshal(inv.Response, &o); err != nil || !inv.OK() || o.Sweep == nil {
+			sw.f.dump(b)
+			b.Fatalf("sharded sweep: invocation %s (async %v): %s %s, outcome %s", inv.RequestID, inv.Async, inv.ErrorType, inv.Error, inv.Response)
+		}
+		if o.Sweep.Pass != pass.Pass || seen[o.Sweep.Shard] {
+			b.Fatalf("sharded sweep: shard %d of pass %q, in pass %q (shards seen %v)", o.Sweep.Shard, o.Sweep.Pass, pass.Pass, seen)
+		}
+		seen[o.Sweep.Shard] = true
+		read += o.Sweep.Nodes
+		handled += len(o.Sweep.Hooks) + len(o.Sweep.Dead)
+		longest = max(longest, inv.End.Sub(inv.Start).Seconds())
+		if inv.End.After(end) {
+			end = inv.End
+		}
+	}
+	if len(seen) != pass.Shards {
+		b.Fatalf("sharded sweep: %d invocations ran, shard 0 said %d shards", len(seen), pass.Shards)
+	}
+	took := end.Sub(invs[0].Queued).Seconds()
+	calls := len(sw.api.Requests()) - reqs
+	rss := sw.peakRSS(b)
+	progress("scale %d: sweep in shards of %d nodes: %d shards over %d nodes (%d in shard 0, %d elsewhere; the shards read %d), %d handled, %.2f s all told one after another (longest shard %.2f s), %d requests, peak RSS %.1f MiB",
+		n, *flagScaleShardNodes, pass.Shards, pass.Nodes+pass.NodesElsewhere, pass.Nodes, pass.NodesElsewhere, read, handled, took, longest, calls, rss)
+	record(sizeMetric("sweep_sharded", n, "s"), took)
+	record(sizeMetric("sweep_sharded", n, "longest_shard_s"), longest)
+	record(sizeMetric("sweep_sharded", n, "shards"), float64(pass.Shards))
+	record(sizeMetric("sweep_sharded", n, "handled"), float64(handled))
+	record(sizeMetric("sweep_sharded", n, "read_off"), float64(read-(pass.Nodes+pass.NodesElsewhere)))
+	record(sizeMetric("sweep_sharded", n, "api_requests"), float64(calls))
+	record(sizeMetric("sweep_sharded", n, "peak_rss_mb"), rss)
 }
 
 // launchAt: an instance launching with the launch hook, its event sent to a
@@ -354,6 +445,13 @@ func scaleRows() []row {
 			}},
 			row{pages, "-", nil},
 			row{sizeMetric("sweep", n, "peak_rss_mb"), "≤ 128", atMost(128)},
+			row{sizeMetric("sweep_sharded", n, "s"), "-", nil},
+			row{sizeMetric("sweep_sharded", n, "longest_shard_s"), "≤ 10", atMost(10)},
+			row{sizeMetric("sweep_sharded", n, "shards"), "-", nil},
+			row{sizeMetric("sweep_sharded", n, "handled"), "= 4", func(v float64) bool { return v == 4 }},
+			row{sizeMetric("sweep_sharded", n, "read_off"), "= 0", func(v float64) bool { return v == 0 }},
+			row{sizeMetric("sweep_sharded", n, "api_requests"), "-", nil},
+			row{sizeMetric("sweep_sharded", n, "peak_rss_mb"), "≤ 128", atMost(128)},
 			row{sizeMetric("drain_110_pods", n, "s"), "≤ 1.1 × drain_110_pods_s", func(v float64) bool {
 				base, ok := median("drain_110_pods_s")
 				return ok && v <= 1.1*base
