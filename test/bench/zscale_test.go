@@ -161,7 +161,7 @@ func measureAt(b *testing.B, ctx context.Context, n int) {
 	for i := range *flagScaleRuns {
 		drain, got := drain110(b, ctx, ours{}, prefix)
 		floor := drain110Floor(b, ctx, "")
-		progress("scale %d: drain_110_pods run %d: %.2f s (floor %.2f s), invoke %.2f s, peak RSS %.1f MiB", n, i+1, drain, floor, got.invoke.Seconds(), got.rssMiB)
+		progress("scale %d: drain_110_pods run %d: %.2f s (floor %.2f s), invoke %.2f s, peak RSS %.1f MiB; the function's timeline: %s", n, i+1, drain, floor, got.invoke.Seconds(), got.rssMiB, timeline(got.out))
 		record(sizeMetric("drain_110_pods", n, "s"), drain)
 		record(sizeMetric("drain_110_pods", n, "floor_s"), floor)
 		record(sizeMetric("drain_110_pods", n, "peak_rss_mb"), got.rssMiB)
