@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,9 +18,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/node-drainer/node-drainer/internal/drain"
 	"github.com/node-drainer/node-drainer/internal/handler"
 	"github.com/node-drainer/node-drainer/test/harness"
 )
@@ -36,7 +39,7 @@ func progress(format string, args ...any) {
 // evictions, no drainer (drain_110_pods_floor_s).
 func BenchmarkDrain110Pods(b *testing.B) {
 	needHarness(b)
-	defer failedIfFailed(b, "drain_110_pods_s", "drain_110_pods_invoke_s", "drain_110_pods_floor_s", "drain_110_pods_floor_as_drainer_s", "peak_rss_mb")
+	defer failedIfFailed(b, "drain_110_pods_s", "drain_110_pods_invoke_s", "drain_110_pods_floor_s", "drain_110_pods_floor_seen_gone_s", "drain_110_pods_floor_as_drainer_s", "peak_rss_mb")
 	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Minute)
 	defer cancel()
 	for i := range *flagRuns {
@@ -45,18 +48,30 @@ func BenchmarkDrain110Pods(b *testing.B) {
 		record("drain_110_pods_s", drain)
 		record("drain_110_pods_invoke_s", got.invoke.Seconds())
 		record("peak_rss_mb", got.rssMiB)
-		floor := drain110Floor(b, ctx, "")
-		progress("drain_110_pods run %d: no drainer, the 110 evictions sent at once by the bench answered in %.2f s", i+1, floor)
+		floor, seen := drain110FloorSeen(b, ctx, "")
+		progress("drain_110_pods run %d: no drainer, the 110 evictions sent at once by the bench answered in %.2f s, seen gone on a watch in %.2f s", i+1, floor, seen)
 		record("drain_110_pods_floor_s", floor)
+		if seen >= 0 {
+			record("drain_110_pods_floor_seen_gone_s", seen)
+		}
 		asDrainer := drain110Floor(b, ctx, harness.DrainerGroup)
 		progress("drain_110_pods run %d: no drainer, the 110 evictions sent at once as the group %s (its priority level) answered in %.2f s", i+1, harness.DrainerGroup, asDrainer)
 		record("drain_110_pods_floor_as_drainer_s", asDrainer)
+		if *flagInProcess {
+			in, tl := drain110InProcess(b, ctx)
+			progress("drain_110_pods run %d: the drain package inside the bench (admin client), cordon to every pod gone and listed again, in %.2f s: %s", i+1, in, tl)
+			record("drain_110_pods_in_process_s", in)
+		}
 	}
 	b.ReportMetric(0, "ns/op")
 	report(b, "drain_110_pods_s")
 	report(b, "drain_110_pods_invoke_s")
 	report(b, "drain_110_pods_floor_s")
+	report(b, "drain_110_pods_floor_seen_gone_s")
 	report(b, "drain_110_pods_floor_as_drainer_s")
+	if *flagInProcess {
+		report(b, "drain_110_pods_in_process_s")
+	}
 	report(b, "peak_rss_mb")
 }
 
@@ -353,6 +368,16 @@ func timeline(o *handler.Outcome) string {
 // FlowSchema's priority level as the function's do, so the level's seats
 // are told apart from the function's own work.
 func drain110Floor(b *testing.B, ctx context.Context, group string) float64 {
+	answered, _ := drain110FloorSeen(b, ctx, group)
+	return answered
+}
+
+// drain110FloorSeen is drain110Floor, and also the time from the first
+// eviction sent until a watch of the node's pods (opened at the listing's
+// resourceVersion, before the evictions) has seen every one of the 110 go:
+// what a drainer that must see its pods gone (rule 15) waits for at least,
+// the apiserver's watch cache delivering the deletions after it answered.
+func drain110FloorSeen(b *testing.B, ctx context.Context, group string) (answeredS, seenGoneS float64) {
 	b.Helper()
 	s, target := scene110(b, ctx, nil, "d110floor")
 	defer s.remove(context.WithoutCancel(ctx))
@@ -371,6 +396,31 @@ func drain110Floor(b *testing.B, ctx context.Context, group string) float64 {
 			b.Fatal(err)
 		}
 	}
+	w, err := env.Client.CoreV1().Pods(s.name).Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + target.PrivateDNSName, ResourceVersion: pods.ResourceVersion})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	left := map[types.UID]bool{}
+	for _, p := range pods.Items {
+		left[p.UID] = true
+	}
+	seen := make(chan time.Time, 1) // zero: the watch ended first
+	ended := ""
+	go func() {
+		defer close(seen)
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Deleted && left[p.UID] {
+				if delete(left, p.UID); len(left) == 0 {
+					seen <- time.Now()
+					return
+				}
+			}
+			if ev.Type == watch.Error {
+				ended = fmt.Sprintf("%v", ev.Object)
+			}
+		}
+	}()
 	errs := make([]error, len(pods.Items))
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -390,8 +440,81 @@ func drain110Floor(b *testing.B, ctx context.Context, group string) float64 {
 	if n := podsOn(b, ctx, s.name, target.PrivateDNSName); n != 0 {
 		b.Fatalf("%d pods still on the node after their evictions were answered", n)
 	}
-	return took.Seconds()
+	// the pods are gone (listed): the watch's view of it, a diagnostic, is
+	// waited for a while; a watch that ended first says nothing (-1)
+	select {
+	case gone, ok := <-seen:
+		if ok {
+			return took.Seconds(), gone.Sub(start).Seconds()
+		}
+		progress("floor: the watch ended before it saw the 110 pods go %s", ended)
+	case <-time.After(30 * time.Second):
+		progress("floor: the watch did not see the %d pods go within 30 s", len(pods.Items))
+	}
+	return took.Seconds(), -1
 }
+
+// drain110InProcess is the 110-pod scene drained by the function's own drain
+// package inside the bench, with the harness's admin client (exempt from
+// priority and fairness, already connected): from the cordon until Drain
+// returns (every pod evicted, seen gone on the watch, and the node's pods
+// listed again), and the phases' times. Beside the floor and the function,
+// it tells the drain's own code from the function's process, its client
+// and its other steps.
+func drain110InProcess(b *testing.B, ctx context.Context) (float64, string) {
+	b.Helper()
+	s, target := scene110(b, ctx, nil, "d110lib")
+	defer s.remove(context.WithoutCancel(ctx))
+	var mu sync.Mutex
+	var phases []string
+	var first, answered time.Time // the first eviction sent, the last answered
+	cfg := rest.CopyConfig(env.Admin)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			sent := time.Now()
+			resp, err := rt.RoundTrip(req)
+			if strings.HasSuffix(req.URL.Path, "/eviction") {
+				mu.Lock()
+				if first.IsZero() || sent.Before(first) {
+					first = sent
+				}
+				answered = time.Now()
+				mu.Unlock()
+			}
+			return resp, err
+		})
+	})
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	last := start
+	d := drain.New(client, drain.Options{GracePeriodSeconds: -1, OnPhase: func(p drain.Phase, _ string) {
+		mu.Lock()
+		defer mu.Unlock()
+		now := time.Now()
+		phases = append(phases, fmt.Sprintf("%s +%.2f", p, now.Sub(last).Seconds()))
+		last = now
+	}}, nil)
+	if err := env.SetUnschedulable(ctx, target.PrivateDNSName, true); err != nil {
+		b.Fatal(err)
+	}
+	res, err := d.Drain(ctx, target.PrivateDNSName)
+	took := time.Since(start).Seconds()
+	if err != nil || !res.Done() || len(res.Evicted) != 110 {
+		b.Fatalf("in-process drain: %d evicted, %d remaining, %v", len(res.Evicted), len(res.Remaining), err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return took, strings.Join(phases, ", ") + fmt.Sprintf(" (the evictions: the first sent %.2f s after the start, the last answered %.2f s after the first sent)",
+		first.Sub(start).Seconds(), answered.Sub(first).Seconds())
+}
+
+// roundTripFunc is an http.RoundTripper of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // drainPDB runs one scene: 2 of a 4-replica Deployment's pods on the target,
 // 2 on the other node, a PDB allowing 1 unavailable; event→hook completed

@@ -27,6 +27,7 @@ var (
 	flagProfile       = flag.String("profile", "", "a directory where CPU profiles of kube-apiserver and kube-controller-manager are written, taken over each storm's first -profile-for")
 	flagProfileFor    = flag.Duration("profile-for", 30*time.Second, "how long each storm's CPU profiles run (-profile)")
 	flagNodeGrace     = flag.Duration("node-monitor-grace", 20*time.Second, "the controller-manager's --node-monitor-grace-period (BenchmarkScale's nodes renew their Leases inside it: -scale-lease)")
+	flagInProcess     = flag.Bool("drain-in-process", false, "BenchmarkDrain110Pods: also drain a third scene with the function's drain package inside the bench (the admin client): drain_110_pods_in_process_s, the drain's own code without the function's process, its client or its other steps")
 	flagStopping      = flag.Duration("stopping", 20*time.Second, "rwo_failover_s: how long before the stopped event the kubelet dies (the instance's shutdown)")
 )
 
@@ -118,6 +119,8 @@ var rows = []row{
 	{"drain_110_pods_floor_s", "-", nil},
 	// the same, sent as the function's group: through its priority level
 	{"drain_110_pods_floor_as_drainer_s", "-", nil},
+	{"drain_110_pods_floor_seen_gone_s", "-", nil},
+	{"drain_110_pods_in_process_s", "-", nil},
 	{"drain_110_pods_other_5000_pods_s", "≤ 1.1 × drain_110_pods_s", func(v float64) bool {
 		base, ok := median("drain_110_pods_s")
 		return ok && v <= 1.1*base
