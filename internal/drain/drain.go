@@ -332,13 +332,7 @@ func (d *Drainer) drainPods(ctx context.Context, node string, pods []corev1.Pod)
 	}
 	wg.Wait()
 	werr := r.waitGone(ctx)
-	gone, left := r.goneNow(), 0
-	for _, p := range pods {
-		if !gone(p.UID) {
-			left++
-		}
-	}
-	d.phase(PhaseGone, "%d of %d pods gone", len(pods)-left, len(pods))
+	gone := r.goneNow()
 	for _, p := range pods {
 		pp := Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
 		st, reason := r.get(p.UID)
@@ -359,6 +353,7 @@ func (d *Drainer) drainPods(ctx context.Context, node string, pods []corev1.Pod)
 		pp.Reason = pp.Err.Error()
 		res.Remaining = append(res.Remaining, pp)
 	}
+	d.phase(PhaseGone, "%d of %d pods gone", len(res.Evicted), len(pods))
 	return res
 }
 
