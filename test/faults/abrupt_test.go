@@ -12,7 +12,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -58,8 +60,35 @@ func (x *X) replacementUntouched(uid types.UID) {
 		return
 	}
 	p, err := env.Client.CoreV1().Pods(x.ns).Get(x.ctx, "db-0", metav1.GetOptions{})
-	if err != nil || p.UID != uid || p.DeletionTimestamp != nil {
-		x.violate("the replacement db-0 (uid %s), which reused the name, was evicted or deleted", uid)
+	var now string
+	switch {
+	case err != nil && !apierrors.IsNotFound(err):
+		x.must(err) // the harness could not read: the scene proves nothing
+		return
+	case err != nil:
+		now = "gone"
+	case p.UID != uid:
+		now = "replaced again, by uid " + string(p.UID)
+	case p.DeletionTimestamp != nil:
+		now = "deleting"
+	default:
+		return
+	}
+	x.violate("the replacement db-0 (uid %s), which reused the name, was evicted or deleted: %s", uid, now)
+	x.podHistory("db-0")
+}
+
+// podHistory logs the Events of the namespace's pods of that name (who
+// created, scheduled, evicted or deleted them), to tell a violation's cause.
+func (x *X) podHistory(name string) {
+	sel := fields.Set{"involvedObject.kind": "Pod", "involvedObject.name": name}.AsSelector().String()
+	list, err := env.Client.CoreV1().Events(x.ns).List(x.ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		x.t.Logf("events of %s: %v", name, err)
+		return
+	}
+	for _, e := range list.Items {
+		x.t.Logf("event %s %s uid=%s %s/%s: %s", e.EventTime.Format(time.StampMicro), e.FirstTimestamp.Format(time.StampMilli), e.InvolvedObject.UID, e.Source.Component+e.ReportingController, e.Reason, e.Message)
 	}
 }
 
