@@ -44,8 +44,9 @@ const (
 	KindTestNotification Kind = "test-notification"
 
 	// KindStackResource is not an EventBridge event: CloudFormation's
-	// request to the stack's Custom::LifecycleHooks resource (SAM), which
-	// the handler serves before any event is parsed.
+	// request to the stack's Custom::LifecycleHooks resource (SAM), or the
+	// terraform module's aws_lambda_invocation of the same, which the
+	// handler serves before any event is parsed.
 	KindStackResource Kind = "stack-resource"
 	// KindUnknown: an event node-drainer does not handle (another source,
 	// detail-type, Health service or category). Ignore it.

@@ -178,6 +178,9 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome,
 	if req, ok := stackRequest(payload); ok {
 		return h.stackResource(ctx, req)
 	}
+	if req, ok, err := terraformRequest(payload); ok {
+		return h.terraformResource(ctx, req, err)
+	}
 	start := h.now()
 	ev, cont, err := event.ParseInvocation(payload)
 	if err != nil {

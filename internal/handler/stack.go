@@ -36,6 +36,14 @@ import (
 //
 // Only hooks of the names the properties give are ever touched (rule 9).
 
+// terraform's module has its own hook resources for the groups it lists, and
+// an aws_lambda_invocation (lifecycle_scope CRUD) for the rest: the module's
+// hook properties (no AsgNames) with terraform's action, create, update or
+// delete, under "tf". It is served as the custom resource's Create, Update
+// and Delete, answered as the invocation's result or error: `terraform
+// destroy` removes the hooks the sweep put on tagged groups, and fails,
+// saying which, when it cannot.
+
 // ActionHooks is the Action of a stack resource request.
 const ActionHooks Action = "lifecycle-hooks"
 
@@ -62,6 +70,63 @@ func stackRequest(payload []byte) (cfn.Event, bool) {
 		return cfn.Event{}, false
 	}
 	return req, true
+}
+
+// HooksRequest reports whether payload is the deployment's own request about
+// its lifecycle hooks (SAM's custom resource, terraform's invocation), which
+// a handler serves with its Auto Scaling client alone (Clients.Hooks).
+func HooksRequest(payload []byte) bool {
+	if _, ok := stackRequest(payload); ok {
+		return true
+	}
+	_, ok, _ := terraformRequest(payload)
+	return ok
+}
+
+// terraformMarker is the value of the module's input's NodeDrainer field.
+const terraformMarker = "lifecycle-hooks"
+
+// terraformRequest reports whether payload is the terraform module's
+// invocation, and gives it as the custom resource request it stands for.
+func terraformRequest(payload []byte) (cfn.Event, bool, error) {
+	var in map[string]any
+	if json.Unmarshal(payload, &in) != nil || in["NodeDrainer"] != terraformMarker {
+		return cfn.Event{}, false, nil
+	}
+	var tf struct {
+		Action    string         `json:"action"`
+		PrevInput map[string]any `json:"prev_input"`
+	}
+	if b, err := json.Marshal(in["tf"]); err != nil || json.Unmarshal(b, &tf) != nil {
+		return cfn.Event{}, true, errors.New(`terraform's invocation: "tf" is not an object`)
+	}
+	kind, ok := map[string]cfn.RequestType{"create": cfn.RequestCreate, "update": cfn.RequestUpdate, "delete": cfn.RequestDelete}[tf.Action]
+	if !ok {
+		return cfn.Event{}, true, fmt.Errorf("terraform's invocation: action %q is none of create, update, delete (lifecycle_scope must be CRUD)", tf.Action)
+	}
+	delete(in, "tf")
+	return cfn.Event{RequestType: kind, ResourceProperties: in, OldResourceProperties: tf.PrevInput}, true, nil
+}
+
+// terraformResource serves the module's invocation; the error is what
+// terraform reports (the apply or destroy fails on it).
+func (h *Handler) terraformResource(ctx context.Context, req cfn.Event, bad error) (Outcome, error) {
+	start := h.now()
+	out := Outcome{Event: event.KindStackResource, Action: ActionHooks}
+	var did []string
+	err := bad
+	if err == nil {
+		did, err = h.serveHooks(ctx, req)
+	}
+	out.DurationMS = h.now().Sub(start).Milliseconds()
+	out.Detail = strings.Join(did, ", ")
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelError
+		out.Action, out.Detail = ActionFailed, strings.TrimPrefix(out.Detail+"; "+err.Error(), "; ")
+	}
+	h.log.Log(ctx, level, "handled", "request", "terraform "+string(req.RequestType), "outcome", out, "error", err)
+	return out, err
 }
 
 // stackResource serves one custom resource request and answers

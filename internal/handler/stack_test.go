@@ -191,3 +191,77 @@ func TestStackResourceLeftHook(t *testing.T) {
 		t.Errorf("delete: %s %q, %v; want FAILED naming green", r.Status, r.Reason, err)
 	}
 }
+
+// terraformPayload is what aws_lambda_invocation.hooks sends (lifecycle_scope
+// CRUD): the module's input with terraform's action under "tf".
+func terraformPayload(t *testing.T, action string, props map[string]any) []byte {
+	t.Helper()
+	in := map[string]any{"NodeDrainer": "lifecycle-hooks"}
+	for k, v := range props {
+		if k != "AsgNames" && k != "ServiceToken" { // the module lists none: its own resources hook the listed groups
+			in[k] = v
+		}
+	}
+	in["tf"] = map[string]any{"action": action, "prev_input": nil}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// terraform's invocation: create checks the settings and changes nothing;
+// delete removes ours from the tagged groups (not another tool's hook, not
+// a group of another value); a bad setting or an action terraform's
+// CREATE_ONLY scope would send (none) is the invocation's error, with
+// nothing changed.
+func TestTerraformInvocationHooks(t *testing.T) {
+	e := newEnv()
+	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, taggedGroup("tagged", "true"), taggedGroup("other", "false")}
+	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
+		"blue":   {{LifecycleHookName: aws.String("node-drainer-terminate")}},
+		"tagged": {{LifecycleHookName: aws.String("node-drainer-terminate")}, {LifecycleHookName: aws.String("nth-terminate")}},
+		"other":  {{LifecycleHookName: aws.String("node-drainer-terminate")}},
+	}}
+	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil, WithClock(newMovingClock(func() time.Time { return e.now })))
+	handle := func(payload []byte) (Outcome, error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return h.Handle(ctx, payload)
+	}
+
+	bad := hookProps()
+	bad["HeartbeatTimeout"] = "5m"
+	if out, err := handle(terraformPayload(t, "create", bad)); err == nil || !strings.Contains(err.Error(), "HeartbeatTimeout") || out.Action != ActionFailed {
+		t.Errorf("create with a bad heartbeat: %s %q, %v; want an error naming HeartbeatTimeout", out.Action, out.Detail, err)
+	}
+	for _, action := range []string{"", "destroy"} {
+		if _, err := handle(terraformPayload(t, action, hookProps())); err == nil || !strings.Contains(err.Error(), "CRUD") {
+			t.Errorf("action %q: %v; want an error saying lifecycle_scope must be CRUD", action, err)
+		}
+	}
+	if out, err := handle(terraformPayload(t, "create", hookProps())); err != nil || out.Event != "stack-resource" || out.Action != ActionHooks {
+		t.Errorf("create: %+v, %v", out, err)
+	}
+	if out, err := handle(terraformPayload(t, "update", hookProps())); err != nil || out.Action != ActionHooks {
+		t.Errorf("update: %+v, %v", out, err)
+	}
+	if len(hp.puts) != 0 || len(hp.deletes) != 0 {
+		t.Fatalf("create, update and the refused requests changed hooks: puts %v, deletes %v", hp.puts, hp.deletes)
+	}
+
+	out, err := handle(terraformPayload(t, "delete", hookProps()))
+	if err != nil || !strings.Contains(out.Detail, "removed tagged/node-drainer-terminate") {
+		t.Fatalf("delete: %+v, %v", out, err)
+	}
+	if !slices.Equal(hp.deletes, []string{"tagged/node-drainer-terminate"}) {
+		t.Errorf("delete removed %v; want the tagged group's hook only (blue's is terraform's own resource, other's carries another value, nth's is not ours)", hp.deletes)
+	}
+
+	hp.deleteErr = errors.New("AccessDenied")
+	hp.have["tagged"] = append(hp.have["tagged"], astypes.LifecycleHook{LifecycleHookName: aws.String("node-drainer-terminate")})
+	if _, err := handle(terraformPayload(t, "delete", hookProps())); err == nil || !strings.Contains(err.Error(), "tagged") {
+		t.Errorf("a delete that cannot remove a hook: %v; want an error naming the group (terraform destroy fails on it)", err)
+	}
+}
