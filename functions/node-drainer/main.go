@@ -37,14 +37,12 @@ func main() {
 	level, _ := logging.ParseLevel(os.Getenv("LOG_LEVEL"))
 	log := logging.New(os.Stdout, os.Getenv("AWS_LAMBDA_LOG_FORMAT"), level)
 	starting(log)
-	h, err := setup(context.Background(), log)
+	s, err := setup(context.Background(), log)
 	if err != nil {
 		log.Error("node-drainer cannot start", "version", version.Get(), "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(func(ctx context.Context, payload json.RawMessage) (handler.Outcome, error) {
-		return h.Handle(ctx, payload)
-	})
+	lambda.Start(s.handle)
 }
 
 // starting writes the first log line of an execution environment: which
@@ -66,9 +64,44 @@ func awsHTTPClient(limit time.Duration) *awshttp.BuildableClient {
 	return awshttp.NewBuildableClient().WithTimeout(limit)
 }
 
-// setup reads the configuration and builds the clients once per execution
-// environment, so the Kubernetes token cache outlives single invocations.
-func setup(ctx context.Context, log *slog.Logger) (*handler.Handler, error) {
+// service is the function once its configuration is read: the handler,
+// built once the cluster's clients are (once per execution environment, so
+// the Kubernetes token cache outlives single invocations).
+type service struct {
+	log *slog.Logger
+	// connect builds the cluster's clients and the handler; it is tried at
+	// start and again by each invocation until it succeeds
+	connect func(context.Context) (*handler.Handler, error)
+	h       *handler.Handler
+	// hooks serves the deployment's own lifecycle-hook requests (SAM's
+	// custom resource, terraform's invocation), which need Auto Scaling
+	// only: an uninstall after the cluster is gone still removes the hooks
+	hooks *handler.Handler
+}
+
+// handle runs one invocation (Lambda runs one at a time per environment).
+func (s *service) handle(ctx context.Context, payload json.RawMessage) (handler.Outcome, error) {
+	if s.h == nil {
+		h, err := s.connect(ctx)
+		if err != nil {
+			if handler.HooksRequest(payload) {
+				s.log.WarnContext(ctx, "the cluster cannot be reached: serving the deployment's lifecycle-hook request without it", "error", err)
+				return s.hooks.Handle(ctx, payload)
+			}
+			s.log.ErrorContext(ctx, "node-drainer cannot reach its cluster", "version", version.Get(), "error", err)
+			return handler.Outcome{}, fmt.Errorf("node-drainer cannot start: %w", err)
+		}
+		s.h = h
+	}
+	return s.h.Handle(ctx, payload)
+}
+
+// setup reads the configuration and the AWS configuration (an error here is
+// the function's: it cannot start) and tries to reach the cluster. A
+// cluster it cannot reach now (its kubeconfig unreadable, DescribeCluster
+// failing, the cluster deleted before node-drainer) is said, and tried
+// again by the next invocation.
+func setup(ctx context.Context, log *slog.Logger) (*service, error) {
 	cfg, err := config.FromEnv(os.Getenv)
 	if err != nil {
 		return nil, err
@@ -83,35 +116,45 @@ func setup(ctx context.Context, log *slog.Logger) (*handler.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading AWS configuration: %w", err)
 	}
-	kubeconfig, err := cluster.LoadKubeconfig(ctx, cfg.KubeconfigPath, cfg.KubeconfigSSMParameter, cfg.KubeconfigSecretID,
-		ssm.NewFromConfig(awsCfg), secretsmanager.NewFromConfig(awsCfg))
-	if err != nil {
-		return nil, err
-	}
-	rest, err := cluster.RESTConfig(ctx, cluster.Source{
-		ClusterName:  cfg.ClusterName,
-		Endpoint:     cfg.ClusterEndpoint,
-		CAData:       cfg.ClusterCAData,
-		Kubeconfig:   kubeconfig,
-		QPS:          cfg.KubeQPS,
-		Burst:        cfg.KubeBurst,
-		RequestLimit: 30 * time.Second,
-	}, eks.NewFromConfig(awsCfg), sts.NewFromConfig(awsCfg))
-	if err != nil {
-		return nil, err
-	}
-	kube, err := cluster.NewClientset(rest)
-	if err != nil {
-		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
-	}
-	log.Info("node-drainer configured", "mode", cfg.Mode(), "cluster", cfg.ClusterName, "dryRun", cfg.DryRun)
 	asg := autoscaling.NewFromConfig(awsCfg)
-	return handler.New(cfg, handler.Clients{
-		Kube:        kube,
+	clients := handler.Clients{
 		EC2:         ec2.NewFromConfig(awsCfg),
 		ASG:         asg,
 		AutoScaling: asg,
 		Hooks:       asg,
 		Lambda:      awslambda.NewFromConfig(awsCfg),
-	}, log, handler.WithMetrics(os.Stdout)), nil // CloudWatch Logs extracts the EMF lines: no API call
+	}
+	metrics := handler.WithMetrics(os.Stdout) // CloudWatch Logs extracts the EMF lines: no API call
+	s := &service{log: log, hooks: handler.New(cfg, clients, log, metrics)}
+	s.connect = func(ctx context.Context) (*handler.Handler, error) {
+		kubeconfig, err := cluster.LoadKubeconfig(ctx, cfg.KubeconfigPath, cfg.KubeconfigSSMParameter, cfg.KubeconfigSecretID,
+			ssm.NewFromConfig(awsCfg), secretsmanager.NewFromConfig(awsCfg))
+		if err != nil {
+			return nil, err
+		}
+		rest, err := cluster.RESTConfig(ctx, cluster.Source{
+			ClusterName:  cfg.ClusterName,
+			Endpoint:     cfg.ClusterEndpoint,
+			CAData:       cfg.ClusterCAData,
+			Kubeconfig:   kubeconfig,
+			QPS:          cfg.KubeQPS,
+			Burst:        cfg.KubeBurst,
+			RequestLimit: 30 * time.Second,
+		}, eks.NewFromConfig(awsCfg), sts.NewFromConfig(awsCfg))
+		if err != nil {
+			return nil, err
+		}
+		kube, err := cluster.NewClientset(rest)
+		if err != nil {
+			return nil, fmt.Errorf("creating Kubernetes client: %w", err)
+		}
+		log.Info("node-drainer configured", "mode", cfg.Mode(), "cluster", cfg.ClusterName, "dryRun", cfg.DryRun)
+		c := clients
+		c.Kube = kube
+		return handler.New(cfg, c, log, metrics), nil
+	}
+	if s.h, err = s.connect(ctx); err != nil {
+		log.Error("node-drainer cannot reach its cluster: each invocation tries again", "version", version.Get(), "error", err)
+	}
+	return s, nil
 }

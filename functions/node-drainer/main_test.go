@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -21,6 +22,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/node-drainer/node-drainer/internal/config"
+	"github.com/node-drainer/node-drainer/internal/discovery"
+	"github.com/node-drainer/node-drainer/internal/handler"
 	"github.com/node-drainer/node-drainer/internal/version"
 )
 
@@ -125,5 +129,51 @@ func TestAWSAttemptsAreBounded(t *testing.T) {
 	}
 	if n := calls.Load(); n != 2 {
 		t.Errorf("%d attempts reached the endpoint, want 2 (the timeout retried once)", n)
+	}
+}
+
+// noHooks is an Auto Scaling client no request of the test may reach.
+type noHooks struct{ discovery.API }
+
+// A cluster that cannot be reached (deleted before node-drainer, its
+// kubeconfig unreadable) fails each event's invocation, saying so, and is
+// tried again by the next; the deployment's own hook request is served
+// without it (an uninstall still removes the hooks); once reached, the
+// handler is kept.
+func TestServiceWithoutCluster(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	down := errors.New("DescribeCluster: ResourceNotFoundException: No cluster found for name: prod")
+	tries := 0
+	s := &service{log: log, hooks: handler.New(config.Config{}, handler.Clients{Hooks: noHooks{}}, log)}
+	s.connect = func(context.Context) (*handler.Handler, error) {
+		tries++
+		if tries < 3 {
+			return nil, down
+		}
+		return handler.New(config.Config{}, handler.Clients{}, log), nil
+	}
+	event, err := os.ReadFile("../../events/asg-test-notification.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := s.handle(ctx, event); err == nil || !errors.Is(err, down) || tries != 1 {
+		t.Errorf("an event without the cluster: %v after %d tries; want the cluster's error, tried once", err, tries)
+	}
+	// terraform destroy's invocation, for groups chosen by no tag: nothing to
+	// remove, nothing asked of Auto Scaling
+	destroy := []byte(`{"NodeDrainer":"lifecycle-hooks","AsgTagKey":"","AsgTagValue":"","TerminateHookName":"node-drainer-terminate","CreateTerminateHook":"true","HeartbeatTimeout":"300","tf":{"action":"delete","prev_input":null}}`)
+	if out, err := s.handle(ctx, destroy); err != nil || out.Action != handler.ActionHooks || tries != 2 {
+		t.Errorf("terraform's hook request without the cluster: %+v, %v (tries %d); want it served", out, err, tries)
+	}
+	if s.h != nil {
+		t.Fatal("a handler kept while the cluster could not be reached")
+	}
+	if out, err := s.handle(ctx, event); err != nil || out.Event != "test-notification" || tries != 3 {
+		t.Errorf("the event once the cluster is back: %+v, %v (tries %d)", out, err, tries)
+	}
+	if _, err := s.handle(ctx, event); err != nil || tries != 3 {
+		t.Errorf("the next event: %v, tries %d; want the handler kept", err, tries)
 	}
 }
