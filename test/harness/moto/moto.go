@@ -241,6 +241,21 @@ func (s *Server) SetEKSCluster(ctx context.Context, name, endpoint, caData strin
 	return nil
 }
 
+// SetLambdaRuntime makes Lambda's Invoke of function (its name; "*": every
+// function without a runtime of its own) go to the Invoke API at url (a
+// lambdart.Runtime's Endpoint, or a server that starts one per function);
+// url "" forgets it. moto alone would run the function in Docker.
+func (s *Server) SetLambdaRuntime(ctx context.Context, function, url string) error {
+	body, err := json.Marshal(map[string]string{"function": function, "url": url})
+	if err != nil {
+		return err
+	}
+	if err := s.do(ctx, http.MethodPost, "/node-drainer/lambda-runtime", body, nil); err != nil {
+		return fmt.Errorf("setting the runtime of function %s: %w", function, err)
+	}
+	return nil
+}
+
 // LifecycleCalls returns every CompleteLifecycleAction and
 // RecordLifecycleActionHeartbeat call since the start or the last Reset, in
 // arrival order.

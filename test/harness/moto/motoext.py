@@ -39,6 +39,14 @@ StateReason {Code: Client.UserInitiatedHibernate, Message:
 StateTransitionReason "User initiated (<time>)". StartInstances clears them as
 for any start.
 
+And it runs Lambda's Invoke of a function without Docker, which moto 5.2.1
+needs: a function the harness has given a runtime (a Lambda Runtime API
+emulator running the function's bootstrap: test/harness/lambdart) is invoked
+there, synchronously, and its answer returned as Lambda returns it (the
+payload, and X-Amz-Function-Error when the function failed). The terraform
+module's aws_lambda_invocation reaches the function this way. A function with
+no runtime is moto's, as before.
+
 Extra HTTP endpoints, beside moto's own:
   POST /node-drainer/lifecycle-actions  JSON {asg, hook, instanceId, token, transition}
                                         (the instance then waits in Terminating:Wait or
@@ -46,6 +54,9 @@ Extra HTTP endpoints, beside moto's own:
   GET  /node-drainer/lifecycle-calls    every lifecycle call, as JSON
   POST /node-drainer/eks-cluster        JSON {name, endpoint, caData}: what DescribeCluster
                                         answers for an existing cluster (moto makes them up)
+  POST /node-drainer/lambda-runtime     JSON {function, url}: Invoke of that function (of
+                                        every function without its own: "*") goes to
+                                        url's Invoke API (url "" forgets it)
   POST /moto-api/reset                  moto's reset, which also clears the above
 
 Usage: python3 motoext.py --host 127.0.0.1 --port-file FILE
@@ -287,6 +298,73 @@ _install_hibernation()
 EventsHandler.test_event_pattern = test_event_pattern
 AutoScalingResponse.complete_lifecycle_action = complete_lifecycle_action
 AutoScalingResponse.record_lifecycle_action_heartbeat = record_lifecycle_action_heartbeat
+
+
+class Runtimes:
+    """The runtime (its Invoke API's base URL) of each function the harness runs."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.urls = {}
+
+    def reset(self):
+        with self.lock:
+            self.urls = {}
+
+    def set(self, function, url):
+        with self.lock:
+            if url:
+                self.urls[function] = url
+            else:
+                self.urls.pop(function, None)
+
+    def get(self, function):
+        with self.lock:
+            return self.urls.get(function) or self.urls.get("*")
+
+
+RUNTIMES = Runtimes()
+
+
+def _install_lambda_runtimes():
+    """Invoke of a function with a runtime goes there instead of to Docker."""
+    import urllib.error
+    import urllib.request
+
+    from moto.awslambda import models
+
+    docker_invoke = models.LambdaFunction._invoke_lambda
+
+    def _invoke_lambda(self, event=None):
+        url = RUNTIMES.get(self.function_name)
+        if not url:
+            return docker_invoke(self, event)
+        data = json.dumps(event if event is not None else {}).encode()
+        req = urllib.request.Request(
+            url.rstrip("/") + "/2015-03-31/functions/" + self.function_name + "/invocations",
+            data=data, method="POST",
+            headers={"Content-Type": "application/json", "X-Amz-Invocation-Type": "RequestResponse"})
+        try:
+            with urllib.request.urlopen(req, timeout=float(self.timeout) + 30) as resp:
+                return resp.read().decode(), bool(resp.headers.get("X-Amz-Function-Error")), ""
+        except urllib.error.HTTPError as e:
+            # the runtime refused the request (not the function's error)
+            return json.dumps({"errorType": "RuntimeError", "errorMessage": f"{e.code}: {e.read().decode()}"}), True, ""
+
+    models.LambdaFunction._invoke_lambda = _invoke_lambda
+
+
+def _set_lambda_runtime(request):
+    try:
+        body = json.loads(request.get_data() or b"{}")
+        function, url = body["function"], body.get("url", "")
+    except (ValueError, KeyError, TypeError) as e:
+        return _json(400, {"message": f"want JSON {{function, url}}: {e}"})
+    RUNTIMES.set(function, url)
+    return _json(200, {})
+
+
+_install_lambda_runtimes()
 
 
 def _json(status, body):
@@ -1004,6 +1082,8 @@ class Extension:
             with STORE.lock:
                 calls = list(STORE.calls)
             return _json(200, calls)(environ, start_response)
+        if path == "/node-drainer/lambda-runtime" and method == "POST":
+            return _set_lambda_runtime(Request(environ))(environ, start_response)
         if path == "/node-drainer/eks-cluster" and method == "POST":
             return _set_eks_cluster(Request(environ))(environ, start_response)
         if path.startswith(("/clusters/", "/tags/")):
@@ -1016,6 +1096,7 @@ class Extension:
         if path == "/moto-api/reset" and method == "POST":
             STORE.reset()
             ACCESS.reset()
+            RUNTIMES.reset()
         return self.moto_app(environ, start_response)
 
 
