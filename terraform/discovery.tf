@@ -18,8 +18,8 @@ locals {
 
 data "aws_iam_policy_document" "discovery" {
   # Put the hooks on tagged groups; complete and heartbeat their actions;
-  # remove the hooks when node-drainer is uninstalled (SAM's stack does, from
-  # its custom resource; terraform destroy does not yet: docs/deploy.md).
+  # remove the hooks when node-drainer is uninstalled (SAM's stack from its
+  # custom resource, terraform destroy from aws_lambda_invocation.hooks).
   statement {
     sid       = "GroupTagLifecycle"
     effect    = "Allow"
@@ -64,4 +64,34 @@ resource "aws_iam_role_policy" "discovery" {
   name   = "node-drainer-group-tag"
   role   = aws_iam_role.function.id
   policy = data.aws_iam_policy_document.discovery.json
+}
+
+# The hooks the sweep put on tagged groups are no resource of this module:
+# the function removes them itself when the module is destroyed, as SAM's
+# Custom::LifecycleHooks does on a stack's delete. terraform invokes it with
+# this input and {"tf": {"action": "create" | "update" | "delete"}}: create
+# and update check the hook settings, delete removes the function's hooks
+# (these names only, never another tool's) from every group carrying the
+# tag. A removal that fails fails the destroy, naming the group. The sweep's
+# rule depends on this resource, so a destroy removes the rule first and no
+# scheduled sweep puts the hooks back afterwards. The listed groups' hooks
+# are the aws_autoscaling_lifecycle_hook resources of main.tf.
+resource "aws_lambda_invocation" "hooks" {
+  count = local.selects_by_tag ? 1 : 0
+
+  function_name   = aws_lambda_function.this.function_name
+  lifecycle_scope = "CRUD"
+  input = jsonencode({
+    NodeDrainer         = "lifecycle-hooks"
+    AsgTagKey           = var.asg_tag_key
+    AsgTagValue         = var.asg_tag_value
+    TerminateHookName   = var.terminate_hook_name
+    LaunchHookName      = var.launch_hook_name
+    CreateTerminateHook = tostring(var.create_terminate_hook)
+    CreateLaunchHook    = tostring(var.create_launch_hook)
+    HeartbeatTimeout    = tostring(var.heartbeat_timeout)
+  })
+
+  # the grants the removal uses outlive it
+  depends_on = [aws_iam_role_policy.discovery]
 }

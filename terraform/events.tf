@@ -86,6 +86,9 @@ resource "aws_cloudwatch_event_rule" "sweep" {
   schedule_expression = local.sweep_on ? var.sweep_schedule : "rate(5 minutes)"
   state               = local.sweep_on ? "ENABLED" : "DISABLED"
   tags                = var.tags
+
+  # destroyed before the invocation that removes the hooks the sweep put
+  depends_on = [aws_lambda_invocation.hooks]
 }
 
 resource "aws_cloudwatch_event_target" "this" {

@@ -218,15 +218,14 @@ func drainInstance(t *testing.T, ctx context.Context, s *drainScene, fn deployed
 
 // assumeRole assumes roleARN through the emulator's STS, as Lambda does for
 // a function.
-func assumeRole(t *testing.T, ctx context.Context, roleARN, session string) *ststypes.Credentials {
-	t.Helper()
+func assumeRole(ctx context.Context, roleARN, session string) (*ststypes.Credentials, error) {
 	out, err := sts.NewFromConfig(env.AWS.AWSConfig()).AssumeRole(ctx, &sts.AssumeRoleInput{
 		RoleArn: aws.String(roleARN), RoleSessionName: aws.String(session),
 	})
 	if err != nil {
-		t.Fatalf("assuming the function's role %s: %v", roleARN, err)
+		return nil, fmt.Errorf("assuming the function's role %s: %w", roleARN, err)
 	}
-	return out.Credentials
+	return out.Credentials, nil
 }
 
 // startDeployed starts the bootstrap under the runtime emulator as fn (see
@@ -234,7 +233,22 @@ func assumeRole(t *testing.T, ctx context.Context, roleARN, session string) *sts
 // test's log and to logs.
 func startDeployed(t *testing.T, ctx context.Context, fn deployedFunction, logs ...io.Writer) *lambdart.Runtime {
 	t.Helper()
-	creds := assumeRole(t, ctx, fn.RoleARN, fn.Name)
+	rt, err := runDeployed(ctx, fn, io.MultiWriter(append([]io.Writer{testWriter{t}}, logs...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Stop() })
+	return rt
+}
+
+// runDeployed starts the bootstrap under the runtime emulator as fn: exactly
+// fn.Env, plus what must point at the harness (the emulator's endpoints and
+// region) and the credentials of fn's role.
+func runDeployed(ctx context.Context, fn deployedFunction, log io.Writer) (*lambdart.Runtime, error) {
+	creds, err := assumeRole(ctx, fn.RoleARN, fn.Name)
+	if err != nil {
+		return nil, err
+	}
 	var fnEnv []string
 	for k, v := range fn.Env {
 		fnEnv = append(fnEnv, k+"="+v)
@@ -253,14 +267,9 @@ func startDeployed(t *testing.T, ctx context.Context, fn deployedFunction, logs 
 	)
 	// the function's own timeout (its deadline shapes the drain); ctx
 	// bounds how long the test waits
-	rt, err := lambdart.Start(ctx, lambdart.Options{
-		Bootstrap: fn.Bootstrap, Env: fnEnv, Timeout: fn.Timeout, FunctionName: fn.Name, MemoryMB: fn.MemoryMB, Log: io.MultiWriter(append([]io.Writer{testWriter{t}}, logs...)...),
+	return lambdart.Start(ctx, lambdart.Options{
+		Bootstrap: fn.Bootstrap, Env: fnEnv, Timeout: fn.Timeout, FunctionName: fn.Name, MemoryMB: fn.MemoryMB, Log: log,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Stop() })
-	return rt
 }
 
 func podNames(pods []corev1.Pod) []string {

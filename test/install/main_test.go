@@ -230,6 +230,11 @@ var paths = map[string]func(t *testing.T) *created{}
 // destroy's wait for the queue overlap theirs.
 func TestDeploy(t *testing.T) {
 	tfInstalled = newInstalled()
+	svcCtx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	lambdaSvc = serveLambda(t, svcCtx)
+	defer func() { lambdaSvc = nil }()
+	pathsDone = make(chan struct{})
 	tf := *onlyPath == "" || *onlyPath == "terraform"
 	upgraded := make(chan struct{})
 	go func() {
@@ -245,6 +250,7 @@ func TestDeploy(t *testing.T) {
 			got[name] = run(t)
 		}
 	}
+	close(pathsDone)
 	// after both paths: it runs under the harness's RBAC, which terraform's
 	// path replaces with its own while it runs
 	if tf {
@@ -258,6 +264,21 @@ func TestDeploy(t *testing.T) {
 		comparePaths(t, got["terraform"], got["sam"])
 		return ""
 	})
+}
+
+// pathsDone is closed once terraform's and SAM's paths have run. Every
+// deployment chooses groups by the same tag (the templates' default), and
+// destroying one removes its hooks from every tagged group: the upgrade
+// destroys its deployment after the paths, whose steps put hooks on tagged
+// groups and rely on them (tag_discovery, terraform_destroy).
+var pathsDone chan struct{}
+
+// waitPaths waits until the paths have run, or ctx ends.
+func waitPaths(ctx context.Context) {
+	select {
+	case <-pathsDone:
+	case <-ctx.Done():
+	}
 }
 
 // tagDiscoveryResult sets tag_discovery from the two paths' steps: ok when

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -149,18 +148,7 @@ func (r *samRun) uninstall(t *testing.T, ctx context.Context) {
 	case <-ctx.Done():
 		t.Fatal("the Delete request was never answered")
 	}
-	hooks := func(g string) []string {
-		out, err := asc.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(g)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, h := range out.LifecycleHooks {
-			names = append(names, aws.ToString(h.LifecycleHookName))
-		}
-		sort.Strings(names)
-		return names
-	}
+	hooks := func(g string) []string { return hookNames(t, ctx, g) }
 	for _, a := range samASGs {
 		if h := hooks(a); len(h) != 0 {
 			t.Errorf("listed group %s still has %v after the stack's Delete", a, h)

@@ -3,6 +3,7 @@ package install
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -116,4 +117,52 @@ func checkTagDiscovery(t *testing.T, ctx context.Context, prefix string, fn depl
 	if h := hooks(untagged); len(h) != 0 {
 		t.Errorf("the group %s without the tag got hooks: %+v", untagged, h)
 	}
+}
+
+// leftBySweep creates a node group carrying fn's tag (no instances), runs
+// the deployed function's sweep, which puts fn's terminate hook on it, and
+// puts another tool's hook beside it: what an uninstall must clean up, and
+// what it must leave. The group is deleted when t ends.
+func leftBySweep(t *testing.T, ctx context.Context, name string, fn deployedFunction) {
+	t.Helper()
+	asc := autoscaling.NewFromConfig(env.AWS.AWSConfig())
+	if _, err := env.CreateASG(ctx, harness.ASGSpec{Name: name, Size: 0, Tags: map[string]string{fn.Env["ASG_TAG_KEY"]: fn.Env["ASG_TAG_VALUE"]}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := asc.DeleteAutoScalingGroup(context.WithoutCancel(ctx), &autoscaling.DeleteAutoScalingGroupInput{
+			AutoScalingGroupName: aws.String(name), ForceDelete: aws.Bool(true)}); err != nil {
+			t.Logf("deleting %s: %v", name, err)
+		}
+	})
+	rt := startDeployed(t, ctx, fn)
+	payload, err := harness.EventFile("sweep.json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := harness.Invoke(ctx, rt, payload); err != nil {
+		t.Logf("the sweep reported: %v", err) // it also reconciles the rest of the cluster
+	}
+	if _, err := asc.PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{AutoScalingGroupName: aws.String(name), LifecycleHookName: aws.String("other-tool-hook"),
+		LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := hookNames(t, ctx, name); !slices.Equal(got, []string{fn.TerminateHook, "other-tool-hook"}) {
+		t.Fatalf("hooks on the tagged group %s after the sweep: %v; want %s (the sweep's) and other-tool-hook", name, got, fn.TerminateHook)
+	}
+}
+
+// hookNames are the names of a group's lifecycle hooks, sorted.
+func hookNames(t *testing.T, ctx context.Context, group string) []string {
+	t.Helper()
+	out, err := autoscaling.NewFromConfig(env.AWS.AWSConfig()).DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(group)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, h := range out.LifecycleHooks {
+		names = append(names, aws.ToString(h.LifecycleHookName))
+	}
+	slices.Sort(names)
+	return names
 }

@@ -86,6 +86,9 @@ func terraformPath(t *testing.T) *created {
 			t.Fatal(err)
 		}
 		got, fn = tf.readBack(t, ctx)
+		if lambdaSvc != nil && lambdaSvc.ran(fn.Name) == 0 {
+			t.Errorf("terraform apply did not invoke the function (the module's hooks resource checks its settings on create)")
+		}
 		return ""
 	}) {
 		return nil
@@ -114,11 +117,23 @@ func terraformPath(t *testing.T) *created {
 		return ""
 	})
 	step(t, "terraform_destroy", func(t *testing.T) string {
+		// a tagged group the sweep put the terminate hook on: the destroy
+		// removes that hook (the module's aws_lambda_invocation runs the
+		// function's removal), and keeps another tool's
+		const left = "tf-tagged-left"
+		leftBySweep(t, ctx, left, fn)
+		ran := lambdaSvc.ran(fn.Name)
 		destroyed = true
 		if err := tf.run(ctx, "destroy", "-auto-approve", "-input=false", "-no-color"); err != nil {
 			t.Fatal(err)
 		}
 		tf.assertNothingLeft(t, ctx, fn)
+		if lambdaSvc.ran(fn.Name) == ran {
+			t.Errorf("terraform destroy did not invoke the function (its hooks resource, lifecycle_scope CRUD)")
+		}
+		if got := hookNames(t, ctx, left); !slices.Equal(got, []string{"other-tool-hook"}) {
+			t.Errorf("hooks on the tagged group %s after terraform destroy: %v; want only other-tool-hook (the sweep's %s removed)", left, got, fn.TerminateHook)
+		}
 		return ""
 	})
 	return got
@@ -135,6 +150,7 @@ type terraformRoot struct {
 	asgs       []string // the example's asg_names; the first is the drain's scene
 	manageRBAC bool     // the module applies rbac.yaml (the example's manage_rbac)
 	cluster    string
+	fnName     string // the module's function_name
 	providers  string // the override file's provider blocks
 	// hasKubernetes: the example configures the kubernetes provider (and
 	// calls modules/rbac)
@@ -239,8 +255,15 @@ func newTerraformRoot(t *testing.T, ctx context.Context, s tfSetup) *terraformRo
 	if s.asgs != nil {
 		r.vars = append(r.vars, "-var", `asg_names=["`+strings.Join(s.asgs, `","`)+`"]`)
 	}
+	r.fnName = "node-drainer" // the module's default
+	if s.functionName != "" {
+		r.fnName = s.functionName
+	}
 	for _, v := range s.vars {
 		r.vars = append(r.vars, "-var", v)
+		if name, ok := strings.CutPrefix(v, "function_name="); ok {
+			r.fnName = name
+		}
 	}
 	if r.hasKubernetes, err = configures(dir, "kubernetes"); err != nil {
 		t.Fatal(err)
@@ -381,6 +404,14 @@ func (r *terraformRoot) run(ctx context.Context, args ...string) error {
 			break // a saved plan holds its variables
 		}
 		args = append(args, r.vars...)
+	}
+	if lambdaSvc != nil && (args[0] == "apply" || args[0] == "destroy") {
+		// the module's aws_lambda_invocation runs the function on both
+		forget, err := lambdaSvc.route(ctx, r.fnName)
+		if err != nil {
+			return fmt.Errorf("terraform %s: %w", args[0], err)
+		}
+		defer forget()
 	}
 	began := time.Now()
 	cmd := exec.CommandContext(ctx, "terraform", args...)

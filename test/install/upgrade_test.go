@@ -99,6 +99,7 @@ func terraformUpgrade(t *testing.T) {
 		destroyed := false
 		defer func() {
 			if !destroyed {
+				waitPaths(ctx)
 				if err := tf.run(ctx, "destroy", "-auto-approve", "-input=false", "-no-color"); err != nil {
 					t.Logf("terraform destroy after a failure: %v", err)
 				}
@@ -184,6 +185,7 @@ func terraformUpgrade(t *testing.T) {
 			}
 		}
 
+		waitPaths(ctx)
 		destroyed = true
 		if err := tf.run(ctx, "destroy", "-auto-approve", "-input=false", "-no-color"); err != nil {
 			t.Fatal(err)
@@ -457,7 +459,10 @@ func stamp(t *time.Time) string {
 // (SelfSubjectReview, which every authenticated user may create).
 func roleIdentity(t *testing.T, ctx context.Context, roleARN string) authnv1.UserInfo {
 	t.Helper()
-	c := assumeRole(t, ctx, roleARN, "upgrade")
+	c, err := assumeRole(ctx, roleARN, "upgrade")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := env.AWS.AWSConfig()
 	cfg.Credentials = credentials.NewStaticCredentialsProvider(aws.ToString(c.AccessKeyId), aws.ToString(c.SecretAccessKey), aws.ToString(c.SessionToken))
 	rc, err := cluster.RESTConfig(ctx, cluster.Source{ClusterName: harness.ClusterName}, eks.NewFromConfig(cfg), sts.NewFromConfig(cfg))
