@@ -70,6 +70,7 @@ func growthPlots() []growthPlot {
 		{"scale-time.svg", "Time against cluster size", "seconds (median)", []growthSeries{
 			{"sweep", func(n int) string { return sizeMetric("sweep", n, "s") }},
 			{"quiet sweep", func(n int) string { return sizeMetric("sweep", n, "quiet_s") }},
+			{"sweep in shards, longest shard", func(n int) string { return sizeMetric("sweep_sharded", n, "longest_shard_s") }},
 			{"110-pod drain", func(n int) string { return sizeMetric("drain_110_pods", n, "s") }},
 			{"110-pod drain, floor (no drainer)", func(n int) string { return sizeMetric("drain_110_pods", n, "floor_s") }},
 			{"RWO failover", func(n int) string { return sizeMetric("rwo_failover", n, "s") }},
@@ -78,10 +79,12 @@ func growthPlots() []growthPlot {
 		{"scale-requests.svg", "Apiserver requests against cluster size", "requests (median)", []growthSeries{
 			{"sweep", func(n int) string { return sizeMetric("sweep", n, "api_requests") }},
 			{"quiet sweep", func(n int) string { return sizeMetric("sweep", n, "quiet_api_requests") }},
+			{"sweep in shards, all shards", func(n int) string { return sizeMetric("sweep_sharded", n, "api_requests") }},
 			{"110-pod drain", func(n int) string { return fmt.Sprintf("api_requests_110_pods_%d_nodes", n) }},
 		}},
 		{"scale-rss.svg", "The function's peak RSS against cluster size", "MiB (median)", []growthSeries{
 			{"sweep", func(n int) string { return sizeMetric("sweep", n, "peak_rss_mb") }},
+			{"sweep in shards (one process, every shard)", func(n int) string { return sizeMetric("sweep_sharded", n, "peak_rss_mb") }},
 			{"110-pod drain", func(n int) string { return sizeMetric("drain_110_pods", n, "peak_rss_mb") }},
 			{"launch", func(n int) string { return sizeMetric("launch", n, "peak_rss_mb") }},
 			{"RWO failover", func(n int) string { return sizeMetric("rwo_failover", n, "peak_rss_mb") }},
