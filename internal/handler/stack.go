@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/cfn"
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/node-drainer/node-drainer/internal/discovery"
 	"github.com/node-drainer/node-drainer/internal/event"
@@ -220,6 +221,25 @@ func (h *Handler) serveHooks(ctx context.Context, req cfn.Event) ([]string, erro
 						did = append(did, "left "+f)
 						h.log.ErrorContext(ctx, "a hook the stack no longer wants was left: remove it by hand (aws autoscaling delete-lifecycle-hook)",
 							"group", g, "hooks", drop, "error", f)
+					}
+				}
+				// a hook renamed: the sweep put the old name on the tagged
+				// groups, and the rules forward only the new names now. A hook
+				// turned off keeps its name (its operator may manage it from
+				// now on: it is not removed), and groups of a tag no longer
+				// chosen are out of the grant (docs/deploy.md)
+				named := []string{props.TerminateHookName, props.LaunchHookName}
+				if drop := slices.DeleteFunc(old.names(), func(n string) bool { return slices.Contains(named, n) }); len(drop) > 0 {
+					tagged, err := discovery.Tagged(ctx, h.c.Hooks, discovery.Tag{Key: props.AsgTagKey, Value: props.AsgTagValue})
+					if err != nil {
+						did = append(did, "left the tagged groups' "+strings.Join(drop, ", ")+": "+err.Error())
+					}
+					for _, g := range tagged {
+						for _, f := range remove([]string{aws.ToString(g.AutoScalingGroupName)}, drop) {
+							did = append(did, "left "+f)
+							h.log.ErrorContext(ctx, "a hook the deployment no longer wants was left on a tagged group: remove it by hand (aws autoscaling delete-lifecycle-hook)",
+								"group", aws.ToString(g.AutoScalingGroupName), "hooks", drop, "error", f)
+						}
 					}
 				}
 			}

@@ -265,3 +265,41 @@ func TestTerraformInvocationHooks(t *testing.T) {
 		t.Errorf("a delete that cannot remove a hook: %v; want an error naming the group (terraform destroy fails on it)", err)
 	}
 }
+
+// An update that renames the terminate hook removes the old name from the
+// tagged groups (the sweep put it; the rules forward only the new one); one
+// that turns a hook off leaves it (its operator may manage it now).
+func TestHooksUpdateRenameOnTaggedGroups(t *testing.T) {
+	e := newEnv()
+	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("tagged", "true"), taggedGroup("other", "false")}
+	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
+		"tagged": {{LifecycleHookName: aws.String("node-drainer-terminate")}, {LifecycleHookName: aws.String("nth-terminate")}},
+		"other":  {{LifecycleHookName: aws.String("node-drainer-terminate")}},
+	}}
+	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil)
+	update := func(old, props map[string]any) {
+		t.Helper()
+		in := terraformPayload(t, "update", props)
+		var m map[string]any
+		if err := json.Unmarshal(in, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["tf"].(map[string]any)["prev_input"] = old
+		b, _ := json.Marshal(m)
+		if out, err := h.Handle(context.Background(), b); err != nil {
+			t.Fatalf("update: %+v, %v", out, err)
+		}
+	}
+	off := hookProps()
+	off["CreateTerminateHook"] = "false"
+	update(hookProps(), off)
+	if len(hp.deletes) != 0 {
+		t.Errorf("turning the hook off removed %v; want it left", hp.deletes)
+	}
+	renamed := hookProps()
+	renamed["TerminateHookName"] = "drainer-terminate"
+	update(hookProps(), renamed)
+	if !slices.Equal(hp.deletes, []string{"tagged/node-drainer-terminate"}) {
+		t.Errorf("renaming removed %v; want the old name from the tagged group only (not another value's group, not nth's)", hp.deletes)
+	}
+}
