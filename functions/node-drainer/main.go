@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -72,6 +73,7 @@ type service struct {
 	// connect builds the cluster's clients and the handler; it is tried at
 	// start and again by each invocation until it succeeds
 	connect func(context.Context) (*handler.Handler, error)
+	mu      sync.Mutex // Lambda may run several invocations in one process (AWS_LAMBDA_MAX_CONCURRENCY)
 	h       *handler.Handler
 	// hooks serves the deployment's own lifecycle-hook requests (SAM's
 	// custom resource, terraform's invocation), which need Auto Scaling
@@ -79,21 +81,32 @@ type service struct {
 	hooks *handler.Handler
 }
 
-// handle runs one invocation (Lambda runs one at a time per environment).
+// handle runs one invocation.
 func (s *service) handle(ctx context.Context, payload json.RawMessage) (handler.Outcome, error) {
+	h, err := s.handler(ctx)
+	if err != nil {
+		if handler.HooksRequest(payload) {
+			s.log.WarnContext(ctx, "the cluster cannot be reached: serving the deployment's lifecycle-hook request without it", "error", err)
+			return s.hooks.Handle(ctx, payload)
+		}
+		s.log.ErrorContext(ctx, "node-drainer cannot reach its cluster", "version", version.Get(), "error", err)
+		return handler.Outcome{}, fmt.Errorf("node-drainer cannot reach its cluster: %w", err)
+	}
+	return h.Handle(ctx, payload)
+}
+
+// handler is the handler, connected now if it was not yet.
+func (s *service) handler(ctx context.Context) (*handler.Handler, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.h == nil {
 		h, err := s.connect(ctx)
 		if err != nil {
-			if handler.HooksRequest(payload) {
-				s.log.WarnContext(ctx, "the cluster cannot be reached: serving the deployment's lifecycle-hook request without it", "error", err)
-				return s.hooks.Handle(ctx, payload)
-			}
-			s.log.ErrorContext(ctx, "node-drainer cannot reach its cluster", "version", version.Get(), "error", err)
-			return handler.Outcome{}, fmt.Errorf("node-drainer cannot start: %w", err)
+			return nil, err
 		}
 		s.h = h
 	}
-	return s.h.Handle(ctx, payload)
+	return s.h, nil
 }
 
 // setup reads the configuration and the AWS configuration (an error here is
