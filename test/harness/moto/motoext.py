@@ -339,7 +339,8 @@ def _install_lambda_runtimes():
         url = RUNTIMES.get(self.function_name)
         if not url:
             return docker_invoke(self, event)
-        data = json.dumps(event if event is not None else {}).encode()
+        # moto hands over the decoded body, or the string "{}" for none
+        data = (event if isinstance(event, str) else json.dumps(event if event is not None else {})).encode()
         req = urllib.request.Request(
             url.rstrip("/") + "/2015-03-31/functions/" + self.function_name + "/invocations",
             data=data, method="POST",
@@ -350,6 +351,10 @@ def _install_lambda_runtimes():
         except urllib.error.HTTPError as e:
             # the runtime refused the request (not the function's error)
             return json.dumps({"errorType": "RuntimeError", "errorMessage": f"{e.code}: {e.read().decode()}"}), True, ""
+        except (urllib.error.URLError, TimeoutError, OSError) as e:
+            # no runtime answered: a function error, as Lambda reports one
+            # (not a 500 the caller's SDK would retry, running it again)
+            return json.dumps({"errorType": "RuntimeUnreachable", "errorMessage": str(e)}), True, ""
 
     models.LambdaFunction._invoke_lambda = _invoke_lambda
 
