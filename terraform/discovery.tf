@@ -70,12 +70,14 @@ resource "aws_iam_role_policy" "discovery" {
 # the function removes them itself when the module is destroyed, as SAM's
 # Custom::LifecycleHooks does on a stack's delete. terraform invokes it with
 # this input and {"tf": {"action": "create" | "update" | "delete"}}: create
-# and update check the hook settings, delete removes the function's hooks
-# (these names only, never another tool's) from every group carrying the
-# tag. A removal that fails fails the destroy, naming the group. The sweep's
-# rule depends on this resource, so a destroy removes the rule first and no
-# scheduled sweep puts the hooks back afterwards. The listed groups' hooks
-# are the aws_autoscaling_lifecycle_hook resources of main.tf.
+# and update check the hook settings (an update also removes a renamed
+# hook's old name from the tagged groups), delete removes the function's
+# hooks (these names only, never another tool's) from every group carrying
+# the tag. A removal that fails fails the destroy, naming the group. The
+# sweep's rule depends on this resource, so a destroy removes the rule first
+# and no scheduled sweep puts the hooks back afterwards; this resource
+# depends on the lifecycle rules' targets, so those go after it. The listed
+# groups' hooks are the aws_autoscaling_lifecycle_hook resources of main.tf.
 resource "aws_lambda_invocation" "hooks" {
   count = local.selects_by_tag ? 1 : 0
 
@@ -92,6 +94,7 @@ resource "aws_lambda_invocation" "hooks" {
     HeartbeatTimeout    = tostring(var.heartbeat_timeout)
   })
 
-  # the grants the removal uses outlive it
-  depends_on = [aws_iam_role_policy.discovery]
+  # the grants the removal uses outlive it, and so do the lifecycle events'
+  # targets (a removal that fails leaves hooks whose events still arrive)
+  depends_on = [aws_iam_role_policy.discovery, aws_cloudwatch_event_target.this]
 }

@@ -91,8 +91,12 @@ resource "aws_cloudwatch_event_rule" "sweep" {
   depends_on = [aws_lambda_invocation.hooks]
 }
 
+# The event rules' targets and permissions. The sweep's are apart: the
+# sweep's rule goes before aws_lambda_invocation.hooks at a destroy, these
+# after it, so the lifecycle events still reach the function while its hooks
+# are there (a removal that fails leaves both).
 resource "aws_cloudwatch_event_target" "this" {
-  for_each = local.all_rules
+  for_each = aws_cloudwatch_event_rule.this
 
   rule = each.value.name
   arn  = aws_lambda_function.this.arn
@@ -110,11 +114,47 @@ resource "aws_cloudwatch_event_target" "this" {
 }
 
 resource "aws_lambda_permission" "events" {
-  for_each = local.all_rules
+  for_each = aws_cloudwatch_event_rule.this
 
   statement_id  = "events-${each.key}"
   action        = "lambda:InvokeFunction"
   function_name = aws_lambda_function.this.function_name
   principal     = "events.amazonaws.com"
   source_arn    = each.value.arn
+}
+
+# The sweep's target and permission: the same settings as the others.
+resource "aws_cloudwatch_event_target" "sweep" {
+  rule = aws_cloudwatch_event_rule.sweep.name
+  arn  = aws_lambda_function.this.arn
+
+  retry_policy {
+    maximum_event_age_in_seconds = var.maximum_event_age_seconds
+    maximum_retry_attempts       = var.event_retry_attempts
+  }
+
+  dead_letter_config {
+    arn = aws_sqs_queue.dlq.arn
+  }
+
+  depends_on = [aws_lambda_permission.sweep]
+}
+
+resource "aws_lambda_permission" "sweep" {
+  statement_id  = "events-sweep"
+  action        = "lambda:InvokeFunction"
+  function_name = aws_lambda_function.this.function_name
+  principal     = "events.amazonaws.com"
+  source_arn    = aws_cloudwatch_event_rule.sweep.arn
+}
+
+# they were instances of the resources above until the sweep's went apart
+moved {
+  from = aws_cloudwatch_event_target.this["sweep"]
+  to   = aws_cloudwatch_event_target.sweep
+}
+
+moved {
+  from = aws_lambda_permission.events["sweep"]
+  to   = aws_lambda_permission.sweep
 }

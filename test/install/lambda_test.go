@@ -2,6 +2,7 @@ package install
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 )
 
@@ -25,9 +27,39 @@ import (
 // stay moto's: its custom resource is invoked by the test, samhooks_test.go).
 type lambdaService struct {
 	url string
+	mu  sync.Mutex
 	// runs counts the invocations run, by function name
-	mu   sync.Mutex
 	runs map[string]int
+	// atDelete is what the function's rules were when terraform invoked it
+	// to remove the hooks (tf.action delete), by function name
+	atDelete map[string]rulesAtDelete
+}
+
+// rulesAtDelete: at the removal, the sweep's rule must be gone (no sweep
+// puts the hooks back) and the terminate hook's rule still target the
+// function (a removal that fails leaves hooks whose events still arrive).
+type rulesAtDelete struct {
+	SweepRule         bool // <function>-sweep exists
+	TerminateTargets  int  // targets of <function>-terminate-hook
+	TerminateRuleRead bool // <function>-terminate-hook could be read
+}
+
+func (s *lambdaService) rulesAtDelete(name string) (rulesAtDelete, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.atDelete[name]
+	return r, ok
+}
+
+// readRules reads the function's sweep and terminate-hook rules now.
+func readRules(ctx context.Context, eb *eventbridge.Client, fn string) rulesAtDelete {
+	var r rulesAtDelete
+	_, err := eb.DescribeRule(ctx, &eventbridge.DescribeRuleInput{Name: aws.String(fn + "-sweep")})
+	r.SweepRule = err == nil
+	if t, err := eb.ListTargetsByRule(ctx, &eventbridge.ListTargetsByRuleInput{Rule: aws.String(fn + "-terminate-hook")}); err == nil {
+		r.TerminateRuleRead, r.TerminateTargets = true, len(t.Targets)
+	}
+	return r
 }
 
 // lambdaSvc is TestDeploy's; nil outside it.
@@ -42,8 +74,9 @@ func (s *lambdaService) ran(name string) int {
 // serveLambda starts the service for as long as t runs; the function's log
 // goes to t's.
 func serveLambda(t *testing.T, ctx context.Context) *lambdaService {
-	s := &lambdaService{runs: map[string]int{}}
+	s := &lambdaService{runs: map[string]int{}, atDelete: map[string]rulesAtDelete{}}
 	lc := lambda.NewFromConfig(env.AWS.AWSConfig())
+	eb := eventbridge.NewFromConfig(env.AWS.AWSConfig())
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
@@ -51,6 +84,17 @@ func serveLambda(t *testing.T, ctx context.Context) *lambdaService {
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
+		}
+		var tf struct {
+			TF struct {
+				Action string `json:"action"`
+			} `json:"tf"`
+		}
+		if json.Unmarshal(payload, &tf) == nil && tf.TF.Action == "delete" {
+			rules := readRules(ctx, eb, name)
+			s.mu.Lock()
+			s.atDelete[name] = rules
+			s.mu.Unlock()
 		}
 		res, err := invokeDeployed(ctx, lc, name, payload, testWriter{t})
 		if err != nil {

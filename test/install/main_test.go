@@ -226,8 +226,8 @@ var paths = map[string]func(t *testing.T) *created{}
 // TestDeploy runs terraform's path, then SAM's, then the example that
 // composes a node group and node-drainer (compose_test.go), then compares
 // what the two paths created; the upgrade runs beside them (its own function name and ASGs,
-// no objects of its own in the cluster), so that its applies and its
-// destroy's wait for the queue overlap theirs.
+// no objects of its own in the cluster), so that its applies overlap theirs;
+// its destroy waits for the paths (pathsDone) and overlaps the compose step.
 func TestDeploy(t *testing.T) {
 	tfInstalled = newInstalled()
 	svcCtx, cancel := context.WithCancel(context.Background())
@@ -244,13 +244,18 @@ func TestDeploy(t *testing.T) {
 		}
 	}()
 	defer func() { <-upgraded }()
+	// closed after the paths, or when a path stops the test (t.Fatal): the
+	// upgrade waiting for it must not wait for its timeout
+	var donePaths sync.Once
+	endPaths := func() { donePaths.Do(func() { close(pathsDone) }) }
+	defer endPaths()
 	got := map[string]*created{}
 	for _, name := range []string{"terraform", "sam"} {
 		if run, ok := paths[name]; ok && (*onlyPath == "" || *onlyPath == name) {
 			got[name] = run(t)
 		}
 	}
-	close(pathsDone)
+	endPaths()
 	// after both paths: it runs under the harness's RBAC, which terraform's
 	// path replaces with its own while it runs
 	if tf {

@@ -134,6 +134,14 @@ func terraformPath(t *testing.T) *created {
 		if got := hookNames(t, ctx, left); !slices.Equal(got, []string{"other-tool-hook"}) {
 			t.Errorf("hooks on the tagged group %s after terraform destroy: %v; want only other-tool-hook (the sweep's %s removed)", left, got, fn.TerminateHook)
 		}
+		// the order of the destroy: the sweep's rule gone before the
+		// removal, the terminate hook's rule and target still there
+		if r, ok := lambdaSvc.rulesAtDelete(fn.Name); !ok {
+			t.Errorf("terraform destroy sent the function no delete")
+		} else if r.SweepRule || !r.TerminateRuleRead || r.TerminateTargets == 0 {
+			t.Errorf("at the removal of the hooks: sweep rule present %v, terminate-hook rule read %v with %d targets; want the sweep's rule gone and the terminate-hook rule still targeting the function",
+				r.SweepRule, r.TerminateRuleRead, r.TerminateTargets)
+		}
 		return ""
 	})
 	return got

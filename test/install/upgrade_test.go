@@ -100,7 +100,9 @@ func terraformUpgrade(t *testing.T) {
 		defer func() {
 			if !destroyed {
 				waitPaths(ctx)
-				if err := tf.run(ctx, "destroy", "-auto-approve", "-input=false", "-no-color"); err != nil {
+				dctx, dcancel := destroyContext(ctx)
+				defer dcancel()
+				if err := tf.run(dctx, "destroy", "-auto-approve", "-input=false", "-no-color"); err != nil {
 					t.Logf("terraform destroy after a failure: %v", err)
 				}
 			}
@@ -187,12 +189,20 @@ func terraformUpgrade(t *testing.T) {
 
 		waitPaths(ctx)
 		destroyed = true
-		if err := tf.run(ctx, "destroy", "-auto-approve", "-input=false", "-no-color"); err != nil {
+		dctx, dcancel := destroyContext(ctx)
+		defer dcancel()
+		if err := tf.run(dctx, "destroy", "-auto-approve", "-input=false", "-no-color"); err != nil {
 			t.Fatal(err)
 		}
-		tf.assertNothingLeft(t, ctx, fn)
+		tf.assertNothingLeft(t, dctx, fn)
 		return ""
 	})
+}
+
+// destroyContext bounds the upgrade's destroy on its own: waiting for the
+// paths (waitPaths) may have used up the upgrade's context.
+func destroyContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 }
 
 // releaseTree extracts the terraform/ tree of the commit rev from the
