@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/cfn"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -90,44 +91,63 @@ const terraformMarker = "lifecycle-hooks"
 // terraformRequest reports whether payload is the terraform module's
 // invocation, and gives it as the custom resource request it stands for.
 func terraformRequest(payload []byte) (cfn.Event, bool, error) {
-	var in map[string]any
-	if json.Unmarshal(payload, &in) != nil || in["NodeDrainer"] != terraformMarker {
+	var head struct {
+		NodeDrainer string `json:"NodeDrainer"`
+		TF          *struct {
+			Action    string         `json:"action"`
+			PrevInput map[string]any `json:"prev_input"`
+		} `json:"tf"`
+	}
+	// a field of the wrong type is skipped, the others decoded
+	bad := json.Unmarshal(payload, &head)
+	if head.NodeDrainer != terraformMarker {
 		return cfn.Event{}, false, nil
 	}
-	var tf struct {
-		Action    string         `json:"action"`
-		PrevInput map[string]any `json:"prev_input"`
-	}
-	if b, err := json.Marshal(in["tf"]); err != nil || json.Unmarshal(b, &tf) != nil {
+	if bad != nil {
 		return cfn.Event{}, true, errors.New(`terraform's invocation: "tf" is not an object`)
 	}
-	kind, ok := map[string]cfn.RequestType{"create": cfn.RequestCreate, "update": cfn.RequestUpdate, "delete": cfn.RequestDelete}[tf.Action]
-	if !ok {
-		return cfn.Event{}, true, fmt.Errorf("terraform's invocation: action %q is none of create, update, delete (lifecycle_scope must be CRUD)", tf.Action)
+	var action string
+	if head.TF != nil {
+		action = head.TF.Action
 	}
-	delete(in, "tf")
-	return cfn.Event{RequestType: kind, ResourceProperties: in, OldResourceProperties: tf.PrevInput}, true, nil
+	kind, ok := map[string]cfn.RequestType{"create": cfn.RequestCreate, "update": cfn.RequestUpdate, "delete": cfn.RequestDelete}[action]
+	if !ok {
+		return cfn.Event{}, true, fmt.Errorf("terraform's invocation: action %q is none of create, update, delete (lifecycle_scope must be CRUD)", action)
+	}
+	var props map[string]any
+	if err := json.Unmarshal(payload, &props); err != nil {
+		return cfn.Event{}, true, fmt.Errorf("terraform's invocation: %w", err)
+	}
+	delete(props, "tf")
+	return cfn.Event{RequestType: kind, ResourceProperties: props, OldResourceProperties: head.TF.PrevInput}, true, nil
 }
 
 // terraformResource serves the module's invocation; the error is what
 // terraform reports (the apply or destroy fails on it).
 func (h *Handler) terraformResource(ctx context.Context, req cfn.Event, bad error) (Outcome, error) {
 	start := h.now()
-	out := Outcome{Event: event.KindStackResource, Action: ActionHooks}
 	var did []string
 	err := bad
 	if err == nil {
 		did, err = h.serveHooks(ctx, req)
 	}
-	out.DurationMS = h.now().Sub(start).Milliseconds()
-	out.Detail = strings.Join(did, ", ")
+	out := h.hooksOutcome(start, did, err, "")
 	level := slog.LevelInfo
 	if err != nil {
 		level = slog.LevelError
-		out.Action, out.Detail = ActionFailed, strings.TrimPrefix(out.Detail+"; "+err.Error(), "; ")
 	}
 	h.log.Log(ctx, level, "handled", "request", "terraform "+string(req.RequestType), "outcome", out, "error", err)
 	return out, err
+}
+
+// hooksOutcome is the Outcome of a hooks request begun at start: what it
+// changed, and, when it failed, says and why.
+func (h *Handler) hooksOutcome(start time.Time, did []string, failed error, says string) Outcome {
+	out := Outcome{Event: event.KindStackResource, Action: ActionHooks, DurationMS: h.now().Sub(start).Milliseconds(), Detail: strings.Join(did, ", ")}
+	if failed != nil {
+		out.Action, out.Detail = ActionFailed, strings.TrimPrefix(out.Detail+"; "+says+failed.Error(), "; ")
+	}
+	return out
 }
 
 // stackResource serves one custom resource request and answers
@@ -136,7 +156,6 @@ func (h *Handler) terraformResource(ctx context.Context, req cfn.Event, bad erro
 // is the answer's FAILED status and reason.
 func (h *Handler) stackResource(ctx context.Context, req cfn.Event) (Outcome, error) {
 	start := h.now()
-	out := Outcome{Event: event.KindStackResource, Action: ActionHooks}
 	log := h.log.With("request", req.RequestType, "resource", req.LogicalResourceID, "stack", req.StackID)
 	var did []string
 	var served error // what the answer says FAILED with
@@ -149,11 +168,7 @@ func (h *Handler) stackResource(ctx context.Context, req cfn.Event) (Outcome, er
 		return id, map[string]any{"Changed": strings.Join(did, ",")}, served
 	})
 	_, sendErr := answer(ctx, req)
-	out.DurationMS = h.now().Sub(start).Milliseconds()
-	out.Detail = strings.Join(did, ", ")
-	if served != nil {
-		out.Action, out.Detail = ActionFailed, strings.TrimPrefix(out.Detail+"; answered FAILED: "+served.Error(), "; ")
-	}
+	out := h.hooksOutcome(start, did, served, "answered FAILED: ")
 	var err error
 	if sendErr != nil {
 		err = fmt.Errorf("answering CloudFormation: %w", sendErr)
