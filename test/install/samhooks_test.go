@@ -122,15 +122,9 @@ func (r *samRun) uninstall(t *testing.T, ctx context.Context) {
 			_, _ = asc.DeleteAutoScalingGroup(context.WithoutCancel(ctx), &autoscaling.DeleteAutoScalingGroupInput{AutoScalingGroupName: aws.String(g), ForceDelete: aws.Bool(true)})
 		}()
 	}
-	put := func(g, name string) {
-		if _, err := asc.PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{AutoScalingGroupName: aws.String(g), LifecycleHookName: aws.String(name),
-			LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE")}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put(tagged, ours)
-	put(tagged, "another-tool-terminate")
-	put(other, ours)
+	putHook(t, ctx, tagged, ours)
+	putHook(t, ctx, tagged, "another-tool-terminate")
+	putHook(t, ctx, other, ours)
 
 	answers := make(chan map[string]any, 2)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -148,16 +142,15 @@ func (r *samRun) uninstall(t *testing.T, ctx context.Context) {
 	case <-ctx.Done():
 		t.Fatal("the Delete request was never answered")
 	}
-	hooks := func(g string) []string { return hookNames(t, ctx, g) }
 	for _, a := range samASGs {
-		if h := hooks(a); len(h) != 0 {
+		if h := hookNames(t, ctx, a); len(h) != 0 {
 			t.Errorf("listed group %s still has %v after the stack's Delete", a, h)
 		}
 	}
-	if h := hooks(tagged); !slices.Equal(h, []string{"another-tool-terminate"}) {
+	if h := hookNames(t, ctx, tagged); !slices.Equal(h, []string{"another-tool-terminate"}) {
 		t.Errorf("tagged group: %v after the stack's Delete, want another tool's hook alone", h)
 	}
-	if h := hooks(other); !slices.Equal(h, []string{ours}) {
+	if h := hookNames(t, ctx, other); !slices.Equal(h, []string{ours}) {
 		t.Errorf("a group tagged %s=%s (not ours): %v, want its hook kept", key, "not-"+value, h)
 	}
 }

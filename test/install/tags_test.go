@@ -31,14 +31,7 @@ func checkTagDiscovery(t *testing.T, ctx context.Context, prefix string, fn depl
 	}
 	tagged, untagged := prefix+"-tagged", prefix+"-untagged"
 	asc := autoscaling.NewFromConfig(env.AWS.AWSConfig())
-	t.Cleanup(func() {
-		for _, g := range []string{tagged, untagged} {
-			if _, err := asc.DeleteAutoScalingGroup(context.WithoutCancel(ctx), &autoscaling.DeleteAutoScalingGroupInput{
-				AutoScalingGroupName: aws.String(g), ForceDelete: aws.Bool(true)}); err != nil {
-				t.Logf("deleting %s: %v", g, err)
-			}
-		}
-	})
+	deleteGroupsAtEnd(t, ctx, tagged, untagged)
 	scene := newDrainSceneTagged(t, ctx, tagged, 2, map[string]string{key: value})
 	if _, err := env.CreateASG(ctx, harness.ASGSpec{Name: untagged, Size: 1, Tags: map[string]string{key: "not-" + value}}); err != nil {
 		t.Fatal(err)
@@ -56,19 +49,7 @@ func checkTagDiscovery(t *testing.T, ctx context.Context, prefix string, fn depl
 		}
 	}
 
-	rt := startDeployed(t, ctx, fn)
-	payload, err := harness.EventFile("sweep.json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := harness.Invoke(ctx, rt, payload)
-	if err != nil {
-		// the sweep also reconciles the rest of the harness's cluster; a
-		// failure there is logged, the hooks are what this step checks
-		t.Logf("the sweep reported: %v", err)
-	} else if out.Sweep != nil {
-		t.Logf("the sweep: %s; hooks put %v", out.Detail, out.Sweep.HooksPut)
-	}
+	sweepDeployed(t, ctx, fn)
 	want := fn.TerminateHook
 	var found bool
 	for _, h := range hooks(tagged) {
@@ -125,30 +106,56 @@ func checkTagDiscovery(t *testing.T, ctx context.Context, prefix string, fn depl
 // what it must leave. The group is deleted when t ends.
 func leftBySweep(t *testing.T, ctx context.Context, name string, fn deployedFunction) {
 	t.Helper()
-	asc := autoscaling.NewFromConfig(env.AWS.AWSConfig())
 	if _, err := env.CreateASG(ctx, harness.ASGSpec{Name: name, Size: 0, Tags: map[string]string{fn.Env["ASG_TAG_KEY"]: fn.Env["ASG_TAG_VALUE"]}}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if _, err := asc.DeleteAutoScalingGroup(context.WithoutCancel(ctx), &autoscaling.DeleteAutoScalingGroupInput{
-			AutoScalingGroupName: aws.String(name), ForceDelete: aws.Bool(true)}); err != nil {
-			t.Logf("deleting %s: %v", name, err)
-		}
-	})
+	deleteGroupsAtEnd(t, ctx, name)
+	sweepDeployed(t, ctx, fn)
+	putHook(t, ctx, name, "other-tool-hook")
+	if got := hookNames(t, ctx, name); !slices.Equal(got, []string{fn.TerminateHook, "other-tool-hook"}) {
+		t.Fatalf("hooks on the tagged group %s after the sweep: %v; want %s (the sweep's) and other-tool-hook", name, got, fn.TerminateHook)
+	}
+}
+
+// sweepDeployed runs the deployed function's sweep once (the scheduled
+// event, invoked as the schedule would). The sweep also reconciles the rest
+// of the harness's cluster: a failure there is logged, and the callers
+// check the hooks.
+func sweepDeployed(t *testing.T, ctx context.Context, fn deployedFunction) {
+	t.Helper()
 	rt := startDeployed(t, ctx, fn)
 	payload, err := harness.EventFile("sweep.json", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := harness.Invoke(ctx, rt, payload); err != nil {
-		t.Logf("the sweep reported: %v", err) // it also reconciles the rest of the cluster
+	out, err := harness.Invoke(ctx, rt, payload)
+	if err != nil {
+		t.Logf("the sweep reported: %v", err)
+	} else if out.Sweep != nil {
+		t.Logf("the sweep: %s; hooks put %v", out.Detail, out.Sweep.HooksPut)
 	}
-	if _, err := asc.PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{AutoScalingGroupName: aws.String(name), LifecycleHookName: aws.String("other-tool-hook"),
+}
+
+// deleteGroupsAtEnd deletes the groups, with their instances, when t ends.
+func deleteGroupsAtEnd(t *testing.T, ctx context.Context, groups ...string) {
+	asc := autoscaling.NewFromConfig(env.AWS.AWSConfig())
+	t.Cleanup(func() {
+		for _, g := range groups {
+			if _, err := asc.DeleteAutoScalingGroup(context.WithoutCancel(ctx), &autoscaling.DeleteAutoScalingGroupInput{
+				AutoScalingGroupName: aws.String(g), ForceDelete: aws.Bool(true)}); err != nil {
+				t.Logf("deleting %s: %v", g, err)
+			}
+		}
+	})
+}
+
+// putHook puts a terminate hook named name on group, as another tool (or
+// the function) would.
+func putHook(t *testing.T, ctx context.Context, group, name string) {
+	t.Helper()
+	if _, err := autoscaling.NewFromConfig(env.AWS.AWSConfig()).PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{AutoScalingGroupName: aws.String(group), LifecycleHookName: aws.String(name),
 		LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE")}); err != nil {
 		t.Fatal(err)
-	}
-	if got := hookNames(t, ctx, name); !slices.Equal(got, []string{fn.TerminateHook, "other-tool-hook"}) {
-		t.Fatalf("hooks on the tagged group %s after the sweep: %v; want %s (the sweep's) and other-tool-hook", name, got, fn.TerminateHook)
 	}
 }
 
