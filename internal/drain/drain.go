@@ -67,6 +67,11 @@ type Options struct {
 	// phase (PhasePlanned, PhaseWatching, PhaseGone), with a detail: where
 	// a drain's time goes.
 	OnPhase func(phase Phase, detail string)
+	// AfterGone, if set, is called (it must not block) once a round's pods
+	// are all gone, as the drain lists the node's pods again (rule 15):
+	// what the caller reads after the drain (the node's volumes) is read
+	// beside that re-read instead of after it. ctx is the drain's.
+	AfterGone func(ctx context.Context)
 	// Clock is what the drain reads the time from and waits on: the pacing
 	// of evictions, the PDBs' turns, each tier's share of the time left
 	// (nil: the real clock). The drain's own end is its context's deadline,
@@ -189,10 +194,10 @@ func New(client kubernetes.Interface, opts Options, out io.Writer) *Drainer {
 // helper is the one place a kubectl drain.Helper is built. Its zero values are
 // traps (GracePeriodSeconds 0 deletes at once, Timeout 0 waits forever,
 // EvictErrorRetryDelay 0 spins, nil writers panic), so every field is set.
-func (d *Drainer) helper(ctx context.Context) *kubectl.Helper {
+func (d *Drainer) helper(ctx context.Context, client kubernetes.Interface) *kubectl.Helper {
 	h := &kubectl.Helper{
 		Ctx:                             ctx,
-		Client:                          d.client,
+		Client:                          client,
 		Force:                           true, // unmanaged pods: decided by our own filter below
 		GracePeriodSeconds:              d.opts.GracePeriodSeconds,
 		IgnoreAllDaemonSets:             true,
@@ -226,6 +231,14 @@ func skipUnmanaged(p corev1.Pod) kubectl.PodDeleteStatus {
 
 // Plan lists the pods a drain of node would evict, and those it would skip.
 func (d *Drainer) Plan(ctx context.Context, node string) (evict []corev1.Pod, warnings string, err error) {
+	evict, warnings, _, err = d.plan(ctx, node)
+	return evict, warnings, err
+}
+
+// plan is Plan, and the read it made: the node's pods at one
+// resourceVersion (every page of one consistent list), from which the
+// drain's watch of them starts (nil: no list was answered).
+func (d *Drainer) plan(ctx context.Context, node string) (evict []corev1.Pod, warnings string, read *corev1.PodList, err error) {
 	var list *kubectl.PodDeleteList
 	var errs []error
 	// the listing's own error is the API's (retried when retriable); kubectl's
@@ -233,17 +246,18 @@ func (d *Drainer) Plan(ctx context.Context, node string) (evict []corev1.Pod, wa
 	// message, not as the API error: with this Helper's settings no filter
 	// refuses a pod for good, so their errors are retried until ctx ends
 	_ = cluster.RetryIf(ctx, func(err error) bool { return list != nil || cluster.Retriable(err) }, func() error {
-		list, errs = d.helper(ctx).GetPodsForDeletion(node)
+		read = &corev1.PodList{}
+		list, errs = d.helper(ctx, keepList{d.client, read}).GetPodsForDeletion(node)
 		return errors.Join(errs...)
 	})
 	if list == nil {
-		return nil, "", fmt.Errorf("listing pods of node %s: %w", node, errors.Join(errs...))
+		return nil, "", nil, fmt.Errorf("listing pods of node %s: %w", node, errors.Join(errs...))
 	}
 	evict = list.Pods()
 	if len(errs) > 0 {
-		return evict, list.Warnings(), fmt.Errorf("pods of node %s cannot be drained: %w", node, errors.Join(errs...))
+		return evict, list.Warnings(), read, fmt.Errorf("pods of node %s cannot be drained: %w", node, errors.Join(errs...))
 	}
-	return evict, list.Warnings(), nil
+	return evict, list.Warnings(), read, nil
 }
 
 // Drain evicts the pods of node, tier by tier (see Tiers): the pods of a
@@ -258,7 +272,7 @@ func (d *Drainer) Plan(ctx context.Context, node string) (evict []corev1.Pod, wa
 // is about the drain itself (listing failed); pods that could not be
 // evicted in time are in Result.Remaining.
 func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
-	pods, warnings, err := d.Plan(ctx, node)
+	pods, warnings, read, err := d.plan(ctx, node)
 	res := Result{Warnings: warnings}
 	seen := sets.New[types.UID]()
 	for round := 1; ; round++ {
@@ -272,14 +286,17 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 		for _, p := range pods {
 			seen.Insert(p.UID)
 		}
-		r := d.drainPods(ctx, node, pods)
+		r := d.drainPods(ctx, node, pods, read)
 		res.Evicted = append(res.Evicted, r.Evicted...)
 		res.Remaining = append(res.Remaining, r.Remaining...)
 		if !r.Done() || d.opts.DryRun || ctx.Err() != nil {
 			return res, nil
 		}
+		if d.opts.AfterGone != nil {
+			d.opts.AfterGone(ctx)
+		}
 		var again []corev1.Pod
-		again, _, err = d.Plan(ctx, node)
+		again, _, read, err = d.plan(ctx, node)
 		pods = slices.DeleteFunc(again, func(p corev1.Pod) bool { return seen.Has(p.UID) })
 	}
 }
@@ -290,8 +307,9 @@ func mergeClaims(have, more []string) []string {
 }
 
 // drainPods is one round of Drain: the planned pods, evicted tier by tier
-// and waited for.
-func (d *Drainer) drainPods(ctx context.Context, node string, pods []corev1.Pod) Result {
+// and waited for; read is the plan's list of the node's pods, where the
+// watch of them starts.
+func (d *Drainer) drainPods(ctx context.Context, node string, pods []corev1.Pod, read *corev1.PodList) Result {
 	var res Result
 	plan := Plan{TierOther: pods}
 	if !d.opts.Unordered {
@@ -305,7 +323,7 @@ func (d *Drainer) drainPods(ctx context.Context, node string, pods []corev1.Pod)
 		return res
 	}
 	d.phase(PhasePlanned, "%d pods: %s", len(pods), plan.Sizes())
-	r := d.start(ctx, node, pods)
+	r := d.start(ctx, node, pods, read)
 	defer r.stop()
 	d.phase(PhaseWatching, "the node's pods, the PDBs of %s", r.pdbScope)
 	var wg sync.WaitGroup

@@ -142,7 +142,7 @@ func TestSkipUnmanaged(t *testing.T) {
 func TestHelperIsFullyConfigured(t *testing.T) {
 	for _, evictUnmanaged := range []bool{true, false} {
 		d := New(fake.NewClientset(), Options{GracePeriodSeconds: -1, EvictUnmanaged: evictUnmanaged}, nil)
-		h := d.helper(context.Background())
+		h := d.helper(context.Background(), d.client)
 		if h.Out == nil || h.ErrOut == nil || h.Timeout <= 0 || h.EvictErrorRetryDelay <= 0 || h.GracePeriodSeconds != -1 ||
 			!h.IgnoreAllDaemonSets || !h.DeleteEmptyDirData || h.DisableEviction {
 			t.Errorf("helper has a trap left unset: %+v", h)
@@ -589,7 +589,7 @@ func TestWaitGone(t *testing.T) {
 		for _, p := range pods {
 			ps = append(ps, *p)
 		}
-		r := New(c, Options{}, nil).start(ctx, nodeName, ps)
+		r := New(c, Options{}, nil).start(ctx, nodeName, ps, nil)
 		for _, p := range ps {
 			r.set(p.UID, stateAccepted, nil)
 		}
@@ -985,7 +985,7 @@ func TestOneEvictionInFlightPerPDB(t *testing.T) {
 	c := fake.NewClientset(a, b, other, free, pdb, api)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	r := New(c, Options{}, nil).start(ctx, nodeName, []corev1.Pod{*a, *b, *other, *free})
+	r := New(c, Options{}, nil).start(ctx, nodeName, []corev1.Pod{*a, *b, *other, *free}, nil)
 	defer r.stop()
 	if !r.pdbs.Synced() {
 		t.Fatal("the PDBs' watch did not sync")
@@ -1037,7 +1037,7 @@ func TestWakesOnCoveringPDBsOnly(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	r := New(c, Options{}, nil).start(ctx, nodeName, []corev1.Pod{*a})
+	r := New(c, Options{}, nil).start(ctx, nodeName, []corev1.Pod{*a}, nil)
 	defer r.stop()
 	changed := r.pdbs.Changed()
 	// the PDB watch is started by the informer's goroutine: wait for it
@@ -1089,7 +1089,7 @@ func TestSharedPDBJitters(t *testing.T) {
 	c := fake.NewClientset(a, alone, roomy, pdb, api, job)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	r := New(c, Options{}, nil).start(ctx, nodeName, []corev1.Pod{*a, *alone, *roomy})
+	r := New(c, Options{}, nil).start(ctx, nodeName, []corev1.Pod{*a, *alone, *roomy}, nil)
 	defer r.stop()
 	if !r.pdbs.Synced() {
 		t.Fatal("the PDBs' watch did not sync")
@@ -1215,7 +1215,7 @@ func TestSharedPDBTurns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(cluster.WithLogger(t.Context(), slog.New(slog.NewTextHandler(&logged, nil))), 10*time.Second)
 	defer cancel()
 	turns := &fakeTurns{ahead: 1, change: make(chan struct{}), hold: make(chan struct{})}
-	r := New(c, Options{Turns: turns}, nil).start(ctx, nodeName, []corev1.Pod{*a, *alone})
+	r := New(c, Options{Turns: turns}, nil).start(ctx, nodeName, []corev1.Pod{*a, *alone}, nil)
 	defer r.stop()
 	if !r.pdbs.Synced() {
 		t.Fatal("the PDBs' watch did not sync")
@@ -1344,14 +1344,22 @@ func (b *syncBuffer) String() string {
 
 // Done means read again (rule 15): a pod bound to the node after the plan
 // (created with spec.nodeName while the first pod was being evicted) is
-// found by the listing that follows, and evicted too.
+// found by the listing that follows, and evicted too. AfterGone is called
+// once a round's pods are gone, as that listing is sent: after the round's
+// evictions, right before the list.
 func TestDrainEvictsLateBoundPods(t *testing.T) {
 	first := pod("apps", "web-1", managed)
 	late := pod("apps", "late", managed)
 	late.UID = "late-uid"
 	c := fake.NewClientset(first)
-	var evicted []string
+	var evicted, seq []string
 	var mu sync.Mutex
+	c.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		seq = append(seq, "list")
+		mu.Unlock()
+		return false, nil, nil
+	})
 	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "eviction" {
 			return false, nil, nil
@@ -1359,6 +1367,7 @@ func TestDrainEvictsLateBoundPods(t *testing.T) {
 		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
 		mu.Lock()
 		evicted = append(evicted, ev.Name)
+		seq = append(seq, "evict "+ev.Name)
 		n := len(evicted)
 		mu.Unlock()
 		if n == 1 { // bound while the drain was under way
@@ -1368,7 +1377,12 @@ func TestDrainEvictsLateBoundPods(t *testing.T) {
 		}
 		return true, nil, c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
 	})
-	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil)
+	afterGone := func(context.Context) {
+		mu.Lock()
+		seq = append(seq, "after-gone")
+		mu.Unlock()
+	}
+	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, AfterGone: afterGone}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	res, err := d.Drain(ctx, nodeName)
@@ -1379,6 +1393,19 @@ func TestDrainEvictsLateBoundPods(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Contains(evicted, "late") || len(res.Evicted) != 2 {
 		t.Errorf("evictions %v, evicted %v: want the late-bound pod evicted too", evicted, res.Evicted)
+	}
+	calls := 0
+	for i, e := range seq {
+		if e != "after-gone" {
+			continue
+		}
+		calls++
+		if i == 0 || !strings.HasPrefix(seq[i-1], "evict ") || i+1 == len(seq) || seq[i+1] != "list" {
+			t.Errorf("sequence %v: want each after-gone after its round's evictions, right before the listing", seq)
+		}
+	}
+	if calls != 2 {
+		t.Errorf("sequence %v: AfterGone called %d times, want once a round (2)", seq, calls)
 	}
 }
 
@@ -1419,7 +1446,7 @@ func TestPDBsWatchedByNamespace(t *testing.T) {
 			c := fake.NewClientset(objs...)
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			r := New(c, Options{}, nil).start(ctx, nodeName, pods)
+			r := New(c, Options{}, nil).start(ctx, nodeName, pods, nil)
 			defer r.stop()
 			if !r.pdbs.Synced() {
 				t.Fatal("the PDBs' watches did not sync")

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -106,8 +107,10 @@ type token struct {
 // start watches the node's pods and the PDBs of the pods' namespaces (one
 // watch a namespace; one of all namespaces past maxPDBNamespaces), and waits until the pods' list is in
 // (so every pod that goes from now on is seen going) and, for a while, the
-// PDBs'.
-func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod) *run {
+// PDBs'. The pods' first list is read, the plan's (nil: listed now): the
+// watch starts at its resourceVersion, so every pod the plan read is in the
+// view, and every change since the plan's read is seen.
+func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod, read *corev1.PodList) *run {
 	ctx, cancel := context.WithCancel(ctx)
 	r := &run{ctx: ctx, cancel: cancel, annTurn: make(chan struct{}, 1), turns: d.opts.Turns, clock: d.opts.Clock, want: pods, mine: map[string]bool{}, state: map[types.UID]podState{}, reason: map[types.UID]error{},
 		taken: map[string]map[string]time.Time{}, inflight: map[string]bool{}, jitter: map[types.UID]time.Time{}, tried: map[string]bool{}, contended: map[string]bool{},
@@ -117,8 +120,15 @@ func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod) *ru
 		r.mine[p.Namespace+"/"+p.Name] = true
 	}
 	sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
+	var first atomic.Pointer[corev1.PodList]
+	if read != nil && read.ResourceVersion != "" {
+		first.Store(read)
+	}
 	r.pods = cluster.Inform(ctx, &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			if l := first.Swap(nil); l != nil {
+				return l, nil // the plan's read: no second list (a relist lists)
+			}
 			o.FieldSelector = sel
 			// a consistent read, not the watch cache's "0": a pod the plan
 			// read (a quorum read) but a cache behind has not seen yet

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
@@ -559,7 +560,7 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	r.step(StepEvicting, "until %s", deadline.UTC().Format(time.RFC3339))
-	res, err := r.drainer(cause, dead).Drain(dctx, n.Name)
+	res, err := r.drainer(cause, dead, n.Name).Drain(dctx, n.Name)
 	r.step(StepEvicted, "%d evicted, %d remaining", len(res.Evicted), len(res.Remaining))
 	for _, p := range res.Evicted {
 		r.out.Evicted = append(r.out.Evicted, p.String())
@@ -630,7 +631,7 @@ func (r *run) kubeletDead(ctx context.Context, name string) bool {
 // not know the pods an earlier attempt evicted. Then the next node attaches
 // the volumes at once.
 func (r *run) waitVolumes(ctx context.Context, n *corev1.Node, claims []string, deadline time.Time) error {
-	vas, err := volume.Attachments(ctx, r.h.c.Kube, n.Name, nil)
+	vas, err := r.attachmentsOn(ctx, n.Name)
 	if err != nil || len(vas) == 0 && len(claims) == 0 {
 		return err // no volume on the node, none used by the pods: nothing to wait for
 	}
@@ -672,6 +673,44 @@ func (r *run) waitVolumes(ctx context.Context, n *corev1.Node, claims []string, 
 	r.step(StepVolumes, "detached (waited %s): %s", r.h.now().Sub(begin).Round(time.Millisecond), strings.Join(pvs, ", "))
 	r.recordSoon(ctx, n, node.EventVolumesDetached(r.h.now().Sub(begin), pvs))
 	return nil
+}
+
+// attachmentsRead is a read of a node's VolumeAttachments begun ahead.
+type attachmentsRead struct {
+	done chan struct{}
+	vas  []storagev1.VolumeAttachment
+	err  error
+}
+
+// readAttachmentsSoon begins reading the node's VolumeAttachments in the
+// background: the drain calls it as it lists the node's pods again, its
+// pods gone (drain.Options.AfterGone), so the two reads overlap. The last
+// one begun is the one waitVolumes takes.
+func (r *run) readAttachmentsSoon(ctx context.Context, nodeName string) {
+	a := &attachmentsRead{done: make(chan struct{})}
+	r.attachments = a
+	r.recording.Go(func() {
+		defer close(a.done)
+		a.vas, a.err = volume.Attachments(ctx, r.h.c.Kube, nodeName, nil)
+	})
+}
+
+// attachmentsOn is the node's VolumeAttachments: the read begun as its pods
+// went, or, without one (or when it failed: its context was the drain's,
+// which may have ended), one made now.
+func (r *run) attachmentsOn(ctx context.Context, nodeName string) ([]storagev1.VolumeAttachment, error) {
+	if a := r.attachments; a != nil {
+		r.attachments = nil
+		select {
+		case <-a.done:
+			if a.err == nil {
+				return a.vas, nil
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return volume.Attachments(ctx, r.h.c.Kube, nodeName, nil)
 }
 
 // claimsStaying returns the PVs used by pods that stay on the node.

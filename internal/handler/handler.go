@@ -252,8 +252,12 @@ type run struct {
 	// tagged: the lifecycle action's group is ours by its tag
 	// (ASG_TAG_KEY), read at the moment of acting, not by ASG_NAMES
 	tagged bool
-	// recording: the Events recordSoon is writing; end waits for them
+	// recording: the Events recordSoon is writing and the reads begun
+	// ahead (readAttachmentsSoon); end waits for them
 	recording sync.WaitGroup
+	// attachments: the node's VolumeAttachments being read since its pods
+	// went (nil: none); waitVolumes takes it
+	attachments *attachmentsRead
 }
 
 func (r *run) dispatch(ctx context.Context) error {
@@ -373,7 +377,7 @@ func (r *run) recordSoon(ctx context.Context, n *corev1.Node, e node.Event) {
 	r.recording.Go(func() { r.record(ctx, n, e) })
 }
 
-func (r *run) drainer(cause node.Cause, dead bool) *drain.Drainer {
+func (r *run) drainer(cause node.Cause, dead bool, nodeName string) *drain.Drainer {
 	o := drain.Options{
 		GracePeriodSeconds: -1,
 		EvictUnmanaged:     r.h.cfg.EvictUnmanagedPods,
@@ -383,6 +387,11 @@ func (r *run) drainer(cause node.Cause, dead bool) *drain.Drainer {
 		CriticalPriority:   r.h.cfg.CriticalPriority,
 		Unordered:          dead, // a dead kubelet ends no pod: tiers would never end
 		Clock:              r.h.clock,
+	}
+	if !dead {
+		// a live node's volumes are waited for once its pods are gone: read
+		// them beside the drain's last listing of the pods
+		o.AfterGone = func(ctx context.Context) { r.readAttachmentsSoon(ctx, nodeName) }
 	}
 	if cause == node.CauseSpot {
 		o.GraceCap = r.h.cfg.SpotGracePeriodCap // the drain must fit the 2-minute notice

@@ -3,6 +3,7 @@ package handler
 import (
 	"cmp"
 	"errors"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -814,5 +815,49 @@ func TestTerminateRefusedEvictionWaitsItsBudget(t *testing.T) {
 	}
 	if n := refusals.Load(); n < 3 {
 		t.Errorf("the refused eviction was asked %d times in the budget: want it asked again until the budget's end", n)
+	}
+}
+
+// The node's attachments read ahead (as the drain lists its pods again) are
+// the ones the wait for its volumes starts from: no second request when the
+// read succeeded, a new one when it failed (its context was the drain's)
+// or none was begun.
+func TestAttachmentsReadAhead(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ahead     bool
+		failAhead bool
+		lists     int // requests in all
+	}{
+		{"read ahead", true, false, 1},
+		{"the read ahead failed", true, true, 2},
+		{"none read ahead", false, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(append(aNode(), attachment("csi-db", idA, "pv-db"))...)
+			var lists atomic.Int32
+			e.kube.PrependReactor("list", "volumeattachments", func(k8stesting.Action) (bool, runtime.Object, error) {
+				if lists.Add(1) == 1 && tc.failAhead {
+					return true, nil, apierrors.NewForbidden(vaGVR.GroupResource(), "", errors.New("rbac"))
+				}
+				return false, nil, nil
+			})
+			r := &run{h: e.handler(), log: slog.New(slog.DiscardHandler)}
+			name := newNode(idA).Name
+			if tc.ahead {
+				r.readAttachmentsSoon(t.Context(), name)
+			}
+			vas, err := r.attachmentsOn(t.Context(), name)
+			r.recording.Wait()
+			if err != nil || len(vas) != 1 || vas[0].Name != "csi-db" {
+				t.Fatalf("attachments %v, %v: want csi-db", vas, err)
+			}
+			if n := lists.Load(); int(n) != tc.lists {
+				t.Errorf("%d list requests, want %d", n, tc.lists)
+			}
+			if r.attachments != nil {
+				t.Errorf("the read ahead was not taken")
+			}
+		})
 	}
 }
