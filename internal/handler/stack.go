@@ -1,11 +1,14 @@
 package handler
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/cfn"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/node-drainer/node-drainer/internal/discovery"
 	"github.com/node-drainer/node-drainer/internal/event"
@@ -23,8 +27,8 @@ import (
 // instead of one AWS::AutoScaling::LifecycleHook per group with Fn::ForEach,
 // which makes `sam build` depend on the SAM CLI's version and keeps the
 // template out of the Serverless Application Repository. CloudFormation
-// sends it Create, Update and Delete; aws-lambda-go's cfn package answers
-// on the request's presigned URL.
+// sends it Create, Update and Delete; the answer, aws-lambda-go's
+// cfn.Response, is PUT on the request's presigned URL (answerStack).
 //
 //	Create  the hooks on every listed group (a name that is no group fails
 //	        the stack, as the hook resource would have);
@@ -157,17 +161,25 @@ func (h *Handler) hooksOutcome(start time.Time, did []string, failed error, says
 func (h *Handler) stackResource(ctx context.Context, req cfn.Event) (Outcome, error) {
 	start := h.now()
 	log := h.log.With("request", req.RequestType, "resource", req.LogicalResourceID, "stack", req.StackID)
-	var did []string
-	var served error // what the answer says FAILED with
-	answer := cfn.LambdaWrap(func(ctx context.Context, req cfn.Event) (string, map[string]any, error) {
-		id := req.PhysicalResourceID
-		if id == "" {
-			id = "node-drainer-lifecycle-hooks" // one per stack: an update never replaces it
+	r := cfn.NewResponse(&req)
+	r.PhysicalResourceID = req.PhysicalResourceID
+	if r.PhysicalResourceID == "" {
+		r.PhysicalResourceID = "node-drainer-lifecycle-hooks" // one per stack: an update never replaces it
+	}
+	defer func() {
+		if p := recover(); p != nil { // answered, as cfn.LambdaWrap does: the stack does not wait an hour
+			r.Status, r.Reason = cfn.StatusFailed, "node-drainer panicked: see its log"
+			_ = answerStack(context.WithoutCancel(ctx), req.ResponseURL, r)
+			panic(p)
 		}
-		did, served = h.serveHooks(ctx, req)
-		return id, map[string]any{"Changed": strings.Join(did, ",")}, served
-	})
-	_, sendErr := answer(ctx, req)
+	}()
+	did, served := h.serveHooks(ctx, req) // served: what the answer says FAILED with
+	r.Data = map[string]any{"Changed": strings.Join(did, ",")}
+	r.Status = cfn.StatusSuccess
+	if served != nil {
+		r.Status, r.Reason = cfn.StatusFailed, served.Error()
+	}
+	sendErr := answerStack(ctx, req.ResponseURL, r)
 	out := h.hooksOutcome(start, did, served, "answered FAILED: ")
 	var err error
 	if sendErr != nil {
@@ -179,6 +191,61 @@ func (h *Handler) stackResource(ctx context.Context, req cfn.Event) (Outcome, er
 	}
 	log.Log(ctx, level, "handled", "outcome", out, "error", err)
 	return out, err
+}
+
+// stackAnswerTries is how many times an answer is PUT at most, each attempt
+// bounded by stackAnswerAttempt.
+const (
+	stackAnswerTries   = 4
+	stackAnswerAttempt = 10 * time.Second
+)
+
+// answerStack PUTs the answer r on the request's presigned URL as
+// cfn.LambdaWrap does (its JSON, no Content-Type: the URL's signature has
+// none), with two differences, which is why it is not LambdaWrap's: each
+// attempt is bounded and follows ctx (LambdaWrap's send has neither: a URL
+// that does not answer held the invocation to its timeout), and an attempt
+// that fails for a cause that may pass (the connection, a 5xx, 429) is made
+// again with backoff. An answer lost leaves the stack waiting an hour for
+// CloudFormation's own timeout; another status (403: the URL expired) is
+// not tried again.
+func answerStack(ctx context.Context, url string, r *cfn.Response) error {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	var last error
+	tries := 0
+	err = wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: stackAnswerTries},
+		func(ctx context.Context) (bool, error) {
+			tries++
+			actx, cancel := context.WithTimeout(ctx, stackAnswerAttempt)
+			defer cancel()
+			req, err := http.NewRequestWithContext(actx, http.MethodPut, url, bytes.NewReader(body))
+			if err != nil {
+				return false, err
+			}
+			req.Header.Del("Content-Type")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				last = err
+				return false, nil
+			}
+			text, _ := io.ReadAll(io.LimitReader(res.Body, 1024))
+			_ = res.Body.Close()
+			switch {
+			case res.StatusCode == http.StatusOK:
+				return true, nil
+			case res.StatusCode >= 500 || res.StatusCode == http.StatusTooManyRequests:
+				last = fmt.Errorf("CloudFormation's URL answered %d: %s", res.StatusCode, text)
+				return false, nil
+			}
+			return false, fmt.Errorf("CloudFormation's URL answered %d: %s", res.StatusCode, text)
+		})
+	if wait.Interrupted(err) && last != nil {
+		return fmt.Errorf("%d attempt(s): %w", tries, last)
+	}
+	return err
 }
 
 // serveHooks does what a request asks; it returns what it changed

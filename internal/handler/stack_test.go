@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -301,5 +302,54 @@ func TestHooksUpdateRenameOnTaggedGroups(t *testing.T) {
 	update(hookProps(), renamed)
 	if !slices.Equal(hp.deletes, []string{"tagged/node-drainer-terminate"}) {
 		t.Errorf("renaming removed %v; want the old name from the tagged group only (not another value's group, not nth's)", hp.deletes)
+	}
+}
+
+// The answer is PUT as cfn.LambdaWrap puts it (its JSON, no Content-Type),
+// again after a 5xx or a 429, not after another status (an expired URL's
+// 403), and never past the invocation's context: a URL that does not
+// answer does not hold the function to its timeout.
+func TestAnswerStack(t *testing.T) {
+	answer := &cfn.Response{Status: cfn.StatusSuccess, PhysicalResourceID: "node-drainer-lifecycle-hooks", StackID: "s", RequestID: "r", LogicalResourceID: "LifecycleHooks"}
+	for _, tc := range []struct {
+		name     string
+		statuses []int // answered in turn; the last one from then on; 0: no answer
+		timeout  time.Duration
+		tries    int
+		wantErr  string
+	}{
+		{"answered", []int{200}, 5 * time.Second, 1, ""},
+		{"503 and 429, then answered", []int{503, 429, 200}, 10 * time.Second, 3, ""},
+		{"an expired URL", []int{403}, 5 * time.Second, 1, "403"},
+		{"always 500", []int{500}, 30 * time.Second, stackAnswerTries, "4 attempt(s): CloudFormation's URL answered 500"},
+		{"no answer", []int{0}, 300 * time.Millisecond, 1, "1 attempt(s): "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tries atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n := int(tries.Add(1))
+				body, _ := io.ReadAll(r.Body)
+				var got cfn.Response
+				if r.Method != http.MethodPut || r.Header.Get("Content-Type") != "" || json.Unmarshal(body, &got) != nil || got.PhysicalResourceID != answer.PhysicalResourceID || got.Status != cfn.StatusSuccess {
+					t.Errorf("answer %s, Content-Type %q: %s", r.Method, r.Header.Get("Content-Type"), body)
+				}
+				status := tc.statuses[min(n, len(tc.statuses))-1]
+				if status == 0 {
+					<-r.Context().Done()
+					return
+				}
+				w.WriteHeader(status)
+			}))
+			defer srv.Close()
+			ctx, cancel := context.WithTimeout(t.Context(), tc.timeout)
+			defer cancel()
+			err := answerStack(ctx, srv.URL, answer)
+			if (tc.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("error %v, want %q", err, tc.wantErr)
+			}
+			if n := int(tries.Load()); n != tc.tries {
+				t.Errorf("%d attempts, want %d", n, tc.tries)
+			}
+		})
 	}
 }
