@@ -231,14 +231,17 @@ func skipUnmanaged(p corev1.Pod) kubectl.PodDeleteStatus {
 
 // Plan lists the pods a drain of node would evict, and those it would skip.
 func (d *Drainer) Plan(ctx context.Context, node string) (evict []corev1.Pod, warnings string, err error) {
-	evict, warnings, _, err = d.plan(ctx, node)
-	return evict, warnings, err
+	return d.plan(ctx, node, nil)
 }
 
-// plan is Plan, and the read it made: the node's pods at one
-// resourceVersion (every page of one consistent list), from which the
-// drain's watch of them starts (nil: no list was answered).
-func (d *Drainer) plan(ctx context.Context, node string) (evict []corev1.Pod, warnings string, read *corev1.PodList, err error) {
+// plan is Plan; with into set, the read it made is kept there: the node's
+// pods at one resourceVersion (every page of one consistent list), from
+// which the drain's watch of them starts (none if no list was answered).
+func (d *Drainer) plan(ctx context.Context, node string, into *corev1.PodList) (evict []corev1.Pod, warnings string, err error) {
+	var client kubernetes.Interface = d.client
+	if into != nil {
+		client = keepList{d.client, into}
+	}
 	var list *kubectl.PodDeleteList
 	var errs []error
 	// the listing's own error is the API's (retried when retriable); kubectl's
@@ -246,18 +249,17 @@ func (d *Drainer) plan(ctx context.Context, node string) (evict []corev1.Pod, wa
 	// message, not as the API error: with this Helper's settings no filter
 	// refuses a pod for good, so their errors are retried until ctx ends
 	_ = cluster.RetryIf(ctx, func(err error) bool { return list != nil || cluster.Retriable(err) }, func() error {
-		read = &corev1.PodList{}
-		list, errs = d.helper(ctx, keepList{d.client, read}).GetPodsForDeletion(node)
+		list, errs = d.helper(ctx, client).GetPodsForDeletion(node)
 		return errors.Join(errs...)
 	})
 	if list == nil {
-		return nil, "", nil, fmt.Errorf("listing pods of node %s: %w", node, errors.Join(errs...))
+		return nil, "", fmt.Errorf("listing pods of node %s: %w", node, errors.Join(errs...))
 	}
 	evict = list.Pods()
 	if len(errs) > 0 {
-		return evict, list.Warnings(), read, fmt.Errorf("pods of node %s cannot be drained: %w", node, errors.Join(errs...))
+		return evict, list.Warnings(), fmt.Errorf("pods of node %s cannot be drained: %w", node, errors.Join(errs...))
 	}
-	return evict, list.Warnings(), read, nil
+	return evict, list.Warnings(), nil
 }
 
 // Drain evicts the pods of node, tier by tier (see Tiers): the pods of a
@@ -272,7 +274,8 @@ func (d *Drainer) plan(ctx context.Context, node string) (evict []corev1.Pod, wa
 // is about the drain itself (listing failed); pods that could not be
 // evicted in time are in Result.Remaining.
 func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
-	pods, warnings, read, err := d.plan(ctx, node)
+	read := &corev1.PodList{}
+	pods, warnings, err := d.plan(ctx, node, read)
 	res := Result{Warnings: warnings}
 	seen := sets.New[types.UID]()
 	for round := 1; ; round++ {
@@ -295,8 +298,9 @@ func (d *Drainer) Drain(ctx context.Context, node string) (Result, error) {
 		if d.opts.AfterGone != nil {
 			d.opts.AfterGone(ctx)
 		}
+		read = &corev1.PodList{}
 		var again []corev1.Pod
-		again, _, read, err = d.plan(ctx, node)
+		again, _, err = d.plan(ctx, node, read)
 		pods = slices.DeleteFunc(again, func(p corev1.Pod) bool { return seen.Has(p.UID) })
 	}
 }

@@ -86,8 +86,9 @@ func TestWatchStartsAtThePlansRead(t *testing.T) {
 		})
 		d := New(c, Options{EvictUnmanaged: true}, nil)
 		ctx, cancel := context.WithCancel(context.Background())
-		planned, _, read, err := d.plan(ctx, nodeName)
-		if err != nil || len(planned) != 3 || read == nil || len(read.Items) != 3 || read.ResourceVersion != rv {
+		read := &corev1.PodList{}
+		planned, _, err := d.plan(ctx, nodeName, read)
+		if err != nil || len(planned) != 3 || len(read.Items) != 3 || read.ResourceVersion != rv {
 			t.Fatalf("rv %q: plan %d pods, read %+v, %v; want 3 pods, a read of 3 at %q", rv, len(planned), read, err, rv)
 		}
 		r := d.start(ctx, nodeName, planned, read)
