@@ -233,14 +233,14 @@ func answerStack(ctx context.Context, url string, r *cfn.Response) error {
 			}
 			text, _ := io.ReadAll(io.LimitReader(res.Body, 1024))
 			_ = res.Body.Close()
-			switch {
-			case res.StatusCode == http.StatusOK:
+			if res.StatusCode == http.StatusOK {
 				return true, nil
-			case res.StatusCode >= 500 || res.StatusCode == http.StatusTooManyRequests:
-				last = fmt.Errorf("CloudFormation's URL answered %d: %s", res.StatusCode, text)
+			}
+			last = fmt.Errorf("CloudFormation's URL answered %d: %s", res.StatusCode, text)
+			if res.StatusCode >= 500 || res.StatusCode == http.StatusTooManyRequests {
 				return false, nil
 			}
-			return false, fmt.Errorf("CloudFormation's URL answered %d: %s", res.StatusCode, text)
+			return false, last
 		})
 	if wait.Interrupted(err) && last != nil {
 		return fmt.Errorf("%d attempt(s): %w", tries, last)
