@@ -1479,3 +1479,30 @@ func TestPDBsWatchedByNamespace(t *testing.T) {
 		})
 	}
 }
+
+// A listing of the node's pods again (rule 15) that fails ends the drain
+// with its error: a done round is not done once the re-read cannot be made.
+func TestDrainReturnsTheReReadsError(t *testing.T) {
+	c := fake.NewClientset(pod("apps", "web-1", managed))
+	var evicted atomic.Bool
+	c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if evicted.Load() {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("rbac"))
+		}
+		return false, nil, nil
+	})
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+		evicted.Store(true)
+		return true, nil, c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	res, err := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil).Drain(ctx, nodeName)
+	if !apierrors.IsForbidden(err) || len(res.Evicted) != 1 {
+		t.Errorf("result %+v, error %v: want the pod evicted and the re-read's 403", res, err)
+	}
+}
