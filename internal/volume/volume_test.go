@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
@@ -337,19 +339,23 @@ func TestForceReleaseRereadsAChangedPod(t *testing.T) {
 	c := fake.NewClientset(p)
 	byNode(c)
 	pinnedDeletes(c, "pods")
-	guards := 0
-	guard := func(ctx context.Context) error {
-		if guards++; guards == 1 { // between the reading and the delete
-			q := p.DeepCopy()
-			q.ResourceVersion = "2"
-			q.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
-			return c.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), q, q.Namespace)
+	changed := false
+	c.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if changed {
+			return false, nil, nil
 		}
-		return nil
-	}
+		changed = true // the first reading sees version 1; right after it, the pod changes
+		q := p.DeepCopy()
+		q.ResourceVersion = "2"
+		q.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+		if err := c.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), q, q.Namespace); err != nil {
+			return true, nil, err
+		}
+		return true, &corev1.PodList{Items: []corev1.Pod{*p}}, nil
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	rel, err := ForceRelease(ctx, c, nodeName, false, guard)
+	rel, err := ForceRelease(ctx, c, nodeName, false, nil)
 	if err != nil || !reflect.DeepEqual(rel.PodsDeleted, []string{"db/db-0"}) {
 		t.Fatalf("ForceRelease = %+v, %v; want db/db-0 deleted", rel, err)
 	}
@@ -364,6 +370,143 @@ func TestForceReleaseRereadsAChangedPod(t *testing.T) {
 	}
 	if _, err := c.CoreV1().Pods("db").Get(ctx, "db-0", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("pod still there: %v", err)
+	}
+}
+
+// rendezvous is met when n parties have arrived; each waits for the others
+// at most a few seconds (false: they did not all come, as happens when the
+// parties run one after another).
+type rendezvous struct {
+	mu   sync.Mutex
+	n    int
+	all  chan struct{}
+	seen []string
+}
+
+func newRendezvous(n int) *rendezvous { return &rendezvous{n: n, all: make(chan struct{})} }
+
+// arrived says who came, in order.
+func (r *rendezvous) arrived() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.seen)
+}
+
+func (r *rendezvous) meet(who string) bool {
+	r.mu.Lock()
+	r.seen = append(r.seen, who)
+	if len(r.seen) == r.n {
+		close(r.all)
+	}
+	r.mu.Unlock()
+	select {
+	case <-r.all:
+		return true
+	case <-time.After(3 * time.Second):
+		return false
+	}
+}
+
+// meetingDeletes is the clientset whose pod deletions meet at r before they
+// are sent (the fake clientset runs its reactors one at a time, so the
+// meeting is held before them).
+type meetingDeletes struct {
+	*fake.Clientset
+	r *rendezvous
+}
+
+func (c meetingDeletes) CoreV1() typedcorev1.CoreV1Interface {
+	return meetingCore{c.Clientset.CoreV1(), c.r}
+}
+
+type meetingCore struct {
+	typedcorev1.CoreV1Interface
+	r *rendezvous
+}
+
+func (c meetingCore) Pods(ns string) typedcorev1.PodInterface {
+	return meetingPods{c.CoreV1Interface.Pods(ns), c.r}
+}
+
+type meetingPods struct {
+	typedcorev1.PodInterface
+	r *rendezvous
+}
+
+func (p meetingPods) Delete(ctx context.Context, name string, o metav1.DeleteOptions) error {
+	if !p.r.meet(name) {
+		return forbidden(fmt.Sprintf("pods: deleted one after another (%v)", p.r.arrived()))
+	}
+	return p.PodInterface.Delete(ctx, name, o)
+}
+
+// Each guard runs beside the reading of what its step deletes, and both end
+// before anything is deleted: the pods' list meets the first guard, the
+// attachments' list the second. A guard that objects stops the step even
+// though the reading beside it succeeded; the dead node's pods are deleted
+// side by side.
+func TestForceReleaseGuardsBesideItsReads(t *testing.T) {
+	objs := []runtime.Object{
+		pod("a", "p-1", nodeName, false), pod("a", "p-2", nodeName, false), pod("a", "p-3", nodeName, false),
+		attachment("csi-a", nodeName, "pv-a"),
+	}
+	t.Run("each guard beside its reading, the pods deleted at once", func(t *testing.T) {
+		c := fake.NewClientset(objs...)
+		byNode(c)
+		first, second, deletes := newRendezvous(2), newRendezvous(2), newRendezvous(3)
+		c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if !first.meet("pods' list") {
+				return true, nil, forbidden(fmt.Sprintf("pods: the list met no guard (%v)", first.arrived()))
+			}
+			return false, nil, nil
+		})
+		c.PrependReactor("list", "volumeattachments", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if !second.meet("attachments' list") {
+				return true, nil, forbidden(fmt.Sprintf("volumeattachments: the list met no guard (%v)", second.arrived()))
+			}
+			return false, nil, nil
+		})
+		guards := 0
+		guard := func(context.Context) error {
+			guards++
+			if r := map[int]*rendezvous{1: first, 2: second}[guards]; r != nil && !r.meet(fmt.Sprint("guard ", guards)) {
+				return fmt.Errorf("guard %d met no reading (%v)", guards, r.arrived())
+			}
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		rel, err := ForceRelease(ctx, meetingDeletes{c, deletes}, nodeName, false, guard)
+		if err != nil || len(rel.PodsDeleted) != 3 || len(rel.AttachmentsDeleted) != 1 {
+			t.Fatalf("ForceRelease = %+v, %v; want 3 pods and 1 attachment released", rel, err)
+		}
+	})
+	for _, objects := range []int{1, 2} {
+		t.Run(fmt.Sprintf("guard %d objects", objects), func(t *testing.T) {
+			c := fake.NewClientset(objs...)
+			byNode(c)
+			guards := 0
+			notSafe := errors.New("not safe: EC2 says running")
+			guard := func(context.Context) error {
+				if guards++; guards == objects {
+					return notSafe
+				}
+				return nil
+			}
+			rel, err := ForceRelease(t.Context(), c, nodeName, false, guard)
+			if !errors.Is(err, notSafe) {
+				t.Fatalf("ForceRelease = %+v, %v; want the guard's objection", rel, err)
+			}
+			var deleted []string
+			for _, a := range c.Actions() {
+				if a.GetVerb() == "delete" {
+					deleted = append(deleted, a.GetResource().Resource+"/"+a.(k8stesting.DeleteAction).GetName())
+				}
+			}
+			if want := map[int]int{1: 0, 2: 3}[objects]; len(deleted) != want {
+				t.Errorf("deleted %v: want %d deletions (nothing after the objection)", deleted, want)
+			}
+		})
 	}
 }
 
