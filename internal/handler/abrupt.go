@@ -66,7 +66,8 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 		r.record(ctx, n, node.EventNotForced(inst.String(), false))
 		return nil
 	}
-	check := r.guard(n, inst.ID)
+	g := r.guard(n, inst.ID)
+	check := g.check
 	guarded := r.h.now()
 	if err := r.safeToForce(ctx, n.Name, check); err != nil {
 		r.step(StepConfirmed, "not confirmed after %s: %v", r.h.now().Sub(guarded).Round(time.Millisecond), err)
@@ -78,7 +79,8 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 	// out-of-service taint. Tainting first would let the taint manager queue
 	// the old pod's deletion by name, and its queue then deletes the
 	// StatefulSet's replacement, which has the same name (seen on 1.35).
-	if _, err := node.Apply(ctx, r.h.c.Kube, n.Name, node.Mark{Cause: node.CauseOutOfService, Cordon: true}, begin, r.h.cfg.DryRun); err != nil {
+	// Each mark is written onto the Node as the guard before it read it.
+	if _, err := node.ApplyTo(ctx, r.h.c.Kube, g.node(), node.Mark{Cause: node.CauseOutOfService, Cordon: true}, begin, r.h.cfg.DryRun); err != nil {
 		return err
 	}
 	r.step(StepCordoned, "%s", inst)
@@ -101,7 +103,7 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 		// still needed: the attach/detach controller force-detaches at once
 		// for a tainted node, and later pods are evicted by the taint manager
 		mark := node.Mark{Cause: node.CauseOutOfService, Cordon: true, OutOfService: true}
-		if _, err := node.Apply(ctx, r.h.c.Kube, n.Name, mark, begin, r.h.cfg.DryRun); err != nil {
+		if _, err := node.ApplyTo(ctx, r.h.c.Kube, g.node(), mark, begin, r.h.cfg.DryRun); err != nil {
 			relErr = errors.Join(relErr, err)
 		} else {
 			r.step(StepOutOfService, "%s", node.TaintOutOfService)

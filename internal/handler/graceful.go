@@ -446,7 +446,7 @@ func (r *run) advisory(ctx context.Context, id string, action config.Action, tim
 	}
 	if action == config.ActionCordon {
 		mark := node.Mark{Cause: causeOf(r.ev.Kind), Cordon: true, Expires: r.advisoryExpiry()}
-		made, err := node.Apply(ctx, r.h.c.Kube, n.Name, mark, r.h.now(), r.h.cfg.DryRun)
+		made, err := node.ApplyTo(ctx, r.h.c.Kube, n, mark, r.h.now(), r.h.cfg.DryRun)
 		if err != nil {
 			return err
 		}
@@ -536,7 +536,7 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 		return r.planDrain(ctx, n)
 	}
 	mark := node.Mark{Cause: cause, Expires: expires, Cordon: true, ExcludeLB: true, Draining: true}
-	made, err := node.Apply(ctx, r.h.c.Kube, n.Name, mark, r.h.now(), r.h.cfg.DryRun)
+	made, err := node.ApplyTo(ctx, r.h.c.Kube, n, mark, r.h.now(), r.h.cfg.DryRun)
 	if err != nil {
 		return false, err
 	}

@@ -32,55 +32,93 @@ var errAlive = fmt.Errorf("%w: the node's kubelet looks alive", ErrNotSafe)
 // instance (never the event's), the Node as it is now (the same object, its
 // providerID naming the instance, not created after the event: names are
 // reused), and that no kubelet runs on it (NotReady, or its Lease stale).
-func (r *run) guard(n *corev1.Node, id string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		// EC2 and the Node are read at once: the step waits for the slower
-		// of the two, not for both in turn
-		var (
-			cur     *corev1.Node
-			nodeErr error
-			read    sync.WaitGroup
-		)
-		read.Go(func() {
-			nodeErr = cluster.Retry(ctx, func() (err error) {
-				cur, err = node.Get(ctx, r.h.c.Kube, n.Name)
-				return err
-			})
-		})
-		inst, err := instance.Describe(ctx, r.h.c.EC2, r.h.clock, id)
-		read.Wait()
-		if err != nil {
-			return fmt.Errorf("%w: EC2 unreadable: %v", ErrNotSafe, err)
-		}
-		if !inst.Down() {
-			return fmt.Errorf("%w: %s", ErrNotSafe, inst)
-		}
-		err = nodeErr
-		switch {
-		case apierrors.IsNotFound(err):
-			return fmt.Errorf("%w: node %s is gone", ErrNotSafe, n.Name)
-		case err != nil:
-			return fmt.Errorf("%w: node %s unreadable: %v", ErrNotSafe, n.Name, err)
-		case cur.UID != n.UID:
-			return fmt.Errorf("%w: node %s was registered again (uid %s, was %s): a new machine has the name", ErrNotSafe, n.Name, cur.UID, n.UID)
-		case cur.Spec.ProviderID != "" && node.ProviderInstanceID(cur.Spec.ProviderID) != id:
-			return fmt.Errorf("%w: node %s is instance %q, not %s", ErrNotSafe, n.Name, cur.Spec.ProviderID, id)
-		case !r.ev.Time.IsZero() && r.ev.Time.Before(cur.CreationTimestamp.Add(-time.Second)):
-			return fmt.Errorf("%w: the event (%s) is older than node %s (registered %s)", ErrNotSafe,
-				r.ev.Time.UTC().Format(time.RFC3339), n.Name, cur.CreationTimestamp.UTC().Format(time.RFC3339))
-		}
-		if !node.Ready(cur) {
-			return nil
-		}
-		renewed, err := node.KubeletRenewed(ctx, r.h.c.Kube, n.Name)
-		if err != nil {
-			return fmt.Errorf("%w: node %s is Ready and its Lease unreadable: %v", ErrNotSafe, n.Name, err)
-		}
-		if age := r.h.now().Sub(renewed); age < r.h.cfg.NodeLeaseStaleAfter {
-			return fmt.Errorf("%w (node %s Ready, Lease renewed %s ago)", errAlive, n.Name, age.Round(time.Second))
-		}
-		return nil
+type guard struct {
+	r  *run
+	n  *corev1.Node // the node the event meant, as first found
+	id string
+
+	mu   sync.Mutex
+	read *corev1.Node // the Node as the last check that passed read it
+}
+
+func (r *run) guard(n *corev1.Node, id string) *guard { return &guard{r: r, n: n, id: id} }
+
+// node is the Node as the last check that passed read it (the node first
+// found before any): what a write right after that check starts from.
+func (g *guard) node() *corev1.Node {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.read == nil {
+		return g.n
 	}
+	return g.read
+}
+
+// check reads the evidence again; nil means the step may be taken.
+func (g *guard) check(ctx context.Context) error {
+	cur, err := g.evidence(ctx)
+	if err == nil {
+		g.mu.Lock()
+		g.read = cur
+		g.mu.Unlock()
+	}
+	return err
+}
+
+// evidence reads EC2, the Node and the kubelet's Lease and returns the Node
+// read, or why the step may not be taken.
+func (g *guard) evidence(ctx context.Context) (*corev1.Node, error) {
+	r, n, id := g.r, g.n, g.id
+	// EC2, the Node and the kubelet's Lease are read at once: the step
+	// waits for the slowest of the three, not for each in turn. The
+	// Lease only counts while the Node says Ready; read beside it, it is
+	// dropped (its error too) when the Node says otherwise.
+	var (
+		cur      *corev1.Node
+		nodeErr  error
+		renewed  time.Time
+		leaseErr error
+		reads    sync.WaitGroup
+	)
+	reads.Go(func() {
+		nodeErr = cluster.Retry(ctx, func() (err error) {
+			cur, err = node.Get(ctx, r.h.c.Kube, n.Name)
+			return err
+		})
+	})
+	reads.Go(func() { renewed, leaseErr = node.KubeletRenewed(ctx, r.h.c.Kube, n.Name) })
+	inst, err := instance.Describe(ctx, r.h.c.EC2, r.h.clock, id)
+	reads.Wait()
+	if err != nil {
+		return nil, fmt.Errorf("%w: EC2 unreadable: %v", ErrNotSafe, err)
+	}
+	if !inst.Down() {
+		return nil, fmt.Errorf("%w: %s", ErrNotSafe, inst)
+	}
+	err = nodeErr
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("%w: node %s is gone", ErrNotSafe, n.Name)
+	case err != nil:
+		return nil, fmt.Errorf("%w: node %s unreadable: %v", ErrNotSafe, n.Name, err)
+	case cur.UID != n.UID:
+		return nil, fmt.Errorf("%w: node %s was registered again (uid %s, was %s): a new machine has the name", ErrNotSafe, n.Name, cur.UID, n.UID)
+	case cur.Spec.ProviderID != "" && node.ProviderInstanceID(cur.Spec.ProviderID) != id:
+		return nil, fmt.Errorf("%w: node %s is instance %q, not %s", ErrNotSafe, n.Name, cur.Spec.ProviderID, id)
+	case !r.ev.Time.IsZero() && r.ev.Time.Before(cur.CreationTimestamp.Add(-time.Second)):
+		return nil, fmt.Errorf("%w: the event (%s) is older than node %s (registered %s)", ErrNotSafe,
+			r.ev.Time.UTC().Format(time.RFC3339), n.Name, cur.CreationTimestamp.UTC().Format(time.RFC3339))
+	}
+	if !node.Ready(cur) {
+		return cur, nil
+	}
+	if leaseErr != nil {
+		return nil, fmt.Errorf("%w: node %s is Ready and its Lease unreadable: %v", ErrNotSafe, n.Name, leaseErr)
+	}
+	if age := r.h.now().Sub(renewed); age < r.h.cfg.NodeLeaseStaleAfter {
+		return nil, fmt.Errorf("%w (node %s Ready, Lease renewed %s ago)", errAlive, n.Name, age.Round(time.Second))
+	}
+	return cur, nil
 }
 
 // safeToForce runs the guard, waiting (bounded by the stopping wait and the

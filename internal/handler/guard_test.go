@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -11,9 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ktypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 
@@ -203,4 +207,99 @@ func TestWaitStale(t *testing.T) {
 			t.Errorf("err %v: want the 403", err)
 		}
 	})
+}
+
+// readsAtOnce is the clientset whose Node and kubelet Lease reads each wait
+// (a few seconds at most) for the other to be under way: read one after the
+// other, the first fails. The fake clientset runs its reactors one at a
+// time, so the wait is held before them.
+type readsAtOnce struct {
+	*fake.Clientset
+	nodeAsked, leaseAsked chan struct{}
+}
+
+func (c readsAtOnce) CoreV1() typedcorev1.CoreV1Interface {
+	return nodesAtOnce{c.Clientset.CoreV1(), c}
+}
+func (c readsAtOnce) CoordinationV1() typedcoordinationv1.CoordinationV1Interface {
+	return leasesHolder{c.Clientset.CoordinationV1(), c}
+}
+
+// meet says the read is under way and waits for the other one.
+func meet(mine, other chan struct{}) error {
+	close(mine)
+	select {
+	case <-other:
+		return nil
+	case <-time.After(3 * time.Second):
+		return apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("read alone: the other read did not start beside it"))
+	}
+}
+
+type nodesAtOnce struct {
+	typedcorev1.CoreV1Interface
+	c readsAtOnce
+}
+
+func (n nodesAtOnce) Nodes() typedcorev1.NodeInterface {
+	return nodeGet{n.CoreV1Interface.Nodes(), n.c}
+}
+
+type nodeGet struct {
+	typedcorev1.NodeInterface
+	c readsAtOnce
+}
+
+func (n nodeGet) Get(ctx context.Context, name string, o metav1.GetOptions) (*corev1.Node, error) {
+	if err := meet(n.c.nodeAsked, n.c.leaseAsked); err != nil {
+		return nil, err
+	}
+	return n.NodeInterface.Get(ctx, name, o)
+}
+
+type leasesHolder struct {
+	typedcoordinationv1.CoordinationV1Interface
+	c readsAtOnce
+}
+
+func (l leasesHolder) Leases(ns string) typedcoordinationv1.LeaseInterface {
+	return leaseGet{l.CoordinationV1Interface.Leases(ns), l.c}
+}
+
+type leaseGet struct {
+	typedcoordinationv1.LeaseInterface
+	c readsAtOnce
+}
+
+func (l leaseGet) Get(ctx context.Context, name string, o metav1.GetOptions) (*coordinationv1.Lease, error) {
+	if err := meet(l.c.leaseAsked, l.c.nodeAsked); err != nil {
+		return nil, err
+	}
+	return l.LeaseInterface.Get(ctx, name, o)
+}
+
+// The guard reads the Node and the kubelet's Lease at once (and EC2 beside
+// them), not the Lease after the Node; a check that passes keeps the Node it
+// read, which the write after it starts from.
+func TestGuardReadsAtOnce(t *testing.T) {
+	n := newNode(idA)
+	n.ResourceVersion = "41"
+	old := metav1.NewMicroTime(time.Now().Add(-time.Minute))
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Namespace: corev1.NamespaceNodeLease},
+		Spec: coordinationv1.LeaseSpec{RenewTime: &old}}
+	c := readsAtOnce{fake.NewClientset(n, l), make(chan struct{}), make(chan struct{})}
+	ec2 := &fakeEC2{readings: map[string][]reading{idA: {stopped}}}
+	h := New(config.Config{NodeLeaseStaleAfter: 15 * time.Second}, Clients{Kube: c, EC2: ec2}, nil, WithClock(clock.RealClock{}))
+	g := (&run{h: h}).guard(n, idA)
+	if got := g.node(); got != n {
+		t.Errorf("before any check the guard's node is %v, want the node found", got)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := g.check(ctx); err != nil {
+		t.Fatalf("check: %v; want the stopped instance's stale node to pass, its Node and Lease read at once", err)
+	}
+	if got := g.node(); got == n || got.UID != n.UID || got.ResourceVersion != "41" {
+		t.Errorf("after the check the guard's node is %p %v, want the Node it read", got, got)
+	}
 }

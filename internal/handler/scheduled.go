@@ -156,7 +156,7 @@ func (r *run) scheduledInstance(ctx context.Context, id string) error {
 	expires := scheduledExpiry(sc, r.h.cfg.AdvisoryMarkTTL)
 	due := sc.StartTime.Add(-r.h.cfg.ScheduledChangeLeadTime)
 	if action == config.ActionCordon || now.Before(due) {
-		made, err := node.Apply(ctx, r.h.c.Kube, n.Name, node.Mark{Cause: node.CauseScheduled, Cordon: true, Expires: expires}, now, r.h.cfg.DryRun)
+		made, err := node.ApplyTo(ctx, r.h.c.Kube, n, node.Mark{Cause: node.CauseScheduled, Cordon: true, Expires: expires}, now, r.h.cfg.DryRun)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -141,8 +142,25 @@ func Holds(n *corev1.Node, cause Cause) bool {
 // theirs. It returns the marks set now (none: the node was already marked,
 // so Apply is idempotent).
 func Apply(ctx context.Context, c kubernetes.Interface, name string, m Mark, now time.Time, dryRun bool) (Changes, error) {
+	return apply(ctx, c, name, nil, m, now, dryRun)
+}
+
+// ApplyTo is Apply for a node the caller has just read, whole (n, as the
+// apiserver returned it): the write is sent at once, at n's resourceVersion,
+// without reading the node first. A conflict (the node changed since) reads
+// it again; a node registered again under its name (another UID) is not
+// marked, and the error matches ErrReplaced.
+func ApplyTo(ctx context.Context, c kubernetes.Interface, n *corev1.Node, m Mark, now time.Time, dryRun bool) (Changes, error) {
+	return apply(ctx, c, n.Name, n, m, now, dryRun)
+}
+
+// ErrReplaced says the node's name now belongs to another Node (another
+// UID) than the one read: what was meant for the first is not done to it.
+var ErrReplaced = errors.New("node registered again under its name")
+
+func apply(ctx context.Context, c kubernetes.Interface, name string, read *corev1.Node, m Mark, now time.Time, dryRun bool) (Changes, error) {
 	var made Changes
-	err := update(ctx, c, name, dryRun, func(n *corev1.Node, s *State) bool {
+	err := update(ctx, c, name, read, dryRun, func(n *corev1.Node, s *State) bool {
 		made = Changes{}
 		if m.Cordon && !n.Spec.Unschedulable {
 			n.Spec.Unschedulable, made.Cordoned = true, true
@@ -189,7 +207,7 @@ func Apply(ctx context.Context, c kubernetes.Interface, name string, m Mark, now
 // Marks placed by anyone else are never removed. It returns what was removed.
 func Release(ctx context.Context, c kubernetes.Interface, name string, cause Cause, now time.Time, dryRun bool) (Changes, error) {
 	var undone Changes
-	err := update(ctx, c, name, dryRun, func(n *corev1.Node, s *State) bool {
+	err := update(ctx, c, name, nil, dryRun, func(n *corev1.Node, s *State) bool {
 		undone = Changes{}
 		before := len(s.Causes)
 		for k, h := range s.Causes {
@@ -222,12 +240,25 @@ func Release(ctx context.Context, c kubernetes.Interface, name string, cause Cau
 
 // update reads the node, lets change edit it and its State, and writes both
 // back (with the node's resourceVersion: a conflict reads again) when change
-// reports a change. Dry run writes nothing.
-func update(ctx context.Context, c kubernetes.Interface, name string, dryRun bool, change func(*corev1.Node, *State) bool) error {
+// reports a change. read, when not nil and versioned, is the node as the
+// caller has just read it: the first try starts from it instead of reading,
+// and a node read again must have its UID. Dry run writes nothing.
+func update(ctx context.Context, c kubernetes.Interface, name string, read *corev1.Node, dryRun bool, change func(*corev1.Node, *State) bool) error {
+	from := read
+	if from != nil && from.ResourceVersion == "" {
+		from = nil // nothing to pin the write to: read it first
+	}
 	return cluster.Retry(ctx, func() error {
-		n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
+		n := from
+		from = nil // a conflict reads the node again
+		if n == nil {
+			var err error
+			if n, err = c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+			if read != nil && read.UID != "" && n.UID != read.UID {
+				return fmt.Errorf("%w: node %s is uid %s now, was %s", ErrReplaced, name, n.UID, read.UID)
+			}
 		}
 		n = n.DeepCopy()
 		s, _ := Marks(n)
@@ -249,7 +280,7 @@ func update(ctx context.Context, c kubernetes.Interface, name string, dryRun boo
 			}
 			n.Annotations[AnnotationOwned] = string(b)
 		}
-		_, err = c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		_, err := c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
 	})
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -243,6 +244,78 @@ func TestApplyRetriesConflicts(t *testing.T) {
 	}
 	if !get(t, c, nodeName).Spec.Unschedulable {
 		t.Error("not cordoned after conflicts")
+	}
+}
+
+// versioned makes the fake clientset honour a Node update's resourceVersion,
+// as the apiserver does: another than the Node's is a 409 Conflict; a write
+// that passes bumps it.
+func versioned(c *fake.Clientset) {
+	c.PrependReactor("update", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		n := a.(k8stesting.UpdateAction).GetObject().(*corev1.Node).DeepCopy()
+		cur, err := c.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", n.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		if rv := cur.(*corev1.Node).ResourceVersion; n.ResourceVersion != rv {
+			return true, nil, errConflict()
+		}
+		n.ResourceVersion += "+"
+		return true, n, c.Tracker().Update(corev1.SchemeGroupVersion.WithResource("nodes"), n, "")
+	})
+}
+
+// ApplyTo writes onto the Node as the caller read it, without reading it
+// first; one changed since is read again (a conflict), and one registered
+// again under the name (another UID) is not marked.
+func TestApplyTo(t *testing.T) {
+	read := newNode(nodeName, "")
+	read.UID, read.ResourceVersion = "uid-1", "1"
+	mark := Mark{Cause: CauseOutOfService, Cordon: true, OutOfService: true}
+	for _, tc := range []struct {
+		name     string
+		now      func() *corev1.Node // the Node as it is when ApplyTo runs
+		gets     int
+		wantErr  error
+		cordoned bool
+	}{
+		{name: "as read: written at once", now: func() *corev1.Node { return read.DeepCopy() }, cordoned: true},
+		{name: "changed since: read again", gets: 1, cordoned: true, now: func() *corev1.Node {
+			n := read.DeepCopy()
+			n.ResourceVersion = "2"
+			n.Labels = map[string]string{"changed": "by another writer"}
+			return n
+		}},
+		{name: "registered again: not marked", gets: 1, wantErr: ErrReplaced, now: func() *corev1.Node {
+			n := read.DeepCopy()
+			n.UID, n.ResourceVersion = "uid-2", "7"
+			return n
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientset(tc.now())
+			versioned(c)
+			_, err := ApplyTo(context.Background(), c, read, mark, now, false)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("ApplyTo: %v, want %v", err, tc.wantErr)
+			}
+			gets := 0
+			for _, a := range c.Actions() {
+				if a.GetVerb() == "get" {
+					gets++
+				}
+			}
+			if gets != tc.gets {
+				t.Errorf("%d reads of the node, want %d", gets, tc.gets)
+			}
+			n := get(t, c, nodeName)
+			if n.Spec.Unschedulable != tc.cordoned || HasTaint(n, TaintOutOfService) != tc.cordoned {
+				t.Errorf("cordoned %v, tainted %v: want %v", n.Spec.Unschedulable, HasTaint(n, TaintOutOfService), tc.cordoned)
+			}
+			if _, changed := tc.now().Labels["changed"]; changed && n.Labels["changed"] == "" {
+				t.Errorf("labels %v: the other writer's change was overwritten", n.Labels)
+			}
+		})
 	}
 }
 
