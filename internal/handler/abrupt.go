@@ -103,7 +103,12 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 		// still needed: the attach/detach controller force-detaches at once
 		// for a tainted node, and later pods are evicted by the taint manager
 		mark := node.Mark{Cause: node.CauseOutOfService, Cordon: true, OutOfService: true}
-		if _, err := node.ApplyTo(ctx, r.h.c.Kube, g.node(), mark, begin, r.h.cfg.DryRun); err != nil {
+		// read first, pinned to the UID checked: the attach/detach
+		// controller writes the Node's status as its attachments go, and a
+		// write at the guard's version met that conflict (1 run in 3)
+		read := g.node().DeepCopy()
+		read.ResourceVersion = ""
+		if _, err := node.ApplyTo(ctx, r.h.c.Kube, read, mark, begin, r.h.cfg.DryRun); err != nil {
 			relErr = errors.Join(relErr, err)
 		} else {
 			r.step(StepOutOfService, "%s", node.TaintOutOfService)

@@ -149,7 +149,9 @@ func Apply(ctx context.Context, c kubernetes.Interface, name string, m Mark, now
 // apiserver returned it): the write is sent at once, at n's resourceVersion,
 // without reading the node first. A conflict (the node changed since) reads
 // it again; a node registered again under its name (another UID) is not
-// marked, and the error matches ErrReplaced.
+// marked, and the error matches ErrReplaced. An n without a resourceVersion
+// is read first (its UID still pins the write): for a Node another writer is
+// known to be changing right then.
 func ApplyTo(ctx context.Context, c kubernetes.Interface, n *corev1.Node, m Mark, now time.Time, dryRun bool) (Changes, error) {
 	return apply(ctx, c, n.Name, n, m, now, dryRun)
 }

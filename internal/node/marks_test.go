@@ -275,6 +275,7 @@ func TestApplyTo(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		now      func() *corev1.Node // the Node as it is when ApplyTo runs
+		unpinned bool                // the caller's copy has no resourceVersion
 		gets     int
 		wantErr  error
 		cordoned bool
@@ -291,11 +292,21 @@ func TestApplyTo(t *testing.T) {
 			n.UID, n.ResourceVersion = "uid-2", "7"
 			return n
 		}},
+		{name: "no resourceVersion: read first", unpinned: true, gets: 1, cordoned: true, now: func() *corev1.Node { return read.DeepCopy() }},
+		{name: "no resourceVersion, registered again: not marked", unpinned: true, gets: 1, wantErr: ErrReplaced, now: func() *corev1.Node {
+			n := read.DeepCopy()
+			n.UID = "uid-2"
+			return n
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fake.NewClientset(tc.now())
 			versioned(c)
-			_, err := ApplyTo(context.Background(), c, read, mark, now, false)
+			n := read.DeepCopy()
+			if tc.unpinned {
+				n.ResourceVersion = ""
+			}
+			_, err := ApplyTo(context.Background(), c, n, mark, now, false)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("ApplyTo: %v, want %v", err, tc.wantErr)
 			}
@@ -308,7 +319,7 @@ func TestApplyTo(t *testing.T) {
 			if gets != tc.gets {
 				t.Errorf("%d reads of the node, want %d", gets, tc.gets)
 			}
-			n := get(t, c, nodeName)
+			n = get(t, c, nodeName)
 			if n.Spec.Unschedulable != tc.cordoned || HasTaint(n, TaintOutOfService) != tc.cordoned {
 				t.Errorf("cordoned %v, tainted %v: want %v", n.Spec.Unschedulable, HasTaint(n, TaintOutOfService), tc.cordoned)
 			}
