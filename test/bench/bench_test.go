@@ -27,6 +27,7 @@ import (
 	"github.com/node-drainer/node-drainer/internal/drain"
 	"github.com/node-drainer/node-drainer/internal/handler"
 	"github.com/node-drainer/node-drainer/test/harness"
+	"github.com/node-drainer/node-drainer/test/harness/lambdart"
 )
 
 // The benchmarks run in this file's order: the two drains first (the second
@@ -740,7 +741,7 @@ func rwoFailover(b *testing.B, ctx context.Context, stopping time.Duration) (fai
 	if err != nil {
 		b.Fatal(err)
 	}
-	progress("rwo failover: the function's timeline: %s", timeline(&out))
+	progress("rwo failover: the function's timeline: %s; the invoke: %s", timeline(&out), invokeParts(f.rt, begin, rtt))
 	at, where, ok := waitMoved(ctx, s.name, "db-0", pv, target.PrivateDNSName, 50*time.Millisecond, 2*time.Minute)
 	if !ok {
 		dumpPods(b, ctx, s.name, pv)
@@ -748,6 +749,20 @@ func rwoFailover(b *testing.B, ctx context.Context, stopping time.Duration) (fai
 		b.Fatalf("the StatefulSet pod never ran elsewhere with its volume attached (outcome %+v)", out)
 	}
 	return at.Sub(begin).Seconds(), rtt.Seconds(), where, rss
+}
+
+// invokeParts splits an invoke's round trip (sent at begin, rtt long) by the
+// runtime's record of its last invocation: the wait for the process (its
+// start and init: a cold start), the handler, and the answer's way back.
+func invokeParts(rt *lambdart.Runtime, begin time.Time, rtt time.Duration) string {
+	invs := rt.Invocations()
+	if len(invs) == 0 {
+		return "not recorded"
+	}
+	i := invs[len(invs)-1]
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", d.Seconds()*1000) }
+	return fmt.Sprintf("to the handler %s (init %s), handler %s, back %s",
+		ms(i.Start.Sub(begin)), ms(i.Init), ms(i.End.Sub(i.Start)), ms(begin.Add(rtt).Sub(i.End)))
 }
 
 // stopInstance is an abrupt stop: EC2 says stopped, the kubelet is gone.
