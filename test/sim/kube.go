@@ -29,7 +29,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/node-drainer/node-drainer/internal/node"
@@ -75,28 +74,16 @@ type kube struct {
 	// attachments; not Lease renewals): a controller pass with nothing new
 	// to see is skipped, which is most of them
 	gen, seen uint64
-	rv        uint64 // the last resourceVersion given
-}
-
-// stamp gives obj the next resourceVersion, as the apiserver does on every
-// write (the tracker does not: its updates would never conflict).
-func (k *kube) stamp(obj runtime.Object) runtime.Object {
-	if m, err := meta.Accessor(obj); err == nil {
-		k.mu.Lock()
-		k.rv++
-		m.SetResourceVersion(strconv.FormatUint(k.rv, 10))
-		k.mu.Unlock()
-	}
-	return obj
+	versions  *versioned // tracker, as itself: watches from a resourceVersion
 }
 
 // add is the world making an object.
-func (k *kube) add(obj runtime.Object) { must(k.tracker.Add(k.stamp(obj))) }
+func (k *kube) add(obj runtime.Object) { must(k.tracker.Add(obj)) }
 
 // update and delete change an object as a controller does.
 func (k *kube) update(gvr schema.GroupVersionResource, obj runtime.Object, ns string) error {
 	defer k.bump()
-	return k.tracker.Update(gvr, k.stamp(obj), ns)
+	return k.tracker.Update(gvr, obj, ns)
 }
 
 func (k *kube) delete(gvr schema.GroupVersionResource, ns, name string) error {
@@ -112,9 +99,11 @@ func (k *kube) bump() {
 }
 
 func newKube(w *World) *kube {
+	v := newVersioned()
 	return &kube{
 		w:         w,
-		tracker:   k8stesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder()),
+		tracker:   v,
+		versions:  v,
 		nodes:     map[string]*simNode{},
 		disrupted: map[string]time.Duration{},
 		pdbMin:    map[string]int32{},
@@ -164,8 +153,8 @@ func (k *kube) join(idx int, group string, skipped bool) *simNode {
 	secs := int32(40)
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: n.name},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &n.name, LeaseDurationSeconds: &secs, RenewTime: &now}}
-	if err := k.tracker.Add(k.stamp(l)); err != nil {
-		must(k.tracker.Update(gvrLeases, k.stamp(l), l.Namespace))
+	if err := k.tracker.Add(l); err != nil {
+		must(k.tracker.Update(gvrLeases, l, l.Namespace))
 	}
 	k.add((&corev1.Pod{ // its DaemonSet's pod
 		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "ds-" + n.name, UID: ktypes.UID("ds-" + string(n.uid)),
@@ -436,7 +425,6 @@ func (k *kube) serve(inv *invocation, a k8stesting.Action, objects k8stesting.Re
 			m.SetName(fmt.Sprintf("%s%05d", m.GetGenerateName(), k.names))
 			k.mu.Unlock()
 		}
-		k.stamp(obj)
 	case a.GetVerb() == "update":
 		// optimistic concurrency: an update names the version it read
 		obj := a.(k8stesting.UpdateAction).GetObject()
@@ -452,7 +440,6 @@ func (k *kube) serve(inv *invocation, a k8stesting.Action, objects k8stesting.Re
 			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), m.GetName(),
 				errors.New("the object has been modified; please apply your changes to the latest version and try again"))
 		}
-		k.stamp(obj)
 	case a.GetVerb() == "delete":
 		if err := k.preconditions(a); err != nil {
 			return true, nil, err
@@ -591,12 +578,22 @@ func (k *kube) watch(inv *invocation, a k8stesting.Action) (bool, watch.Interfac
 		return true, nil, err
 	}
 	wa := a.(k8stesting.WatchActionImpl)
-	// every object as it is now, then the changes: the tracker's versions
-	// are not the objects' (stamp), so a watch cannot start at one; an
-	// informer takes the objects again as updates
-	src, err := k.tracker.Watch(a.GetResource(), a.GetNamespace(), metav1.ListOptions{})
-	if err != nil {
-		return true, nil, err
+	var src watch.Interface
+	if rv := wa.WatchRestrictions.ResourceVersion; rv != "" && rv != "0" {
+		// from a list's (or the last event's) resourceVersion: every
+		// write after it, deletions included
+		from, err := strconv.ParseUint(rv, 10, 64)
+		if err != nil {
+			return true, nil, apierrors.NewBadRequest(fmt.Sprintf("resourceVersion %q: %v", rv, err))
+		}
+		src = k.versions.WatchFrom(a.GetResource(), a.GetNamespace(), from)
+	} else {
+		// no version: every object as it is now, then the changes (an
+		// informer takes the objects again as updates)
+		var err error
+		if src, err = k.tracker.Watch(a.GetResource(), a.GetNamespace(), metav1.ListOptions{}); err != nil {
+			return true, nil, err
+		}
 	}
 	fsel, lsel := wa.WatchRestrictions.Fields, wa.WatchRestrictions.Labels
 	fw := filtered(src, func(obj runtime.Object) bool {
@@ -829,7 +826,7 @@ func (k *kube) renewLeases() {
 		l := obj.(*coordinationv1.Lease).DeepCopy()
 		now := metav1.NowMicro()
 		l.Spec.RenewTime = &now
-		_ = k.tracker.Update(gvrLeases, k.stamp(l), l.Namespace) // no bump: controllers do not read Leases
+		_ = k.tracker.Update(gvrLeases, l, l.Namespace) // no bump: controllers do not read Leases
 	}
 }
 

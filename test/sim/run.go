@@ -22,6 +22,10 @@ type Result struct {
 	Violations []Violation
 	Plan       Plan
 	Trace      []string
+	// WatchesFrom counts the watches started at a resourceVersion (a
+	// list's, or an informer's last event's); Replayed the writes made
+	// between such a read and its watch, delivered on the watch.
+	WatchesFrom, Replayed int
 }
 
 // Run plays one seed's day. Call it inside a synctest bubble: it sleeps
@@ -91,7 +95,9 @@ func Run(seed int64, log *slog.Logger) Result {
 	defer w.mu.Unlock()
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	return Result{Seed: seed, Steps: w.steps, Checks: inv.Checks, Violations: inv.Violations, Plan: w.Plan, Trace: w.trace}
+	from, replayed := w.kube.versions.counts()
+	return Result{Seed: seed, Steps: w.steps, Checks: inv.Checks, Violations: inv.Violations, Plan: w.Plan, Trace: w.trace,
+		WatchesFrom: from, Replayed: replayed}
 }
 
 // happen plays one event of the world.

@@ -34,7 +34,11 @@ func TestSim(t *testing.T) {
 		checks [numInvariants + 1]uint64
 		bad    []Result
 		played int
-		found  atomic.Bool
+		// watches from a resourceVersion, and the writes between their
+		// read and their start they delivered
+		watchesFrom, replayed int
+
+		found atomic.Bool
 		// the first failing seed, told to a goroutine outside the bubbles,
 		// which reads the real clock (a bubble's starts in 2000)
 		firstSeed = make(chan [2]int64, 1)
@@ -61,6 +65,8 @@ func TestSim(t *testing.T) {
 					defer mu.Unlock()
 					played++
 					steps += r.Steps
+					watchesFrom += r.WatchesFrom
+					replayed += r.Replayed
 					for i := range checks {
 						checks[i] += r.Checks[i]
 					}
@@ -86,6 +92,7 @@ func TestSim(t *testing.T) {
 	for i := 1; i <= numInvariants; i++ {
 		fmt.Printf("sim_checks_%s=%d  # %s\n", strings.SplitN(Names[i], " ", 2)[0], checks[i], strings.SplitN(Names[i], " ", 2)[1])
 	}
+	fmt.Printf("sim_watches_from_version=%d\nsim_watch_replayed=%d  # writes between a read and its watch, delivered on it\n", watchesFrom, replayed)
 	fmt.Printf("sim_violations=%d\nsim_seconds=%.1f\n", violations, time.Since(begun).Seconds())
 	if found.Load() {
 		fmt.Println(<-firstAt)
