@@ -586,6 +586,11 @@ func (k *kube) watch(inv *invocation, a k8stesting.Action) (bool, watch.Interfac
 		if err != nil {
 			return true, nil, apierrors.NewBadRequest(fmt.Sprintf("resourceVersion %q: %v", rv, err))
 		}
+		// etcd compacted past it: the client must list again
+		if k.w.roll(inv.id+"/expired/"+a.GetResource().Resource+"/"+rv) < k.w.Plan.WatchExpired {
+			k.w.tracef("%s: watch %s from %s refused: too old", inv.id, a.GetResource().Resource, rv)
+			return true, nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %s", rv))
+		}
 		src = k.versions.WatchFrom(a.GetResource(), a.GetNamespace(), from)
 	} else {
 		// no version: every object as it is now, then the changes (an

@@ -169,6 +169,7 @@ type Plan struct {
 	APIFault     float64 // probability a request fails (5xx, 429, timeout, conflict)
 	StaleList    float64 // probability a list served from the cache misses an object
 	WatchDrop    float64 // probability a watch ends early
+	WatchExpired float64 // probability a watch from a resourceVersion is refused as too old (410: compacted past it)
 	EC2Lag       float64 // probability a describe is served from before the last change
 	EventLoss    float64
 	EventDup     float64
@@ -252,6 +253,7 @@ func NewPlan(seed int64) Plan {
 	p.APIFault = rates
 	p.StaleList = rates * 2
 	p.WatchDrop = rates
+	p.WatchExpired = rates
 	p.EC2Lag = rates * 2
 	p.EventLoss = rates / 2
 	p.EventDup = rates
