@@ -79,46 +79,30 @@ func (v *versioned) Add(obj runtime.Object) error {
 		return err
 	}
 	gvr, _ := meta.UnsafeGuessKindToResource(gvks[0])
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.stamp(obj)
-	if err := v.ObjectTracker.Add(obj); err != nil {
-		return err
-	}
-	v.record(gvr, watch.Added, obj)
-	return nil
+	return v.write(gvr, watch.Added, obj, func() error { return v.ObjectTracker.Add(obj) })
 }
 
 func (v *versioned) Create(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.CreateOptions) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.stamp(obj)
-	if err := v.ObjectTracker.Create(gvr, obj, ns, opts...); err != nil {
-		return err
-	}
-	v.record(gvr, watch.Added, obj)
-	return nil
+	return v.write(gvr, watch.Added, obj, func() error { return v.ObjectTracker.Create(gvr, obj, ns, opts...) })
 }
 
 func (v *versioned) Update(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.UpdateOptions) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.stamp(obj)
-	if err := v.ObjectTracker.Update(gvr, obj, ns, opts...); err != nil {
-		return err
-	}
-	v.record(gvr, watch.Modified, obj)
-	return nil
+	return v.write(gvr, watch.Modified, obj, func() error { return v.ObjectTracker.Update(gvr, obj, ns, opts...) })
 }
 
 func (v *versioned) Patch(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.PatchOptions) error {
+	return v.write(gvr, watch.Modified, obj, func() error { return v.ObjectTracker.Patch(gvr, obj, ns, opts...) })
+}
+
+// write stamps obj, stores it (store) and logs it, all under v.mu.
+func (v *versioned) write(gvr schema.GroupVersionResource, t watch.EventType, obj runtime.Object, store func() error) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.stamp(obj)
-	if err := v.ObjectTracker.Patch(gvr, obj, ns, opts...); err != nil {
+	if err := store(); err != nil {
 		return err
 	}
-	v.record(gvr, watch.Modified, obj)
+	v.record(gvr, t, obj)
 	return nil
 }
 
