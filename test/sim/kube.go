@@ -63,7 +63,7 @@ type simNode struct {
 // graceful deletion) and the kubelets and controllers around it.
 type kube struct {
 	w       *World
-	tracker k8stesting.ObjectTracker
+	tracker *versioned // client-go's tracker, with the apiserver's resourceVersions
 
 	mu        sync.Mutex
 	nodes     map[string]*simNode // by name
@@ -74,7 +74,6 @@ type kube struct {
 	// attachments; not Lease renewals): a controller pass with nothing new
 	// to see is skipped, which is most of them
 	gen, seen uint64
-	versions  *versioned // tracker, as itself: watches from a resourceVersion
 }
 
 // add is the world making an object.
@@ -99,11 +98,9 @@ func (k *kube) bump() {
 }
 
 func newKube(w *World) *kube {
-	v := newVersioned()
 	return &kube{
 		w:         w,
-		tracker:   v,
-		versions:  v,
+		tracker:   newVersioned(),
 		nodes:     map[string]*simNode{},
 		disrupted: map[string]time.Duration{},
 		pdbMin:    map[string]int32{},
@@ -591,7 +588,7 @@ func (k *kube) watch(inv *invocation, a k8stesting.Action) (bool, watch.Interfac
 			k.w.tracef("%s: watch %s from %s refused: too old", inv.id, a.GetResource().Resource, rv)
 			return true, nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %s", rv))
 		}
-		src = k.versions.WatchFrom(a.GetResource(), a.GetNamespace(), from)
+		src = k.tracker.WatchFrom(a.GetResource(), a.GetNamespace(), from)
 	} else {
 		// no version: every object as it is now, then the changes (an
 		// informer takes the objects again as updates)

@@ -95,7 +95,7 @@ func Run(seed int64, log *slog.Logger) Result {
 	defer w.mu.Unlock()
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	from, replayed := w.kube.versions.counts()
+	from, replayed := w.kube.tracker.counts()
 	return Result{Seed: seed, Steps: w.steps, Checks: inv.Checks, Violations: inv.Violations, Plan: w.Plan, Trace: w.trace,
 		WatchesFrom: from, Replayed: replayed}
 }
