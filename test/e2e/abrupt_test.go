@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -291,6 +292,18 @@ func TestForceReleaseRereadsAPodChangedMeanwhile(t *testing.T) {
 			return nil
 		}
 		changed = true // between the reading and the delete, as the node controller does
+		// the guard runs beside the pods' list: change the pod once the list
+		// is answered, so the delete carries the version the list read
+		if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			for _, r := range api.Requests() {
+				if r.Method == http.MethodGet && r.Path == "/api/v1/pods" {
+					return true, nil
+				}
+			}
+			return false, nil
+		}); err != nil {
+			return fmt.Errorf("the pods' list was not answered: %w", err)
+		}
 		cur, err := env.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
