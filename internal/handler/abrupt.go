@@ -68,6 +68,9 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 	}
 	g := r.guard(n, inst.ID)
 	check := g.check
+	// each forced step, and each attempt at one, acts on a verdict of the
+	// guard no older than volume.GuardFresh
+	verdict := volume.NewVerdict(check)
 	guarded := r.h.now()
 	if err := r.safeToForce(ctx, n.Name, check); err != nil {
 		r.step(StepConfirmed, "not confirmed after %s: %v", r.h.now().Sub(guarded).Round(time.Millisecond), err)
@@ -84,7 +87,7 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 		return err
 	}
 	r.step(StepCordoned, "%s", inst)
-	rel, relErr := volume.ForceRelease(ctx, r.h.c.Kube, n.Name, r.h.cfg.DryRun, check)
+	rel, relErr := volume.ForceRelease(ctx, r.h.c.Kube, n.Name, r.h.cfg.DryRun, verdict)
 	r.step(StepForceReleased, "%d pods force-deleted, %d attachments deleted%s", len(rel.PodsDeleted), len(rel.AttachmentsDeleted),
 		map[bool]string{true: " (incomplete: " + fmt.Sprint(relErr) + ")"}[relErr != nil])
 	if r.rep != nil {
@@ -97,18 +100,20 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 		return r.notForced(ctx, n, relErr)
 	}
 	if r.h.cfg.OutOfServiceTaint && relErr == nil {
-		if err := check(ctx); err != nil {
+		if err := verdict.Check(ctx); err != nil {
 			return r.notForced(ctx, n, err)
 		}
 		// still needed: the attach/detach controller force-detaches at once
 		// for a tainted node, and later pods are evicted by the taint manager
-		mark := node.Mark{Cause: node.CauseOutOfService, Cordon: true, OutOfService: true}
+		mark := node.Mark{Cause: node.CauseOutOfService, Cordon: true, OutOfService: true, Guard: verdict.Fresh}
 		// read first, pinned to the UID checked: the attach/detach
 		// controller writes the Node's status as its attachments go, and a
 		// write at the guard's version met that conflict (1 run in 3)
 		read := g.node().DeepCopy()
 		read.ResourceVersion = ""
-		if _, err := node.ApplyTo(ctx, r.h.c.Kube, read, mark, begin, r.h.cfg.DryRun); err != nil {
+		if _, err := node.ApplyTo(ctx, r.h.c.Kube, read, mark, begin, r.h.cfg.DryRun); errors.Is(err, ErrNotSafe) {
+			return r.notForced(ctx, n, err)
+		} else if err != nil {
 			relErr = errors.Join(relErr, err)
 		} else {
 			r.step(StepOutOfService, "%s", node.TaintOutOfService)
@@ -126,7 +131,7 @@ func (r *run) release(ctx context.Context, n *corev1.Node, inst instance.Instanc
 	}
 	terminated := !inst.Found || inst.State == instance.StateTerminated
 	if terminated && r.h.cfg.DeleteTerminatedNodes && !r.h.cfg.DryRun {
-		if err := check(ctx); err != nil {
+		if err := verdict.Check(ctx); err != nil {
 			return r.notForced(ctx, n, err)
 		}
 		if err := node.Delete(ctx, r.h.c.Kube, n); err != nil {

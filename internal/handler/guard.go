@@ -13,6 +13,7 @@ import (
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/node"
+	"github.com/node-drainer/node-drainer/internal/volume"
 )
 
 // ErrNotSafe says why an irreversible step is not taken: the evidence read
@@ -88,7 +89,13 @@ func (g *guard) evidence(ctx context.Context) (*corev1.Node, error) {
 	})
 	reads.Go(func() { renewed, leaseErr = node.KubeletRenewed(ctx, r.h.c.Kube, n.Name) })
 	inst, err := instance.Describe(ctx, r.h.c.EC2, r.h.clock, id)
+	described := r.h.now()
 	reads.Wait()
+	// the verdict holds as of the guard's return (volume.Verdict): when the
+	// apiserver's reads took longer (retried), EC2 is read again after them
+	if err == nil && r.h.now().Sub(described) >= volume.GuardFresh {
+		inst, err = instance.Describe(ctx, r.h.c.EC2, r.h.clock, id)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: EC2 unreadable: %v", ErrNotSafe, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -22,7 +23,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/node-drainer/node-drainer/internal/config"
+	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/node"
+	"github.com/node-drainer/node-drainer/internal/volume"
 )
 
 // Before each irreversible step the abrupt path reads its evidence again;
@@ -302,4 +305,26 @@ func TestGuardReadsAtOnce(t *testing.T) {
 	if got := g.node(); got == n || got.UID != n.UID || got.ResourceVersion != "41" {
 		t.Errorf("after the check the guard's node is %p %v, want the Node it read", got, got)
 	}
+}
+
+// The guard's verdict holds as of its return: when the Node's read took
+// longer than volume.GuardFresh (retried through the apiserver's faults),
+// EC2 is read again after it, and an instance started meanwhile (pending)
+// stops the step.
+func TestGuardReadsEC2AgainAfterSlowReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newNode(idA)
+		c := fake.NewClientset(n)
+		c.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+			time.Sleep(volume.GuardFresh) // retried for a second
+			return false, nil, nil
+		})
+		pending := reading{state: instance.StatePending, tagged: true}
+		ec2 := &fakeEC2{readings: map[string][]reading{idA: {stopped, pending}}}
+		h := New(config.Config{NodeLeaseStaleAfter: 15 * time.Second}, Clients{Kube: c, EC2: ec2}, nil, WithClock(clock.RealClock{}))
+		g := (&run{h: h}).guard(n, idA)
+		if err := g.check(t.Context()); !errors.Is(err, ErrNotSafe) || ec2.calls != 2 {
+			t.Fatalf("check = %v after %d EC2 reads; want EC2 read again after the slow Node read, and its pending to stop the step", err, ec2.calls)
+		}
+	})
 }

@@ -40,6 +40,11 @@ type Mark struct {
 	ExcludeLB    bool
 	Draining     bool
 	OutOfService bool
+	// Guard, if set, is asked before each attempt to write the mark, a
+	// retry's included; its error stops the write (safety rule 11: a
+	// forced mark, the out-of-service taint, is written only on fresh
+	// evidence).
+	Guard func(context.Context) error
 }
 
 // Changes says which marks were set (by Apply) or removed (by Release) by
@@ -162,7 +167,7 @@ var ErrReplaced = errors.New("node registered again under its name")
 
 func apply(ctx context.Context, c kubernetes.Interface, name string, read *corev1.Node, m Mark, now time.Time, dryRun bool) (Changes, error) {
 	var made Changes
-	err := update(ctx, c, name, read, dryRun, func(n *corev1.Node, s *State) bool {
+	err := update(ctx, c, name, read, dryRun, m.Guard, func(n *corev1.Node, s *State) bool {
 		made = Changes{}
 		if m.Cordon && !n.Spec.Unschedulable {
 			n.Spec.Unschedulable, made.Cordoned = true, true
@@ -209,7 +214,7 @@ func apply(ctx context.Context, c kubernetes.Interface, name string, read *corev
 // Marks placed by anyone else are never removed. It returns what was removed.
 func Release(ctx context.Context, c kubernetes.Interface, name string, cause Cause, now time.Time, dryRun bool) (Changes, error) {
 	var undone Changes
-	err := update(ctx, c, name, nil, dryRun, func(n *corev1.Node, s *State) bool {
+	err := update(ctx, c, name, nil, dryRun, nil, func(n *corev1.Node, s *State) bool {
 		undone = Changes{}
 		before := len(s.Causes)
 		for k, h := range s.Causes {
@@ -244,13 +249,15 @@ func Release(ctx context.Context, c kubernetes.Interface, name string, cause Cau
 // back (with the node's resourceVersion: a conflict reads again) when change
 // reports a change. read, when not nil and versioned, is the node as the
 // caller has just read it: the first try starts from it instead of reading,
-// and a node read again must have its UID. Dry run writes nothing.
-func update(ctx context.Context, c kubernetes.Interface, name string, read *corev1.Node, dryRun bool, change func(*corev1.Node, *State) bool) error {
+// and a node read again must have its UID. guard, if not nil, is asked
+// before each write; its error ends the update. Dry run writes nothing.
+func update(ctx context.Context, c kubernetes.Interface, name string, read *corev1.Node, dryRun bool, guard func(context.Context) error, change func(*corev1.Node, *State) bool) error {
 	from := read
 	if from != nil && from.ResourceVersion == "" {
 		from = nil // nothing to pin the write to: read it first
 	}
-	return cluster.Retry(ctx, func() error {
+	var refused error
+	err := cluster.Retry(ctx, func() error {
 		n := from
 		from = nil // a conflict reads the node again
 		if n == nil {
@@ -282,7 +289,16 @@ func update(ctx context.Context, c kubernetes.Interface, name string, read *core
 			}
 			n.Annotations[AnnotationOwned] = string(b)
 		}
+		if guard != nil {
+			if refused = guard(ctx); refused != nil {
+				return refused
+			}
+		}
 		_, err := c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
 	})
+	if refused != nil {
+		return refused // the guard's, whatever Retry made of it
+	}
+	return err
 }

@@ -500,3 +500,28 @@ func TestMarks(t *testing.T) {
 		})
 	}
 }
+
+// A mark's Guard is asked before each attempt to write it, a retry's
+// included: an objection on the retry leaves the node unmarked.
+func TestApplyToAsksTheGuardBeforeEachWrite(t *testing.T) {
+	read := newNode(nodeName, "")
+	read.UID, read.ResourceVersion = "uid-1", "1"
+	changed := read.DeepCopy()
+	changed.ResourceVersion = "2" // another writer came between: a conflict, then a retry
+	c := fake.NewClientset(changed)
+	versioned(c)
+	asked := 0
+	notSafe := errors.New("not safe: EC2 says pending")
+	mark := Mark{Cause: CauseOutOfService, Cordon: true, OutOfService: true, Guard: func(context.Context) error {
+		if asked++; asked == 2 {
+			return notSafe
+		}
+		return nil
+	}}
+	if _, err := ApplyTo(context.Background(), c, read, mark, now, false); !errors.Is(err, notSafe) || asked != 2 {
+		t.Fatalf("ApplyTo: %v after %d askings; want the objection of the second", err, asked)
+	}
+	if n := get(t, c, nodeName); n.Spec.Unschedulable || HasTaint(n, TaintOutOfService) {
+		t.Errorf("cordoned %v, tainted %v: want neither", n.Spec.Unschedulable, HasTaint(n, TaintOutOfService))
+	}
+}

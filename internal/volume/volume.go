@@ -235,20 +235,22 @@ type Release struct {
 // its VolumeAttachments. Only call it for a node whose instance EC2 confirms
 // is not running: a volume detached from a live machine can be corrupted.
 //
-// guard, when not nil, is called before the pods are deleted and again before
+// guard, when not nil, is asked before the pods are deleted and again before
 // the attachments are: its error (the evidence read again no longer shows the
 // machine down) stops the release there and is returned. Each guard runs
 // beside the read of what its step deletes (the pods, the attachments):
 // both are done before anything is deleted, so the step waits for the slower
-// of the two instead of the sum. The pods are deleted side by side
-// (ForceDeleteAtOnce at a time), each on its own evidence (rule 9).
-func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryRun bool, guard func(context.Context) error) (Release, error) {
+// of the two instead of the sum. Its answer holds for GuardFresh: a delete
+// tried later (a retry, a delete behind a slow read) asks it again first
+// (Verdict.Fresh). The pods are deleted side by side (ForceDeleteAtOnce at
+// a time), each on its own evidence (rule 9).
+func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryRun bool, guard *Verdict) (Release, error) {
 	if guard == nil {
-		guard = func(context.Context) error { return nil }
+		guard = NewVerdict(nil)
 	}
 	var rel Release
 	var pods *corev1.PodList
-	guardErr, err := beside(ctx, guard, func() error {
+	guardErr, err := beside(ctx, guard.Check, func() error {
 		return cluster.Retry(ctx, func() (err error) {
 			pods, err = c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 				FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
@@ -276,7 +278,7 @@ func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryR
 		}
 		g.Go(func() error {
 			// false: the name is another pod's now, not ours to delete
-			deleted[i], errs[i] = forceDelete(ctx, c, p)
+			deleted[i], errs[i] = forceDelete(ctx, c, p, guard)
 			if errs[i] != nil {
 				errs[i] = fmt.Errorf("force-deleting pod %s/%s: %w", p.Namespace, p.Name, errs[i])
 			}
@@ -291,7 +293,7 @@ func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryR
 	}
 	errs = slices.DeleteFunc(errs, func(err error) bool { return err == nil })
 	var vas []storagev1.VolumeAttachment
-	guardErr, err = beside(ctx, guard, func() (err error) {
+	guardErr, err = beside(ctx, guard.Check, func() (err error) {
 		vas, err = Attachments(ctx, c, node, nil)
 		return err
 	})
@@ -304,10 +306,16 @@ func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryR
 	for _, va := range vas {
 		if !dryRun {
 			err := cluster.RetryPinned(ctx, func() error {
+				if err := guard.Fresh(ctx); err != nil {
+					return err
+				}
 				return c.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{
 					Preconditions: &metav1.Preconditions{UID: &va.UID},
 				})
 			})
+			if no := guard.objection(); no != nil {
+				return rel, errors.Join(append(errs, no)...) // the guard objects now: nothing more is deleted
+			}
 			if apierrors.IsConflict(err) {
 				continue // the name is another attachment's now: not the one read, not deleted
 			}
@@ -340,13 +348,17 @@ func beside(ctx context.Context, guard func(context.Context) error, read func() 
 // resourceVersion read (safety rule 9: what is deleted is what was looked
 // at). On a conflict the node's pods are read again: the same pod (UID),
 // still bound, is deleted at its new version; otherwise it is gone or the
-// name belongs to a replacement, and nothing is deleted.
-func forceDelete(ctx context.Context, c kubernetes.Interface, p corev1.Pod) (bool, error) {
+// name belongs to a replacement, and nothing is deleted. Each attempt is
+// made on a fresh verdict of the guard (rule 11).
+func forceDelete(ctx context.Context, c kubernetes.Interface, p corev1.Pod, guard *Verdict) (bool, error) {
 	zero := int64(0)
 	for range 5 {
 		// pinned: a conflict must reach the re-read below, not repeat the
 		// same stale delete until the deadline
 		err := cluster.RetryPinned(ctx, func() error {
+			if err := guard.Fresh(ctx); err != nil {
+				return err
+			}
 			return c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 				GracePeriodSeconds: &zero,
 				Preconditions:      &metav1.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion},

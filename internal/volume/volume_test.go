@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -476,7 +477,7 @@ func TestForceReleaseGuardsBesideItsReads(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
-		rel, err := ForceRelease(ctx, meetingDeletes{c, deletes}, nodeName, false, guard)
+		rel, err := ForceRelease(ctx, meetingDeletes{c, deletes}, nodeName, false, NewVerdict(guard))
 		if err != nil || len(rel.PodsDeleted) != 3 || len(rel.AttachmentsDeleted) != 1 {
 			t.Fatalf("ForceRelease = %+v, %v; want 3 pods and 1 attachment released", rel, err)
 		}
@@ -493,7 +494,7 @@ func TestForceReleaseGuardsBesideItsReads(t *testing.T) {
 				}
 				return nil
 			}
-			rel, err := ForceRelease(t.Context(), c, nodeName, false, guard)
+			rel, err := ForceRelease(t.Context(), c, nodeName, false, NewVerdict(guard))
 			if !errors.Is(err, notSafe) {
 				t.Fatalf("ForceRelease = %+v, %v; want the guard's objection", rel, err)
 			}
@@ -613,4 +614,76 @@ func TestAttachmentsWithoutNodeSelector(t *testing.T) {
 			t.Errorf("page %+v: want limit %d", r, PageSize)
 		}
 	}
+}
+
+// A guard's verdict holds for GuardFresh: a delete retried later (the
+// apiserver failed its first attempt) asks the guard again first, and an
+// objection then stops it and every delete after it (safety rule 11).
+func TestForceReleaseAsksAgainWhenItsVerdictIsOld(t *testing.T) {
+	for _, res := range []string{"pods", "volumeattachments"} {
+		t.Run(res, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := fake.NewClientset(pod("a", "p-1", nodeName, false), attachment("csi-a", nodeName, "pv-a"))
+				byNode(c)
+				failed := false
+				c.PrependReactor("delete", res, func(k8stesting.Action) (bool, runtime.Object, error) {
+					if failed {
+						return false, nil, nil
+					}
+					failed = true
+					time.Sleep(GuardFresh) // an attempt that hangs, then fails
+					return true, nil, apierrors.NewServiceUnavailable("etcd leader changed")
+				})
+				guards := 0
+				notSafe := errors.New("not safe: EC2 says pending")
+				guard := func(context.Context) error {
+					guards++
+					if res == "pods" && guards == 2 || res == "volumeattachments" && guards == 3 {
+						return notSafe // the instance started again meanwhile
+					}
+					return nil
+				}
+				rel, err := ForceRelease(t.Context(), c, nodeName, false, NewVerdict(guard))
+				if !errors.Is(err, notSafe) {
+					t.Fatalf("ForceRelease = %+v, %v; want the objection of the guard asked again before the retry", rel, err)
+				}
+				for _, a := range c.Actions() {
+					if a.GetVerb() == "delete" && a.GetResource().Resource == res {
+						if _, err := c.Tracker().Get(a.GetResource(), a.GetNamespace(), a.(k8stesting.DeleteAction).GetName()); err != nil {
+							t.Errorf("%s/%s deleted after the guard objected", res, a.(k8stesting.DeleteAction).GetName())
+						}
+					}
+				}
+				if res == "pods" && len(rel.PodsDeleted) != 0 || len(rel.AttachmentsDeleted) != 0 {
+					t.Errorf("released %+v: want nothing of %s", rel, res)
+				}
+			})
+		})
+	}
+}
+
+// Verdict.Fresh asks the guard only when its last pass is GuardFresh old;
+// an objection stands.
+func TestVerdict(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		asked, answer := 0, error(nil)
+		v := NewVerdict(func(context.Context) error { asked++; return answer })
+		ctx := t.Context()
+		if err := v.Check(ctx); err != nil || asked != 1 {
+			t.Fatalf("Check = %v after %d askings; want a pass after 1", err, asked)
+		}
+		time.Sleep(GuardFresh - time.Millisecond)
+		if err := v.Fresh(ctx); err != nil || asked != 1 {
+			t.Fatalf("Fresh within GuardFresh = %v after %d askings; want the last pass, not asked again", err, asked)
+		}
+		time.Sleep(time.Millisecond)
+		answer = errors.New("EC2 says running")
+		if err := v.Fresh(ctx); !errors.Is(err, answer) || asked != 2 {
+			t.Fatalf("Fresh at GuardFresh = %v after %d askings; want asked again, its objection", err, asked)
+		}
+		answer = nil
+		if err := v.Check(ctx); err == nil || asked != 2 {
+			t.Fatalf("Check after an objection = %v after %d askings; want the objection, not asked again", err, asked)
+		}
+	})
 }

@@ -315,7 +315,7 @@ func TestForceReleaseRereadsAPodChangedMeanwhile(t *testing.T) {
 	}
 	rctx, rcancel := context.WithTimeout(ctx, 40*time.Second)
 	defer rcancel()
-	rel, err := volume.ForceRelease(rctx, kube, target.PrivateDNSName, false, guard)
+	rel, err := volume.ForceRelease(rctx, kube, target.PrivateDNSName, false, volume.NewVerdict(guard))
 	if err != nil || !slices.Equal(rel.PodsDeleted, []string{p.Namespace + "/" + p.Name}) {
 		t.Fatalf("ForceRelease = %+v, %v; want %s/%s deleted", rel, err, p.Namespace, p.Name)
 	}
