@@ -28,7 +28,8 @@ const (
 	I8
 	I9
 	I10
-	numInvariants = I10
+	I11
+	numInvariants = I11
 )
 
 // Names names each invariant.
@@ -43,6 +44,7 @@ var Names = [numInvariants + 1]string{"",
 	"I8 invocations about one instance bounded (no loop without a wait)",
 	"I9 no call after the invocation's deadline",
 	"I10 a terminated instance's ReadWriteOnce volumes released within 15 minutes",
+	"I11 no invocation waits on a node's pods that are all gone: it completes the terminate hook or ends within VOLUME_DETACH_TIMEOUT + 2 minutes",
 }
 
 // releaseBound is I10's bound: events may be lost (the sweep, every 5
@@ -158,17 +160,7 @@ func (v *Invariants) completing(inv *invocation, ac *action, result string) {
 	if _, c, err := event.ParseInvocation(inv.payload); err == nil && c != nil && c.Attempt > v.w.lambda.cfg.MaxContinuations {
 		return // the drain's last invocation: MAX_CONTINUATIONS ends it before DRAIN_TIMEOUT
 	}
-	var left []string
-	for _, p := range v.w.kube.pods() {
-		if p.Spec.NodeName != n.name || daemon(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-			continue
-		}
-		left = append(left, p.Name)
-	}
-	if len(left) > 0 {
+	if left := v.w.kube.drained(n.name); len(left) > 0 {
 		v.violate(I1, "%s completed %s of %s with %s after %s, pods still on %s: %s", inv.id, ac.hook.name, ac.instance, result,
 			(v.w.now() - ac.start).Round(time.Millisecond), n.name, strings.Join(left, ", "))
 	}
@@ -340,6 +332,73 @@ func (v *Invariants) released(n *simNode) {
 	for _, va := range v.w.kube.vas() {
 		if va.Spec.NodeName == n.name {
 			v.violate(I10, "%s of terminated %s (%s) still attached %s after", va.Name, n.id, n.name, releaseBound)
+		}
+	}
+}
+
+// movesOn is I11's bound past VOLUME_DETACH_TIMEOUT (the drain's last
+// wait, on the volumes): the re-list of rule 15, an attachments read, the
+// completion, each retried through the API's faults. A drain whose wait
+// missed its pods' going (a watch bug) waits out its deadline instead:
+// DRAIN_TIMEOUT or the hand-over, up to 15 minutes.
+const movesOn = 2 * time.Minute
+
+// emptied: the last pod a drain must see go left node n (I11). Every
+// invocation about its instance that runs now must, within the bound, have
+// ended (completed, handed over, failed) or have seen the hook completed.
+func (v *Invariants) emptied(n *simNode) {
+	if n.skipped {
+		return
+	}
+	l := v.w.lambda
+	var running []*invocation
+	l.mu.Lock()
+	for _, inv := range l.all {
+		inv.mu.Lock()
+		if inv.about == n.id && !inv.ended && !inv.dead {
+			running = append(running, inv)
+		}
+		inv.mu.Unlock()
+	}
+	l.mu.Unlock()
+	if len(running) == 0 {
+		return
+	}
+	v.check(I11)
+	at, bound := v.w.now(), v.w.kube.boundTo(n.name)
+	limit := l.cfg.VolumeDetachTimeout + movesOn
+	v.w.after(limit, func() { v.movedOn(n, running, at, bound, limit) })
+}
+
+// movedOn checks, limit after n emptied at at, the invocations then running.
+func (v *Invariants) movedOn(n *simNode, running []*invocation, at time.Duration, bound int, limit time.Duration) {
+	if v.w.kube.boundTo(n.name) != bound {
+		return // a pod came since: the drain has one to evict again
+	}
+	now := v.w.now()
+	for _, o := range v.w.Plan.Outages {
+		if o.From < now && o.To > at {
+			return // the apiserver was down meanwhile: every step waited on it
+		}
+	}
+	a := v.w.asg
+	a.mu.Lock()
+	pending := false
+	if _, m := a.find(n.id); m != nil {
+		for _, ac := range m.actions {
+			pending = pending || (!ac.done && ac.hook.ours && ac.hook.transition == "autoscaling:EC2_INSTANCE_TERMINATING")
+		}
+	}
+	a.mu.Unlock()
+	if !pending {
+		return
+	}
+	for _, inv := range running {
+		inv.mu.Lock()
+		still := !inv.ended && !inv.dead
+		inv.mu.Unlock()
+		if still {
+			v.violate(I11, "%s still runs %s after the last pod left %s (at %.3fs), its terminate hook not completed", inv.id, limit, n.name, at.Seconds())
 		}
 	}
 }

@@ -70,6 +70,7 @@ type kube struct {
 	disrupted map[string]time.Duration
 	names     int // replacement pods made
 	pdbMin    map[string]int32
+	bound     map[string]int // pods bound to each node so far (I11: a node empty since)
 	// gen counts the changes the controllers react to (pods, nodes, PDBs,
 	// attachments; not Lease renewals): a controller pass with nothing new
 	// to see is skipped, which is most of them
@@ -104,6 +105,7 @@ func newKube(w *World) *kube {
 		nodes:     map[string]*simNode{},
 		disrupted: map[string]time.Duration{},
 		pdbMin:    map[string]int32{},
+		bound:     map[string]int{},
 	}
 }
 
@@ -232,7 +234,41 @@ func (k *kube) addPod(name, app, on, ownerKind, claim string) {
 		p.Status = corev1.PodStatus{Phase: corev1.PodPending}
 	}
 	k.add(p)
+	k.bound1(on)
 	k.bump()
+}
+
+// bound1 counts a pod bound to node on.
+func (k *kube) bound1(on string) {
+	if on == "" {
+		return
+	}
+	k.mu.Lock()
+	k.bound[on]++
+	k.mu.Unlock()
+}
+
+// boundTo is how many pods were bound to node on so far.
+func (k *kube) boundTo(on string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.bound[on]
+}
+
+// drained lists the pods on node on that a drain must see go: not a
+// DaemonSet's, not a mirror pod, not ended.
+func (k *kube) drained(on string) []string {
+	var left []string
+	for _, p := range k.pods() {
+		if p.Spec.NodeName != on || daemon(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+			continue
+		}
+		left = append(left, p.Name)
+	}
+	return left
 }
 
 func (k *kube) attach(app, on string) {
@@ -583,8 +619,9 @@ func (k *kube) watch(inv *invocation, a k8stesting.Action) (bool, watch.Interfac
 		if err != nil {
 			return true, nil, apierrors.NewBadRequest(fmt.Sprintf("resourceVersion %q: %v", rv, err))
 		}
-		// etcd compacted past it: the client must list again
-		if k.w.roll(inv.id+"/expired/"+a.GetResource().Resource+"/"+rv) < k.w.Plan.WatchExpired {
+		// etcd compacted past it (or, at random, the watch cache's
+		// window is shorter): the client must list again
+		if k.tracker.tooOld(a.GetResource(), from) || k.w.roll(inv.id+"/expired/"+a.GetResource().Resource+"/"+rv) < k.w.Plan.WatchExpired {
 			k.w.tracef("%s: watch %s from %s refused: too old", inv.id, a.GetResource().Resource, rv)
 			return true, nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %s", rv))
 		}
@@ -777,6 +814,9 @@ func (k *kube) remove(p *corev1.Pod) error {
 	k.bump()
 	if err == nil {
 		k.w.tracef("world: pod %s/%s gone from %s", p.Namespace, p.Name, p.Spec.NodeName)
+		if n := k.node(p.Spec.NodeName); n != nil && len(k.drained(n.name)) == 0 {
+			k.w.inv.emptied(n)
+		}
 	}
 	return err
 }
@@ -787,6 +827,7 @@ func (k *kube) remove(p *corev1.Pod) error {
 func (k *kube) start() {
 	k.w.every(10*time.Second+k.w.jitter("kubelets"), 10*time.Second, k.renewLeases)
 	k.w.every(2*time.Second+k.w.jitter("controllers"), 2*time.Second, k.reconcile)
+	k.w.every(5*time.Minute, 5*time.Minute, k.tracker.compact)
 }
 
 // reconcile is one pass of the controllers, when something changed since
@@ -967,6 +1008,7 @@ func (k *kube) reconcileWorkloads() {
 					p.Status = running()
 				}
 				_ = k.update(gvrPods, &p, p.Namespace)
+				k.bound1(on)
 				k.w.tracef("world: scheduler bound %s to %s", p.Name, on)
 			}
 		}

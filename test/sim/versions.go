@@ -32,6 +32,13 @@ type versioned struct {
 	// watches started at a resourceVersion, and the writes they were
 	// given from before they began
 	from, replayed int
+	// the log is compacted as kube-apiserver compacts etcd: every 5
+	// minutes, to the resourceVersion noted (mark) the time before. A
+	// watch of a resource is too old when it starts before a write of
+	// that resource that was compacted away (dropped, by resource): the
+	// watch cache keeps a quiet resource's history, a busy one's it drops
+	mark    uint64
+	dropped map[schema.GroupVersionResource]uint64
 }
 
 // change is one write, as a watch event at its resourceVersion.
@@ -46,6 +53,7 @@ func newVersioned() *versioned {
 	return &versioned{
 		ObjectTracker: k8stesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder()),
 		subs:          map[*logWatch]struct{}{},
+		dropped:       map[schema.GroupVersionResource]uint64{},
 	}
 }
 
@@ -158,6 +166,29 @@ func (v *versioned) WatchFrom(gvr schema.GroupVersionResource, ns string, rv uin
 	v.mu.Unlock()
 	go w.run()
 	return w
+}
+
+// compact drops the log up to the resourceVersion noted at the last call,
+// and notes the current one: what was written 5 to 10 minutes ago (called
+// every 5) is history no watch can start from.
+func (v *versioned) compact() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	upTo := v.mark
+	v.mark = v.rv
+	i := 0
+	for ; i < len(v.log) && v.log[i].rv <= upTo; i++ {
+		v.dropped[v.log[i].gvr] = v.log[i].rv
+	}
+	v.log = append([]change(nil), v.log[i:]...)
+}
+
+// tooOld reports whether a watch of gvr from rv would need history that was
+// compacted away.
+func (v *versioned) tooOld(gvr schema.GroupVersionResource, rv uint64) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return rv < v.dropped[gvr]
 }
 
 // counts says how many watches started at a resourceVersion and how many
