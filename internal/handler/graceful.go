@@ -560,7 +560,9 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	r.step(StepEvicting, "until %s", deadline.UTC().Format(time.RFC3339))
-	res, err := r.drainer(cause, dead, n.Name).Drain(dctx, n.Name)
+	drainer := r.drainer(cause, dead, n.Name)
+	res, err := drainer.Drain(dctx, n.Name)
+	listed := r.h.now() // the drain's last act: its list of the node's pods (rule 15)
 	r.step(StepEvicted, "%d evicted, %d remaining", len(res.Evicted), len(res.Remaining))
 	for _, p := range res.Evicted {
 		r.out.Evicted = append(r.out.Evicted, p.String())
@@ -588,11 +590,32 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 		return true, nil // no kubelet unmounts them: the abrupt path releases the volumes
 	}
 	err = r.waitVolumes(ctx, n, res.Claims, deadline)
+	if err == nil && r.h.now().Sub(listed) >= listFresh {
+		// done means read again (rule 15) at the moment of completing: the
+		// volumes took a while, and a pod bound meanwhile (straight to the
+		// node) is drained too, by the next try
+		late, _, err := drainer.Plan(ctx, n.Name)
+		if err != nil {
+			return false, err
+		}
+		if len(late) > 0 {
+			names := make([]string, len(late))
+			for i, p := range late {
+				names[i] = p.Namespace + "/" + p.Name
+			}
+			r.log.InfoContext(ctx, "pods bound to the node while its volumes detached: draining them too", "node", n.Name, "pods", names)
+			return false, nil
+		}
+	}
 	if err == nil {
 		r.drainEnded()
 	}
 	return true, err
 }
+
+// listFresh is how old the drain's last list of the node's pods may be when
+// the hook is completed as drained: past it, the pods are listed again.
+const listFresh = 500 * time.Millisecond
 
 // stillDead reads again, at the moment of completing a dead node's drain,
 // that it is dead: a kubelet back within DEAD_NODE_EVICTION_WINDOW runs its

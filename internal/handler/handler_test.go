@@ -105,6 +105,21 @@ func TestTerminate(t *testing.T) {
 			},
 		},
 		{
+			// done means read again (rule 15) when the hook is completed:
+			// the pods' list that ended the drain is 700 ms old by then
+			name: "a pod bound while the volumes detach: drained too", objs: append(aNode(), attachment("csi-db", idA, "pv-db")), ec2: []reading{running},
+			setup: func(e *env) {
+				time.AfterFunc(300*time.Millisecond, func() { _ = e.kube.Tracker().Add(pod(idA, "apps", "late-1")) })
+				time.AfterFunc(700*time.Millisecond, func() { _ = e.kube.Tracker().Delete(vaGVR, "", "csi-db") })
+			},
+			action: ActionDrained, results: []lifecycle.Result{lifecycle.Continue},
+			check: func(t *testing.T, e *env, out Outcome) {
+				if want := []string{"apps/late-1", "apps/web-1", "db/db-0"}; !reflect.DeepEqual(sorted(e.evicted), want) {
+					t.Errorf("evicted %v, want %v: the pod bound after the drain's list evicted before the completion", e.evicted, want)
+				}
+			},
+		},
+		{
 			name: "volumes not detached in time: still CONTINUE, with a warning", objs: append(aNode(), attachment("csi-db", idA, "pv-db")), ec2: []reading{running},
 			setup:  func(e *env) { e.cfg.VolumeDetachTimeout = 100 * time.Millisecond },
 			action: ActionDrained, results: []lifecycle.Result{lifecycle.Continue},
