@@ -422,6 +422,7 @@ func (c asgClient) CompleteLifecycleAction(_ context.Context, in *autoscaling.Co
 	if err := c.w.lambda.gate(c.inv, "autoscaling CompleteLifecycleAction"); err != nil {
 		return nil, err
 	}
+	c.inv.tryingToComplete(c.w.now())
 	if err := c.w.awsFault(c.inv, "CompleteLifecycleAction"); err != nil {
 		return nil, err
 	}
@@ -602,6 +603,47 @@ type invocation struct {
 	mu       sync.Mutex
 	dead     bool // killed at its deadline
 	ended    bool
+	listed   map[string]time.Duration // when it last listed each node's pods (I1)
+	// when it first called CompleteLifecycleAction (I1: what it knew
+	// then is what it completed on; its retries add nothing)
+	completeFrom time.Duration
+	completing   bool
+}
+
+// tryingToComplete notes the invocation's first CompleteLifecycleAction.
+func (inv *invocation) tryingToComplete(t time.Duration) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if !inv.completing {
+		inv.completeFrom, inv.completing = t, true
+	}
+}
+
+// firstCompletion is when the invocation first called
+// CompleteLifecycleAction.
+func (inv *invocation) firstCompletion() time.Duration {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.completeFrom
+}
+
+// looked notes that the invocation listed node on's pods at t.
+func (inv *invocation) looked(on string, t time.Duration) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if inv.listed == nil {
+		inv.listed = map[string]time.Duration{}
+	}
+	inv.listed[on] = t
+}
+
+// lastLooked is when the invocation last listed node on's pods (ok false:
+// never).
+func (inv *invocation) lastLooked(on string) (time.Duration, bool) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	t, ok := inv.listed[on]
+	return t, ok
 }
 
 // requestID is the invocation's id without its retry suffix: Lambda keeps

@@ -70,7 +70,8 @@ type kube struct {
 	disrupted map[string]time.Duration
 	names     int // replacement pods made
 	pdbMin    map[string]int32
-	bound     map[string]int // pods bound to each node so far (I11: a node empty since)
+	bound     map[string]int           // pods bound to each node so far (I11: a node empty since)
+	boundAt   map[string]time.Duration // when each pod (namespace/name) was last bound (I1)
 	// gen counts the changes the controllers react to (pods, nodes, PDBs,
 	// attachments; not Lease renewals): a controller pass with nothing new
 	// to see is skipped, which is most of them
@@ -106,6 +107,7 @@ func newKube(w *World) *kube {
 		disrupted: map[string]time.Duration{},
 		pdbMin:    map[string]int32{},
 		bound:     map[string]int{},
+		boundAt:   map[string]time.Duration{},
 	}
 }
 
@@ -234,18 +236,26 @@ func (k *kube) addPod(name, app, on, ownerKind, claim string) {
 		p.Status = corev1.PodStatus{Phase: corev1.PodPending}
 	}
 	k.add(p)
-	k.bound1(on)
+	k.bound1(on, p)
 	k.bump()
 }
 
-// bound1 counts a pod bound to node on.
-func (k *kube) bound1(on string) {
+// bound1 counts pod p bound to node on, and notes when.
+func (k *kube) bound1(on string, p *corev1.Pod) {
 	if on == "" {
 		return
 	}
 	k.mu.Lock()
 	k.bound[on]++
+	k.boundAt[p.Namespace+"/"+p.Name] = k.w.now()
 	k.mu.Unlock()
+}
+
+// boundWhen is when pod namespace/name was last bound to a node.
+func (k *kube) boundWhen(key string) time.Duration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.boundAt[key]
 }
 
 // boundTo is how many pods were bound to node on so far.
@@ -266,7 +276,7 @@ func (k *kube) drained(on string) []string {
 		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 			continue
 		}
-		left = append(left, p.Name)
+		left = append(left, p.Namespace+"/"+p.Name)
 	}
 	return left
 }
@@ -584,6 +594,11 @@ func (k *kube) list(inv *invocation, a k8stesting.ListActionImpl) (bool, runtime
 	}
 	if err := meta.SetList(obj, kept); err != nil {
 		return true, nil, err
+	}
+	if sel != nil && a.GetResource().Resource == "pods" {
+		if on, ok := sel.RequiresExactMatch("spec.nodeName"); ok {
+			inv.looked(on, k.w.now()) // I1: what was bound to on by now, the function has seen
+		}
 	}
 	return true, obj, nil
 }
@@ -1008,7 +1023,7 @@ func (k *kube) reconcileWorkloads() {
 					p.Status = running()
 				}
 				_ = k.update(gvrPods, &p, p.Namespace)
-				k.bound1(on)
+				k.bound1(on, &p)
 				k.w.tracef("world: scheduler bound %s to %s", p.Name, on)
 			}
 		}
