@@ -126,6 +126,9 @@ var (
 	ErrRefused = errors.New("eviction refused by admission")
 )
 
+// errGone: the pod went while its eviction waited (admit): nothing to evict.
+var errGone = errors.New("pod gone before its eviction")
+
 // refused reports an eviction refused by admission or authorization: a
 // policy or webhook's 400, 403 or 422 (a terminating namespace's 403 is
 // answered apart, by a delete).
@@ -420,6 +423,10 @@ func (d *Drainer) evict(ctx context.Context, r *run, p corev1.Pod, grace time.Du
 		tk, err := r.admit(ctx, p, &logged)
 		if logged && held.IsZero() {
 			held = asked // admit waited on a PDB that allowed no disruption
+		}
+		if errors.Is(err, errGone) {
+			r.set(p.UID, stateAccepted, nil) // gone all the same: the drain counts it so
+			return nil
 		}
 		if err != nil {
 			return err

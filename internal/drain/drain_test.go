@@ -379,6 +379,39 @@ func TestDrainRetriesWhenPDBAllows(t *testing.T) {
 	}
 }
 
+// A pod that goes while its eviction waits on a PDB allowing none (the
+// abrupt path force-deleted it, a person or its controller deleted it) ends
+// that wait: the drain is done at once, not at its deadline, though the PDB
+// never changes. Both waits: after the eviction's 429, and before trying it
+// (a Ready pod whose PDB's status already allows nothing).
+func TestDrainPodGoneWhileHeldByPDB(t *testing.T) {
+	for _, ready := range []bool{false, true} {
+		t.Run(map[bool]string{false: "refused, then gone", true: "held before trying, then gone"}[ready], func(t *testing.T) {
+			p, pdb := heldPod()
+			if ready {
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+			}
+			c := fake.NewClientset(p, pdb)
+			evictions(c, "web-1")
+			pdbWatches(c, time.Minute, nil)
+			time.AfterFunc(200*time.Millisecond, func() {
+				_ = c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "apps", "web-1")
+			})
+			d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 20 * time.Second}, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			start := time.Now()
+			res, err := d.Drain(ctx, nodeName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(start); !res.Done() || len(res.Evicted) != 1 || took > 5*time.Second {
+				t.Fatalf("result %+v after %s: want apps/web-1 gone, the drain done as it went", res, took.Round(time.Millisecond))
+			}
+		})
+	}
+}
+
 // A pod whose PDB never allows a disruption stays, reported as blocked, and
 // is never deleted.
 func TestDrainPDBNeverAllows(t *testing.T) {

@@ -394,6 +394,12 @@ func gated(p corev1.Pod) bool {
 func (r *run) admit(ctx context.Context, p corev1.Pod, logged *bool) (token, error) {
 	for {
 		pdbC, podsC, freedC, turnsC, stateC := r.pdbs.Changed(), r.pods.Changed(), r.freed.C(), r.turnsChanged(), r.change.C()
+		if r.gone(p.UID) {
+			// gone while it waited (force-deleted by the abrupt path, deleted
+			// by a person or its controller): nothing left to evict, and a
+			// PDB that never changes must not hold the drain to its deadline
+			return token{}, errGone
+		}
 		tk, v, blocking := r.take(p)
 		if v != held {
 			// a pod no PDB holds is started (queued too: the next tier
@@ -673,7 +679,7 @@ func (r *run) release(tk token, refused bool) {
 // or the server's Retry-After), then until a PDB covering p has a new status
 // or limit has passed since the refusal (a status seen stale). It reports
 // false when ctx ended first. A pod that no PDB covers is tried again after
-// pause.
+// pause. A pod gone meanwhile ends the wait (true).
 func (r *run) waitPDBChange(ctx context.Context, p corev1.Pod, pause, limit time.Duration) bool {
 	versions := func() string {
 		var v []string
@@ -689,7 +695,10 @@ func (r *run) waitPDBChange(ctx context.Context, p corev1.Pod, pause, limit time
 	defer maxT.Stop()
 	paced := false
 	for {
-		pdbC := r.pdbs.Changed()
+		pdbC, podsC := r.pdbs.Changed(), r.pods.Changed()
+		if r.gone(p.UID) {
+			return true // gone meanwhile: the next try finds it so, whatever the PDB
+		}
 		if paced && (before == "" || versions() != before || r.pdbs.Err() != nil) {
 			return true
 		}
@@ -701,6 +710,7 @@ func (r *run) waitPDBChange(ctx context.Context, p corev1.Pod, pause, limit time
 		case <-minT.C():
 			paced = true
 		case <-pdbC:
+		case <-podsC:
 		}
 	}
 }
