@@ -35,6 +35,23 @@ type Continuation struct {
 	// across the hand-over), and the continuation may take it from it
 	// rather than wait for it to go stale (rule 16).
 	Holder string `json:"holder,omitempty"`
+	// Holders are every invocation the continuation may take the lease
+	// from, Holder last. One that handed over without knowingly getting the
+	// lease (the apiserver failing its claim) names those before it that
+	// may still hold it, and itself: its claim may have taken it with the
+	// answer lost. Empty: Holder alone (a payload of an earlier version).
+	Holders []string `json:"holders,omitempty"`
+}
+
+// MayTakeFrom is every invocation the continuation may take the lease from.
+func (c Continuation) MayTakeFrom() []string {
+	if len(c.Holders) > 0 {
+		return c.Holders
+	}
+	if c.Holder != "" {
+		return []string{c.Holder}
+	}
+	return nil
 }
 
 // Bounds on the start time of a continuation (see Continuation.Check).
@@ -62,6 +79,9 @@ func (c Continuation) Check(now time.Time, maxContinuations int, drainTimeout ti
 	var problems problemList
 	if n := c.Attempt - 1; n > maxContinuations {
 		problems.add(fmt.Errorf("attempt %d is continuation %d, past the limit of %d (MAX_CONTINUATIONS)", c.Attempt, n, maxContinuations))
+	}
+	if len(c.Holders) > c.Attempt-1 {
+		problems.add(fmt.Errorf("%d lease holders named by attempt %d: at most one an attempt before it", len(c.Holders), c.Attempt))
 	}
 	if ahead := c.StartedAt.Sub(now); ahead > ContinuationClockSkew {
 		problems.add(fmt.Errorf("startedAt %s is %s in the future", c.StartedAt.UTC().Format(time.RFC3339), ahead.Round(time.Second)))

@@ -153,6 +153,13 @@ func TestContinuationCheck(t *testing.T) {
 	if err := (Continuation{StartedAt: now, Attempt: 2}).Check(now, 0, drainTimeout); !errors.Is(err, ErrContinuationRefused) {
 		t.Errorf("MAX_CONTINUATIONS=0: Check of a continuation = %v, want refused", err)
 	}
+	// the lease holders it names: at most one an attempt before it
+	if err := (Continuation{StartedAt: now, Attempt: 3, Holders: []string{"a", "b"}}).Check(now, 20, drainTimeout); err != nil {
+		t.Errorf("two holders named by attempt 3: Check = %v, want accepted", err)
+	}
+	if err := (Continuation{StartedAt: now, Attempt: 2, Holders: []string{"a", "b", "c"}}).Check(now, 20, drainTimeout); !errors.Is(err, ErrContinuationRefused) {
+		t.Errorf("three holders named by attempt 2: Check = %v, want refused", err)
+	}
 }
 
 // A continuation for one instance of a multi-instance Health event parses to

@@ -154,13 +154,15 @@ func (r *run) handOver(ctx context.Context, claim *lease.Claim, act lifecycle.Ac
 		r.log.WarnContext(ctx, "could not give the lease up: the continuation takes it from this invocation", "error", err)
 	}
 	lcancel()
-	// the holder the continuation may take the lease from: this invocation,
-	// or, when it never got the lease, the one that still holds it
-	holder := r.predecessor
-	if claim != nil {
-		holder = r.holder(ctx)
+	// the holders the continuation may take the lease from: this
+	// invocation; and when it never knowingly got the lease, those before
+	// it too: one may hold it still, or this one's claim took it and its
+	// answer was lost
+	holders := []string{r.holder(ctx)}
+	if claim == nil {
+		holders = append(slices.Clone(r.predecessors), holders...)
 	}
-	if err := r.continueLater(rctx, act, n, holder); err != nil {
+	if err := r.continueLater(rctx, act, n, holders); err != nil {
 		r.fail(&Failure{Kind: ErrHandOver, Cause: err})
 		return err
 	}
@@ -305,7 +307,7 @@ func (r *run) claim(ctx context.Context, name, key string, deadline time.Time) (
 	defer cancel()
 	var cl *lease.Claim
 	err := cluster.Retry(ctx, func() (err error) {
-		cl, err = lease.AcquireFrom(ctx, r.h.c.Kube, r.h.cfg.LeaseNamespace, name, r.holder(ctx), r.predecessor, key, r.h.clock)
+		cl, err = lease.AcquireFrom(ctx, r.h.c.Kube, r.h.cfg.LeaseNamespace, name, r.holder(ctx), r.predecessors, key, r.h.clock)
 		return err
 	})
 	switch {
@@ -809,7 +811,7 @@ func (r *run) canContinue(deadline time.Time) bool {
 // attempt number and the holder it may take the lease from. Should the
 // continuation be lost, the hook's heartbeat timeout and default result
 // are the backstop.
-func (r *run) continueLater(ctx context.Context, act lifecycle.Action, n *corev1.Node, holder string) error {
+func (r *run) continueLater(ctx context.Context, act lifecycle.Action, n *corev1.Node, holders []string) error {
 	if err := lifecycle.Heartbeat(ctx, r.h.c.ASG, act); err != nil {
 		if lifecycle.IsNotActive(err) {
 			r.out.Action, r.out.Detail = ActionCompleted, "lifecycle action no longer active"
@@ -819,7 +821,8 @@ func (r *run) continueLater(ctx context.Context, act lifecycle.Action, n *corev1
 		// a reason to stop
 		r.log.WarnContext(ctx, "heartbeat before the hand-over failed; handing over all the same", "error", err)
 	}
-	payload, err := event.Continuation{Event: r.raw, StartedAt: r.started, Attempt: r.attempt + 1, Holder: holder}.Payload()
+	payload, err := event.Continuation{Event: r.raw, StartedAt: r.started, Attempt: r.attempt + 1,
+		Holder: holders[len(holders)-1], Holders: holders}.Payload()
 	if err != nil {
 		return err
 	}

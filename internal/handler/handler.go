@@ -199,7 +199,7 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome,
 	r := &run{h: h, ev: ev, raw: payload, started: start, attempt: 1,
 		out: Outcome{Event: ev.Kind, DryRun: h.cfg.DryRun}}
 	if cont != nil {
-		r.raw, r.started, r.attempt, r.predecessor = cont.Event, cont.StartedAt, cont.Attempt, cont.Holder
+		r.raw, r.started, r.attempt, r.predecessors = cont.Event, cont.StartedAt, cont.Attempt, cont.MayTakeFrom()
 		r.out.Attempt = cont.Attempt
 	}
 	r.deadline, _ = ctx.Deadline()
@@ -244,9 +244,9 @@ type run struct {
 	// deadline is the invocation's (zero: none): every budget derives from
 	// it, whatever context a step was given
 	deadline time.Time
-	// predecessor is the invocation that handed this drain over (a
-	// continuation's): its lease may be taken from it at once
-	predecessor string
+	// predecessors are the invocations that handed this drain over (a
+	// continuation's): the lease may be taken from them at once
+	predecessors []string
 	// fromSweep: the sweep took this lifecycle action; its age is unknown
 	fromSweep bool
 	// tagged: the lifecycle action's group is ours by its tag

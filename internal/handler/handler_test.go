@@ -406,6 +406,35 @@ func TestTerminateContinues(t *testing.T) {
 	}
 }
 
+// A continuation that never knowingly got the lease (its claim failed on
+// the apiserver) hands over naming every invocation that may hold it: its
+// predecessor, which may hold it still, and itself, whose claim may have
+// taken it with the answer lost. Naming only the predecessor left the next
+// attempt to find the lease held by this one and stand aside as a
+// duplicate, and the hook timed out (the simulation, seed 16078).
+func TestHandOverWithoutTheLeaseNamesEveryHolder(t *testing.T) {
+	e := newEnv(aNode()...)
+	e.ec2.readings[idA] = []reading{running}
+	e.fail("create", "leases", apierrors.NewServiceUnavailable("etcd leader changed"))
+	e.fail("get", "leases", apierrors.NewServiceUnavailable("etcd leader changed"))
+	payload, err := event.Continuation{Event: terminateEvent(idA), StartedAt: e.now.Add(-time.Minute), Attempt: 2,
+		Holder: "req-a", Holders: []string{"req-a"}}.Payload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := e.handle(t, payload, 500*time.Millisecond)
+	if out.Action != ActionContinued || len(e.lam.invoked) != 1 {
+		t.Fatalf("outcome %+v, %d invocations: want handed over once", out, len(e.lam.invoked))
+	}
+	_, cont, err := event.ParseInvocation(e.lam.invoked[0].Payload)
+	if err != nil || cont == nil {
+		t.Fatalf("payload %s: %v", e.lam.invoked[0].Payload, err)
+	}
+	if h := cont.MayTakeFrom(); len(h) != 2 || h[0] != "req-a" || h[1] == "req-a" || h[1] == "" || cont.Holder != h[1] {
+		t.Errorf("continuation may take the lease from %q (holder %q): want the predecessor req-a, then this invocation", h, cont.Holder)
+	}
+}
+
 // Past DRAIN_TIMEOUT (by the handler's clock, from the drain's first
 // start) the drain is not continued: the hook is completed with the failure
 // result and the pods still there are named.

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -118,14 +119,14 @@ func stale(l *coordinationv1.Lease, now time.Time) bool {
 // errors are the API's. The claim reads the time and waits on clk (nil: the
 // real clock).
 func Acquire(ctx context.Context, c kubernetes.Interface, ns, name, holder, key string, clk clock.WithTicker) (*Claim, error) {
-	return AcquireFrom(ctx, c, ns, name, holder, "", key, clk)
+	return AcquireFrom(ctx, c, ns, name, holder, nil, key, clk)
 }
 
-// AcquireFrom is Acquire for the successor of predecessor (a continuation
-// of the invocation that handed the drain over): a lease predecessor still
+// AcquireFrom is Acquire for the successor of predecessors (a continuation
+// of the invocations that handed the drain over): a lease one of them still
 // holds, because it could not give it up, is taken over at once instead of
-// being waited for until it goes stale. "" is no predecessor.
-func AcquireFrom(ctx context.Context, c kubernetes.Interface, ns, name, holder, predecessor, key string, clk clock.WithTicker) (*Claim, error) {
+// being waited for until it goes stale. None: Acquire.
+func AcquireFrom(ctx context.Context, c kubernetes.Interface, ns, name, holder string, predecessors []string, key string, clk clock.WithTicker) (*Claim, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -157,7 +158,7 @@ func AcquireFrom(ctx context.Context, c kubernetes.Interface, ns, name, holder, 
 	if key != "" && l.Annotations[AnnotationDone] == key {
 		return nil, fmt.Errorf("%w: lease %s/%s says %s", ErrDone, ns, cl.name, key)
 	}
-	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" && h != holder && (predecessor == "" || h != predecessor) && !stale(l, cl.clock.Now()) {
+	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" && h != holder && !slices.Contains(predecessors, h) && !stale(l, cl.clock.Now()) {
 		return nil, fmt.Errorf("%w: %s (lease %s/%s renewed %s)", ErrHeld, h, ns, cl.name, l.Spec.RenewTime)
 	}
 	l = cl.fresh(l.DeepCopy())

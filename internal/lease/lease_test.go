@@ -107,10 +107,10 @@ func TestContinuationTakesOverFromItsPredecessor(t *testing.T) {
 	if _, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", clk); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := AcquireFrom(ctx, c, ns, Name(inst), "req-dup", "req-other", "token-1", clk); !errors.Is(err, ErrHeld) {
+	if _, err := AcquireFrom(ctx, c, ns, Name(inst), "req-dup", []string{"req-other"}, "token-1", clk); !errors.Is(err, ErrHeld) {
 		t.Fatalf("a duplicate naming another predecessor took a held lease: %v", err)
 	}
-	if _, err := AcquireFrom(ctx, c, ns, Name(inst), "req-cont", "req-a", "token-1", clk); err != nil {
+	if _, err := AcquireFrom(ctx, c, ns, Name(inst), "req-cont", []string{"req-b", "req-a"}, "token-1", clk); err != nil {
 		t.Fatalf("the continuation of req-a was refused its lease: %v", err)
 	}
 	if h := holderOf(t, c); h != "req-cont" {
