@@ -45,7 +45,13 @@ func (r *run) terminate(ctx context.Context) error {
 	known := r.groupConfigured(act.ASG) || r.attempt > 1 || r.fromSweep
 	switch {
 	case err != nil && !known:
-		return err // cannot tell whether it is ours: nothing done, a retry may read EC2
+		// cannot tell whether it is ours: nothing done, a retry may read
+		// EC2. The hook is ours by name: Lambda's retry, two minutes away
+		// at worst, must find it alive
+		if herr := lifecycle.Heartbeat(ctx, r.h.c.ASG, act); herr != nil {
+			r.log.WarnContext(ctx, "heartbeat for the retry failed", "error", herr)
+		}
+		return err
 	case err != nil:
 		// drain without EC2's view (the node is found by providerID), so
 		// the hook is still heartbeated and completed in time (a Lambda
