@@ -256,8 +256,7 @@ func update(ctx context.Context, c kubernetes.Interface, name string, read *core
 	if from != nil && from.ResourceVersion == "" {
 		from = nil // nothing to pin the write to: read it first
 	}
-	var refused error
-	err := cluster.Retry(ctx, func() error {
+	return cluster.Retry(ctx, func() error {
 		n := from
 		from = nil // a conflict reads the node again
 		if n == nil {
@@ -290,15 +289,11 @@ func update(ctx context.Context, c kubernetes.Interface, name string, read *core
 			n.Annotations[AnnotationOwned] = string(b)
 		}
 		if guard != nil {
-			if refused = guard(ctx); refused != nil {
-				return refused
+			if err := guard(ctx); err != nil {
+				return err // not a Kubernetes error: Retry returns it as it is
 			}
 		}
 		_, err := c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
 	})
-	if refused != nil {
-		return refused // the guard's, whatever Retry made of it
-	}
-	return err
 }
