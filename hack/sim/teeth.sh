@@ -26,7 +26,7 @@ cases=(
   "guard-reads-ec2-last|internal/handler/guard.go|s/\tif err == nil \&\& r.h.now().Sub(described) >= volume.GuardFresh {/\tif false \&\& err == nil \&\& r.h.now().Sub(described) >= volume.GuardFresh {/"
   "guard-verdict-fresh|internal/volume/verdict.go|s/\tif v.no == nil \&\& !v.at.IsZero() \&\& cluster.Clock(ctx).Since(v.at) < GuardFresh {/\tif v.no == nil \&\& !v.at.IsZero() {/"
   "pods-listed-after-volumes|internal/handler/graceful.go|s/^const listFresh = 500 \* time.Millisecond/const listFresh = 500 * time.Hour/"
-  "pod-gone-ends-pdb-wait|internal/drain/run.go|s/\t\tif r.gone(p.UID) {/\t\tif false \&\& r.gone(p.UID) {/"
+  "pod-gone-ends-pdb-wait|internal/drain/run.go|s/\t\tif r.gone(p) {/\t\tif false \&\& r.gone(p) {/"
   "handover-names-every-holder|internal/handler/graceful.go|s/\t\tholders = append(slices.Clone(r.predecessors), holders...)/\t\tholders = append(slices.Clone(r.predecessors), holders...)[:max(len(r.predecessors), 1)]/"
   "watch-hears-deletions|internal/cluster/watch.go|s/\t\t\t\tDeleteFunc: changed,/\t\t\t\tDeleteFunc: nil,/"
 )

@@ -645,8 +645,8 @@ func TestWaitGone(t *testing.T) {
 		r := start(ctx, c, a, b)
 		defer r.stop()
 		err := r.waitGone(ctx)
-		if err != nil || ctx.Err() != nil || !r.gone(a.UID) || !r.gone(b.UID) {
-			t.Fatalf("gone %v %v, err %v, ctx %v: want both gone before the deadline", r.gone(a.UID), r.gone(b.UID), err, ctx.Err())
+		if err != nil || ctx.Err() != nil || !r.gone(*a) || !r.gone(*b) {
+			t.Fatalf("gone %v %v, err %v, ctx %v: want both gone before the deadline", r.gone(*a), r.gone(*b), err, ctx.Err())
 		}
 	})
 	t.Run("still there at the deadline", func(t *testing.T) {
@@ -656,8 +656,8 @@ func TestWaitGone(t *testing.T) {
 		defer cancel()
 		r := start(ctx, c, a)
 		defer r.stop()
-		if err := r.waitGone(ctx); err != nil || r.gone(a.UID) {
-			t.Fatalf("gone %v, err %v: want not gone, no error", r.gone(a.UID), err)
+		if err := r.waitGone(ctx); err != nil || r.gone(*a) {
+			t.Fatalf("gone %v, err %v: want not gone, no error", r.gone(*a), err)
 		}
 	})
 	t.Run("a forbidden watch is an error with its cause", func(t *testing.T) {

@@ -220,8 +220,15 @@ func (r *run) present() map[types.UID]bool {
 }
 
 // gone reports whether the pod (its UID: a replacement of the same name is
-// not it) has left the node, as far as the watch has seen.
-func (r *run) gone(uid types.UID) bool { return r.goneNow()(uid) }
+// not it) has left the node, as far as the watch has seen: one lookup, for
+// the waits that ask it at each change of the node's pods.
+func (r *run) gone(p corev1.Pod) bool {
+	if !r.pods.Synced() {
+		return false
+	}
+	o, ok, _ := r.pods.Store().GetByKey(p.Namespace + "/" + p.Name)
+	return !ok || o.(*corev1.Pod).UID != p.UID
+}
 
 // goneNow is gone for any pod, at one reading of the watch's store: a
 // drain's end asks it of each of its pods.
@@ -394,7 +401,7 @@ func gated(p corev1.Pod) bool {
 func (r *run) admit(ctx context.Context, p corev1.Pod, logged *bool) (token, error) {
 	for {
 		pdbC, podsC, freedC, turnsC, stateC := r.pdbs.Changed(), r.pods.Changed(), r.freed.C(), r.turnsChanged(), r.change.C()
-		if r.gone(p.UID) {
+		if r.gone(p) {
 			// gone while it waited (force-deleted by the abrupt path, deleted
 			// by a person or its controller): nothing left to evict, and a
 			// PDB that never changes must not hold the drain to its deadline
@@ -696,7 +703,7 @@ func (r *run) waitPDBChange(ctx context.Context, p corev1.Pod, pause, limit time
 	paced := false
 	for {
 		pdbC, podsC := r.pdbs.Changed(), r.pods.Changed()
-		if r.gone(p.UID) {
+		if r.gone(p) {
 			return true // gone meanwhile: the next try finds it so, whatever the PDB
 		}
 		if paced && (before == "" || versions() != before || r.pdbs.Err() != nil) {
