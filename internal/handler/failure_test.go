@@ -1,16 +1,19 @@
 package handler
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
+	"github.com/node-drainer/node-drainer/internal/node"
 )
 
 // A failure is told apart with errors.Is, unwraps to its cause, and is the
@@ -77,5 +80,53 @@ func TestOutcomeErr(t *testing.T) {
 	}
 	if (Outcome{Action: ActionDrained, err: f}).Err() != nil {
 		t.Error("Err of an outcome that did not fail")
+	}
+}
+
+// Lambda's retry of a drain that failed comes a minute or more after its
+// event: its DRAIN_TIMEOUT counts from the drain's start, which the node's
+// terminate mark records, not from the retry (rule 16). A mark older than
+// DRAIN_TIMEOUT ends the drain at once: the hook is completed with the
+// failure result instead of handed over for another DRAIN_TIMEOUT. The same
+// event on time reads no mark and hands the drain over.
+func TestLateRetryKeepsTheDrainsStart(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		age    time.Duration // of the event when the invocation starts
+		action Action
+	}{
+		{"retry two minutes late: DRAIN_TIMEOUT spent", 2 * time.Minute, ActionFailed},
+		{"on time: the drain goes on", time.Second, ActionContinued},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(aNode()...)
+			e.ec2.readings[idA] = []reading{running}
+			e.blocked = []string{"db-0"}
+			e.cfg.DrainTimeout = 10 * time.Minute
+			began := e.now.Add(-11 * time.Minute)
+			n, err := e.kube.CoreV1().Nodes().Get(context.Background(), nodeName(idA), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.Annotations = map[string]string{node.AnnotationOwned: `{"owned":{"cordoned":true},"causes":{"` + string(node.CauseTerminate) +
+				`":{"since":"` + began.UTC().Format(time.RFC3339Nano) + `","wants":{"cordoned":true}}}}`}
+			if _, err := e.kube.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			ev := envelope("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action", e.now.Add(-tc.age), map[string]string{
+				"LifecycleActionToken": token, "AutoScalingGroupName": asgName, "LifecycleHookName": "node-drainer-terminate",
+				"EC2InstanceId": idA, "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
+			})
+			out, err := e.handle(t, ev, 1500*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Action != tc.action {
+				t.Fatalf("outcome %s (%s), want %s", out.Action, out.Detail, tc.action)
+			}
+			if completed := len(e.asg.completed) == 1; completed != (tc.action == ActionFailed) {
+				t.Errorf("hook completed %v (%v), want %v", completed, e.asg.completed, tc.action == ActionFailed)
+			}
+		})
 	}
 }

@@ -70,7 +70,7 @@ func (r *run) terminate(ctx context.Context) error {
 	case !ours:
 		return nil
 	}
-	if r.fromSweep {
+	if r.fromSweep || r.late() {
 		r.resumeStart(ctx, inst)
 	}
 	deadline := r.started.Add(r.h.cfg.DrainTimeout)
@@ -187,10 +187,11 @@ func isDuplicate(err error) bool {
 }
 
 // resumeStart takes, for a lifecycle action the sweep found waiting (its
-// event lost, its age unknown), the start of its drain from the node's own
-// record: the terminate mark an earlier invocation placed. DRAIN_TIMEOUT
-// then counts from there and does not restart at every sweep (rule 16). A
-// node that cannot be read, or carries no such mark, leaves the start now.
+// event lost, its age unknown) or an event come late (a retry), the start of
+// its drain from the node's own record: the terminate mark an earlier
+// invocation placed. DRAIN_TIMEOUT then counts from there and does not
+// restart at every sweep or retry (rule 16). A node that cannot be read, or
+// carries no such mark, leaves the start now.
 func (r *run) resumeStart(ctx context.Context, inst instance.Instance) {
 	lctx, cancel := context.WithTimeout(ctx, resumeLookupLimit)
 	defer cancel()
@@ -204,6 +205,19 @@ func (r *run) resumeStart(ctx context.Context, inst instance.Instance) {
 		r.started = h.Since
 	}
 }
+
+// late says that this first attempt came well after its event: Lambda's
+// retry of an invocation that failed (a minute or more later), or a
+// delivery held up. The drain may have begun already, and its start is read
+// from the node's mark (resumeStart), so that DRAIN_TIMEOUT does not restart
+// at each retry; an event on time costs no read.
+func (r *run) late() bool {
+	return r.attempt == 1 && !r.ev.Time.IsZero() && r.started.Sub(r.ev.Time) > lateAfter
+}
+
+// lateAfter is how long after its event an invocation is late: EventBridge
+// delivers in seconds, Lambda retries a failed invocation a minute later.
+const lateAfter = 30 * time.Second
 
 // resumeLookupLimit bounds resumeStart's reading of the node.
 const resumeLookupLimit = 5 * time.Second
