@@ -70,8 +70,13 @@ func (r *run) terminate(ctx context.Context) error {
 	case !ours:
 		return nil
 	}
-	if r.fromSweep || r.late() {
-		r.resumeStart(ctx, inst)
+	switch {
+	case r.fromSweep:
+		r.resumeStart(ctx, inst, time.Time{})
+	case r.late():
+		// a mark from before the event is an earlier action's (an
+		// instance back from a warm pool), not this drain's start
+		r.resumeStart(ctx, inst, r.ev.Time.Add(-markSkew))
 	}
 	deadline := r.started.Add(r.h.cfg.DrainTimeout)
 	if r.h.cfg.DryRun {
@@ -191,8 +196,8 @@ func isDuplicate(err error) bool {
 // its drain from the node's own record: the terminate mark an earlier
 // invocation placed. DRAIN_TIMEOUT then counts from there and does not
 // restart at every sweep or retry (rule 16). A node that cannot be read, or
-// carries no such mark, leaves the start now.
-func (r *run) resumeStart(ctx context.Context, inst instance.Instance) {
+// carries no such mark, or one from before notBefore, leaves the start now.
+func (r *run) resumeStart(ctx context.Context, inst instance.Instance, notBefore time.Time) {
 	lctx, cancel := context.WithTimeout(ctx, resumeLookupLimit)
 	defer cancel()
 	n, err := node.Find(lctx, r.h.c.Kube, inst.PrivateDNSName, inst.ID)
@@ -200,7 +205,7 @@ func (r *run) resumeStart(ctx context.Context, inst instance.Instance) {
 		return
 	}
 	marks, _ := node.Marks(n)
-	if h, ok := marks.Causes[node.CauseTerminate]; ok && !h.Since.IsZero() && h.Since.Before(r.started) {
+	if h, ok := marks.Causes[node.CauseTerminate]; ok && !h.Since.IsZero() && h.Since.Before(r.started) && !h.Since.Before(notBefore) {
 		r.log.InfoContext(ctx, "drain resumed from the node's mark", "since", h.Since.UTC().Format(time.RFC3339))
 		r.started = h.Since
 	}
@@ -218,6 +223,10 @@ func (r *run) late() bool {
 // lateAfter is how long after its event an invocation is late: EventBridge
 // delivers in seconds, Lambda retries a failed invocation a minute later.
 const lateAfter = 30 * time.Second
+
+// markSkew is how much earlier than its event a drain's mark may say it
+// began: the event's time is AWS's clock, the mark the function's.
+const markSkew = time.Minute
 
 // resumeLookupLimit bounds resumeStart's reading of the node.
 const resumeLookupLimit = 5 * time.Second
