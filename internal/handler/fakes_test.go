@@ -136,6 +136,7 @@ type fakeASG struct {
 	unhealthy    []string                   // SetInstanceHealth Unhealthy
 	completed    []*autoscaling.CompleteLifecycleActionInput
 	heartbeats   int
+	beaten       []string // the instances heartbeated, in order
 	completeErr  error
 	heartbeatErr error
 	describeErr  error // DescribeAutoScalingGroups fails
@@ -152,10 +153,11 @@ func (f *fakeASG) CompleteLifecycleAction(_ context.Context, in *autoscaling.Com
 	return &autoscaling.CompleteLifecycleActionOutput{}, nil
 }
 
-func (f *fakeASG) RecordLifecycleActionHeartbeat(context.Context, *autoscaling.RecordLifecycleActionHeartbeatInput, ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
+func (f *fakeASG) RecordLifecycleActionHeartbeat(_ context.Context, in *autoscaling.RecordLifecycleActionHeartbeatInput, _ ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.heartbeats++
+	f.beaten = append(f.beaten, aws.ToString(in.InstanceId))
 	return &autoscaling.RecordLifecycleActionHeartbeatOutput{}, f.heartbeatErr
 }
 

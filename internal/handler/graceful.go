@@ -388,11 +388,15 @@ func (r *run) releaseLease(ctx context.Context, claim *lease.Claim, doneKey stri
 // complete (see ourHook); the log names it from here on. An error: whether
 // it is ours could not be read (its group's tags); nothing was done.
 func (r *run) hookAction(ctx context.Context) (lifecycle.Action, bool, error) {
-	la := r.ev.Lifecycle
-	act := lifecycle.Action{ASG: la.AutoScalingGroupName, Hook: la.HookName, Token: la.Token, InstanceID: la.InstanceID}
+	act := actionOf(*r.ev.Lifecycle)
 	r.log = r.log.With("asg", act.ASG, "hook", act.Hook, "instance", act.InstanceID)
 	ok, err := r.ourHook(ctx, act)
 	return act, ok, err
+}
+
+// actionOf is the lifecycle action an event (or the sweep) names.
+func actionOf(la event.LifecycleAction) lifecycle.Action {
+	return lifecycle.Action{ASG: la.AutoScalingGroupName, Hook: la.HookName, Token: la.Token, InstanceID: la.InstanceID}
 }
 
 // ourHook says whether the lifecycle action is ours to complete: its ASG is

@@ -20,6 +20,7 @@ import (
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lease"
+	"github.com/node-drainer/node-drainer/internal/lifecycle"
 	"github.com/node-drainer/node-drainer/internal/node"
 	"github.com/node-drainer/node-drainer/internal/sweep"
 	"github.com/node-drainer/node-drainer/internal/volume"
@@ -275,17 +276,24 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 		sum.Notes = append(sum.Notes, fmt.Sprintf(format, args...))
 	}
 	// Go waits for a free slot: the budget is looked at when the item
-	// would start, not when it was queued
-	do := func(list *[]string, item string, fn func() error) {
+	// would start, not when it was queued. An item left so is kept for the
+	// next sweep by keep, when it has one (it says how, "" when it did
+	// nothing)
+	doOr := func(list *[]string, item string, fn func() error, keep func() string) {
 		g.Go(func() error {
 			if left := r.budget(ctx).Sub(r.h.now()); left < minimum {
-				remark("%s: left for the next sweep: budget spent (%s left, an item needs %s)", item, max(left, 0).Round(time.Millisecond), minimum)
+				how := ""
+				if keep != nil {
+					how = keep()
+				}
+				remark("%s: left for the next sweep: budget spent (%s left, an item needs %s)%s", item, max(left, 0).Round(time.Millisecond), minimum, how)
 				return nil
 			}
 			note(list, item, fn())
 			return nil
 		})
 	}
+	do := func(list *[]string, item string, fn func() error) { doOr(list, item, fn, nil) }
 	// an instance's own path: it acted (the item is listed) or it found
 	// nothing to do once it read again (the note says why)
 	path := func(list *[]string, id string, sub *run, fn func(*run) error) func() error {
@@ -320,7 +328,11 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 			note(&sum.Hooks, h.Action.InstanceID, err)
 			continue
 		}
-		do(nil, h.Action.InstanceID, path(&sum.Hooks, h.Action.InstanceID, sub, func(sub *run) error { return sub.dispatch(ctx) }))
+		var keep func() string
+		if h.Taken {
+			keep = func() string { return r.keepForNextSweep(ctx, h) }
+		}
+		doOr(nil, h.Action.InstanceID, path(&sum.Hooks, h.Action.InstanceID, sub, func(sub *run) error { return sub.dispatch(ctx) }), keep)
 	}
 	for _, id := range plan.Dead {
 		do(nil, id, path(&sum.Dead, id, r.sub(event.KindStateChange, id, now), func(sub *run) error { return sub.abrupt(ctx, id) }))
@@ -363,6 +375,35 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 	_ = g.Wait() // nil: every failure is in sum.Failed
 	sum.Leases = len(leases)
 }
+
+// keepForNextSweep heartbeats a waiting hook of ours that this sweep leaves
+// for the next (its budget spent) when an invocation took it before (its
+// Lease is there): that invocation may have failed to hand it over (an
+// Invoke refused, then Lambda's retries), and the function owes the hook a
+// completion before it times out (rule 3); the heartbeat gives the next
+// sweep, 5 minutes away, a hook of a longer timeout than that to find. A
+// hook nobody took (its event lost) is not heartbeated: that would take it
+// on with no invocation to carry it. The call is bounded by the
+// invocation's reserve, not by the spent budget. It says what it did, for
+// the sweep's note; a dry run heartbeats nothing.
+func (r *run) keepForNextSweep(ctx context.Context, h sweep.Hook) string {
+	if r.h.cfg.DryRun {
+		return ""
+	}
+	rctx, cancel := r.reserved(ctx)
+	defer cancel()
+	hctx, hcancel := context.WithTimeout(rctx, keepHeartbeatLimit)
+	defer hcancel()
+	act := actionOf(h.Action)
+	if err := lifecycle.Heartbeat(hctx, r.h.c.ASG, act); err != nil {
+		r.log.WarnContext(ctx, "could not heartbeat a hook left for the next sweep", "asg", act.ASG, "hook", act.Hook, "instance", act.InstanceID, "error", err)
+		return "; its heartbeat failed: " + err.Error()
+	}
+	return "; heartbeated, so it outlives the wait"
+}
+
+// keepHeartbeatLimit bounds keepForNextSweep's heartbeat.
+const keepHeartbeatLimit = 2 * time.Second
 
 // sub is a run of its own for one instance of the sweep, as if an event of
 // kind had come at now.

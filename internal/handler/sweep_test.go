@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lease"
@@ -251,6 +252,14 @@ func TestSweepLeavesHooksQueuedPastTheBudget(t *testing.T) {
 	waitingGroup(e.asg, ids[0])
 	e.asg.groups = []astypes.AutoScalingGroup{group}
 	last := ids[len(ids)-1]
+	// an invocation took the last one before and its lease lapsed (it
+	// failed to hand it over): the function owes it a completion
+	taken := heldLease(lease.Name(last))
+	lapsed := metav1.NewMicroTime(time.Now().Add(-5 * time.Minute))
+	taken.Spec.AcquireTime, taken.Spec.RenewTime = &lapsed, &lapsed
+	if _, err := e.kube.CoordinationV1().Leases("node-drainer").Create(context.Background(), taken, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	// a clock that runs: the budget is spent by the time the ninth's turn comes
 	out, err := e.handleWith(e.handlerOn(e.ec2, time.Now), sweepEvent(), 3*time.Second)
 	if err != nil {
@@ -264,8 +273,17 @@ func TestSweepLeavesHooksQueuedPastTheBudget(t *testing.T) {
 	}) {
 		t.Errorf("notes %q: want %s left for the next sweep", out.Sweep.Notes, last)
 	}
-	if _, err := e.kube.CoordinationV1().Leases("node-drainer").Get(context.Background(), lease.Name(last), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("lease of %s: %v, want none claimed", last, err)
+	// its age unknown, and an invocation that took it may have failed to
+	// hand it over: heartbeated, so the next sweep finds it waiting (rule 3)
+	e.asg.mu.Lock()
+	beaten := slices.Clone(e.asg.beaten)
+	e.asg.mu.Unlock()
+	if !slices.Contains(beaten, last) {
+		t.Errorf("heartbeats %v: the hook of %s, left for the next sweep, was not heartbeated", beaten, last)
+	}
+	if l, err := e.kube.CoordinationV1().Leases("node-drainer").Get(context.Background(), lease.Name(last), metav1.GetOptions{}); err != nil ||
+		ptr.Deref(l.Spec.HolderIdentity, "") != "another-invocation" || !l.Spec.RenewTime.Equal(&lapsed) {
+		t.Errorf("lease of %s: %+v, %v, want it as it was, not claimed", last, l, err)
 	}
 	for _, c := range e.asg.completed {
 		if aws.ToString(c.InstanceId) == last {
@@ -296,5 +314,10 @@ func TestSweepStartsNoPathWithoutItsMinimum(t *testing.T) {
 	}
 	if !slices.ContainsFunc(out.Sweep.Notes, func(n string) bool { return strings.HasPrefix(n, idA+": left for the next sweep: budget spent") }) {
 		t.Errorf("notes %q: want %s left for the next sweep", out.Sweep.Notes, idA)
+	}
+	// no invocation took it (no lease): not heartbeated, which would take it
+	// on with nothing to carry it
+	if e.asg.heartbeats != 0 {
+		t.Errorf("%d heartbeats: a hook nobody took was heartbeated", e.asg.heartbeats)
 	}
 }

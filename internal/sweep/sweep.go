@@ -454,6 +454,9 @@ func ownedByDaemonSet(p corev1.Pod) bool {
 type Hook struct {
 	Kind   event.Kind // KindTerminate or KindLaunch
 	Action event.LifecycleAction
+	// Taken: an invocation took the action before (the instance's Lease is
+	// there, lapsed): the function owes it a completion before it times out.
+	Taken bool
 }
 
 // Zombie is a Node NotReady on an instance EC2 reports running.
@@ -501,6 +504,7 @@ func (p Plan) Empty() bool {
 func (r *Readings) Plan(cfg Config) Plan {
 	var p Plan
 	held := r.heldLeases()
+	taken := r.takenLeases()
 	busy := map[string]bool{} // instances the plan acts on already
 	for _, g := range r.Groups {
 		for _, gi := range g.Instances {
@@ -539,7 +543,7 @@ func (r *Readings) Plan(cfg Config) Plan {
 				continue // shard 0's to take: here only left alone
 			}
 			p.Hooks = append(p.Hooks, Hook{Kind: kind, Action: event.LifecycleAction{
-				AutoScalingGroupName: g.Name, HookName: hooks[0], InstanceID: id, Transition: transition}})
+				AutoScalingGroupName: g.Name, HookName: hooks[0], InstanceID: id, Transition: transition}, Taken: taken[id]})
 		}
 	}
 	groupOf := r.groupOf()
@@ -650,6 +654,18 @@ func (r *Readings) heldLeases() map[string]bool {
 		}
 	}
 	return held
+}
+
+// takenLeases are the instances whose hooks an invocation took at some
+// point: a Lease of theirs is there, held or lapsed (advisory ones aside).
+func (r *Readings) takenLeases() map[string]bool {
+	taken := map[string]bool{}
+	for _, l := range r.Leases {
+		if !lease.Advisory(l.Name) {
+			taken[lease.InstanceID(l.Name)] = true
+		}
+	}
+	return taken
 }
 
 type membership struct{ name, state string }
