@@ -195,13 +195,20 @@ func TestTerminateDrainsSafely(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for vaGone.Load() == 0 {
+			// one last look once the invocation has returned: the VA may
+			// have gone within the last poll's 20 ms (a completion before
+			// the detach still finds it there)
+			ended := false
 			select {
 			case <-stop:
-				return
+				ended = true
 			case <-time.After(20 * time.Millisecond):
 			}
 			if !attachmentPresent(ctx, target.PrivateDNSName, pv) {
 				vaGone.Store(time.Now().UnixNano())
+			}
+			if ended {
+				return
 			}
 		}
 	})
