@@ -503,8 +503,7 @@ func (p Plan) Empty() bool {
 // Plan decides from the readings alone.
 func (r *Readings) Plan(cfg Config) Plan {
 	var p Plan
-	held := r.heldLeases()
-	taken := r.takenLeases()
+	held, taken := r.leaseHolds()
 	busy := map[string]bool{} // instances the plan acts on already
 	for _, g := range r.Groups {
 		for _, gi := range g.Instances {
@@ -642,30 +641,26 @@ func (r *Readings) Plan(cfg Config) Plan {
 	return p
 }
 
-// heldLeases are the instances whose hooks an invocation is handling now.
-// An advisory drain's lease does not count: the hook waiting behind a
-// spot warning or a rebalance drain is the sweep's to carry, as its event
-// would have been (the two drains are of the same node, in turns).
-func (r *Readings) heldLeases() map[string]bool {
-	held := map[string]bool{}
+// leaseHolds reads node-drainer's Leases (advisory ones aside): held are
+// the instances whose hooks an invocation is handling now, taken those an
+// invocation took at some point (a Lease of theirs is there, held or
+// lapsed). An advisory drain's lease does not count: the hook waiting
+// behind a spot warning or a rebalance drain is the sweep's to carry, as
+// its event would have been (the two drains are of the same node, in
+// turns).
+func (r *Readings) leaseHolds() (held, taken map[string]bool) {
+	held, taken = map[string]bool{}, map[string]bool{}
 	for _, l := range r.Leases {
-		if lease.Held(&l, r.Now) && !lease.Advisory(l.Name) {
-			held[lease.InstanceID(l.Name)] = true
+		if lease.Advisory(l.Name) {
+			continue
+		}
+		id := lease.InstanceID(l.Name)
+		taken[id] = true
+		if lease.Held(&l, r.Now) {
+			held[id] = true
 		}
 	}
-	return held
-}
-
-// takenLeases are the instances whose hooks an invocation took at some
-// point: a Lease of theirs is there, held or lapsed (advisory ones aside).
-func (r *Readings) takenLeases() map[string]bool {
-	taken := map[string]bool{}
-	for _, l := range r.Leases {
-		if !lease.Advisory(l.Name) {
-			taken[lease.InstanceID(l.Name)] = true
-		}
-	}
-	return taken
+	return held, taken
 }
 
 type membership struct{ name, state string }
