@@ -226,8 +226,19 @@ func (r *run) gone(p corev1.Pod) bool {
 	if !r.pods.Synced() {
 		return false
 	}
+	_, seen := r.seen(p)
+	return !seen
+}
+
+// seen is the pod as the watch last saw it, and whether it did: the same
+// name and UID.
+func (r *run) seen(p corev1.Pod) (*corev1.Pod, bool) {
 	o, ok, _ := r.pods.Store().GetByKey(p.Namespace + "/" + p.Name)
-	return !ok || o.(*corev1.Pod).UID != p.UID
+	if !ok {
+		return nil, false
+	}
+	c := o.(*corev1.Pod)
+	return c, c.UID == p.UID
 }
 
 // goneNow is gone for any pod, at one reading of the watch's store: a
@@ -239,10 +250,8 @@ func (r *run) goneNow() func(types.UID) bool {
 
 // current is the pod as the watch last saw it (p itself if unseen).
 func (r *run) current(p corev1.Pod) corev1.Pod {
-	if o, ok, _ := r.pods.Store().GetByKey(p.Namespace + "/" + p.Name); ok {
-		if c := o.(*corev1.Pod); c.UID == p.UID {
-			return *c
-		}
+	if c, ok := r.seen(p); ok {
+		return *c
 	}
 	return p
 }
