@@ -53,6 +53,9 @@ type delivered struct {
 	invoke time.Duration
 	out    *handler.Outcome
 	rssMiB float64
+	// cpu is what the harness's components spent from the event sent to
+	// the hook completed (set by terminate)
+	cpu cpuSpent
 }
 
 // ours is node-drainer.

@@ -88,8 +88,16 @@ func newScene(ctx context.Context, d drainer, name string, nodes int) (*scene, e
 // workload is a workload of the scene's nodes whose pods are deleted at once
 // (grace 0): the drains measure the drainer, not a shutdown that neither
 // drainer can shorten (kwok would finish it at once, with one more write).
+// Its pods are pinned to the scene's nodes by label and by name, so that the
+// scheduler placing them (and their replacements, during a drain) looks at
+// the scene's nodes only, not at each of a grown cluster's thousands: in a
+// real cluster it runs on cores of its own, here on the drain's.
 func (s *scene) workload(name string, replicas int32) harness.Workload {
-	return harness.Workload{Namespace: s.name, Name: name, Replicas: replicas, NodeSelector: map[string]string{"pool": s.name}, GracePeriod: new(int64)}
+	nodes := make([]string, 0, len(s.insts))
+	for _, i := range s.insts {
+		nodes = append(nodes, i.PrivateDNSName)
+	}
+	return harness.Workload{Namespace: s.name, Name: name, Replicas: replicas, NodeSelector: map[string]string{"pool": s.name}, Nodes: nodes, GracePeriod: new(int64)}
 }
 
 // statefulWorkload is a workload of the scene's nodes with the API's default

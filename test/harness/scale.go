@@ -332,18 +332,61 @@ func parallelDo(ctx context.Context, from, to, parallel int, f func(i int) error
 // ProcessRSS is a harness component's resident memory now and at its peak
 // (VmRSS, VmHWM), in MiB: "etcd", "kube-apiserver", "kwok", "kwok-scale", ...
 func (e *Env) ProcessRSS(name string) (now, peak float64, err error) {
+	pid, err := e.pid(name)
+	if err != nil {
+		return 0, 0, err
+	}
+	return ProcRSS(pid)
+}
+
+// ProcessCPU is a harness component's CPU time so far, user and system
+// (/proc/<pid>/stat): the difference of two readings is what it spent
+// between them, e.g. the control plane's share of a drain on this machine.
+func (e *Env) ProcessCPU(name string) (time.Duration, error) {
+	pid, err := e.pid(name)
+	if err != nil {
+		return 0, err
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// the fields after the command's name (which may hold spaces, in
+	// parentheses): state is the first, utime the 12th, stime the 13th
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(fields))
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		t, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += t
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// clockTicks is the unit of /proc/<pid>/stat's times (USER_HZ), 100 on
+// Linux whatever the kernel's own tick.
+const clockTicks = 100
+
+// pid is a harness component's process id.
+func (e *Env) pid(name string) (int, error) {
 	e.mu.Lock()
-	var pid int
+	defer e.mu.Unlock()
+	pid := 0
 	for _, p := range e.procs {
 		if p.name == name && p.cmd.Process != nil {
 			pid = p.cmd.Process.Pid
 		}
 	}
-	e.mu.Unlock()
 	if pid == 0 {
-		return 0, 0, fmt.Errorf("no %s process", name)
+		return 0, fmt.Errorf("no %s process", name)
 	}
-	return ProcRSS(pid)
+	return pid, nil
 }
 
 // ProcRSS reads a process's VmRSS and VmHWM from /proc, in MiB.
