@@ -56,6 +56,9 @@ type delivered struct {
 	// cpu is what the harness's components spent from the event sent to
 	// the hook completed (set by terminate)
 	cpu cpuSpent
+	// apiGC is the CPU the apiserver's garbage collector spent meanwhile
+	// (s; its /metrics, set by terminate)
+	apiGC float64
 }
 
 // ours is node-drainer.

@@ -119,6 +119,7 @@ var rows = []row{
 	{"drain_110_pods_own_s", "-", nil},
 	// the CPU the control plane and kwok spent during the drain
 	{"drain_110_pods_harness_cpu_s", "-", nil},
+	{"drain_110_pods_apiserver_gc_cpu_s", "-", nil},
 	// no drainer: the bench's own 110 evictions at once, until answered
 	{"drain_110_pods_floor_s", "-", nil},
 	// the same, sent as the function's group: through its priority level
