@@ -71,8 +71,6 @@ func readAPICounts(ctx context.Context) (apiCounts, error) {
 				out[timing+"queued "+fs+strings.TrimPrefix(name, "apiserver_flowcontrol_request_wait_duration_seconds")] += v
 			}
 			return
-		}
-		switch name {
 		case "go_cpu_classes_gc_total_cpu_seconds_total":
 			out[gcCPU] = v
 			return

@@ -56,9 +56,10 @@ type delivered struct {
 	// cpu is what the harness's components spent from the event sent to
 	// the hook completed (set by terminate)
 	cpu cpuSpent
-	// apiGC is the CPU the apiserver's garbage collector spent meanwhile
-	// (s; its /metrics, set by terminate)
-	apiGC float64
+	// api is the apiserver's counters over the same time, its garbage
+	// collector's among them (nil when its /metrics could not be read;
+	// set by terminate)
+	api apiCounts
 }
 
 // ours is node-drainer.

@@ -163,8 +163,7 @@ func measureAt(b *testing.B, ctx context.Context, n int) {
 		floor := drain110Floor(b, ctx, "")
 		progress("scale %d: drain_110_pods run %d: %.2f s (floor %.2f s), invoke %.2f s, peak RSS %.1f MiB; the function's timeline: %s; the harness's CPU meanwhile: %s", n, i+1, drain, floor, got.invoke.Seconds(), got.rssMiB, timeline(got.out), got.cpu)
 		record(sizeMetric("drain_110_pods", n, "s"), drain)
-		record(sizeMetric("drain_110_pods", n, "harness_cpu_s"), got.cpu.total().Seconds())
-		record(sizeMetric("drain_110_pods", n, "apiserver_gc_cpu_s"), got.apiGC)
+		recordLoad(func(what string) string { return sizeMetric("drain_110_pods", n, what) }, got)
 		record(sizeMetric("drain_110_pods", n, "floor_s"), floor)
 		// the run's drain less the floor measured right after it: the
 		// function's part at this size, as drain_110_pods_over_floor_s is
