@@ -231,14 +231,13 @@ func (r *run) gone(p corev1.Pod) bool {
 }
 
 // seen is the pod as the watch last saw it, and whether it did: the same
-// name and UID.
+// name and UID (a pod of the same name and another UID is not p).
 func (r *run) seen(p corev1.Pod) (*corev1.Pod, bool) {
 	o, ok, _ := r.pods.Store().GetByKey(p.Namespace + "/" + p.Name)
-	if !ok {
+	if !ok || o.(*corev1.Pod).UID != p.UID {
 		return nil, false
 	}
-	c := o.(*corev1.Pod)
-	return c, c.UID == p.UID
+	return o.(*corev1.Pod), true
 }
 
 // goneNow is gone for any pod, at one reading of the watch's store: a
