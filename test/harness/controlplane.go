@@ -81,7 +81,7 @@ func (e *Env) startEtcd(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return client, p.waitHealthy(ctx, client+"/health", 30*time.Second, nil)
+	return client, p.waitHealthy(ctx, client+"/health", componentStartWait, nil)
 }
 
 func (e *Env) startAPIServer(ctx context.Context, etcd string, ids []identity, webhookConfig string) error {
@@ -126,7 +126,7 @@ func (e *Env) startAPIServer(ctx context.Context, etcd string, ids []identity, w
 		return err
 	}
 	e.Server = "https://127.0.0.1:" + strconv.Itoa(ports[0])
-	return p.waitHealthy(ctx, e.Server+"/readyz", 60*time.Second, http.Header{"Authorization": {"Bearer " + ids[0].token}})
+	return p.waitHealthy(ctx, e.Server+"/readyz", componentStartWait, http.Header{"Authorization": {"Bearer " + ids[0].token}})
 }
 
 // clientRateFlags are the controller-manager's and scheduler's client rate
@@ -165,7 +165,7 @@ func (e *Env) startControllerManager(ctx context.Context, id identity) error {
 		return err
 	}
 	e.ControllerManager = "https://127.0.0.1:" + strconv.Itoa(ports[0])
-	return p.waitHealthy(ctx, e.ControllerManager+"/healthz", 60*time.Second, nil)
+	return p.waitHealthy(ctx, e.ControllerManager+"/healthz", componentStartWait, nil)
 }
 
 // ControllerManagerMetrics reads kube-controller-manager's /metrics (its
@@ -234,5 +234,5 @@ func (e *Env) startScheduler(ctx context.Context, id identity) error {
 	if err != nil {
 		return err
 	}
-	return p.waitHealthy(ctx, "https://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz", 60*time.Second, nil)
+	return p.waitHealthy(ctx, "https://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz", componentStartWait, nil)
 }

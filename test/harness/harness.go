@@ -237,9 +237,14 @@ func (e *Env) logf(format string, args ...any) {
 }
 
 // waitDefaultServiceAccount waits for the controller-manager to create the
-// default ServiceAccount; until then the apiserver refuses pods.
+// default ServiceAccount; until then the apiserver refuses pods. Its
+// controllers start one by one after its /healthz answers (each with a client
+// of its own, --use-service-account-credentials), 4-8 s on an idle machine
+// and over a minute on two cores shared with another package's harness and a
+// build, so the wait is long and a slow one is said, with the time it took.
 func (e *Env) waitDefaultServiceAccount(ctx context.Context) error {
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	began := time.Now()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, defaultServiceAccountWait, true, func(ctx context.Context) (bool, error) {
 		_, err := e.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
@@ -247,7 +252,51 @@ func (e *Env) waitDefaultServiceAccount(ctx context.Context) error {
 		return err == nil, err
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for the default ServiceAccount: %w", err)
+		return fmt.Errorf("waiting %s for the controller-manager to create the default ServiceAccount: %w\n--- where its service account controller was ---\n%s",
+			time.Since(began).Round(time.Second), err, e.controllerManagerProgress())
+	}
+	if waited := time.Since(began); waited > 20*time.Second {
+		e.logf("the controller-manager created the default ServiceAccount after %s (a loaded machine)", waited.Round(100*time.Millisecond))
 	}
 	return nil
+}
+
+// defaultServiceAccountWait bounds waitDefaultServiceAccount.
+const defaultServiceAccountWait = 5 * time.Minute
+
+// controllerManagerProgress is what the controller-manager's log says of its
+// service account controllers, and its last lines, for a start that failed.
+func (e *Env) controllerManagerProgress() string {
+	e.mu.Lock()
+	var kcm *process
+	for _, p := range e.procs {
+		if p.name == "kube-controller-manager" {
+			kcm = p
+		}
+	}
+	e.mu.Unlock()
+	if kcm == nil {
+		return "(no controller-manager)"
+	}
+	if done, err := kcm.exited(); done {
+		return fmt.Sprintf("kube-controller-manager exited: %v\n%s", err, kcm.tail(30))
+	}
+	b, _ := os.ReadFile(kcm.log)
+	var said []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, `controller="serviceaccount`) || strings.Contains(l, "service account controller") {
+			said = append(said, l)
+		}
+	}
+	if len(said) == 0 {
+		said = append(said, "(no line of its service account controllers yet)")
+	}
+	var last []string
+	for _, l := range strings.Split(kcm.tail(60), "\n") {
+		// its complaint about the (unused) request-header CA, every second
+		if !strings.Contains(l, "configmap_cafile_content.go") {
+			last = append(last, l)
+		}
+	}
+	return strings.Join(said, "\n") + "\n--- its last lines ---\n" + strings.Join(last[max(0, len(last)-15):], "\n")
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // ownStages are the harness's kwok stages: the CSI attacher's, and a
@@ -99,5 +98,5 @@ func (e *Env) runKwok(ctx context.Context, name, value string, leaseSeconds int,
 	if err != nil {
 		return err
 	}
-	return p.waitHealthy(ctx, "http://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz", 30*time.Second, nil)
+	return p.waitHealthy(ctx, "http://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz", componentStartWait, nil)
 }

@@ -94,6 +94,12 @@ func (p *process) tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// componentStartWait bounds the wait for a component to answer healthy: a
+// few seconds on an idle machine, many times that on two cores shared with
+// another test package's harness and a build (go test runs packages side by
+// side). A bound, not a measure: a component that exits fails at once.
+const componentStartWait = 3 * time.Minute
+
 // waitHealthy polls url until it answers HTTP 200 (the status, not the body,
 // is what counts) or the process exits or the timeout passes.
 func (p *process) waitHealthy(ctx context.Context, url string, timeout time.Duration, header http.Header) error {
