@@ -49,8 +49,9 @@ func nodeName(id string) string { return "ip-" + id[2:8] + ".ec2.internal" }
 // reading is one answer of EC2 about an instance.
 type reading struct {
 	state  instance.State
-	tagged bool  // carries the cluster tag
-	err    error // DescribeInstances fails
+	tagged bool   // carries the cluster tag
+	group  string // Auto Scaling's aws:autoscaling:groupName tag ("": none)
+	err    error  // DescribeInstances fails
 }
 
 // fakeEC2 answers DescribeInstances from readings per instance, in turn (the
@@ -83,6 +84,9 @@ func (f *fakeEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstances
 	tags := []types.Tag{{Key: aws.String("Name"), Value: aws.String("node")}}
 	if r.tagged {
 		tags = append(tags, types.Tag{Key: aws.String(clusterTag), Value: aws.String("owned")})
+	}
+	if r.group != "" {
+		tags = append(tags, types.Tag{Key: aws.String(instance.TagGroupName), Value: aws.String(r.group)})
 	}
 	return &ec2.DescribeInstancesOutput{Reservations: []types.Reservation{{Instances: []types.Instance{{
 		InstanceId:     aws.String(id),

@@ -571,6 +571,19 @@ func (r *run) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, e
 		return r.planDrain(ctx, n)
 	}
 	mark := node.Mark{Cause: cause, Expires: expires, Cordon: true, ExcludeLB: true, Draining: true}
+	if cause == node.CauseTerminate && !r.fromSweep && !r.ev.Time.IsZero() {
+		// a terminate hold from before this action's event is an earlier
+		// action's (an instance back from a warm pool whose hold was not
+		// lifted): its Since restarts, so that a sweep resuming this drain
+		// counts from it (resumeStart). Not past this drain's start: a
+		// hold this action placed is never renewed. The sweep knows no
+		// event time, and renews nothing.
+		renew := r.ev.Time.Add(-markSkew)
+		if r.started.Before(renew) {
+			renew = r.started
+		}
+		mark.Renew = renew
+	}
 	made, err := node.ApplyTo(ctx, r.h.c.Kube, n, mark, r.h.now(), r.h.cfg.DryRun)
 	if err != nil {
 		return false, err
@@ -969,7 +982,57 @@ func (r *run) launch(ctx context.Context) error {
 	}
 	r.out.Node = joined.Name
 	r.out.Action = ActionNodeJoined
+	r.liftOnLaunch(ctx, joined, inst)
 	return r.complete(ctx, act, lifecycle.Continue, joined)
+}
+
+// liftOnLaunch lifts, from a node that joined Ready for a launch, what an
+// earlier trip of its instance into a warm pool left: the out-of-service hold
+// of its stop there (EC2 said running when this invocation read it, and the
+// kubelet is Ready), and the terminate hold of the drain that sent it there,
+// once that action is over (terminateOver). A node that joins cordoned takes
+// no pods. A failure is logged and left to the `running` event's path and
+// the sweep: the launch is complete all the same.
+func (r *run) liftOnLaunch(ctx context.Context, n *corev1.Node, inst instance.Instance) {
+	marks, _ := node.Marks(n)
+	over, why := r.terminateOver(ctx, inst, marks)
+	oos, stopped := marks.Causes[node.CauseOutOfService]
+	stopped = stopped && inst.State == instance.StateRunning && node.Ready(n)
+	if !over && !stopped {
+		if why != "" {
+			r.out.Detail += "; " + why
+		}
+		return
+	}
+	var undone node.Changes
+	for _, h := range []struct {
+		lift  bool
+		cause node.Cause
+		since time.Time
+	}{{stopped, node.CauseOutOfService, oos.Since}, {over, node.CauseTerminate, marks.Causes[node.CauseTerminate].Since}} {
+		if !h.lift {
+			continue
+		}
+		u, err := node.ReleaseHeld(ctx, r.h.c.Kube, n.Name, h.cause, h.since, r.h.now(), r.h.cfg.DryRun)
+		if err != nil {
+			r.log.WarnContext(ctx, "hold not lifted", "cause", h.cause, "error", err)
+			r.out.Detail += fmt.Sprintf("; %s hold not lifted: %v", h.cause, err)
+			return
+		}
+		undone = undone.Or(u)
+	}
+	var said []string
+	if stopped {
+		said = append(said, "out-of-service hold lifted: EC2 says the instance runs and its node is Ready")
+	}
+	if over {
+		said = append(said, "terminate hold lifted: "+why)
+	} else if why != "" {
+		said = append(said, why)
+	}
+	r.out.Detail += fmt.Sprintf("; %s (removed: cordon=%v drain taint=%v out-of-service taint=%v load-balancer exclusion=%v)",
+		strings.Join(said, "; "), undone.Cordoned, undone.Draining, undone.OutOfService, undone.Labeled)
+	r.record(ctx, n, node.EventRecovered(inst.String(), strings.Join(said, "; ")))
 }
 
 // invokeSelf invokes the function asynchronously with payload: a drain's

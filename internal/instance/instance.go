@@ -67,6 +67,14 @@ type Instance struct {
 	Hibernated bool
 }
 
+// TagGroupName is the tag Auto Scaling puts on each instance it launches:
+// the name of its group.
+const TagGroupName = "aws:autoscaling:groupName"
+
+// Group is the name of the instance's Auto Scaling group, from its tags (""
+// when it is in none, or the tags were not read).
+func (i Instance) Group() string { return i.Tags[TagGroupName] }
+
 // HasTag reports whether the instance carries the tag key.
 func (i Instance) HasTag(key string) bool {
 	_, ok := i.Tags[key]

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/smithy-go"
 	"k8s.io/utils/clock"
 )
@@ -138,4 +139,37 @@ func KeepAlive(ctx context.Context, api API, clk clock.WithTicker, a Action, int
 // interval, between 1 and 10 seconds.
 func retryAfter(interval time.Duration) time.Duration {
 	return min(max(interval/10, time.Second), 10*time.Second)
+}
+
+// InService reports whether an instance's lifecycle state in its Auto
+// Scaling group says it serves the group or is entering it (InService,
+// Pending, Pending:Wait, Pending:Proceed): no termination of it is under way
+// or waiting, and it is not in a warm pool or on standby. An instance
+// terminated into a warm pool (its terminate action completed) and launched
+// from it again is in one of these.
+func InService(state astypes.LifecycleState) bool {
+	switch state {
+	case astypes.LifecycleStateInService, astypes.LifecycleStatePending,
+		astypes.LifecycleStatePendingWait, astypes.LifecycleStatePendingProceed:
+		return true
+	}
+	return false
+}
+
+// GroupState reads the instance's lifecycle state in group, with one
+// DescribeAutoScalingGroups of that group; "" when the group does not list
+// the instance (or does not exist).
+func GroupState(ctx context.Context, api autoscaling.DescribeAutoScalingGroupsAPIClient, group, instanceID string) (astypes.LifecycleState, error) {
+	out, err := api.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{group}})
+	if err != nil {
+		return "", fmt.Errorf("reading group %s: %w", group, err)
+	}
+	for _, g := range out.AutoScalingGroups {
+		for _, i := range g.Instances {
+			if aws.ToString(i.InstanceId) == instanceID {
+				return i.LifecycleState, nil
+			}
+		}
+	}
+	return "", nil
 }

@@ -220,3 +220,43 @@ func TestKeepAliveReportsErrorsAndStopsWithContext(t *testing.T) {
 		t.Error("heartbeats after the context ended")
 	}
 }
+
+func TestInService(t *testing.T) {
+	for _, s := range types.LifecycleState("").Values() {
+		want := s == types.LifecycleStateInService || strings.HasPrefix(string(s), "Pending")
+		if got := InService(s); got != want {
+			t.Errorf("InService(%s) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+type fakeGroups struct {
+	out *autoscaling.DescribeAutoScalingGroupsOutput
+	err error
+	in  *autoscaling.DescribeAutoScalingGroupsInput
+}
+
+func (f *fakeGroups) DescribeAutoScalingGroups(_ context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
+	f.in = in
+	return f.out, f.err
+}
+
+func TestGroupState(t *testing.T) {
+	f := &fakeGroups{out: &autoscaling.DescribeAutoScalingGroupsOutput{AutoScalingGroups: []types.AutoScalingGroup{{
+		AutoScalingGroupName: aws.String("eks-general"),
+		Instances: []types.Instance{
+			{InstanceId: aws.String("i-1"), LifecycleState: types.LifecycleStateWarmedRunning},
+			{InstanceId: aws.String(act.InstanceID), LifecycleState: types.LifecycleStateInService},
+		}}}}}
+	got, err := GroupState(t.Context(), f, "eks-general", act.InstanceID)
+	if err != nil || got != types.LifecycleStateInService || len(f.in.AutoScalingGroupNames) != 1 || f.in.AutoScalingGroupNames[0] != "eks-general" {
+		t.Errorf("GroupState = %q, %v (asked %v); want InService of eks-general", got, err, f.in.AutoScalingGroupNames)
+	}
+	if got, err := GroupState(t.Context(), f, "eks-general", "i-absent"); got != "" || err != nil {
+		t.Errorf("an instance the group does not list: %q, %v", got, err)
+	}
+	f.err = errors.New("Throttling")
+	if _, err := GroupState(t.Context(), f, "eks-general", act.InstanceID); err == nil || !strings.Contains(err.Error(), "eks-general") {
+		t.Errorf("a failed read: %v", err)
+	}
+}

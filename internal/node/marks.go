@@ -40,6 +40,11 @@ type Mark struct {
 	ExcludeLB    bool
 	Draining     bool
 	OutOfService bool
+	// Renew, if set, is when this cause's present action began: a hold of
+	// the cause that began before it is an earlier action's (a terminate
+	// hold left on an instance that came back from a warm pool) and begins
+	// again now, so that its Since says when this action began.
+	Renew time.Time
 	// Guard, if set, is asked before each attempt to write the mark, a
 	// retry's included; its error stops the write (safety rule 11: a
 	// forced mark, the out-of-service taint, is written only on fresh
@@ -59,7 +64,8 @@ type Changes struct {
 // Any reports whether anything changed.
 func (c Changes) Any() bool { return c != Changes{} }
 
-func (c Changes) or(o Changes) Changes {
+// Or is what either changed.
+func (c Changes) Or(o Changes) Changes {
 	return Changes{c.Cordoned || o.Cordoned, c.Labeled || o.Labeled, c.Draining || o.Draining, c.OutOfService || o.OutOfService}
 }
 
@@ -190,17 +196,17 @@ func apply(ctx context.Context, c kubernetes.Interface, name string, read *corev
 		}
 		wants := Changes{m.Cordon, m.ExcludeLB, m.Draining, m.OutOfService}
 		h, held := s.Causes[m.Cause]
-		if !held {
+		if !held || h.Since.Before(m.Renew) {
 			h.Since = now
 		}
-		h.Wants = h.Wants.or(wants)
+		h.Wants = h.Wants.Or(wants)
 		if !m.Expires.IsZero() && (h.Expires == nil || m.Expires.After(*h.Expires)) {
 			e := m.Expires
 			h.Expires = &e
 		}
 		changed := made.Any() || !held || s.Causes[m.Cause] != h
 		s.Causes[m.Cause] = h
-		s.Owned = s.Owned.or(made)
+		s.Owned = s.Owned.Or(made)
 		return changed
 	})
 	if err != nil {
@@ -213,18 +219,29 @@ func apply(ctx context.Context, c kubernetes.Interface, name string, read *corev
 // and removes each mark node-drainer placed that no remaining cause wants.
 // Marks placed by anyone else are never removed. It returns what was removed.
 func Release(ctx context.Context, c kubernetes.Interface, name string, cause Cause, now time.Time, dryRun bool) (Changes, error) {
+	return release(ctx, c, name, cause, now, dryRun, func(k Cause, _ Hold) bool { return k == cause })
+}
+
+// ReleaseHeld is Release for the hold of cause that began at since, the one
+// the caller read with its evidence: a hold of the cause begun since then
+// (another action's, Mark.Renew) stays, with its marks.
+func ReleaseHeld(ctx context.Context, c kubernetes.Interface, name string, cause Cause, since, now time.Time, dryRun bool) (Changes, error) {
+	return release(ctx, c, name, cause, now, dryRun, func(k Cause, h Hold) bool { return k == cause && h.Since.Equal(since) })
+}
+
+func release(ctx context.Context, c kubernetes.Interface, name string, cause Cause, now time.Time, dryRun bool, drop func(Cause, Hold) bool) (Changes, error) {
 	var undone Changes
 	err := update(ctx, c, name, nil, dryRun, nil, func(n *corev1.Node, s *State) bool {
 		undone = Changes{}
 		before := len(s.Causes)
 		for k, h := range s.Causes {
-			if k == cause || h.Expired(now) {
+			if drop(k, h) || h.Expired(now) {
 				delete(s.Causes, k)
 			}
 		}
 		var wanted Changes
 		for _, h := range s.Causes {
-			wanted = wanted.or(h.Wants)
+			wanted = wanted.Or(h.Wants)
 		}
 		undone = s.Owned.and(wanted.not())
 		if undone.Cordoned {

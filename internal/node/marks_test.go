@@ -199,6 +199,35 @@ func TestReleaseKeepsOtherCausesMarks(t *testing.T) {
 	}
 }
 
+// A mark with Renew restarts a hold of its cause older than Renew (an
+// earlier action's), and keeps a newer one's Since; ReleaseHeld lifts only
+// the hold begun when its caller read it.
+func TestRenewAndReleaseHeld(t *testing.T) {
+	c := fake.NewClientset(newNode(nodeName, ""))
+	ctx := context.Background()
+	old, begun := now.Add(-24*time.Hour), now.Add(-time.Minute)
+	since := func() time.Time { s, _ := Marks(get(t, c, nodeName)); return s.Causes[CauseTerminate].Since }
+	if _, err := Apply(ctx, c, nodeName, drainMark, old, false); err != nil {
+		t.Fatal(err)
+	}
+	renewing := drainMark
+	renewing.Renew = begun
+	if _, err := Apply(ctx, c, nodeName, renewing, now, false); err != nil || !since().Equal(now) {
+		t.Fatalf("a hold from %s renewed by a drain begun %s: since %s (%v), want %s", old, begun, since(), err, now)
+	}
+	if _, err := Apply(ctx, c, nodeName, renewing, now.Add(time.Minute), false); err != nil || !since().Equal(now) {
+		t.Fatalf("this drain's own hold: since %s (%v), want it kept at %s", since(), err, now)
+	}
+	// the evidence was read with the old hold: the renewed one stays
+	if undone, err := ReleaseHeld(ctx, c, nodeName, CauseTerminate, old, now, false); err != nil || undone.Any() || !Holds(get(t, c, nodeName), CauseTerminate) {
+		t.Fatalf("ReleaseHeld of the old hold lifted the renewed one: %+v, %v", undone, err)
+	}
+	undone, err := ReleaseHeld(ctx, c, nodeName, CauseTerminate, now, now, false)
+	if n := get(t, c, nodeName); err != nil || undone != (Changes{Cordoned: true, Labeled: true, Draining: true}) || Holds(n, CauseTerminate) || n.Spec.Unschedulable {
+		t.Errorf("ReleaseHeld of the hold read: undone %+v, %v; node %+v", undone, err, n.Spec)
+	}
+}
+
 // Expired advisory causes go with the next release of any cause.
 func TestReleaseDropsExpiredCauses(t *testing.T) {
 	c := fake.NewClientset(newNode(nodeName, ""))

@@ -40,6 +40,7 @@ import (
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lease"
+	"github.com/node-drainer/node-drainer/internal/lifecycle"
 	"github.com/node-drainer/node-drainer/internal/node"
 	"github.com/node-drainer/node-drainer/internal/volume"
 )
@@ -573,7 +574,11 @@ func (r *Readings) Plan(cfg Config) Plan {
 			p.Notes = append(p.Notes, fmt.Sprintf("node %s left as it is: %s", n.Name, i))
 		case i.Found && i.State == instance.StateRunning:
 			_, down := marks.Causes[node.CauseOutOfService]
-			if mine && (down ||
+			// a terminate hold on an instance its group has in service again
+			// (back from a warm pool): its action is over
+			_, terminating := marks.Causes[node.CauseTerminate]
+			back := terminating && lifecycle.InService(astypes.LifecycleState(groupOf[id].state))
+			if mine && (down || back ||
 				slices.ContainsFunc(marks.CauseList(), func(c node.Cause) bool { return marks.Causes[c].Expired(r.Now) })) {
 				p.Unmark = append(p.Unmark, id)
 				continue

@@ -195,6 +195,23 @@ func TestPlan(t *testing.T) {
 				}
 			},
 		},
+		"a terminate hold is lifted once the group has the instance in service again (back from a warm pool), not before": {
+			r: Readings{Groups: []Group{groupOf("asg", nil,
+				asgInstance("i-1", "InService", "Healthy"), asgInstance("i-2", "Pending:Wait", "Healthy"),
+				asgInstance("i-3", "Warmed:Running", "Healthy"), asgInstance("i-4", "Terminating:Proceed", "Healthy"))},
+				Nodes: []corev1.Node{
+					marked(t, nodeOf("i-1", true, now), node.CauseTerminate, time.Time{}),
+					marked(t, nodeOf("i-2", true, now), node.CauseTerminate, time.Time{}),
+					marked(t, nodeOf("i-3", true, now), node.CauseTerminate, time.Time{}),
+					marked(t, nodeOf("i-4", true, now), node.CauseTerminate, time.Time{}),
+					marked(t, nodeOf("i-5", true, now), node.CauseTerminate, time.Time{}), // in no group
+				}, Instances: map[string]instance.Instance{"i-1": running("i-1"), "i-2": running("i-2"), "i-3": running("i-3"), "i-4": running("i-4"), "i-5": running("i-5")}},
+			want: func(t *testing.T, p Plan) {
+				if !slices.Equal(p.Unmark, []string{"i-1", "i-2"}) {
+					t.Errorf("unmark %v, want i-1 (InService) and i-2 (Pending:Wait)", p.Unmark)
+				}
+			},
+		},
 		"an attachment to a node that is gone, whose instance EC2 does not run, is orphaned": {
 			r: Readings{Attachments: []storagev1.VolumeAttachment{va("a", "ip-10-9-9-1.ec2.internal"), va("b", "ip-10-9-9-2.ec2.internal"), va("c", "ip-10-9-9-3.ec2.internal"), va("d", "worker-7")},
 				ByDNSName: map[string][]instance.Instance{

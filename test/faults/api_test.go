@@ -58,7 +58,7 @@ func scenarios() []scenario {
 		{"hook-name-not-listed", hookNameNotListed},
 		{"listed-asg-untagged-instance", listedASGUntagged},
 		{"spot-instance-gone", spotInstanceGone},
-	}, append(recoveryScenarios(), simScenarios()...)...)
+	}, slices.Concat(recoveryScenarios(), simScenarios(), warmPoolScenarios())...)
 }
 
 // recoveryScenarios are the scenes of the recovery paths on a bad day

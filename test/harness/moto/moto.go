@@ -227,6 +227,20 @@ func (s *Server) RegisterLifecycleAction(ctx context.Context, a LifecycleAction)
 	return nil
 }
 
+// SetLifecycleState sets the instance's lifecycle state in its Auto Scaling
+// group ("Warmed:Stopped", "InService", ...), as Auto Scaling would for a move
+// moto does not make: into a warm pool and out of it.
+func (s *Server) SetLifecycleState(ctx context.Context, asg, instanceID, state string) error {
+	body, err := json.Marshal(map[string]string{"asg": asg, "instanceId": instanceID, "state": state})
+	if err != nil {
+		return err
+	}
+	if err := s.do(ctx, http.MethodPost, "/node-drainer/lifecycle-state", body, nil); err != nil {
+		return fmt.Errorf("setting %s's lifecycle state %s: %w", instanceID, state, err)
+	}
+	return nil
+}
+
 // SetEKSCluster makes DescribeCluster of an existing EKS cluster answer this
 // endpoint and certificate authority (base64 of the PEM, as EKS gives it);
 // moto makes both up.

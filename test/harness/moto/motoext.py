@@ -52,6 +52,9 @@ Extra HTTP endpoints, beside moto's own:
                                         (the instance then waits in Terminating:Wait or
                                         Pending:Wait in its group, until the action completes)
   GET  /node-drainer/lifecycle-calls    every lifecycle call, as JSON
+  POST /node-drainer/lifecycle-state    JSON {asg, instanceId, state}: the instance's lifecycle
+                                        state in its group, as Auto Scaling would set it for a
+                                        move moto does not make (into or out of a warm pool)
   POST /node-drainer/eks-cluster        JSON {name, endpoint, caData}: what DescribeCluster
                                         answers for an existing cluster (moto makes them up)
   POST /node-drainer/lambda-runtime     JSON {function, url}: Invoke of that function (of
@@ -394,6 +397,18 @@ def _register(request):
     STORE.register(action)
     _set_lifecycle_state(action["asg"], action["instanceId"], WAIT_STATES.get(action["transition"], "Terminating:Wait"))
     return _json(201, action)
+
+
+def _set_state(request):
+    try:
+        body = json.loads(request.get_data(as_text=True) or "{}")
+    except ValueError as err:
+        return _json(400, {"error": f"invalid JSON: {err}"})
+    missing = [k for k in ("asg", "instanceId", "state") if not body.get(k)]
+    if missing:
+        return _json(400, {"error": "missing fields: " + ", ".join(missing)})
+    _set_lifecycle_state(body["asg"], body["instanceId"], body["state"])
+    return _json(200, body)
 
 
 # ---- EKS access entries -------------------------------------------------------
@@ -1083,6 +1098,8 @@ class Extension:
         method = environ.get("REQUEST_METHOD", "")
         if path == "/node-drainer/lifecycle-actions" and method == "POST":
             return _register(Request(environ))(environ, start_response)
+        if path == "/node-drainer/lifecycle-state" and method == "POST":
+            return _set_state(Request(environ))(environ, start_response)
         if path == "/node-drainer/lifecycle-calls" and method == "GET":
             with STORE.lock:
                 calls = list(STORE.calls)

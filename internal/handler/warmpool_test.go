@@ -1,0 +1,179 @@
+package handler
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/node-drainer/node-drainer/internal/instance"
+	"github.com/node-drainer/node-drainer/internal/lifecycle"
+	"github.com/node-drainer/node-drainer/internal/node"
+)
+
+// warmPoolNode marks idA's node as a drain into a warm pool leaves it: the
+// terminate hold (cordon, drain taint, load-balancer exclusion), and, with
+// stopped, the out-of-service hold its stop in the pool added.
+func warmPoolNode(t *testing.T, e *env, since time.Time, stopped bool) {
+	t.Helper()
+	marks := []node.Mark{{Cause: node.CauseTerminate, Cordon: true, ExcludeLB: true, Draining: true}}
+	if stopped {
+		marks = append(marks, node.Mark{Cause: node.CauseOutOfService, Cordon: true, OutOfService: true})
+	}
+	for _, m := range marks {
+		if _, err := node.Apply(t.Context(), e.kube, nodeName(idA), m, since, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// inGroup has the fake Auto Scaling group list idA in state.
+func inGroup(e *env, state astypes.LifecycleState) {
+	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String(asgName),
+		Instances: []astypes.Instance{{InstanceId: aws.String(idA), LifecycleState: state}}}}
+}
+
+func unmarked(n *corev1.Node) bool {
+	_, labeled := n.Labels[node.LabelExcludeLB]
+	_, held := n.Annotations[node.AnnotationOwned]
+	return !n.Spec.Unschedulable && !labeled && !held &&
+		!node.HasTaint(n, node.TaintDraining) && !node.HasTaint(n, node.TaintOutOfService)
+}
+
+// An instance drained into a warm pool and launched from it again keeps its
+// Node: the terminate hold is lifted once its group has it in service again
+// (and only then), on its `running` event.
+func TestRecoverFromWarmPool(t *testing.T) {
+	since := time.Now().Add(-time.Hour)
+	inPool := reading{state: instance.StateRunning, tagged: true, group: asgName}
+	for _, tc := range []struct {
+		name    string
+		stopped bool // the stop in the pool was released (out-of-service hold)
+		ec2     reading
+		setup   func(*env)
+		action  Action
+		lifted  bool     // the terminate hold went
+		held    []string // the causes left
+	}{
+		{name: "back in service", stopped: true, ec2: inPool, setup: func(e *env) { inGroup(e, astypes.LifecycleStateInService) },
+			action: ActionRecovered, lifted: true},
+		{name: "back, its stop's event lost", ec2: inPool, setup: func(e *env) { inGroup(e, astypes.LifecycleStateInService) },
+			action: ActionRecovered, lifted: true},
+		{name: "launching from the pool", stopped: true, ec2: inPool, setup: func(e *env) { inGroup(e, astypes.LifecycleStatePendingWait) },
+			action: ActionRecovered, lifted: true},
+		{name: "its terminate hook waits: the drain's hold stays", ec2: inPool, setup: func(e *env) { inGroup(e, astypes.LifecycleStateTerminatingWait) },
+			action: ActionIgnored, held: []string{"terminate"}},
+		{name: "running in the pool: not in service", stopped: true, ec2: inPool, setup: func(e *env) { inGroup(e, astypes.LifecycleStateWarmedRunning) },
+			action: ActionRecovered, held: []string{"terminate"}},
+		{name: "group unreadable: out-of-service only", stopped: true, ec2: inPool,
+			setup:  func(e *env) { e.asg.describeErr = errors.New("Throttling: Rate exceeded") },
+			action: ActionRecovered, held: []string{"terminate"}},
+		{name: "the group does not list it", ec2: inPool, setup: func(e *env) { inGroup(e, ""); e.asg.groups[0].Instances = nil },
+			action: ActionIgnored, held: []string{"terminate"}},
+		{name: "in no group", ec2: running, setup: func(*env) {}, action: ActionIgnored, held: []string{"terminate"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(newNode(idA))
+			warmPoolNode(t, e, since, tc.stopped)
+			e.ec2.readings[idA] = []reading{tc.ec2}
+			tc.setup(e)
+			out, err := e.handle(t, stateEvent(idA, "running", time.Now()), time.Second)
+			if err != nil || out.Action != tc.action {
+				t.Fatalf("outcome %+v, error %v: want %q", out, err, tc.action)
+			}
+			n := e.node(t, idA)
+			marks, _ := node.Marks(n)
+			var held []string
+			for _, c := range marks.CauseList() {
+				held = append(held, string(c))
+			}
+			if !reflect.DeepEqual(held, tc.held) {
+				t.Errorf("causes held %v, want %v (%s)", held, tc.held, out.Detail)
+			}
+			if tc.lifted && !unmarked(n) {
+				t.Errorf("node still marked: %+v %v (%s)", n.Spec, n.Labels, out.Detail)
+			}
+			if !tc.lifted && (!n.Spec.Unschedulable || !node.HasTaint(n, node.TaintDraining)) {
+				t.Errorf("the terminate hold's cordon or drain taint was removed: %+v", n.Spec)
+			}
+			if tc.stopped && node.HasTaint(n, node.TaintOutOfService) {
+				t.Errorf("out-of-service taint left on a running instance's node")
+			}
+			if tc.lifted && !strings.Contains(out.Detail, "terminate action is over") {
+				t.Errorf("detail %q does not say why", out.Detail)
+			}
+		})
+	}
+}
+
+// A launch hook for an instance coming out of a warm pool completes with its
+// node uncordoned: the terminate hold of its trip into the pool is lifted.
+func TestLaunchFromWarmPool(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		stopped bool
+		state   astypes.LifecycleState
+		lifted  bool
+	}{
+		{"launching", false, astypes.LifecycleStatePendingWait, true},
+		{"launching, stopped in the pool", true, astypes.LifecycleStatePendingWait, true},
+		{"the group says it terminates", true, astypes.LifecycleStateTerminatingWait, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(newNode(idA))
+			warmPoolNode(t, e, time.Now().Add(-time.Hour), tc.stopped)
+			e.ec2.readings[idA] = []reading{{state: instance.StateRunning, tagged: true, group: asgName}}
+			inGroup(e, tc.state)
+			out, err := e.handle(t, hookEvent(true, asgName, idA), time.Second)
+			if err != nil || out.Action != ActionNodeJoined || !reflect.DeepEqual(e.asg.results(), []lifecycle.Result{lifecycle.Continue}) {
+				t.Fatalf("outcome %+v, error %v, completed %v", out, err, e.asg.results())
+			}
+			n := e.node(t, idA)
+			if unmarked(n) != tc.lifted {
+				t.Errorf("node unmarked %v, want %v: %+v (%s)", unmarked(n), tc.lifted, n.Spec, out.Detail)
+			}
+			if node.HasTaint(n, node.TaintOutOfService) {
+				t.Errorf("out-of-service taint left on a node Ready on a running instance (%s)", out.Detail)
+			}
+		})
+	}
+}
+
+// A terminate drain renews a terminate hold from before its event (one an
+// instance brought back from a warm pool kept): a sweep resuming the drain
+// later counts from this drain, not the old one, and does not find it over
+// at once. Lambda's retry of the same action keeps the hold its first
+// attempt placed.
+func TestTerminateRenewsAnEarlierHold(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name    string
+		held    time.Time // the hold's Since
+		eventAt time.Time
+		renewed bool
+	}{
+		{"an earlier action's hold", now.Add(-24 * time.Hour), now, true},
+		{"this action's, placed by its first attempt", now.Add(-110 * time.Second), now.Add(-2 * time.Minute), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(newNode(idA))
+			warmPoolNode(t, e, tc.held, false)
+			e.ec2.readings[idA] = []reading{running}
+			payload := envelope("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action", tc.eventAt, map[string]string{
+				"LifecycleActionToken": token, "AutoScalingGroupName": asgName, "LifecycleHookName": "node-drainer-terminate",
+				"EC2InstanceId": idA, "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING"})
+			if _, err := e.handle(t, payload, time.Second); err != nil {
+				t.Fatal(err)
+			}
+			marks, _ := node.Marks(e.node(t, idA))
+			if since := marks.Causes[node.CauseTerminate].Since; since.Equal(tc.held) == tc.renewed {
+				t.Errorf("terminate hold since %s, placed %s: renewed %v, want %v", since, tc.held, !since.Equal(tc.held), tc.renewed)
+			}
+		})
+	}
+}

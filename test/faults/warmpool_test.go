@@ -1,0 +1,159 @@
+package faults
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/node-drainer/node-drainer/internal/node"
+	"github.com/node-drainer/node-drainer/test/harness"
+	"github.com/node-drainer/node-drainer/test/harness/lambdart"
+	"github.com/node-drainer/node-drainer/test/harness/moto"
+)
+
+// warmPoolScenarios: an Auto Scaling group with a warm pool that reuses
+// instances on scale-in (ReuseOnScaleIn) sends a scaled-in instance into the
+// pool instead of terminating it; its Node stays, cordoned by the drain, and
+// comes back with it. The drain's terminate hold must be lifted once the
+// group has the instance in service again — on its `running` event, by its
+// launch hook, or by the sweep when no event says so — and not while the
+// instance is in the pool. The emulator does not move instances into or out
+// of warm pools: the scenes set the lifecycle states Auto Scaling would.
+func warmPoolScenarios() []scenario {
+	return []scenario{
+		{"warm-pool-return-running", warmPoolRunning},
+		{"warm-pool-return-launch-hook", warmPoolLaunchHook},
+		{"warm-pool-return-sweep", warmPoolSweep},
+	}
+}
+
+// withDetail sets fields of an event's detail.
+func (x *X) withDetail(payload []byte, detail map[string]any) []byte {
+	var ev map[string]any
+	x.must(json.Unmarshal(payload, &ev))
+	d := ev["detail"].(map[string]any)
+	for k, v := range detail {
+		d[k] = v
+	}
+	b, err := json.Marshal(ev)
+	x.must(err)
+	return b
+}
+
+// intoWarmPool: web pods on the target; its terminate hook fires with
+// Destination WarmPool; the function drains the node and completes the hook;
+// the group moves the instance into the pool (pool state: "Warmed:Stopped",
+// EC2 stops it and its `stopped` event releases the node; "Warmed:Running",
+// it keeps running). The node must be left held for the drain.
+func (x *X) intoWarmPool(rt *lambdart.Runtime, poolState string) {
+	x.web("web", 2, -1, -1)
+	x.observe(nil)
+	x.drainThenComplete(rt, x.withDetail(x.terminating("token-"+x.name), map[string]any{"Origin": "AutoScalingGroup", "Destination": "WarmPool"}), 60*time.Second)
+	x.must(env.AWS.SetLifecycleState(x.ctx, x.asg, x.target.ID, poolState))
+	if poolState == "Warmed:Stopped" {
+		stopAndRelease(x, func(p []byte) {
+			_, err := x.invoke(rt, p)
+			x.expect(err == nil, "invocation failed: %v", err)
+		})
+	}
+	n := x.getNode(x.target.PrivateDNSName)
+	x.expect(n.Spec.Unschedulable && node.Holds(n, node.CauseTerminate), "the drained node is not held in the pool: %+v", n.Spec)
+}
+
+// outOfWarmPool: the group takes the instance out of the pool (its
+// lifecycle state now state); EC2 starts it and its kubelet is Ready again.
+func (x *X) outOfWarmPool(state string) {
+	x.must(env.AWS.SetLifecycleState(x.ctx, x.asg, x.target.ID, state))
+	x.must(env.SetInstanceState(x.ctx, x.target.ID, "running"))
+	x.must(env.StartKubelet(x.ctx, x.target.PrivateDNSName))
+	x.must(env.WaitNodeReady(x.ctx, x.target.PrivateDNSName, true, time.Minute))
+}
+
+// unmarked: the node carries none of node-drainer's marks, nor its record.
+func (x *X) unmarked(what string) {
+	n := x.getNode(x.target.PrivateDNSName)
+	_, labeled := n.Labels[node.LabelExcludeLB]
+	_, held := n.Annotations[node.AnnotationOwned]
+	if n.Spec.Unschedulable || labeled || held || hasTaint(n, node.TaintDraining) || hasTaint(n, node.TaintOutOfService) {
+		x.violate("%s: the node is still marked (cordoned %v, load-balancer exclusion %v, drain taint %v, out-of-service taint %v, record %q)",
+			what, n.Spec.Unschedulable, labeled, hasTaint(n, node.TaintDraining), hasTaint(n, node.TaintOutOfService), n.Annotations[node.AnnotationOwned])
+	}
+}
+
+// heldForTerminate: the drain's hold is still on the node.
+func (x *X) heldForTerminate(what string) {
+	n := x.getNode(x.target.PrivateDNSName)
+	if !n.Spec.Unschedulable || !hasTaint(n, node.TaintDraining) || !node.Holds(n, node.CauseTerminate) {
+		x.violate("%s: the drain's hold was lifted (cordoned %v, drain taint %v)", what, n.Spec.Unschedulable, hasTaint(n, node.TaintDraining))
+	}
+}
+
+// warmPoolRunning: into a stopped pool and out of it; the `running` event
+// lifts every mark, the drain's included.
+func warmPoolRunning(x *X) {
+	x.scene(sceneOpts{nodes: 2})
+	rt := x.function(60 * time.Second)
+	x.intoWarmPool(rt, "Warmed:Stopped")
+	x.outOfWarmPool("Pending")
+	_, err := x.invoke(rt, x.stateEvent(x.target.ID, "running", time.Now()))
+	x.expect(err == nil, "invocation failed: %v", err)
+	x.unmarked("the instance is back from the warm pool (Pending), its `running` event handled")
+}
+
+// warmPoolLaunchHook: into a stopped pool; out of it through the launch
+// hook (Origin WarmPool): the hook is completed with CONTINUE once the node
+// is Ready, and the node joins unmarked.
+func warmPoolLaunchHook(x *X) {
+	x.scene(sceneOpts{nodes: 2})
+	rt := x.function(60 * time.Second)
+	x.intoWarmPool(rt, "Warmed:Stopped")
+	token := "token-launch-" + x.name
+	x.must(env.AWS.RegisterLifecycleAction(x.ctx, moto.LifecycleAction{ASG: x.asg, Hook: harness.LaunchHook, InstanceID: x.target.ID, Token: token,
+		Transition: "autoscaling:EC2_INSTANCE_LAUNCHING"}))
+	x.outOfWarmPool("Pending:Wait")
+	launch := x.event("asg-launch.json", map[string]any{"AutoScalingGroupName": x.asg, "LifecycleHookName": harness.LaunchHook,
+		"EC2InstanceId": x.target.ID, "LifecycleActionToken": token, "Origin": "WarmPool", "Destination": "AutoScalingGroup"},
+		map[string]any{"time": time.Now().UTC().Format(time.RFC3339)})
+	_, err := x.invoke(rt, launch)
+	x.expect(err == nil, "invocation failed: %v", err)
+	var launched []moto.LifecycleCall
+	for _, c := range okCalls(x.callsFor(x.target.ID, "CompleteLifecycleAction")) {
+		if c.Params["LifecycleHookName"] == harness.LaunchHook {
+			launched = append(launched, c)
+		}
+	}
+	if x.expect(len(launched) == 1, "%d completions of the launch hook, want 1", len(launched)) {
+		x.expect(launched[0].Params["LifecycleActionResult"] == "CONTINUE", "launch hook completed with %s", launched[0].Params["LifecycleActionResult"])
+	}
+	x.unmarked("the instance launched from the warm pool, its launch hook completed")
+}
+
+// warmPoolSweep: a warm pool of running instances (Warmed:Running): the
+// instance never stops, so no EC2 event says it is back. While it is in the
+// pool a sweep leaves the drain's hold; once the group has it InService the
+// next sweep lifts it.
+func warmPoolSweep(x *X) {
+	x.scene(sceneOpts{nodes: 2, clusterTag: x.swTag()})
+	rt := x.sweepFunction(60 * time.Second)
+	x.intoWarmPool(rt, "Warmed:Running")
+	if _, ok := x.sweep(rt); ok {
+		x.heldForTerminate("a sweep while the instance is in the warm pool (Warmed:Running)")
+	}
+	x.must(env.AWS.SetLifecycleState(x.ctx, x.asg, x.target.ID, "InService"))
+	if out, ok := x.sweep(rt); ok {
+		x.t.Logf("sweep: %s", out.Detail)
+		x.unmarked("a sweep once the group has the instance InService again")
+	}
+	x.schedulable()
+}
+
+// schedulable: a pod that asks for the target's node by affinity (through
+// the scheduler, which skips cordoned and tainted nodes) runs there.
+func (x *X) schedulable() {
+	w := x.workload("back", 1)
+	w.Nodes = []string{x.target.PrivateDNSName}
+	_, err := env.Deployment(x.ctx, w, false)
+	x.must(err)
+	pods, err := env.WaitPodsRunning(x.ctx, x.ns, "app=back", 1, 30*time.Second)
+	x.expect(err == nil && len(pods) == 1 && pods[0].Spec.NodeName == x.target.PrivateDNSName,
+		"a pod asking for the node back from the warm pool does not run there: %v", err)
+}
