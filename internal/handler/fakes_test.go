@@ -51,7 +51,8 @@ type reading struct {
 	state  instance.State
 	tagged bool   // carries the cluster tag
 	group  string // Auto Scaling's aws:autoscaling:groupName tag ("": none)
-	err    error  // DescribeInstances fails
+	tags   map[string]string
+	err    error // DescribeInstances fails
 }
 
 // fakeEC2 answers DescribeInstances from readings per instance, in turn (the
@@ -87,6 +88,9 @@ func (f *fakeEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstances
 	}
 	if r.group != "" {
 		tags = append(tags, types.Tag{Key: aws.String(instance.TagGroupName), Value: aws.String(r.group)})
+	}
+	for k, v := range r.tags {
+		tags = append(tags, types.Tag{Key: aws.String(k), Value: aws.String(v)})
 	}
 	return &ec2.DescribeInstancesOutput{Reservations: []types.Reservation{{Instances: []types.Instance{{
 		InstanceId:     aws.String(id),

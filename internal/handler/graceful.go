@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -59,6 +60,8 @@ func (r *run) terminate(ctx context.Context) error {
 		// the zero reading is never "down", so nothing is forced
 		r.log.WarnContext(ctx, "EC2 unreadable; ASG is configured: draining gracefully", "error", err)
 		inst = instance.Instance{ID: act.InstanceID}
+	case !ours && r.othersAction(ctx, inst, act.ASG):
+		return nil
 	case !ours && r.groupConfigured(act.ASG):
 		// the hook is ours by configuration (ASG_NAMES, or the group's tag)
 		// though the instance is not the cluster's: nothing to drain, but
@@ -444,6 +447,54 @@ func (r *run) ourHook(ctx context.Context, act lifecycle.Action) (bool, error) {
 func (r *run) groupConfigured(asg string) bool {
 	return r.h.cfg.ListsASG(asg) || r.tagged
 }
+
+// othersAction says (and records in the outcome) that a lifecycle action of
+// a group that is ours by its tag alone belongs to another deployment of
+// node-drainer: its instance carries another cluster's tag
+// (kubernetes.io/cluster/<name> other than CLUSTER_TAG_KEY, or EKS's
+// eks:cluster-name naming another cluster). Two deployments that select
+// groups by the same tag and hook names (the templates' defaults, for two
+// clusters in one account and region) receive each other's lifecycle events
+// and sweep each other's groups; completing the other's action, "nothing to
+// drain here", would end its drain midway. It is left to its owner (rule 14).
+// A group listed in ASG_NAMES is ours by name: its actions are completed
+// whatever its instances carry.
+func (r *run) othersAction(ctx context.Context, inst instance.Instance, asg string) bool {
+	if !r.tagged || r.h.cfg.ListsASG(asg) {
+		return false
+	}
+	other := r.otherCluster(inst)
+	if other == "" {
+		return false
+	}
+	r.out.Action = ActionIgnored
+	r.out.Detail = fmt.Sprintf("instance %s carries %s: another cluster's, in group %s which carries %s=%s here too; its lifecycle action is left to that cluster's node-drainer (give each deployment its own ASG_TAG_VALUE or hook names)",
+		inst.ID, other, asg, r.h.cfg.ASGTagKey, r.h.cfg.ASGTagValue)
+	r.log.WarnContext(ctx, "lifecycle action left to another deployment", "detail", r.out.Detail)
+	return true
+}
+
+// otherCluster names the tag by which an instance is another cluster's
+// ("" when none says so).
+func (r *run) otherCluster(inst instance.Instance) string {
+	for _, k := range slices.Sorted(maps.Keys(inst.Tags)) {
+		v := inst.Tags[k]
+		switch {
+		case strings.HasPrefix(k, clusterTagPrefix) && k != r.h.cfg.ClusterTagKey:
+			return k
+		case k == eksClusterNameTag && r.h.cfg.ClusterName != "" && v != r.h.cfg.ClusterName:
+			return k + "=" + v
+		}
+	}
+	return ""
+}
+
+// The tags that name an instance's cluster: Kubernetes' (EKS, kops,
+// kubeadm with the AWS cloud provider), and EKS managed node groups'.
+const (
+	clusterTagPrefix  = "kubernetes.io/cluster/"
+	eksClusterNameTag = "eks:cluster-name"
+)
 
 // groupWhy says how the lifecycle action's group is ours, for the outcome.
 func (r *run) groupWhy() string {
@@ -956,7 +1007,7 @@ func (r *run) launch(ctx context.Context) error {
 		return err
 	}
 	if !ours {
-		if !r.groupConfigured(act.ASG) {
+		if !r.groupConfigured(act.ASG) || r.othersAction(ctx, inst, act.ASG) {
 			return nil
 		}
 		// as on the terminate path: the hook is ours by configuration

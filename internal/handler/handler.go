@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -320,22 +321,44 @@ func (r *run) reserved(ctx context.Context) (context.Context, context.CancelFunc
 // An instance found foreign is remembered (foreignTTL): its next events are
 // answered from memory, with no AWS call and no cluster request.
 func (r *run) ours(ctx context.Context, id string) (instance.Instance, bool, error) {
-	if at, ok := r.h.foreign.Get(id); ok {
+	if v, ok := r.h.foreign.Get(id); ok {
+		f := v.(foreignSeen)
 		r.out.Action = ActionIgnored
-		r.out.Detail = fmt.Sprintf("instance %s has no tag %s: not this cluster's (as EC2 said at %s)", id, r.h.cfg.ClusterTagKey, at.(time.Time).UTC().Format(time.RFC3339))
-		return instance.Instance{ID: id}, false, nil
+		r.out.Detail = fmt.Sprintf("instance %s has no tag %s: not this cluster's (as EC2 said at %s)", id, r.h.cfg.ClusterTagKey, f.at.UTC().Format(time.RFC3339))
+		return instance.Instance{ID: id, Tags: f.clusterTags}, false, nil
 	}
 	inst, err := instance.Describe(ctx, r.h.c.EC2, r.h.clock, id)
 	if err != nil {
 		return inst, false, err
 	}
 	if inst.Found && !inst.HasTag(r.h.cfg.ClusterTagKey) {
-		r.h.foreign.Add(id, r.h.now(), foreignTTL)
+		r.h.foreign.Add(id, foreignSeen{at: r.h.now(), clusterTags: clusterTags(inst.Tags)}, foreignTTL)
 		r.out.Action = ActionIgnored
 		r.out.Detail = fmt.Sprintf("instance %s has no tag %s: not this cluster's", id, r.h.cfg.ClusterTagKey)
 		return inst, false, nil
 	}
 	return inst, true, nil
+}
+
+// foreignSeen is what is remembered of an instance found foreign: when,
+// and the tags that say which cluster it is (otherCluster), a few bytes.
+type foreignSeen struct {
+	at          time.Time
+	clusterTags map[string]string
+}
+
+// clusterTags keeps of an instance's tags those that name a cluster.
+func clusterTags(tags map[string]string) map[string]string {
+	var kept map[string]string
+	for k, v := range tags {
+		if strings.HasPrefix(k, clusterTagPrefix) || k == eksClusterNameTag {
+			if kept == nil {
+				kept = map[string]string{}
+			}
+			kept[k] = v
+		}
+	}
+	return kept
 }
 
 // findNode finds the instance's node. A node this cluster does not have is

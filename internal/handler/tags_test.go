@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 
+	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
 )
 
@@ -191,5 +192,69 @@ func TestSweepPutsHooksOnTaggedGroups(t *testing.T) {
 				t.Errorf("hook %s put with %d s, %s; want 300 s, CONTINUE", aws.ToString(hk.LifecycleHookName), aws.ToInt32(hk.HeartbeatTimeout), aws.ToString(hk.DefaultResult))
 			}
 		}
+	}
+}
+
+// Two deployments that choose groups by the same tag and hook names (the
+// templates' defaults, two clusters in one account) receive each other's
+// lifecycle events and sweep each other's groups: an action whose instance
+// carries another cluster's tag is left to that cluster's deployment, in a
+// group ours by its tag alone. One whose instance carries no cluster's tag,
+// or in a group listed in ASG_NAMES, is still completed (nothing drained).
+func TestAnotherDeploymentsAction(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		tags    map[string]string
+		listed  bool
+		launch  bool
+		results []lifecycle.Result
+	}{
+		{name: "another cluster's instance: left", tags: map[string]string{"kubernetes.io/cluster/staging": "owned"}},
+		{name: "another EKS cluster's managed node: left", tags: map[string]string{"eks:cluster-name": "staging"}},
+		{name: "its launch hook: left", tags: map[string]string{"kubernetes.io/cluster/staging": "owned"}, launch: true},
+		{name: "no cluster's instance: completed", tags: map[string]string{"team": "a"}, results: []lifecycle.Result{lifecycle.Continue}},
+		{name: "EKS tag of this cluster, no cluster tag: completed", tags: map[string]string{"eks:cluster-name": "prod"}, results: []lifecycle.Result{lifecycle.Continue}},
+		{name: "the group listed in ASG_NAMES: completed", tags: map[string]string{"kubernetes.io/cluster/staging": "owned"}, listed: true,
+			results: []lifecycle.Result{lifecycle.Continue}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(aNode()...)
+			tagMode(e)
+			if tc.listed {
+				e.cfg.ASGNames = []string{asgName}
+			}
+			e.ec2.readings[idA] = []reading{{state: instance.StateRunning, tags: tc.tags}}
+			e.asg.groups = []astypes.AutoScalingGroup{taggedGroup(asgName, "true")}
+			out, err := e.handle(t, hookEvent(tc.launch, asgName, idA), 2*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := e.asg.results(); !reflect.DeepEqual(got, tc.results) {
+				t.Errorf("completions %v, want %v (%s %s)", got, tc.results, out.Action, out.Detail)
+			}
+			if tc.results == nil && (out.Action != ActionIgnored || !strings.Contains(out.Detail, "another cluster's") || e.asg.heartbeats > 0 || len(e.writes()) > 0) {
+				t.Errorf("outcome %s %q, %d heartbeats, writes %v: want it ignored, saying why, nothing done", out.Action, out.Detail, e.asg.heartbeats, e.writes())
+			}
+		})
+	}
+}
+
+// A warm function answers a foreign instance's later events from memory:
+// what it remembers still says whose the instance is, so the sweep's run of
+// the same action (or the event's retry) leaves it too.
+func TestAnotherDeploymentsActionFromMemory(t *testing.T) {
+	e := newEnv(aNode()...)
+	tagMode(e)
+	e.ec2.readings[idA] = []reading{{state: instance.StateRunning, tags: map[string]string{"kubernetes.io/cluster/staging": "owned", "team": "a"}}}
+	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup(asgName, "true")}
+	h := e.handler()
+	for i := range 2 {
+		out, err := e.handleWith(h, terminateEvent(idA), 2*time.Second)
+		if err != nil || out.Action != ActionIgnored || len(e.asg.results()) > 0 {
+			t.Fatalf("event %d: outcome %s %q, error %v, completions %v: want it left", i+1, out.Action, out.Detail, err, e.asg.results())
+		}
+	}
+	if e.ec2.calls != 1 {
+		t.Errorf("%d DescribeInstances: want the second event answered from memory", e.ec2.calls)
 	}
 }

@@ -32,7 +32,46 @@ func sweepScenarios() []scenario {
 		{"other-tools-hooks-sweep", otherToolsHooksSweep},
 		{"sweep-hook-unknown-age-held", sweepHookUnknownAgeHeld},
 		{"sweep-40-stuck-hooks", sweep40StuckHooks},
+		{"shared-group-tag-two-deployments", sharedTagTwoDeployments},
 	}
+}
+
+// sharedTagTwoDeployments: two clusters in one account and region, each with
+// node-drainer deployed with the templates' defaults: their groups carry
+// node-drainer.io/enabled=true and their hooks the same names, so each
+// deployment receives the other's lifecycle events and sweeps the other's
+// groups. Deployment B (CLUSTER_TAG_KEY kubernetes.io/cluster/staging) gets
+// the terminate event of cluster A's instance first, then sweeps while it
+// waits: it must leave it (no completion, no heartbeat, nothing evicted or
+// marked). A then drains the node and completes the hook, once.
+func sharedTagTwoDeployments(x *X) {
+	const groupTag = "node-drainer.io/enabled"
+	insts, err := env.CreateASG(x.ctx, harness.ASGSpec{Name: x.asg, Size: 2, Hooks: true, Tags: map[string]string{groupTag: "true"}})
+	x.must(err)
+	x.insts, x.target = insts, insts[0]
+	for _, in := range insts {
+		x.must(env.AddNodeFor(x.ctx, in, map[string]string{"pool": x.name}))
+	}
+	x.must(env.Namespace(x.ctx, x.ns))
+	x.web("web", 2, -1, -1)
+	x.observe(nil)
+	before := x.podsOn(x.target.PrivateDNSName)
+	byTag := "ASG_TAG_KEY=" + groupTag
+	b := x.function(60*time.Second, byTag, "CLUSTER_TAG_KEY=kubernetes.io/cluster/staging")
+	payload := x.terminating("token-" + x.name)
+	out, err := x.invoke(b, payload)
+	x.expect(err == nil && out.Action == handler.ActionIgnored && strings.Contains(out.Detail, "another cluster's"),
+		"the other deployment's outcome: %s %q (%v), want it ignored as another cluster's", out.Action, out.Detail, err)
+	if out, ok := x.sweep(b); ok {
+		x.t.Logf("the other deployment's sweep: %s", out.Detail)
+	}
+	x.idle(b)
+	x.untouchedCheck(before, "the other deployment's event and sweep")
+	_, all := x.completions()
+	beats := x.lifecycleCalls("RecordLifecycleActionHeartbeat")
+	x.expect(len(all)+len(beats) == 0, "the other deployment called Auto Scaling on this cluster's hook: %d completions, %d heartbeats", len(all), len(beats))
+	x.hookAfterDrain = true
+	x.drainThenComplete(x.function(60*time.Second, byTag), payload, 60*time.Second)
 }
 
 // ---- the sweep's scenes: helpers ----
