@@ -57,6 +57,8 @@ func NewSwept(kind Kind, a LifecycleAction, region string, now time.Time) ([]byt
 		LifecycleHookName:    a.HookName,
 		EC2InstanceID:        a.InstanceID,
 		LifecycleTransition:  string(a.Transition),
+		Origin:               string(a.Origin),
+		Destination:          string(a.Destination),
 	})
 	if err != nil {
 		return nil, err

@@ -14,6 +14,9 @@ func TestSweptEvents(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	for _, kind := range []Kind{KindTerminate, KindLaunch} {
 		a := LifecycleAction{AutoScalingGroupName: "asg", HookName: "hook", InstanceID: "i-0123456789abcdef0"}
+		if kind == KindLaunch {
+			a.Destination = LocationWarmPool // an instance the sweep found entering a warm pool
+		}
 		raw, err := NewSwept(kind, a, "us-east-1", now)
 		if err != nil {
 			t.Fatal(err)

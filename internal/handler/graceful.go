@@ -1018,6 +1018,17 @@ func (r *run) launch(ctx context.Context) error {
 		r.out.Detail += "; its ASG is " + r.groupWhy() + ": lifecycle action completed, no node waited for"
 		return r.complete(ctx, act, lifecycle.Continue, nil)
 	}
+	if r.ev.Lifecycle.Destination == event.LocationWarmPool {
+		// launched into a warm pool, where Auto Scaling stops it (or keeps
+		// it running out of service) as soon as the action completes: its
+		// node is not to join now, but when the group takes it out of the
+		// pool (this hook again, Destination AutoScalingGroup). Waiting for
+		// it would fail the launch, and the failure result would terminate
+		// every instance meant for the pool.
+		r.out.Action = ActionCompleted
+		r.out.Detail = "instance launches into the warm pool: its node joins when it leaves the pool; lifecycle action completed at once"
+		return r.complete(ctx, act, lifecycle.Continue, nil)
+	}
 	stop := r.keepAlive(ctx, act, nil) // node registration can outlast a short heartbeat timeout
 	limit := r.budget(ctx)
 	if r.h.cfg.DryRun && r.h.now().Add(dryRunLimit).Before(limit) {

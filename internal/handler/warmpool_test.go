@@ -177,3 +177,19 @@ func TestTerminateRenewsAnEarlierHold(t *testing.T) {
 		})
 	}
 }
+
+// A launch into a warm pool (Destination WarmPool) is completed at once with
+// CONTINUE: the instance is stopped in the pool as soon as it is, and its
+// node joins when it leaves the pool. Waiting for the node would fail the
+// launch, and the failure result would terminate it.
+func TestLaunchIntoWarmPool(t *testing.T) {
+	e := newEnv() // no node: it does not join in the pool
+	e.ec2.readings[idA] = []reading{running}
+	payload := envelope("aws.autoscaling", "EC2 Instance-launch Lifecycle Action", time.Now(), map[string]string{
+		"LifecycleActionToken": token, "AutoScalingGroupName": asgName, "LifecycleHookName": "node-drainer-launch",
+		"EC2InstanceId": idA, "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING", "Origin": "EC2", "Destination": "WarmPool"})
+	out, err := e.handle(t, payload, 2*time.Second)
+	if err != nil || out.Action != ActionCompleted || !reflect.DeepEqual(e.asg.results(), []lifecycle.Result{lifecycle.Continue}) {
+		t.Fatalf("outcome %s %q, error %v, completed %v: want completed at once with CONTINUE", out.Action, out.Detail, err, e.asg.results())
+	}
+}

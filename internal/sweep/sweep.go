@@ -115,9 +115,10 @@ const leaseIdle = time.Hour
 
 // ASG lifecycle states the sweep acts on.
 const (
-	stateTerminatingWait = "Terminating:Wait"
-	statePendingWait     = "Pending:Wait"
-	stateInService       = "InService"
+	stateTerminatingWait   = "Terminating:Wait"
+	statePendingWait       = "Pending:Wait"
+	stateWarmedPendingWait = "Warmed:Pending:Wait" // entering a warm pool: launched, or scaled in (ReuseOnScaleIn)
+	stateInService         = "InService"
 )
 
 // Group is an Auto Scaling group and the lifecycle hooks it has for a
@@ -376,7 +377,25 @@ func (r *Readings) readGroups(ctx context.Context, api ASGAPI, cfg Config) error
 
 func waiting(i astypes.Instance) bool {
 	s := string(i.LifecycleState)
-	return s == stateTerminatingWait || s == statePendingWait
+	return s == stateTerminatingWait || s == statePendingWait || s == stateWarmedPendingWait
+}
+
+// warmTransition is the transition of the action that holds an instance in
+// Warmed:Pending:Wait, which Auto Scaling uses for both ways into a warm
+// pool (a launch into it, and a scale-in with ReuseOnScaleIn): the one
+// transition the group's hooks, anyone's, are for; none when they are for
+// both (which of them holds it is not guessed).
+func warmTransition(hooks []astypes.LifecycleHook) (event.LifecycleTransition, bool) {
+	var ts []event.LifecycleTransition
+	for _, h := range hooks {
+		if t := event.LifecycleTransition(aws.ToString(h.LifecycleTransition)); !slices.Contains(ts, t) {
+			ts = append(ts, t)
+		}
+	}
+	if len(ts) != 1 {
+		return "", false
+	}
+	return ts[0], true
 }
 
 // readInstances reads EC2's view of what may be wrong, never of every
@@ -510,10 +529,21 @@ func (r *Readings) Plan(cfg Config) Plan {
 		for _, gi := range g.Instances {
 			id := aws.ToString(gi.InstanceId)
 			kind, transition := event.KindTerminate, event.TransitionTerminating
+			var into event.LifecycleLocation
 			switch string(gi.LifecycleState) {
 			case stateTerminatingWait:
 			case statePendingWait:
 				kind, transition = event.KindLaunch, event.TransitionLaunching
+			case stateWarmedPendingWait:
+				into = event.LocationWarmPool
+				t, ok := warmTransition(g.Hooks)
+				switch {
+				case !ok:
+					p.Notes = append(p.Notes, fmt.Sprintf("%s waits in %s, where a launch and a scale-in into the warm pool both wait, and %s has hooks for both: which one holds it is not guessed", id, gi.LifecycleState, g.Name))
+					continue
+				case t == event.TransitionLaunching:
+					kind, transition = event.KindLaunch, t
+				}
 			default:
 				continue
 			}
@@ -543,7 +573,7 @@ func (r *Readings) Plan(cfg Config) Plan {
 				continue // shard 0's to take: here only left alone
 			}
 			p.Hooks = append(p.Hooks, Hook{Kind: kind, Action: event.LifecycleAction{
-				AutoScalingGroupName: g.Name, HookName: hooks[0], InstanceID: id, Transition: transition}, Taken: taken[id]})
+				AutoScalingGroupName: g.Name, HookName: hooks[0], InstanceID: id, Transition: transition, Destination: into}, Taken: taken[id]})
 		}
 	}
 	groupOf := r.groupOf()

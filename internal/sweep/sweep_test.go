@@ -195,6 +195,32 @@ func TestPlan(t *testing.T) {
 				}
 			},
 		},
+		"an instance entering a warm pool is taken by the one transition its group's hooks are for": {
+			r: func() Readings {
+				launchOnly := groupOf("launch-only", nil, asgInstance("i-2", "Warmed:Pending:Wait", "Healthy"))
+				launchOnly.Hooks = []astypes.LifecycleHook{{LifecycleHookName: aws.String("ours"), LifecycleTransition: aws.String(string(event.TransitionLaunching))}}
+				both := groupOf("both", []string{"term"}, asgInstance("i-3", "Warmed:Pending:Wait", "Healthy"))
+				both.Hooks = append(both.Hooks, astypes.LifecycleHook{LifecycleHookName: aws.String("ours"), LifecycleTransition: aws.String(string(event.TransitionLaunching))})
+				return Readings{Groups: []Group{groupOf("terminate-only", []string{"term"}, asgInstance("i-1", "Warmed:Pending:Wait", "Healthy")), launchOnly, both},
+					Instances: map[string]instance.Instance{"i-1": running("i-1"), "i-2": running("i-2"), "i-3": running("i-3")}}
+			}(),
+			want: func(t *testing.T, p Plan) {
+				if len(p.Hooks) != 2 {
+					t.Fatalf("hooks %+v: want i-1's and i-2's", p.Hooks)
+				}
+				for i, want := range []struct {
+					id   string
+					kind event.Kind
+				}{{"i-1", event.KindTerminate}, {"i-2", event.KindLaunch}} {
+					if h := p.Hooks[i]; h.Action.InstanceID != want.id || h.Kind != want.kind || h.Action.Destination != event.LocationWarmPool {
+						t.Errorf("hook %d: %+v, want %s's %s into the warm pool", i, h, want.id, want.kind)
+					}
+				}
+				if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "i-3") || !strings.Contains(p.Notes[0], "not guessed") {
+					t.Errorf("notes %v: want i-3 left, not guessed", p.Notes)
+				}
+			},
+		},
 		"a terminate hold is lifted once the group has the instance in service again (back from a warm pool), not before": {
 			r: Readings{Groups: []Group{groupOf("asg", nil,
 				asgInstance("i-1", "InService", "Healthy"), asgInstance("i-2", "Pending:Wait", "Healthy"),

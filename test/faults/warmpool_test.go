@@ -2,8 +2,13 @@ package faults
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+
+	"github.com/node-drainer/node-drainer/internal/handler"
 	"github.com/node-drainer/node-drainer/internal/node"
 	"github.com/node-drainer/node-drainer/test/harness"
 	"github.com/node-drainer/node-drainer/test/harness/lambdart"
@@ -23,7 +28,63 @@ func warmPoolScenarios() []scenario {
 		{"warm-pool-return-running", warmPoolRunning},
 		{"warm-pool-return-launch-hook", warmPoolLaunchHook},
 		{"warm-pool-return-sweep", warmPoolSweep},
+		{"warm-pool-launch-into-pool", warmPoolLaunchInto},
+		{"warm-pool-scale-in-sweep", warmPoolScaleInSweep},
 	}
+}
+
+// warmPoolLaunchInto: a new instance launches into the warm pool; the launch
+// hook holds it in Warmed:Pending:Wait (Destination WarmPool) and its node
+// does not join (kubelet is not started in the pool). The function must
+// complete the action with CONTINUE without waiting for a node: waiting
+// would hold the instance, and a Lambda slot, until the budget, and end in
+// the failure result (ABANDON terminates the instance).
+func warmPoolLaunchInto(x *X) {
+	x.scene(sceneOpts{nodes: 1, noNode: map[int]bool{0: true}})
+	token := "token-launch-" + x.name
+	x.must(env.AWS.RegisterLifecycleAction(x.ctx, moto.LifecycleAction{ASG: x.asg, Hook: harness.LaunchHook, InstanceID: x.target.ID, Token: token,
+		Transition: "autoscaling:EC2_INSTANCE_LAUNCHING"}))
+	x.must(env.AWS.SetLifecycleState(x.ctx, x.asg, x.target.ID, "Warmed:Pending:Wait"))
+	rt := x.function(60*time.Second, "LIFECYCLE_RESULT_ON_FAILURE=ABANDON")
+	out, err := x.invoke(rt, x.event("asg-launch.json", map[string]any{"AutoScalingGroupName": x.asg, "LifecycleHookName": harness.LaunchHook,
+		"EC2InstanceId": x.target.ID, "LifecycleActionToken": token, "Origin": "EC2", "Destination": "WarmPool"},
+		map[string]any{"time": time.Now().UTC().Format(time.RFC3339)}))
+	x.expect(err == nil && out.Action == handler.ActionCompleted, "launch into the warm pool: %s %q (%v), want completed without waiting for a node", out.Action, out.Detail, err)
+	got := x.waitHook(10*time.Second, rt)
+	x.checkHook("CONTINUE", got)
+}
+
+// warmPoolScaleInSweep: a group whose only hook is the terminate hook
+// scales in into its warm pool (ReuseOnScaleIn): Auto Scaling holds the
+// instance in Warmed:Pending:Wait, not Terminating:Wait. Its event is lost;
+// the sweep must take the action all the same (the group's hooks are for
+// the terminate transition alone), drain the node and complete it once.
+func warmPoolScaleInSweep(x *X) {
+	insts, err := env.CreateASG(x.ctx, harness.ASGSpec{Name: x.asg, Size: 2, ClusterTag: x.swTag()})
+	x.must(err)
+	x.insts, x.target = insts, insts[0]
+	for _, in := range insts {
+		x.must(env.AddNodeFor(x.ctx, in, map[string]string{"pool": x.name}))
+	}
+	x.must(env.Namespace(x.ctx, x.ns))
+	_, err = autoscaling.NewFromConfig(env.AWS.AWSConfig()).PutLifecycleHook(x.ctx, &autoscaling.PutLifecycleHookInput{
+		AutoScalingGroupName: aws.String(x.asg), LifecycleHookName: aws.String(harness.TerminateHook),
+		LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE"),
+	})
+	x.must(err)
+	x.web("web", 2, -1, -1)
+	x.observe(nil)
+	x.terminating("token-" + x.name) // its event is lost
+	x.must(env.AWS.SetLifecycleState(x.ctx, x.asg, x.target.ID, "Warmed:Pending:Wait"))
+	rt := x.sweepFunction(60 * time.Second)
+	if out, ok := x.sweep(rt); ok {
+		x.expect(slices.Contains(out.Sweep.Hooks, x.target.ID), "the sweep did not take the action holding %s in Warmed:Pending:Wait: %s", x.target.ID, out.Detail)
+	}
+	x.hookAfterDrain = true
+	got := x.waitHook(60*time.Second, rt)
+	x.setDrained()
+	x.checkHook("CONTINUE", got)
+	x.expect(x.drained == "yes", "the node was not drained")
 }
 
 // withDetail sets fields of an event's detail.
