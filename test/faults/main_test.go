@@ -193,6 +193,10 @@ func (x *X) finish() (string, bool) {
 type sceneOpts struct {
 	nodes      int
 	clusterTag string
+	// groupTags are more tags of the group (ASG_TAG_KEY's); noHooks: the
+	// group gets neither lifecycle hook.
+	groupTags map[string]string
+	noHooks   bool
 	// noNode lists instance indexes that get no node.
 	noNode map[int]bool
 }
@@ -202,7 +206,7 @@ type sceneOpts struct {
 // The first instance is the target.
 func (x *X) scene(o sceneOpts) {
 	x.t.Helper()
-	insts, err := env.CreateASG(x.ctx, harness.ASGSpec{Name: x.asg, Size: o.nodes, Hooks: true, ClusterTag: o.clusterTag})
+	insts, err := env.CreateASG(x.ctx, harness.ASGSpec{Name: x.asg, Size: o.nodes, Hooks: !o.noHooks, ClusterTag: o.clusterTag, Tags: o.groupTags})
 	x.must(err)
 	x.insts, x.target = insts, insts[0]
 	for i, in := range insts {

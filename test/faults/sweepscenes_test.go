@@ -46,13 +46,7 @@ func sweepScenarios() []scenario {
 // marked). A then drains the node and completes the hook, once.
 func sharedTagTwoDeployments(x *X) {
 	const groupTag = "node-drainer.io/enabled"
-	insts, err := env.CreateASG(x.ctx, harness.ASGSpec{Name: x.asg, Size: 2, Hooks: true, Tags: map[string]string{groupTag: "true"}})
-	x.must(err)
-	x.insts, x.target = insts, insts[0]
-	for _, in := range insts {
-		x.must(env.AddNodeFor(x.ctx, in, map[string]string{"pool": x.name}))
-	}
-	x.must(env.Namespace(x.ctx, x.ns))
+	x.scene(sceneOpts{nodes: 2, groupTags: map[string]string{groupTag: "true"}})
 	x.web("web", 2, -1, -1)
 	x.observe(nil)
 	before := x.podsOn(x.target.PrivateDNSName)

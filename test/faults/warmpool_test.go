@@ -60,14 +60,8 @@ func warmPoolLaunchInto(x *X) {
 // the sweep must take the action all the same (the group's hooks are for
 // the terminate transition alone), drain the node and complete it once.
 func warmPoolScaleInSweep(x *X) {
-	insts, err := env.CreateASG(x.ctx, harness.ASGSpec{Name: x.asg, Size: 2, ClusterTag: x.swTag()})
-	x.must(err)
-	x.insts, x.target = insts, insts[0]
-	for _, in := range insts {
-		x.must(env.AddNodeFor(x.ctx, in, map[string]string{"pool": x.name}))
-	}
-	x.must(env.Namespace(x.ctx, x.ns))
-	_, err = autoscaling.NewFromConfig(env.AWS.AWSConfig()).PutLifecycleHook(x.ctx, &autoscaling.PutLifecycleHookInput{
+	x.scene(sceneOpts{nodes: 2, clusterTag: x.swTag(), noHooks: true})
+	_, err := autoscaling.NewFromConfig(env.AWS.AWSConfig()).PutLifecycleHook(x.ctx, &autoscaling.PutLifecycleHookInput{
 		AutoScalingGroupName: aws.String(x.asg), LifecycleHookName: aws.String(harness.TerminateHook),
 		LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE"),
 	})
