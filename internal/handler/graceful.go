@@ -60,6 +60,24 @@ func (r *run) terminate(ctx context.Context) error {
 		// the zero reading is never "down", so nothing is forced
 		r.log.WarnContext(ctx, "EC2 unreadable; ASG is configured: draining gracefully", "error", err)
 		inst = instance.Instance{ID: act.InstanceID}
+		if r.tagged && !r.h.cfg.ListsASG(act.ASG) && r.attempt == 1 {
+			// a group ours by its tag alone may hold another cluster's
+			// instances (othersAction), which EC2's tags would tell: only a
+			// node of it in this cluster says it is ours. Without one,
+			// "no node" is no proof: heartbeated, left for a retry (the
+			// event's, or the next sweep)
+			lctx, cancel := context.WithTimeout(ctx, resumeLookupLimit)
+			_, ferr := node.Find(lctx, r.h.c.Kube, "", act.InstanceID)
+			cancel()
+			if ferr != nil {
+				if herr := lifecycle.Heartbeat(ctx, r.h.c.ASG, act); herr != nil {
+					r.log.WarnContext(ctx, "heartbeat for the retry failed", "error", herr)
+				}
+				r.out.Action = ActionIgnored
+				r.out.Detail = fmt.Sprintf("EC2 unreadable and no node of %s in this cluster (%v): in a group ours by its tag alone it may be another cluster's; left for a retry", act.InstanceID, ferr)
+				return fmt.Errorf("%s: %w", r.out.Detail, err)
+			}
+		}
 	case !ours && r.othersAction(ctx, inst, act.ASG):
 		return nil
 	case !ours && r.groupConfigured(act.ASG):
@@ -1044,22 +1062,33 @@ func (r *run) launch(ctx context.Context) error {
 	}
 	r.out.Node = joined.Name
 	r.out.Action = ActionNodeJoined
-	r.liftOnLaunch(ctx, joined, inst)
-	return r.complete(ctx, act, lifecycle.Continue, joined)
+	// the hook first (rule 3): the lift after it, in a bounded time, is a
+	// convenience the `running` event's path and the sweep also provide
+	err = r.complete(ctx, act, lifecycle.Continue, joined)
+	if left := r.budget(ctx).Sub(r.h.now()); left > 0 {
+		lctx, cancel := context.WithTimeout(ctx, min(left, liftLimit))
+		r.liftOnLaunch(lctx, joined, inst)
+		cancel()
+	}
+	return err
 }
+
+// liftLimit bounds liftOnLaunch, after the launch hook is completed.
+const liftLimit = 10 * time.Second
 
 // liftOnLaunch lifts, from a node that joined Ready for a launch, what an
 // earlier trip of its instance into a warm pool left: the out-of-service hold
 // of its stop there (EC2 said running when this invocation read it, and the
 // kubelet is Ready), and the terminate hold of the drain that sent it there,
 // once that action is over (terminateOver). A node that joins cordoned takes
-// no pods. A failure is logged and left to the `running` event's path and
-// the sweep: the launch is complete all the same.
+// no pods. It runs once the hook is completed; a failure is logged and left
+// to the `running` event's path and the sweep.
 func (r *run) liftOnLaunch(ctx context.Context, n *corev1.Node, inst instance.Instance) {
 	marks, _ := node.Marks(n)
 	over, why := r.terminateOver(ctx, inst, marks)
 	oos, stopped := marks.Causes[node.CauseOutOfService]
-	stopped = stopped && inst.State == instance.StateRunning && node.Ready(n)
+	// a hold placed after the launch began is a stop since: it stays
+	stopped = stopped && inst.State == instance.StateRunning && node.Ready(n) && !r.ev.Time.Before(oos.Since.Add(-time.Second))
 	if !over && !stopped {
 		if why != "" {
 			r.out.Detail += "; " + why

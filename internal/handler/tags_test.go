@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
@@ -256,5 +257,39 @@ func TestAnotherDeploymentsActionFromMemory(t *testing.T) {
 	}
 	if e.ec2.calls != 1 {
 		t.Errorf("%d DescribeInstances: want the second event answered from memory", e.ec2.calls)
+	}
+}
+
+// In a group ours by its tag alone, with EC2 unreadable, an instance whose
+// node this cluster does not have may be another cluster's: its action is
+// heartbeated and left for a retry, not completed as "no node". One whose
+// node is here is ours, and drained.
+func TestTaggedGroupEC2Unreadable(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		node    bool
+		results []lifecycle.Result
+		wantErr bool
+	}{
+		{"no node here: left for a retry", false, nil, true},
+		{"its node is here: drained", true, []lifecycle.Result{lifecycle.Continue}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var objs []runtime.Object
+			if tc.node {
+				objs = aNode()
+			}
+			e := newEnv(objs...)
+			tagMode(e)
+			e.ec2.readings[idA] = []reading{throttled}
+			e.asg.groups = []astypes.AutoScalingGroup{taggedGroup(asgName, "true")}
+			out, err := e.handle(t, terminateEvent(idA), 2*time.Second)
+			if (err != nil) != tc.wantErr || !reflect.DeepEqual(e.asg.results(), tc.results) {
+				t.Fatalf("outcome %s %q, error %v, completions %v: want error %v, completions %v", out.Action, out.Detail, err, e.asg.results(), tc.wantErr, tc.results)
+			}
+			if !tc.node && e.asg.heartbeats == 0 {
+				t.Error("the action left for a retry was not heartbeated")
+			}
+		})
 	}
 }
