@@ -91,12 +91,13 @@ data "aws_iam_policy_document" "function" {
     resources = ["*"]
   }
 
-  # The sweep reads the listed groups' instances and lifecycle states; this
-  # action has no resource types, so it cannot be scoped to the listed ASGs.
+  # The sweep reads the listed groups' instances and lifecycle states (and those
+  # of their warm pools, which DescribeAutoScalingGroups does not list); these
+  # actions have no resource types, so they cannot be scoped to the listed ASGs.
   statement {
     sid       = "DescribeAutoScalingGroups"
     effect    = "Allow"
-    actions   = ["autoscaling:DescribeAutoScalingGroups"]
+    actions   = ["autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeWarmPool"]
     resources = ["*"]
   }
 

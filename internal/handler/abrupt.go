@@ -267,7 +267,7 @@ func (r *run) terminateOver(ctx context.Context, inst instance.Instance, marks n
 		r.log.WarnContext(ctx, "terminate hold kept: group unreadable", "error", err)
 		return false, "terminate hold kept: " + err.Error()
 	case state == "":
-		return false, "terminate hold kept: group " + group + " does not list the instance"
+		return false, "terminate hold kept: group " + group + " does not list the instance (it is in the group's warm pool, or gone)"
 	case !lifecycle.InService(state):
 		return false, fmt.Sprintf("terminate hold kept: group %s has the instance %s", group, state)
 	}

@@ -257,3 +257,50 @@ func TestReadPagesAndKeepsWhatThePlanUses(t *testing.T) {
 		t.Errorf("node kept as %+v: want its name, providerID and Ready condition only", n)
 	}
 }
+
+// warmGroups: group "warm" has a warm pool (two pages of it, one instance
+// waiting to enter it), "cold" none.
+type warmGroups struct {
+	asgCalls
+	pools []string // the groups whose pool was read, one entry a page
+}
+
+func (f *warmGroups) DescribeAutoScalingGroups(context.Context, *autoscaling.DescribeAutoScalingGroupsInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
+	return &autoscaling.DescribeAutoScalingGroupsOutput{AutoScalingGroups: []astypes.AutoScalingGroup{
+		{AutoScalingGroupName: aws.String("warm"), WarmPoolConfiguration: &astypes.WarmPoolConfiguration{PoolState: astypes.WarmPoolStateStopped},
+			Instances: []astypes.Instance{{InstanceId: aws.String("i-1"), LifecycleState: astypes.LifecycleStateInService}}},
+		{AutoScalingGroupName: aws.String("cold"), Instances: []astypes.Instance{{InstanceId: aws.String("i-2"), LifecycleState: astypes.LifecycleStateInService}}},
+	}}, nil
+}
+
+func (f *warmGroups) DescribeWarmPool(_ context.Context, in *autoscaling.DescribeWarmPoolInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeWarmPoolOutput, error) {
+	f.pools = append(f.pools, aws.ToString(in.AutoScalingGroupName))
+	if in.NextToken == nil {
+		return &autoscaling.DescribeWarmPoolOutput{NextToken: aws.String("page-2"),
+			Instances: []astypes.Instance{{InstanceId: aws.String("i-3"), LifecycleState: astypes.LifecycleStateWarmedStopped}}}, nil
+	}
+	return &autoscaling.DescribeWarmPoolOutput{Instances: []astypes.Instance{{InstanceId: aws.String("i-4"), LifecycleState: astypes.LifecycleStateWarmedPendingWait}}}, nil
+}
+
+// TestReadWarmPools: a group's warm pool, which DescribeAutoScalingGroups
+// does not list, is read (every page) for the groups that have one, and its
+// waiting instance gets the group's hooks read.
+func TestReadWarmPools(t *testing.T) {
+	as := &warmGroups{}
+	r, err := Read(context.Background(), fake.NewClientset(), &ec2Calls{}, as, cfg, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(as.pools, []string{"warm", "warm"}) {
+		t.Errorf("pools read %v, want warm's two pages and not cold's", as.pools)
+	}
+	var pooled []string
+	for _, g := range r.Groups {
+		for _, i := range g.Pool {
+			pooled = append(pooled, g.Name+"/"+aws.ToString(i.InstanceId))
+		}
+	}
+	if !slices.Equal(pooled, []string{"warm/i-3", "warm/i-4"}) || as.hooks != 1 {
+		t.Errorf("pool %v, hooks read %d times: want warm/i-3, warm/i-4, and warm's hooks read once (i-4 waits)", pooled, as.hooks)
+	}
+}

@@ -126,8 +126,24 @@ const (
 type Group struct {
 	Name      string
 	Instances []astypes.Instance
-	Hooks     []astypes.LifecycleHook
+	// Pool are the instances in the group's warm pool, which
+	// DescribeAutoScalingGroups does not list (DescribeWarmPool; read only
+	// for a group with a warm pool).
+	Pool  []astypes.Instance
+	Hooks []astypes.LifecycleHook
+	warm  bool
 }
+
+// all is the group's instances, those of its warm pool included.
+func (g Group) all() []astypes.Instance { return slices.Concat(g.Instances, g.Pool) }
+
+// WarmPoolAPI reads a group's warm pool: the SDK's client has it; a fake
+// without it reads no pool.
+type WarmPoolAPI interface {
+	DescribeWarmPool(ctx context.Context, in *autoscaling.DescribeWarmPoolInput, opts ...func(*autoscaling.Options)) (*autoscaling.DescribeWarmPoolOutput, error)
+}
+
+var _ WarmPoolAPI = (*autoscaling.Client)(nil)
 
 // Readings are one consistent-enough view of the cluster and its instances.
 type Readings struct {
@@ -337,7 +353,7 @@ func (r *Readings) readGroups(ctx context.Context, api ASGAPI, cfg Config) error
 	add := func(g astypes.AutoScalingGroup) {
 		if name := aws.ToString(g.AutoScalingGroupName); !seen[name] {
 			seen[name] = true
-			r.Groups = append(r.Groups, Group{Name: name, Instances: g.Instances})
+			r.Groups = append(r.Groups, Group{Name: name, Instances: g.Instances, warm: g.WarmPoolConfiguration != nil})
 		}
 	}
 	if in != nil {
@@ -362,8 +378,27 @@ func (r *Readings) readGroups(ctx context.Context, api ASGAPI, cfg Config) error
 	for _, g := range tagged {
 		add(g)
 	}
+	if wp, ok := api.(WarmPoolAPI); ok {
+		for i, g := range r.Groups {
+			if !g.warm {
+				continue
+			}
+			in := &autoscaling.DescribeWarmPoolInput{AutoScalingGroupName: aws.String(g.Name), MaxRecords: aws.Int32(50)}
+			for {
+				out, err := wp.DescribeWarmPool(ctx, in)
+				if err != nil {
+					return fmt.Errorf("describing the warm pool of %s: %w", g.Name, err)
+				}
+				r.Groups[i].Pool = append(r.Groups[i].Pool, out.Instances...)
+				if aws.ToString(out.NextToken) == "" {
+					break
+				}
+				in.NextToken = out.NextToken
+			}
+		}
+	}
 	for i, g := range r.Groups {
-		if !slices.ContainsFunc(g.Instances, waiting) {
+		if !slices.ContainsFunc(g.all(), waiting) {
 			continue
 		}
 		out, err := api.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(g.Name)})
@@ -526,7 +561,7 @@ func (r *Readings) Plan(cfg Config) Plan {
 	held, taken := r.leaseHolds()
 	busy := map[string]bool{} // instances the plan acts on already
 	for _, g := range r.Groups {
-		for _, gi := range g.Instances {
+		for _, gi := range g.all() {
 			id := aws.ToString(gi.InstanceId)
 			kind, transition := event.KindTerminate, event.TransitionTerminating
 			var into event.LifecycleLocation
@@ -703,7 +738,7 @@ type membership struct{ name, state string }
 func (r *Readings) groupOf() map[string]membership {
 	m := map[string]membership{}
 	for _, g := range r.Groups {
-		for _, i := range g.Instances {
+		for _, i := range g.all() {
 			m[aws.ToString(i.InstanceId)] = membership{g.Name, string(i.LifecycleState)}
 		}
 	}

@@ -201,8 +201,11 @@ func TestPlan(t *testing.T) {
 				launchOnly.Hooks = []astypes.LifecycleHook{{LifecycleHookName: aws.String("ours"), LifecycleTransition: aws.String(string(event.TransitionLaunching))}}
 				both := groupOf("both", []string{"term"}, asgInstance("i-3", "Warmed:Pending:Wait", "Healthy"))
 				both.Hooks = append(both.Hooks, astypes.LifecycleHook{LifecycleHookName: aws.String("ours"), LifecycleTransition: aws.String(string(event.TransitionLaunching))})
-				return Readings{Groups: []Group{groupOf("terminate-only", []string{"term"}, asgInstance("i-1", "Warmed:Pending:Wait", "Healthy")), launchOnly, both},
-					Instances: map[string]instance.Instance{"i-1": running("i-1"), "i-2": running("i-2"), "i-3": running("i-3")}}
+				groups := []Group{groupOf("terminate-only", []string{"term"}, asgInstance("i-1", "Warmed:Pending:Wait", "Healthy")), launchOnly, both}
+				for i := range groups { // Auto Scaling lists them in the pool, apart
+					groups[i].Pool, groups[i].Instances = groups[i].Instances, nil
+				}
+				return Readings{Groups: groups, Instances: map[string]instance.Instance{"i-1": running("i-1"), "i-2": running("i-2"), "i-3": running("i-3")}}
 			}(),
 			want: func(t *testing.T, p Plan) {
 				if len(p.Hooks) != 2 {

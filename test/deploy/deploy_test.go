@@ -108,6 +108,7 @@ var wantActions = []string{
 	"autoscaling:DeleteLifecycleHook", // the stack removing its hooks (internal/handler/stack.go)
 	"autoscaling:DescribeAutoScalingGroups",
 	"autoscaling:DescribeLifecycleHooks",
+	"autoscaling:DescribeWarmPool",
 	"autoscaling:PutLifecycleHook",
 	"autoscaling:RecordLifecycleActionHeartbeat",
 	"autoscaling:SetInstanceHealth",

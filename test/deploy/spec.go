@@ -320,6 +320,7 @@ var UnscopedActions = map[string]bool{
 	"ec2:DescribeInstances":                 true, // no resource types
 	"autoscaling:DescribeLifecycleHooks":    true, // no resource types, no condition keys
 	"autoscaling:DescribeAutoScalingGroups": true, // no resource types
+	"autoscaling:DescribeWarmPool":          true, // no resource types
 }
 
 // LeastPrivilegeProblems reports wildcard actions, and Resource "*" on any

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 
 	"github.com/node-drainer/node-drainer/internal/handler"
 	"github.com/node-drainer/node-drainer/internal/node"
@@ -41,6 +42,7 @@ func warmPoolScenarios() []scenario {
 // the failure result (ABANDON terminates the instance).
 func warmPoolLaunchInto(x *X) {
 	x.scene(sceneOpts{nodes: 1, noNode: map[int]bool{0: true}})
+	x.warmPool("Stopped")
 	token := "token-launch-" + x.name
 	x.must(env.AWS.RegisterLifecycleAction(x.ctx, moto.LifecycleAction{ASG: x.asg, Hook: harness.LaunchHook, InstanceID: x.target.ID, Token: token,
 		Transition: "autoscaling:EC2_INSTANCE_LAUNCHING"}))
@@ -61,6 +63,7 @@ func warmPoolLaunchInto(x *X) {
 // the terminate transition alone), drain the node and complete it once.
 func warmPoolScaleInSweep(x *X) {
 	x.scene(sceneOpts{nodes: 2, clusterTag: x.swTag(), noHooks: true})
+	x.warmPool("Stopped")
 	_, err := autoscaling.NewFromConfig(env.AWS.AWSConfig()).PutLifecycleHook(x.ctx, &autoscaling.PutLifecycleHookInput{
 		AutoScalingGroupName: aws.String(x.asg), LifecycleHookName: aws.String(harness.TerminateHook),
 		LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE"),
@@ -79,6 +82,16 @@ func warmPoolScaleInSweep(x *X) {
 	x.setDrained()
 	x.checkHook("CONTINUE", got)
 	x.expect(x.drained == "yes", "the node was not drained")
+}
+
+// warmPool gives the scene's group a warm pool that takes instances back on
+// scale-in (ReuseOnScaleIn), in poolState ("Stopped", "Running").
+func (x *X) warmPool(poolState string) {
+	_, err := autoscaling.NewFromConfig(env.AWS.AWSConfig()).PutWarmPool(x.ctx, &autoscaling.PutWarmPoolInput{
+		AutoScalingGroupName: aws.String(x.asg), PoolState: astypes.WarmPoolState(poolState),
+		InstanceReusePolicy: &astypes.InstanceReusePolicy{ReuseOnScaleIn: aws.Bool(true)},
+	})
+	x.must(err)
 }
 
 // withDetail sets fields of an event's detail.
@@ -100,9 +113,13 @@ func (x *X) withDetail(payload []byte, detail map[string]any) []byte {
 // EC2 stops it and its `stopped` event releases the node; "Warmed:Running",
 // it keeps running). The node must be left held for the drain.
 func (x *X) intoWarmPool(rt *lambdart.Runtime, poolState string) {
+	x.warmPool(map[string]string{"Warmed:Stopped": "Stopped", "Warmed:Running": "Running"}[poolState])
 	x.web("web", 2, -1, -1)
 	x.observe(nil)
-	x.drainThenComplete(rt, x.withDetail(x.terminating("token-"+x.name), map[string]any{"Origin": "AutoScalingGroup", "Destination": "WarmPool"}), 60*time.Second)
+	payload := x.withDetail(x.terminating("token-"+x.name), map[string]any{"Origin": "AutoScalingGroup", "Destination": "WarmPool"})
+	// a scale-in into the pool waits in Warmed:Pending:Wait, in the pool
+	x.must(env.AWS.SetLifecycleState(x.ctx, x.asg, x.target.ID, "Warmed:Pending:Wait"))
+	x.drainThenComplete(rt, payload, 60*time.Second)
 	x.must(env.AWS.SetLifecycleState(x.ctx, x.asg, x.target.ID, poolState))
 	if poolState == "Warmed:Stopped" {
 		stopAndRelease(x, func(p []byte) {

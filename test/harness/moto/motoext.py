@@ -54,7 +54,9 @@ Extra HTTP endpoints, beside moto's own:
   GET  /node-drainer/lifecycle-calls    every lifecycle call, as JSON
   POST /node-drainer/lifecycle-state    JSON {asg, instanceId, state}: the instance's lifecycle
                                         state in its group, as Auto Scaling would set it for a
-                                        move moto does not make (into or out of a warm pool)
+                                        move moto does not make; a Warmed:* state moves it into
+                                        the group's warm pool (listed by DescribeWarmPool, no
+                                        more by DescribeAutoScalingGroups), another back out
   POST /node-drainer/eks-cluster        JSON {name, endpoint, caData}: what DescribeCluster
                                         answers for an existing cluster (moto makes them up)
   POST /node-drainer/lambda-runtime     JSON {function, url}: Invoke of that function (of
@@ -185,7 +187,10 @@ def _after(transition, result):
 
 def _set_lifecycle_state(asg, instance_id, state):
     """Sets the instance's lifecycle state in moto's group, as Auto Scaling
-    would while an action waits (moto keeps every instance InService)."""
+    would while an action waits (moto keeps every instance InService). A
+    Warmed:* state moves the instance out of the group's list into its warm
+    pool (DescribeAutoScalingGroups does not list a pool's instances;
+    DescribeWarmPool does); any other state moves it back."""
     from moto.autoscaling.models import autoscaling_backends
     from moto.core import DEFAULT_ACCOUNT_ID
 
@@ -193,9 +198,40 @@ def _set_lifecycle_state(asg, instance_id, state):
     group = backend.autoscaling_groups.get(asg)
     if group is None:
         return
-    for state_ in group.instance_states:
-        if state_.instance.id == instance_id:
-            state_.lifecycle_state = state
+    with POOL_LOCK:
+        pooled = POOL.get((asg, instance_id))
+        if pooled is not None and not state.startswith("Warmed:"):
+            del POOL[(asg, instance_id)]
+            group.instance_states.append(pooled)
+        for state_ in list(group.instance_states) + ([pooled] if pooled is not None else []):
+            if state_.instance.id == instance_id:
+                state_.lifecycle_state = state
+                if state.startswith("Warmed:") and state_ in group.instance_states:
+                    group.instance_states.remove(state_)
+                    POOL[(asg, instance_id)] = state_
+
+
+# The warm pools' instances, by (group, instance id): moto's InstanceState
+# objects taken out of their group's list.
+POOL = {}
+POOL_LOCK = threading.Lock()
+
+
+def describe_warm_pool(self):
+    """DescribeWarmPool with the instances of the pool (moto lists none)."""
+    from moto.core.responses import ActionResult
+
+    name = self._get_param("AutoScalingGroupName")
+    pool = self.autoscaling_backend.describe_warm_pool(group_name=name)
+    with POOL_LOCK:
+        instances = [{
+            "InstanceId": st.instance.id,
+            "InstanceType": st.instance.instance_type,
+            "AvailabilityZone": st.instance.placement,
+            "LifecycleState": st.lifecycle_state,
+            "HealthStatus": "Healthy",
+        } for (asg, _), st in POOL.items() if asg == name]
+    return ActionResult({"WarmPoolConfiguration": pool, "Instances": instances})
 
 
 REGION = os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
@@ -300,6 +336,7 @@ def _install_hibernation():
 _install_hibernation()
 EventsHandler.test_event_pattern = test_event_pattern
 AutoScalingResponse.complete_lifecycle_action = complete_lifecycle_action
+AutoScalingResponse.describe_warm_pool = describe_warm_pool
 AutoScalingResponse.record_lifecycle_action_heartbeat = record_lifecycle_action_heartbeat
 
 
@@ -1117,6 +1154,8 @@ class Extension:
             return _serve_cloudwatch_cbor(environ, path[len(CW_PATH):])(environ, start_response)
         if path == "/moto-api/reset" and method == "POST":
             STORE.reset()
+            with POOL_LOCK:
+                POOL.clear()
             ACCESS.reset()
             RUNTIMES.reset()
         return self.moto_app(environ, start_response)
