@@ -267,14 +267,7 @@ const defaultServiceAccountWait = 5 * time.Minute
 // controllerManagerProgress is what the controller-manager's log says of its
 // service account controllers, and its last lines, for a start that failed.
 func (e *Env) controllerManagerProgress() string {
-	e.mu.Lock()
-	var kcm *process
-	for _, p := range e.procs {
-		if p.name == "kube-controller-manager" {
-			kcm = p
-		}
-	}
-	e.mu.Unlock()
+	kcm := e.process("kube-controller-manager")
 	if kcm == nil {
 		return "(no controller-manager)"
 	}
@@ -282,21 +275,30 @@ func (e *Env) controllerManagerProgress() string {
 		return fmt.Sprintf("kube-controller-manager exited: %v\n%s", err, kcm.tail(30))
 	}
 	b, _ := os.ReadFile(kcm.log)
-	var said []string
-	for _, l := range strings.Split(string(b), "\n") {
+	var said, last []string
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
 		if strings.Contains(l, `controller="serviceaccount`) || strings.Contains(l, "service account controller") {
 			said = append(said, l)
 		}
-	}
-	if len(said) == 0 {
-		said = append(said, "(no line of its service account controllers yet)")
-	}
-	var last []string
-	for _, l := range strings.Split(kcm.tail(60), "\n") {
 		// its complaint about the (unused) request-header CA, every second
 		if !strings.Contains(l, "configmap_cafile_content.go") {
 			last = append(last, l)
 		}
 	}
+	if len(said) == 0 {
+		said = append(said, "(no line of its service account controllers yet)")
+	}
 	return strings.Join(said, "\n") + "\n--- its last lines ---\n" + strings.Join(last[max(0, len(last)-15):], "\n")
+}
+
+// process is the component of that name started last (nil: none).
+func (e *Env) process(name string) *process {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := len(e.procs) - 1; i >= 0; i-- {
+		if e.procs[i].name == name {
+			return e.procs[i]
+		}
+	}
+	return nil
 }

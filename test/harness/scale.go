@@ -375,18 +375,11 @@ const clockTicks = 100
 
 // pid is a harness component's process id.
 func (e *Env) pid(name string) (int, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	pid := 0
-	for _, p := range e.procs {
-		if p.name == name && p.cmd.Process != nil {
-			pid = p.cmd.Process.Pid
-		}
-	}
-	if pid == 0 {
+	p := e.process(name)
+	if p == nil || p.cmd.Process == nil {
 		return 0, fmt.Errorf("no %s process", name)
 	}
-	return pid, nil
+	return p.cmd.Process.Pid, nil
 }
 
 // ProcRSS reads a process's VmRSS and VmHWM from /proc, in MiB.
