@@ -211,21 +211,19 @@ func (r *run) recover(ctx context.Context, id string) error {
 	// again, so the out-of-service cause goes, and the terminate cause of an
 	// action that is over; marks other causes hold stay
 	var lifted []string
-	var undone node.Changes
+	holds := map[node.Cause]time.Time{}
 	if down {
-		u, err := node.Release(ctx, r.h.c.Kube, n.Name, node.CauseOutOfService, r.h.now(), r.h.cfg.DryRun)
-		if err != nil {
-			return err
-		}
-		undone, lifted = u, append(lifted, string(node.CauseOutOfService))
+		holds[node.CauseOutOfService] = time.Time{} // whenever it began
+		lifted = append(lifted, string(node.CauseOutOfService))
 	}
 	if back {
 		// only the hold read above: a terminate action begun since renews it
-		u, err := node.ReleaseHeld(ctx, r.h.c.Kube, n.Name, node.CauseTerminate, marks.Causes[node.CauseTerminate].Since, r.h.now(), r.h.cfg.DryRun)
-		if err != nil {
-			return err
-		}
-		undone, lifted = undone.Or(u), append(lifted, string(node.CauseTerminate)+" ("+why+")")
+		holds[node.CauseTerminate] = marks.Causes[node.CauseTerminate].Since
+		lifted = append(lifted, string(node.CauseTerminate)+" ("+why+")")
+	}
+	undone, err := node.ReleaseHolds(ctx, r.h.c.Kube, n.Name, holds, r.h.now(), r.h.cfg.DryRun)
+	if err != nil {
+		return err
 	}
 	r.out.Action = ActionRecovered
 	r.out.Detail = fmt.Sprintf("undid node-drainer's changes: cordon=%v out-of-service taint=%v drain taint=%v load-balancer exclusion=%v; lifted: %s; causes still held: %v",

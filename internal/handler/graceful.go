@@ -1095,22 +1095,18 @@ func (r *run) liftOnLaunch(ctx context.Context, n *corev1.Node, inst instance.In
 		}
 		return
 	}
-	var undone node.Changes
-	for _, h := range []struct {
-		lift  bool
-		cause node.Cause
-		since time.Time
-	}{{stopped, node.CauseOutOfService, oos.Since}, {over, node.CauseTerminate, marks.Causes[node.CauseTerminate].Since}} {
-		if !h.lift {
-			continue
-		}
-		u, err := node.ReleaseHeld(ctx, r.h.c.Kube, n.Name, h.cause, h.since, r.h.now(), r.h.cfg.DryRun)
-		if err != nil {
-			r.log.WarnContext(ctx, "hold not lifted", "cause", h.cause, "error", err)
-			r.out.Detail += fmt.Sprintf("; %s hold not lifted: %v", h.cause, err)
-			return
-		}
-		undone = undone.Or(u)
+	holds := map[node.Cause]time.Time{}
+	if stopped {
+		holds[node.CauseOutOfService] = oos.Since
+	}
+	if over {
+		holds[node.CauseTerminate] = marks.Causes[node.CauseTerminate].Since
+	}
+	undone, err := node.ReleaseHolds(ctx, r.h.c.Kube, n.Name, holds, r.h.now(), r.h.cfg.DryRun)
+	if err != nil {
+		r.log.WarnContext(ctx, "holds not lifted", "error", err)
+		r.out.Detail += "; holds not lifted: " + err.Error()
+		return
 	}
 	var said []string
 	if stopped {

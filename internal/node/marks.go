@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,8 +65,7 @@ type Changes struct {
 // Any reports whether anything changed.
 func (c Changes) Any() bool { return c != Changes{} }
 
-// Or is what either changed.
-func (c Changes) Or(o Changes) Changes {
+func (c Changes) or(o Changes) Changes {
 	return Changes{c.Cordoned || o.Cordoned, c.Labeled || o.Labeled, c.Draining || o.Draining, c.OutOfService || o.OutOfService}
 }
 
@@ -199,14 +199,14 @@ func apply(ctx context.Context, c kubernetes.Interface, name string, read *corev
 		if !held || h.Since.Before(m.Renew) {
 			h.Since = now
 		}
-		h.Wants = h.Wants.Or(wants)
+		h.Wants = h.Wants.or(wants)
 		if !m.Expires.IsZero() && (h.Expires == nil || m.Expires.After(*h.Expires)) {
 			e := m.Expires
 			h.Expires = &e
 		}
 		changed := made.Any() || !held || s.Causes[m.Cause] != h
 		s.Causes[m.Cause] = h
-		s.Owned = s.Owned.Or(made)
+		s.Owned = s.Owned.or(made)
 		return changed
 	})
 	if err != nil {
@@ -219,29 +219,27 @@ func apply(ctx context.Context, c kubernetes.Interface, name string, read *corev
 // and removes each mark node-drainer placed that no remaining cause wants.
 // Marks placed by anyone else are never removed. It returns what was removed.
 func Release(ctx context.Context, c kubernetes.Interface, name string, cause Cause, now time.Time, dryRun bool) (Changes, error) {
-	return release(ctx, c, name, cause, now, dryRun, func(k Cause, _ Hold) bool { return k == cause })
+	return ReleaseHolds(ctx, c, name, map[Cause]time.Time{cause: {}}, now, dryRun)
 }
 
-// ReleaseHeld is Release for the hold of cause that began at since, the one
-// the caller read with its evidence: a hold of the cause begun since then
-// (another action's, Mark.Renew) stays, with its marks.
-func ReleaseHeld(ctx context.Context, c kubernetes.Interface, name string, cause Cause, since, now time.Time, dryRun bool) (Changes, error) {
-	return release(ctx, c, name, cause, now, dryRun, func(k Cause, h Hold) bool { return k == cause && h.Since.Equal(since) })
-}
-
-func release(ctx context.Context, c kubernetes.Interface, name string, cause Cause, now time.Time, dryRun bool, drop func(Cause, Hold) bool) (Changes, error) {
+// ReleaseHolds is Release for several causes in one update: each cause of
+// holds goes if its hold began at the time given, the one the caller read
+// with its evidence (zero: whenever it began). A hold of the cause begun
+// since then (another action's, Mark.Renew) stays, with its marks.
+func ReleaseHolds(ctx context.Context, c kubernetes.Interface, name string, holds map[Cause]time.Time, now time.Time, dryRun bool) (Changes, error) {
 	var undone Changes
 	err := update(ctx, c, name, nil, dryRun, nil, func(n *corev1.Node, s *State) bool {
 		undone = Changes{}
 		before := len(s.Causes)
 		for k, h := range s.Causes {
-			if drop(k, h) || h.Expired(now) {
+			since, named := holds[k]
+			if (named && (since.IsZero() || h.Since.Equal(since))) || h.Expired(now) {
 				delete(s.Causes, k)
 			}
 		}
 		var wanted Changes
 		for _, h := range s.Causes {
-			wanted = wanted.Or(h.Wants)
+			wanted = wanted.or(h.Wants)
 		}
 		undone = s.Owned.and(wanted.not())
 		if undone.Cordoned {
@@ -257,7 +255,11 @@ func release(ctx context.Context, c kubernetes.Interface, name string, cause Cau
 		return undone.Any() || len(s.Causes) != before
 	})
 	if err != nil {
-		return Changes{}, fmt.Errorf("unmarking node %s (%s): %w", name, cause, err)
+		var causes []string
+		for _, k := range slices.Sorted(maps.Keys(holds)) {
+			causes = append(causes, string(k))
+		}
+		return Changes{}, fmt.Errorf("unmarking node %s (%s): %w", name, strings.Join(causes, ", "), err)
 	}
 	return undone, nil
 }

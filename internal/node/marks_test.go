@@ -200,9 +200,9 @@ func TestReleaseKeepsOtherCausesMarks(t *testing.T) {
 }
 
 // A mark with Renew restarts a hold of its cause older than Renew (an
-// earlier action's), and keeps a newer one's Since; ReleaseHeld lifts only
+// earlier action's), and keeps a newer one's Since; ReleaseHolds lifts only
 // the hold begun when its caller read it.
-func TestRenewAndReleaseHeld(t *testing.T) {
+func TestRenewAndReleaseHolds(t *testing.T) {
 	c := fake.NewClientset(newNode(nodeName, ""))
 	ctx := context.Background()
 	old, begun := now.Add(-24*time.Hour), now.Add(-time.Minute)
@@ -219,12 +219,12 @@ func TestRenewAndReleaseHeld(t *testing.T) {
 		t.Fatalf("this drain's own hold: since %s (%v), want it kept at %s", since(), err, now)
 	}
 	// the evidence was read with the old hold: the renewed one stays
-	if undone, err := ReleaseHeld(ctx, c, nodeName, CauseTerminate, old, now, false); err != nil || undone.Any() || !Holds(get(t, c, nodeName), CauseTerminate) {
-		t.Fatalf("ReleaseHeld of the old hold lifted the renewed one: %+v, %v", undone, err)
+	if undone, err := ReleaseHolds(ctx, c, nodeName, map[Cause]time.Time{CauseTerminate: old}, now, false); err != nil || undone.Any() || !Holds(get(t, c, nodeName), CauseTerminate) {
+		t.Fatalf("ReleaseHolds of the old hold lifted the renewed one: %+v, %v", undone, err)
 	}
-	undone, err := ReleaseHeld(ctx, c, nodeName, CauseTerminate, now, now, false)
+	undone, err := ReleaseHolds(ctx, c, nodeName, map[Cause]time.Time{CauseTerminate: now}, now, false)
 	if n := get(t, c, nodeName); err != nil || undone != (Changes{Cordoned: true, Labeled: true, Draining: true}) || Holds(n, CauseTerminate) || n.Spec.Unschedulable {
-		t.Errorf("ReleaseHeld of the hold read: undone %+v, %v; node %+v", undone, err, n.Spec)
+		t.Errorf("ReleaseHolds of the hold read: undone %+v, %v; node %+v", undone, err, n.Spec)
 	}
 }
 
