@@ -109,19 +109,20 @@ func (x *X) withDetail(payload []byte, detail map[string]any) []byte {
 
 // intoWarmPool: web pods on the target; its terminate hook fires with
 // Destination WarmPool; the function drains the node and completes the hook;
-// the group moves the instance into the pool (pool state: "Warmed:Stopped",
-// EC2 stops it and its `stopped` event releases the node; "Warmed:Running",
-// it keeps running). The node must be left held for the drain.
+// the group moves the instance into the pool (pool state "Stopped": EC2
+// stops it, Warmed:Stopped, and its `stopped` event releases the node;
+// "Running": it keeps running, Warmed:Running). The node must be left held
+// for the drain.
 func (x *X) intoWarmPool(rt *lambdart.Runtime, poolState string) {
-	x.warmPool(map[string]string{"Warmed:Stopped": "Stopped", "Warmed:Running": "Running"}[poolState])
+	x.warmPool(poolState)
 	x.web("web", 2, -1, -1)
 	x.observe(nil)
 	payload := x.withDetail(x.terminating("token-"+x.name), map[string]any{"Origin": "AutoScalingGroup", "Destination": "WarmPool"})
 	// a scale-in into the pool waits in Warmed:Pending:Wait, in the pool
 	x.must(env.AWS.SetLifecycleState(x.ctx, x.asg, x.target.ID, "Warmed:Pending:Wait"))
 	x.drainThenComplete(rt, payload, 60*time.Second)
-	x.must(env.AWS.SetLifecycleState(x.ctx, x.asg, x.target.ID, poolState))
-	if poolState == "Warmed:Stopped" {
+	x.must(env.AWS.SetLifecycleState(x.ctx, x.asg, x.target.ID, "Warmed:"+poolState))
+	if poolState == "Stopped" {
 		stopAndRelease(x, func(p []byte) {
 			_, err := x.invoke(rt, p)
 			x.expect(err == nil, "invocation failed: %v", err)
@@ -164,7 +165,7 @@ func (x *X) heldForTerminate(what string) {
 func warmPoolRunning(x *X) {
 	x.scene(sceneOpts{nodes: 2})
 	rt := x.function(60 * time.Second)
-	x.intoWarmPool(rt, "Warmed:Stopped")
+	x.intoWarmPool(rt, "Stopped")
 	x.outOfWarmPool("Pending")
 	_, err := x.invoke(rt, x.stateEvent(x.target.ID, "running", time.Now()))
 	x.expect(err == nil, "invocation failed: %v", err)
@@ -177,7 +178,7 @@ func warmPoolRunning(x *X) {
 func warmPoolLaunchHook(x *X) {
 	x.scene(sceneOpts{nodes: 2})
 	rt := x.function(60 * time.Second)
-	x.intoWarmPool(rt, "Warmed:Stopped")
+	x.intoWarmPool(rt, "Stopped")
 	token := "token-launch-" + x.name
 	x.must(env.AWS.RegisterLifecycleAction(x.ctx, moto.LifecycleAction{ASG: x.asg, Hook: harness.LaunchHook, InstanceID: x.target.ID, Token: token,
 		Transition: "autoscaling:EC2_INSTANCE_LAUNCHING"}))
@@ -206,7 +207,7 @@ func warmPoolLaunchHook(x *X) {
 func warmPoolSweep(x *X) {
 	x.scene(sceneOpts{nodes: 2, clusterTag: x.swTag()})
 	rt := x.sweepFunction(60 * time.Second)
-	x.intoWarmPool(rt, "Warmed:Running")
+	x.intoWarmPool(rt, "Running")
 	if _, ok := x.sweep(rt); ok {
 		x.heldForTerminate("a sweep while the instance is in the warm pool (Warmed:Running)")
 	}
