@@ -198,17 +198,20 @@ def _set_lifecycle_state(asg, instance_id, state):
     group = backend.autoscaling_groups.get(asg)
     if group is None:
         return
+    warmed = state.startswith("Warmed:")
     with POOL_LOCK:
-        pooled = POOL.get((asg, instance_id))
-        if pooled is not None and not state.startswith("Warmed:"):
-            del POOL[(asg, instance_id)]
-            group.instance_states.append(pooled)
-        for state_ in list(group.instance_states) + ([pooled] if pooled is not None else []):
-            if state_.instance.id == instance_id:
-                state_.lifecycle_state = state
-                if state.startswith("Warmed:") and state_ in group.instance_states:
-                    group.instance_states.remove(state_)
-                    POOL[(asg, instance_id)] = state_
+        st = POOL.pop((asg, instance_id), None)
+        if st is None:
+            st = next((s for s in group.instance_states if s.instance.id == instance_id), None)
+            if st is None:
+                return
+            if warmed:
+                group.instance_states.remove(st)
+        elif not warmed:
+            group.instance_states.append(st)
+        st.lifecycle_state = state
+        if warmed:
+            POOL[(asg, instance_id)] = st
 
 
 # The warm pools' instances, by (group, instance id): moto's InstanceState
