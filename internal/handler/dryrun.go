@@ -39,7 +39,7 @@ type Plan struct {
 // planDrain computes the plan of a drain of n without writing anything to
 // the cluster (no mark, no Event, no eviction but the server-side dry-run
 // ones), logs it and puts it in the outcome.
-func (r *run) planDrain(ctx context.Context, n *corev1.Node) (bool, error) {
+func (r *nodeDrain) planDrain(ctx context.Context, n *corev1.Node) (bool, error) {
 	p, err := r.drainer(node.CauseTerminate, !node.Ready(n), n.Name).DryRun(ctx, n.Name)
 	if err != nil {
 		return false, fmt.Errorf("planning the drain of node %s: %w", n.Name, err)
@@ -68,7 +68,7 @@ func (r *run) planDrain(ctx context.Context, n *corev1.Node) (bool, error) {
 // for the evicted pods' PVs, whose attachments are on the node too). Unlike
 // after a drain, the pods to evict are still on the node: they are not
 // counted among those that stay.
-func (r *run) attachmentsToWait(ctx context.Context, n *corev1.Node, evict []drain.Planned) ([]string, error) {
+func (r *nodeDrain) attachmentsToWait(ctx context.Context, n *corev1.Node, evict []drain.Planned) ([]string, error) {
 	vas, err := volume.Attachments(ctx, r.h.c.Kube, n.Name, nil)
 	if err != nil || len(vas) == 0 {
 		return nil, err

@@ -89,7 +89,7 @@ func (f *Failure) detail(prior string) string {
 
 // fail ends the run as failed with f: the outcome's action, its detail and
 // its error (Outcome.Err).
-func (r *run) fail(f *Failure) {
+func (r *invocation) fail(f *Failure) {
 	r.out.Action = ActionFailed
 	r.out.Detail = f.detail(r.out.Detail)
 	r.out.err = f

@@ -34,7 +34,7 @@ var errAlive = fmt.Errorf("%w: the node's kubelet looks alive", ErrNotSafe)
 // providerID naming the instance, not created after the event: names are
 // reused), and that no kubelet runs on it (NotReady, or its Lease stale).
 type guard struct {
-	r  *run
+	r  *invocation
 	n  *corev1.Node // the node the event meant, as first found
 	id string
 
@@ -42,7 +42,9 @@ type guard struct {
 	read *corev1.Node // the Node as the last check that passed read it
 }
 
-func (r *run) guard(n *corev1.Node, id string) *guard { return &guard{r: r, n: n, id: id} }
+func (r *abruptRelease) guard(n *corev1.Node, id string) *guard {
+	return &guard{r: r.invocation, n: n, id: id}
+}
 
 // node is the Node as the last check that passed read it (the node first
 // found before any): what a write right after that check starts from.
@@ -134,7 +136,7 @@ func (g *guard) evidence(ctx context.Context) (*corev1.Node, error) {
 // guard runs again when the Lease turns stale without a renewal, not on a
 // timer; a Lease that cannot be watched (403) ends the wait, not forced,
 // with that cause.
-func (r *run) safeToForce(ctx context.Context, nodeName string, check func(context.Context) error) error {
+func (r *abruptRelease) safeToForce(ctx context.Context, nodeName string, check func(context.Context) error) error {
 	if r.h.cfg.DryRun {
 		return check(ctx) // a dry run says what it sees now; it does not wait (rule 7)
 	}
@@ -168,7 +170,7 @@ func (r *run) safeToForce(ctx context.Context, nodeName string, check func(conte
 // Lease cannot be watched. The wait for the watch's first list is bounded by
 // a context deadline at limit, on the runtime's timer; the rest waits on the
 // handler's clock.
-func (r *run) waitStale(ctx context.Context, kubelet *node.KubeletLease, limit time.Time) error {
+func (r *abruptRelease) waitStale(ctx context.Context, kubelet *node.KubeletLease, limit time.Time) error {
 	sctx, cancel := context.WithDeadline(ctx, limit)
 	synced := kubelet.WaitSynced(sctx)
 	cancel()

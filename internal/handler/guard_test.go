@@ -142,9 +142,9 @@ func TestWaitStale(t *testing.T) {
 		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: corev1.NamespaceNodeLease},
 			Spec: coordinationv1.LeaseSpec{RenewTime: &rt}}
 	}
-	newRun := func(c *fake.Clientset) *run {
+	newRun := func(c *fake.Clientset) *abruptRelease {
 		h := New(config.Config{NodeLeaseStaleAfter: 300 * time.Millisecond}, Clients{Kube: c}, nil, WithClock(clock.RealClock{}))
-		return &run{h: h}
+		return &abruptRelease{&invocation{h: h}}
 	}
 	t.Run("renewed, then the kubelet dies", func(t *testing.T) {
 		const staleAfter = 300 * time.Millisecond
@@ -293,7 +293,7 @@ func TestGuardReadsAtOnce(t *testing.T) {
 	c := readsAtOnce{fake.NewClientset(n, l), make(chan struct{}), make(chan struct{})}
 	ec2 := &fakeEC2{readings: map[string][]reading{idA: {stopped}}}
 	h := New(config.Config{NodeLeaseStaleAfter: 15 * time.Second}, Clients{Kube: c, EC2: ec2}, nil, WithClock(clock.RealClock{}))
-	g := (&run{h: h}).guard(n, idA)
+	g := (&abruptRelease{&invocation{h: h}}).guard(n, idA)
 	if got := g.node(); got != n {
 		t.Errorf("before any check the guard's node is %v, want the node found", got)
 	}
@@ -322,7 +322,7 @@ func TestGuardReadsEC2AgainAfterSlowReads(t *testing.T) {
 		pending := reading{state: instance.StatePending, tagged: true}
 		ec2 := &fakeEC2{readings: map[string][]reading{idA: {stopped, pending}}}
 		h := New(config.Config{NodeLeaseStaleAfter: 15 * time.Second}, Clients{Kube: c, EC2: ec2}, nil, WithClock(clock.RealClock{}))
-		g := (&run{h: h}).guard(n, idA)
+		g := (&abruptRelease{&invocation{h: h}}).guard(n, idA)
 		if err := g.check(t.Context()); !errors.Is(err, ErrNotSafe) || ec2.calls != 2 {
 			t.Fatalf("check = %v after %d EC2 reads; want EC2 read again after the slow Node read, and its pending to stop the step", err, ec2.calls)
 		}

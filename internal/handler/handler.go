@@ -21,7 +21,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	corev1 "k8s.io/api/core/v1"
 	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/client-go/kubernetes"
@@ -30,7 +32,6 @@ import (
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/discovery"
-	"github.com/node-drainer/node-drainer/internal/drain"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lease"
@@ -197,7 +198,7 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome,
 			return Outcome{Event: ev.Kind, Action: ActionIgnored, Detail: err.Error(), Attempt: cont.Attempt}, err
 		}
 	}
-	r := &run{h: h, ev: ev, raw: payload, started: start, attempt: 1,
+	r := &invocation{h: h, ev: ev, raw: payload, started: start, attempt: 1,
 		out: Outcome{Event: ev.Kind, DryRun: h.cfg.DryRun}}
 	if cont != nil {
 		r.raw, r.started, r.attempt, r.predecessors = cont.Event, cont.StartedAt, cont.Attempt, cont.MayTakeFrom()
@@ -219,7 +220,7 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome,
 // end ends a run: its duration, timeline and metrics line, and its one
 // "handled" log line. The sweep ends the run of each instance it handles so
 // too.
-func (r *run) end(ctx context.Context, err error) error {
+func (r *invocation) end(ctx context.Context, err error) error {
 	r.recording.Wait()
 	r.out.DurationMS = r.h.now().Sub(r.rep.begun).Milliseconds()
 	r.finishReport()
@@ -231,8 +232,8 @@ func (r *run) end(ctx context.Context, err error) error {
 	return err
 }
 
-// run is one invocation's state.
-type run struct {
+// invocation is one invocation's state.
+type invocation struct {
 	h       *Handler
 	ev      event.Event
 	raw     []byte    // the original EventBridge event, for continuations
@@ -250,9 +251,6 @@ type run struct {
 	predecessors []string
 	// fromSweep: the sweep took this lifecycle action; its age is unknown
 	fromSweep bool
-	// tagged: the lifecycle action's group is ours by its tag
-	// (ASG_TAG_KEY), read at the moment of acting, not by ASG_NAMES
-	tagged bool
 	// recording: the Events recordSoon is writing and the reads begun
 	// ahead (readAttachmentsSoon); end waits for them
 	recording sync.WaitGroup
@@ -261,22 +259,22 @@ type run struct {
 	attachments *attachmentsRead
 }
 
-func (r *run) dispatch(ctx context.Context) error {
+func (r *invocation) dispatch(ctx context.Context) error {
 	switch r.ev.Kind {
 	case event.KindTerminate:
-		return r.terminate(ctx)
+		return (&terminateHook{hook: hook{invocation: r}}).handle(ctx)
 	case event.KindLaunch:
-		return r.launch(ctx)
+		return (&launchHook{hook{invocation: r}}).handle(ctx)
 	case event.KindSpotInterruption:
-		return r.advisory(ctx, r.ev.InstanceIDs[0], config.ActionDrain, r.h.cfg.SpotDrainTimeout)
+		return (&advisory{r}).advisory(ctx, r.ev.InstanceIDs[0], config.ActionDrain, r.h.cfg.SpotDrainTimeout)
 	case event.KindRebalance:
-		return r.advisory(ctx, r.ev.InstanceIDs[0], r.h.cfg.RebalanceAction, r.h.cfg.DrainTimeout)
+		return (&advisory{r}).advisory(ctx, r.ev.InstanceIDs[0], r.h.cfg.RebalanceAction, r.h.cfg.DrainTimeout)
 	case event.KindScheduledChange:
-		return r.scheduledChange(ctx)
+		return (&advisory{r}).scheduledChange(ctx)
 	case event.KindStateChange:
-		return r.stateChange(ctx)
+		return (&stateChange{r}).stateChange(ctx)
 	case event.KindSweep:
-		return r.sweep(ctx)
+		return (&sweeper{r}).sweep(ctx)
 	default: // unknown and test notifications
 		r.out.Action, r.out.Detail = ActionIgnored, "not an event node-drainer acts on: "+r.ev.Source+" / "+r.ev.DetailType
 		return nil
@@ -285,7 +283,7 @@ func (r *run) dispatch(ctx context.Context) error {
 
 // budget is the invocation's deadline less the margin kept to complete the
 // hook or hand over to a continuation.
-func (r *run) budget(ctx context.Context) time.Time {
+func (r *invocation) budget(ctx context.Context) time.Time {
 	d, ok := r.invocationDeadline(ctx)
 	if !ok {
 		d = r.h.now().Add(15 * time.Minute)
@@ -295,7 +293,7 @@ func (r *run) budget(ctx context.Context) time.Time {
 
 // invocationDeadline is the Lambda deadline: the one Handle was given, or
 // ctx's for a run made without it.
-func (r *run) invocationDeadline(ctx context.Context) (time.Time, bool) {
+func (r *invocation) invocationDeadline(ctx context.Context) (time.Time, bool) {
 	if !r.deadline.IsZero() {
 		return r.deadline, true
 	}
@@ -305,7 +303,7 @@ func (r *run) invocationDeadline(ctx context.Context) (time.Time, bool) {
 // reserved bounds ctx for the work done after the budget (Events on the
 // Node, the continuation): the first half of the margin. The second half is
 // the completion's alone, so nothing else can make the hook miss it.
-func (r *run) reserved(ctx context.Context) (context.Context, context.CancelFunc) {
+func (r *invocation) reserved(ctx context.Context) (context.Context, context.CancelFunc) {
 	d, ok := r.invocationDeadline(ctx)
 	if !ok {
 		return context.WithCancel(ctx)
@@ -320,7 +318,7 @@ func (r *run) reserved(ctx context.Context) (context.Context, context.CancelFunc
 // cluster only) decides then.
 // An instance found foreign is remembered (foreignTTL): its next events are
 // answered from memory, with no AWS call and no cluster request.
-func (r *run) ours(ctx context.Context, id string) (instance.Instance, bool, error) {
+func (r *invocation) ours(ctx context.Context, id string) (instance.Instance, bool, error) {
 	if v, ok := r.h.foreign.Get(id); ok {
 		f := v.(foreignSeen)
 		r.out.Action = ActionIgnored
@@ -363,7 +361,7 @@ func clusterTags(tags map[string]string) map[string]string {
 
 // findNode finds the instance's node. A node this cluster does not have is
 // no error: n is nil and the outcome says so.
-func (r *run) findNode(ctx context.Context, inst instance.Instance) (*corev1.Node, error) {
+func (r *invocation) findNode(ctx context.Context, inst instance.Instance) (*corev1.Node, error) {
 	n, err := node.Find(ctx, r.h.c.Kube, inst.PrivateDNSName, inst.ID)
 	if errors.Is(err, node.ErrNotFound) {
 		r.out.Action, r.out.Detail = ActionNoNode, "instance has no node in this cluster"
@@ -380,12 +378,12 @@ func (r *run) findNode(ctx context.Context, inst instance.Instance) (*corev1.Nod
 	return n, nil
 }
 
-func (r *run) recorder() node.Recorder {
+func (r *invocation) recorder() node.Recorder {
 	return node.Recorder{Client: r.h.c.Kube, DryRun: r.h.cfg.DryRun, Clock: r.h.clock}
 }
 
 // record writes the Event e on n, within the reserved part of the margin.
-func (r *run) record(ctx context.Context, n *corev1.Node, e node.Event) {
+func (r *invocation) record(ctx context.Context, n *corev1.Node, e node.Event) {
 	ctx, cancel := r.reserved(ctx)
 	defer cancel()
 	if err := r.recorder().Record(ctx, n, e); err != nil {
@@ -396,32 +394,18 @@ func (r *run) record(ctx context.Context, n *corev1.Node, e node.Event) {
 // recordSoon is record in the background, for an Event that nothing after
 // it waits for: a drain's end is told to the people reading the node while
 // the hook is being completed, not before. The invocation's end waits for it.
-func (r *run) recordSoon(ctx context.Context, n *corev1.Node, e node.Event) {
+func (r *invocation) recordSoon(ctx context.Context, n *corev1.Node, e node.Event) {
 	r.recording.Go(func() { r.record(ctx, n, e) })
 }
 
-func (r *run) drainer(cause node.Cause, dead bool, nodeName string) *drain.Drainer {
-	o := drain.Options{
-		GracePeriodSeconds: -1,
-		EvictUnmanaged:     r.h.cfg.EvictUnmanagedPods,
-		DryRun:             r.h.cfg.DryRun,
-		OnPDBWait:          r.pdbWait,
-		OnPhase:            func(p drain.Phase, detail string) { r.step(string(p), "%s", detail) },
-		CriticalPriority:   r.h.cfg.CriticalPriority,
-		Unordered:          dead, // a dead kubelet ends no pod: tiers would never end
-		Clock:              r.h.clock,
-	}
-	if !dead {
-		// a live node's volumes are waited for once its pods are gone: read
-		// them beside the drain's last listing of the pods
-		o.AfterGone = func(ctx context.Context) { r.readAttachmentsSoon(ctx, nodeName) }
-	}
-	if cause == node.CauseSpot {
-		o.GraceCap = r.h.cfg.SpotGracePeriodCap // the drain must fit the 2-minute notice
-	}
-	if r.lease != nil {
-		// drains that hold leases take turns on the PDBs they share
-		o.Turns = lease.NewTurns(r.lease)
-	}
-	return drain.New(r.h.c.Kube, o, nil)
+// invokeSelf invokes the function asynchronously with payload: a drain's
+// continuation, one instance of a scheduled event, or a shard of a sweep
+// pass.
+func (r *invocation) invokeSelf(ctx context.Context, payload []byte) error {
+	_, err := r.h.c.Lambda.Invoke(ctx, &lambda.InvokeInput{
+		FunctionName:   aws.String(r.h.cfg.FunctionName),
+		InvocationType: types.InvocationTypeEvent,
+		Payload:        payload,
+	})
+	return err
 }

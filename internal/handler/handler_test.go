@@ -889,7 +889,7 @@ func TestAttachmentsReadAhead(t *testing.T) {
 				}
 				return false, nil, nil
 			})
-			r := &run{h: e.handler(), log: slog.New(slog.DiscardHandler)}
+			r := &nodeDrain{&invocation{h: e.handler(), log: slog.New(slog.DiscardHandler)}}
 			name := newNode(idA).Name
 			if tc.ahead {
 				r.readAttachmentsSoon(t.Context(), name)

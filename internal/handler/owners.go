@@ -21,7 +21,7 @@ const ActionLeftAlone Action = "left-alone"
 // managed node group's nodes are drained by EKS on scale-in and updates, but
 // nothing releases the volumes of an instance that stopped or vanished, so
 // the abrupt release still runs for them.
-func (r *run) leftAlone(ctx context.Context, n *corev1.Node, abrupt bool) bool {
+func (r *invocation) leftAlone(ctx context.Context, n *corev1.Node, abrupt bool) bool {
 	owner, evidence := node.OwnerOf(n)
 	if owner == "" || !r.h.cfg.SkipsOwner(string(owner)) || (abrupt && owner == node.OwnerManagedNodeGroup) {
 		return false

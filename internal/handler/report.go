@@ -69,7 +69,7 @@ func newReport(begun time.Time, now func() time.Time) *report {
 }
 
 // step adds a step to the timeline, now.
-func (r *run) step(name, format string, args ...any) {
+func (r *invocation) step(name, format string, args ...any) {
 	rep := r.rep
 	if rep == nil {
 		return
@@ -87,7 +87,7 @@ func (rep *report) retried(cause string) {
 }
 
 // pdbWait is the drain's report of a pod a PodDisruptionBudget held.
-func (r *run) pdbWait(p drain.Pod, pdbs string, waited time.Duration, evicted bool) {
+func (r *invocation) pdbWait(p drain.Pod, pdbs string, waited time.Duration, evicted bool) {
 	what := "then evicted"
 	if !evicted {
 		what = "still held"
@@ -101,7 +101,7 @@ func (r *run) pdbWait(p drain.Pod, pdbs string, waited time.Duration, evicted bo
 }
 
 // hookCompleted records a completion this invocation made.
-func (r *run) hookCompleted(result string) {
+func (r *invocation) hookCompleted(result string) {
 	if r.rep == nil {
 		return
 	}
@@ -120,7 +120,7 @@ func (r *run) hookCompleted(result string) {
 
 // drainEnded records that a drain ended in this invocation (drained, or
 // given up), started long ago for a continued drain.
-func (r *run) drainEnded() {
+func (r *invocation) drainEnded() {
 	if r.rep == nil {
 		return
 	}
@@ -132,7 +132,7 @@ func (r *run) drainEnded() {
 // finishReport puts the timeline in the outcome and writes the
 // invocation's metrics line: one directive by event kind and result, one by
 // lifecycle result and by completion reason for a completed hook.
-func (r *run) finishReport() {
+func (r *invocation) finishReport() {
 	rep := r.rep
 	rep.mu.Lock()
 	defer rep.mu.Unlock()

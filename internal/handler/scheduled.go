@@ -30,7 +30,7 @@ const maxParallelInstances = 8
 // run) the instances are handled in parallel goroutines, at most
 // maxParallelInstances at once, in this invocation: each still has its own
 // drain deadline, and none waits for another to finish.
-func (r *run) scheduledChange(ctx context.Context) error {
+func (r *advisory) scheduledChange(ctx context.Context) error {
 	ids := r.ev.InstanceIDs
 	switch {
 	case len(ids) == 1:
@@ -43,7 +43,7 @@ func (r *run) scheduledChange(ctx context.Context) error {
 }
 
 // canFanOut says whether the function may invoke itself once per instance.
-func (r *run) canFanOut() bool {
+func (r *advisory) canFanOut() bool {
 	return r.h.cfg.ContinueLongDrains && r.h.c.Lambda != nil && r.h.cfg.FunctionName != "" && !r.h.cfg.DryRun
 }
 
@@ -51,7 +51,7 @@ func (r *run) canFanOut() bool {
 // invocation fail, the error makes EventBridge retry the whole event: the
 // instances already invoked are handled twice, which is safe (every step is
 // idempotent).
-func (r *run) fanOut(ctx context.Context, ids []string) error {
+func (r *advisory) fanOut(ctx context.Context, ids []string) error {
 	var errs []error
 	var sent []string
 	for _, id := range ids {
@@ -78,7 +78,7 @@ func (r *run) fanOut(ctx context.Context, ids []string) error {
 // eachInParallel handles every instance in this invocation, in parallel
 // (bounded), each with a run of its own; their outcomes are in
 // Outcome.Instances.
-func (r *run) eachInParallel(ctx context.Context, ids []string) error {
+func (r *advisory) eachInParallel(ctx context.Context, ids []string) error {
 	outs := make([]Outcome, len(ids))
 	errs := make([]error, len(ids))
 	sem := make(chan struct{}, maxParallelInstances)
@@ -86,14 +86,14 @@ func (r *run) eachInParallel(ctx context.Context, ids []string) error {
 	for i, id := range ids {
 		ev := r.ev
 		ev.InstanceIDs = []string{id}
-		sub := &run{h: r.h, ev: ev, raw: r.raw, started: r.started, attempt: r.attempt,
+		sub := &invocation{h: r.h, ev: ev, raw: r.raw, started: r.started, attempt: r.attempt,
 			out: Outcome{Event: ev.Kind, Instance: id, DryRun: r.h.cfg.DryRun}, log: r.log}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			errs[i] = sub.scheduledInstance(ctx, id)
+			errs[i] = (&advisory{sub}).scheduledInstance(ctx, id)
 			outs[i] = sub.out
 		}()
 	}
@@ -116,7 +116,7 @@ func (r *run) eachInParallel(ctx context.Context, ids []string) error {
 //     response says when the drain is due, and a later Health event (Health
 //     announces the change again as it opens) or a sweep carries it;
 //   - from startTime − lead time on: cordon or drain, as configured.
-func (r *run) scheduledInstance(ctx context.Context, id string) error {
+func (r *advisory) scheduledInstance(ctx context.Context, id string) error {
 	sc := r.ev.Scheduled
 	action := r.h.cfg.ScheduledChangeAction
 	r.out.Instance = id
@@ -150,7 +150,7 @@ func (r *run) scheduledInstance(ctx context.Context, id string) error {
 		return nil
 	}
 	if inst.Down() {
-		return r.release(ctx, n, inst)
+		return (&abruptRelease{r.invocation}).release(ctx, n, inst)
 	}
 
 	expires := scheduledExpiry(sc, r.h.cfg.AdvisoryMarkTTL)

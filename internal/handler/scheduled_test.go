@@ -280,7 +280,7 @@ func TestContinuationBounds(t *testing.T) {
 // the hook itself with the failure result.
 func TestLastContinuationCompletesTheHook(t *testing.T) {
 	f := newFixture(t, map[string]string{"MAX_CONTINUATIONS": "2"})
-	r := &run{h: f.h, attempt: 3, started: f.now}
+	r := &hook{invocation: &invocation{h: f.h, attempt: 3, started: f.now}}
 	if r.canContinue(f.now.Add(time.Hour)) {
 		t.Errorf("attempt 3 with MAX_CONTINUATIONS=2 may continue: its continuation would be refused")
 	}

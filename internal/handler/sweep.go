@@ -71,10 +71,17 @@ type SweepSummary struct {
 	Failed   []string         `json:"failed,omitempty"`
 }
 
+// sweeper is the path of the scheduled sweep and of its shards: it reads
+// everything once, plans, and carries the plan out, each item on the
+// function's own path (sweepitems.go): a hook the sweep takes, a dead
+// node, a node to unmark; orphaned attachments, zombies and stale leases
+// are its own to handle.
+type sweeper struct{ *invocation }
+
 // sweep reconciles what events missed: it reads everything once, plans, and
 // carries the plan out through the function's own paths (each re-reads what
 // it needs before acting). A reading that fails acts on nothing.
-func (r *run) sweep(ctx context.Context) error {
+func (r *sweeper) sweep(ctx context.Context) error {
 	cfg := r.sweepConfig()
 	pass := r.ev.ID
 	if pass == "" {
@@ -179,7 +186,7 @@ func shardTurn(pass string, n int) int {
 }
 
 // invokeShard invokes the function asynchronously with a shard of the pass.
-func (r *run) invokeShard(ctx context.Context, sh event.SweepShard) error {
+func (r *sweeper) invokeShard(ctx context.Context, sh event.SweepShard) error {
 	payload, err := sh.Payload()
 	if err != nil {
 		return err
@@ -191,7 +198,7 @@ func (r *run) invokeShard(ctx context.Context, sh event.SweepShard) error {
 	return nil
 }
 
-func (r *run) sweepConfig() sweep.Config {
+func (r *sweeper) sweepConfig() sweep.Config {
 	c := r.h.cfg
 	shardNodes := c.SweepShardNodes
 	if r.ev.Shard == nil && (r.h.c.Lambda == nil || c.FunctionName == "") {
@@ -213,7 +220,7 @@ func (r *run) sweepConfig() sweep.Config {
 // default result CONTINUE. A dry run says what it would put and puts
 // nothing. Without tag selection, or without a client that may put hooks,
 // it does nothing.
-func (r *run) ensureHooks(ctx context.Context) (discovery.Result, error) {
+func (r *sweeper) ensureHooks(ctx context.Context) (discovery.Result, error) {
 	c := r.h.cfg
 	if !c.SelectsByTag() || r.h.c.Hooks == nil {
 		return discovery.Result{}, nil
@@ -244,7 +251,7 @@ const sweepPathFloor = 2 * time.Second
 // Started later, it would claim with a context already ended, act without
 // a lease, and hand over or complete having done nothing: such an item is
 // left to the next sweep, minutes away, where it starts with a full budget.
-func (r *run) sweepPathMinimum() time.Duration {
+func (r *sweeper) sweepPathMinimum() time.Duration {
 	return max(sweepPathFloor, r.h.cfg.DeadlineMargin)
 }
 
@@ -253,7 +260,7 @@ func (r *run) sweepPathMinimum() time.Duration {
 // had come now. An item whose turn comes when the budget holds less than
 // sweepPathMinimum is not started: it is left for the next sweep, and a
 // note says so.
-func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) {
+func (r *sweeper) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) {
 	var (
 		mu sync.Mutex
 		g  errgroup.Group // its functions return nil: failures are noted
@@ -296,7 +303,7 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 	do := func(list *[]string, item string, fn func() error) { doOr(list, item, fn, nil) }
 	// an instance's own path: it acted (the item is listed) or it found
 	// nothing to do once it read again (the note says why)
-	path := func(list *[]string, id string, sub *run, fn func(*run) error) func() error {
+	path := func(list *[]string, id string, sub *invocation, fn func(*invocation) error) func() error {
 		return func() error {
 			err := sub.end(ctx, fn(sub))
 			switch sub.out.Action {
@@ -332,13 +339,13 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 		if h.Taken {
 			keep = func() string { return r.keepForNextSweep(ctx, h) }
 		}
-		doOr(nil, h.Action.InstanceID, path(&sum.Hooks, h.Action.InstanceID, sub, func(sub *run) error { return sub.dispatch(ctx) }), keep)
+		doOr(nil, h.Action.InstanceID, path(&sum.Hooks, h.Action.InstanceID, sub, func(sub *invocation) error { return sub.dispatch(ctx) }), keep)
 	}
 	for _, id := range plan.Dead {
-		do(nil, id, path(&sum.Dead, id, r.sub(event.KindStateChange, id, now), func(sub *run) error { return sub.abrupt(ctx, id) }))
+		do(nil, id, path(&sum.Dead, id, r.sub(event.KindStateChange, id, now), func(sub *invocation) error { return (&stateChange{sub}).abrupt(ctx, id) }))
 	}
 	for _, id := range plan.Unmark {
-		do(nil, id, path(&sum.Unmarked, id, r.sub(event.KindStateChange, id, now), func(sub *run) error { return sub.recover(ctx, id) }))
+		do(nil, id, path(&sum.Unmarked, id, r.sub(event.KindStateChange, id, now), func(sub *invocation) error { return (&stateChange{sub}).recover(ctx, id) }))
 	}
 	for _, o := range plan.Orphans {
 		do(nil, o.Attachment.Name, func() error {
@@ -386,7 +393,7 @@ func (r *run) runSweep(ctx context.Context, plan sweep.Plan, sum *SweepSummary) 
 // on with no invocation to carry it. The call is bounded by the
 // invocation's reserve, not by the spent budget. It says what it did, for
 // the sweep's note; a dry run heartbeats nothing.
-func (r *run) keepForNextSweep(ctx context.Context, h sweep.Hook) string {
+func (r *sweeper) keepForNextSweep(ctx context.Context, h sweep.Hook) string {
 	if r.h.cfg.DryRun {
 		return ""
 	}
@@ -407,17 +414,17 @@ const keepHeartbeatLimit = 2 * time.Second
 
 // sub is a run of its own for one instance of the sweep, as if an event of
 // kind had come at now.
-func (r *run) sub(kind event.Kind, id string, now time.Time) *run {
+func (r *sweeper) sub(kind event.Kind, id string, now time.Time) *invocation {
 	ev := event.Event{Kind: kind, ID: r.ev.ID, Source: r.ev.Source, DetailType: r.ev.DetailType, Time: now,
 		InstanceIDs: []string{id}}
-	return &run{h: r.h, ev: ev, raw: r.raw, started: r.started, attempt: 1, deadline: r.deadline,
+	return &invocation{h: r.h, ev: ev, raw: r.raw, started: r.started, attempt: 1, deadline: r.deadline,
 		out: Outcome{Event: kind, Instance: id, DryRun: r.h.cfg.DryRun}, log: r.log.With("sweep", true),
 		rep: newReport(r.h.now(), r.h.now)}
 }
 
 // swept is the run of a lifecycle action the sweep found waiting: its event
 // made anew (no token), so a continuation of its drain carries it.
-func (r *run) swept(h sweep.Hook) (*run, error) {
+func (r *sweeper) swept(h sweep.Hook) (*invocation, error) {
 	raw, err := event.NewSwept(h.Kind, h.Action, r.ev.Region, r.h.now())
 	if err != nil {
 		return nil, err
@@ -428,7 +435,7 @@ func (r *run) swept(h sweep.Hook) (*run, error) {
 	}
 	// its age unknown: heartbeated at once, and its drain's start read
 	// from the node's drain mark (see resumeStart)
-	return &run{h: r.h, ev: ev, raw: raw, started: r.h.now(), attempt: 1, deadline: r.deadline, fromSweep: true,
+	return &invocation{h: r.h, ev: ev, raw: raw, started: r.h.now(), attempt: 1, deadline: r.deadline, fromSweep: true,
 		out: Outcome{Event: ev.Kind, Instance: h.Action.InstanceID, DryRun: r.h.cfg.DryRun},
 		log: r.h.log.With("sweep", true, "event", ev), rep: newReport(r.h.now(), r.h.now)}, nil
 }
@@ -440,7 +447,7 @@ func (r *run) swept(h sweep.Hook) (*run, error) {
 // that name down (sweep.Orphan.ReadAgain); an EC2 that cannot be read now
 // is an error, and nothing is done. It returns why the attachment was kept
 // ("" when it was deleted, or would be in a dry run).
-func (r *run) deleteOrphan(ctx context.Context, o sweep.Orphan) (kept string, err error) {
+func (r *sweeper) deleteOrphan(ctx context.Context, o sweep.Orphan) (kept string, err error) {
 	va := o.Attachment
 	if _, err := node.Get(ctx, r.h.c.Kube, va.Spec.NodeName); err == nil {
 		return "the node is back", nil
@@ -470,7 +477,7 @@ func (r *run) deleteOrphan(ctx context.Context, o sweep.Orphan) (kept string, er
 // that the node is still NotReady and EC2 still reports it running. The
 // function never stops or terminates an instance itself: its ASG replaces
 // it, through the terminate hook and this function's drain.
-func (r *run) zombie(ctx context.Context, z sweep.Zombie) (bool, error) {
+func (r *sweeper) zombie(ctx context.Context, z sweep.Zombie) (bool, error) {
 	log := r.log.With("node", z.Node, "instance", z.InstanceID, "asg", z.ASG)
 	n, err := node.Get(ctx, r.h.c.Kube, z.Node)
 	if err != nil {

@@ -1,0 +1,179 @@
+package handler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/node-drainer/node-drainer/internal/drain"
+	"github.com/node-drainer/node-drainer/internal/lease"
+	"github.com/node-drainer/node-drainer/internal/node"
+)
+
+// nodeDrain is the graceful drain of a node, shared by the terminate hook's
+// path and the advisory ones: mark, evict, wait for the pods to go and for
+// their volumes to be detached (volumes.go); a dry run plans it (dryrun.go).
+type nodeDrain struct{ *invocation }
+
+// drainNode marks the node for cause (until expires, if not zero), evicts its
+// pods until deadline (or this invocation's budget) and waits for their
+// volumes to be detached. It reports whether the node is fully drained; what
+// remains is in r.out.Remaining.
+func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, expires, deadline time.Time) (bool, error) {
+	if r.h.cfg.DryRun {
+		return r.planDrain(ctx, n)
+	}
+	mark := node.Mark{Cause: cause, Expires: expires, Cordon: true, ExcludeLB: true, Draining: true}
+	if cause == node.CauseTerminate && !r.fromSweep && !r.ev.Time.IsZero() {
+		// a terminate hold from before this action's event is an earlier
+		// action's (an instance back from a warm pool whose hold was not
+		// lifted): its Since restarts, so that a sweep resuming this drain
+		// counts from it (resumeStart). Not past this drain's start: a
+		// hold this action placed is never renewed. The sweep knows no
+		// event time, and renews nothing.
+		renew := r.ev.Time.Add(-markSkew)
+		if r.started.Before(renew) {
+			renew = r.started
+		}
+		mark.Renew = renew
+	}
+	made, err := node.ApplyTo(ctx, r.h.c.Kube, n, mark, r.h.now(), r.h.cfg.DryRun)
+	if err != nil {
+		return false, err
+	}
+	r.step(StepMarked, "cordon, taint %s, load-balancer exclusion (changed now: %v)", node.TaintDraining, made.Any())
+	if made.Any() {
+		r.record(ctx, n, node.EventDrainStarted(r.ev.DetailType))
+	}
+	if budget := r.budget(ctx); budget.Before(deadline) {
+		deadline = budget
+	}
+	// a dead kubelet cannot finish its pods: evict them (their controllers
+	// create replacements elsewhere), wait a short window, and leave the
+	// volumes to the abrupt path once EC2 says the instance is down. Dead is
+	// NotReady and a stale kubelet Lease, read now: one read of the Ready
+	// condition is a blip as often as a death (rule 16)
+	dead := !node.Ready(n) && !r.h.cfg.DryRun && r.kubeletDead(ctx, n.Name)
+	windowEnd := r.h.now().Add(r.h.cfg.DeadNodeEvictionWindow)
+	if dead && windowEnd.Before(deadline) {
+		deadline = windowEnd
+	}
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	r.step(StepEvicting, "until %s", deadline.UTC().Format(time.RFC3339))
+	drainer := r.drainer(cause, dead, n.Name)
+	res, err := drainer.Drain(dctx, n.Name)
+	listed := r.h.now() // the drain's last act: its list of the node's pods (rule 15)
+	r.step(StepEvicted, "%d evicted, %d remaining", len(res.Evicted), len(res.Remaining))
+	for _, p := range res.Evicted {
+		r.out.Evicted = append(r.out.Evicted, p.String())
+	}
+	r.out.Remaining = nil // this attempt's: an earlier one's is stale
+	for _, p := range res.Remaining {
+		r.out.Remaining = append(r.out.Remaining, p.String()+": "+p.Reason)
+	}
+	if err != nil {
+		return false, fmt.Errorf("draining node %s: %w", n.Name, err)
+	}
+	r.out.Action = ActionDrained
+	if dead && cause == node.CauseTerminate && !r.h.now().Before(windowEnd) && r.stillDead(ctx, n.Name) {
+		r.out.Detail = strings.TrimSpace(r.out.Detail + " node NotReady (kubelet dead): pods evicted, not waited for past DEAD_NODE_EVICTION_WINDOW; volumes are released when EC2 reports the instance down")
+		r.record(ctx, n, node.EventDrainCompletedDeadKubelet(len(res.Evicted), r.out.Remaining))
+		return true, nil
+	}
+	if !res.Done() {
+		return false, nil
+	}
+	if len(res.Evicted) > 0 {
+		r.recordSoon(ctx, n, node.EventDrainCompleted(r.out.Evicted))
+	}
+	if dead {
+		return true, nil // no kubelet unmounts them: the abrupt path releases the volumes
+	}
+	err = r.waitVolumes(ctx, n, res.Claims, deadline)
+	if err == nil && r.h.now().Sub(listed) >= listFresh {
+		// done means read again (rule 15) at the moment of completing: the
+		// volumes took a while, and a pod bound meanwhile (straight to the
+		// node) is drained too, by the next try
+		late, _, err := drainer.Plan(ctx, n.Name)
+		if err != nil {
+			return false, err
+		}
+		if len(late) > 0 {
+			names := make([]string, len(late))
+			for i, p := range late {
+				names[i] = p.Namespace + "/" + p.Name
+			}
+			r.log.InfoContext(ctx, "pods bound to the node while its volumes detached: draining them too", "node", n.Name, "pods", names)
+			return false, nil
+		}
+	}
+	if err == nil {
+		r.drainEnded()
+	}
+	return true, err
+}
+
+// listFresh is how old the drain's last list of the node's pods may be when
+// the hook is completed as drained: past it, the pods are listed again.
+const listFresh = 500 * time.Millisecond
+
+// stillDead reads again, at the moment of completing a dead node's drain,
+// that it is dead: a kubelet back within DEAD_NODE_EVICTION_WINDOW runs its
+// pods again, and its drain goes on as a live node's (not done). An
+// unreadable node counts as alive: nothing is completed on a guess.
+func (r *nodeDrain) stillDead(ctx context.Context, name string) bool {
+	cur, err := node.Get(ctx, r.h.c.Kube, name)
+	if err == nil && !node.Ready(cur) && r.kubeletDead(ctx, name) {
+		return true
+	}
+	r.log.InfoContext(ctx, "node no longer looks dead at the end of DEAD_NODE_EVICTION_WINDOW: drained as a live node", "error", err)
+	return false
+}
+
+// kubeletDead reports whether the node's kubelet stopped renewing its Lease
+// NODE_LEASE_STALE_AFTER ago or more (or has none). A Lease that cannot be
+// read says nothing: the kubelet is taken for alive, and its pods are waited
+// for as on any node.
+func (r *nodeDrain) kubeletDead(ctx context.Context, name string) bool {
+	renewed, err := node.KubeletRenewed(ctx, r.h.c.Kube, name)
+	if err != nil {
+		r.log.WarnContext(ctx, "node NotReady and its kubelet Lease unreadable: drained as a live node", "error", err)
+		return false
+	}
+	age := r.h.now().Sub(renewed)
+	if age < r.h.cfg.NodeLeaseStaleAfter {
+		r.log.InfoContext(ctx, "node NotReady but its kubelet renews its Lease: drained as a live node", "leaseRenewedAgo", age.Round(time.Second).String())
+		return false
+	}
+	return true
+}
+
+func (r *nodeDrain) drainer(cause node.Cause, dead bool, nodeName string) *drain.Drainer {
+	o := drain.Options{
+		GracePeriodSeconds: -1,
+		EvictUnmanaged:     r.h.cfg.EvictUnmanagedPods,
+		DryRun:             r.h.cfg.DryRun,
+		OnPDBWait:          r.pdbWait,
+		OnPhase:            func(p drain.Phase, detail string) { r.step(string(p), "%s", detail) },
+		CriticalPriority:   r.h.cfg.CriticalPriority,
+		Unordered:          dead, // a dead kubelet ends no pod: tiers would never end
+		Clock:              r.h.clock,
+	}
+	if !dead {
+		// a live node's volumes are waited for once its pods are gone: read
+		// them beside the drain's last listing of the pods
+		o.AfterGone = func(ctx context.Context) { r.readAttachmentsSoon(ctx, nodeName) }
+	}
+	if cause == node.CauseSpot {
+		o.GraceCap = r.h.cfg.SpotGracePeriodCap // the drain must fit the 2-minute notice
+	}
+	if r.lease != nil {
+		// drains that hold leases take turns on the PDBs they share
+		o.Turns = lease.NewTurns(r.lease)
+	}
+	return drain.New(r.h.c.Kube, o, nil)
+}

@@ -1,0 +1,164 @@
+package handler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/node-drainer/node-drainer/internal/cluster"
+	"github.com/node-drainer/node-drainer/internal/event"
+	"github.com/node-drainer/node-drainer/internal/lifecycle"
+	"github.com/node-drainer/node-drainer/internal/node"
+)
+
+// hook is a lifecycle hook's path (terminate, launch): its action, once
+// whose has found it ours, and what every such path does with it — keep it
+// alive, complete it, hand it over to a continuation.
+type hook struct {
+	*invocation
+	act lifecycle.Action
+}
+
+// keepAlive heartbeats the hook while the drain runs, at half the hook's
+// heartbeat timeout (read in the background: nothing waits for it).
+func (k *hook) keepAlive(ctx context.Context, gone func(error)) (stop func()) {
+	if k.h.cfg.DryRun {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stopped := make(chan func(), 1)
+	go func() {
+		interval := lifecycle.HeartbeatInterval(ctx, k.h.c.ASG, k.act, time.Minute)
+		onErr := func(err error) {
+			k.log.WarnContext(ctx, "heartbeat failed", "error", err)
+			if gone != nil && lifecycle.IsNotActive(err) {
+				gone(fmt.Errorf("%w: %w", errHookGone, err))
+			}
+		}
+		// an event that arrives late (EventBridge retries) or a continuation
+		// (queued for an unknown time) may find the hook past half its
+		// timeout: the first heartbeat cannot wait a whole interval
+		// (a hook the sweep found waiting has an unknown age: at once too)
+		if age := k.h.now().Sub(k.ev.Time); k.attempt > 1 || k.fromSweep || k.ev.Time.IsZero() || age >= interval {
+			k.log.InfoContext(ctx, "heartbeat at once", "hookAge", age.Round(time.Second).String(), "interval", interval.String(), "attempt", k.attempt)
+			if err := lifecycle.Heartbeat(ctx, k.h.c.ASG, k.act); err != nil && ctx.Err() == nil {
+				onErr(err)
+			}
+		}
+		stopped <- lifecycle.KeepAlive(ctx, k.h.c.ASG, k.h.clock, k.act, interval, onErr)
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			(<-stopped)()
+		})
+	}
+}
+
+// canContinue says whether a drain cut short by this invocation's deadline
+// may go on in a fresh invocation.
+func (k *hook) canContinue(deadline time.Time) bool {
+	// the next invocation is continuation number k.attempt: past
+	// MAX_CONTINUATIONS it would be refused, so this one completes the hook
+	return k.h.cfg.ContinueLongDrains && k.h.c.Lambda != nil && k.h.cfg.FunctionName != "" &&
+		!k.h.cfg.DryRun && k.attempt <= k.h.cfg.MaxContinuations && k.h.now().Before(deadline.Add(-time.Second))
+}
+
+// continueLater heartbeats the hook and invokes the function again,
+// asynchronously, with the original event, the drain's start, the next
+// attempt number and the holder it may take the lease from. Should the
+// continuation be lost, the hook's heartbeat timeout and default result
+// are the backstop.
+func (k *hook) continueLater(ctx context.Context, n *corev1.Node, holders []string) error {
+	if err := lifecycle.Heartbeat(ctx, k.h.c.ASG, k.act); err != nil {
+		if lifecycle.IsNotActive(err) {
+			k.out.Action, k.out.Detail = ActionCompleted, "lifecycle action no longer active"
+			return nil
+		}
+		// the continuation heartbeats at once: a heartbeat lost here is not
+		// a reason to stop
+		k.log.WarnContext(ctx, "heartbeat before the hand-over failed; handing over all the same", "error", err)
+	}
+	payload, err := event.Continuation{Event: k.raw, StartedAt: k.started, Attempt: k.attempt + 1,
+		Holder: holders[len(holders)-1], Holders: holders}.Payload()
+	if err != nil {
+		return err
+	}
+	if err := k.invokeSelf(ctx, payload); err != nil {
+		return fmt.Errorf("invoking %s to continue: %w", k.h.cfg.FunctionName, err)
+	}
+	k.out.Action = ActionContinued
+	k.out.Detail = fmt.Sprintf("drain continues in attempt %d", k.attempt+1)
+	k.step(StepContinued, "attempt %d invoked", k.attempt+1)
+	k.record(ctx, n, node.EventContinued(k.h.now().Sub(k.started), k.attempt+1, k.out.Remaining))
+	return nil
+}
+
+// complete completes the lifecycle action with result (dry run: says so).
+func (k *hook) complete(ctx context.Context, result lifecycle.Result, n *corev1.Node) error {
+	if k.out.Action == "" {
+		k.out.Action = ActionCompleted
+	}
+	if k.h.cfg.DryRun && result != lifecycle.Continue {
+		// never worse than no function: the instance goes on as it would
+		k.out.Detail = strings.TrimSpace(k.out.Detail + " (dry run: would complete with " + string(result) + ", completed with CONTINUE)")
+		result = lifecycle.Continue
+	}
+	k.out.LifecycleResult = string(result)
+	// a context of its own: the margin kept from the deadline is for this
+	// call (the SDK retries throttling with backoff), up to the deadline itself
+	end := k.h.now().Add(10 * time.Second)
+	if d, ok := ctx.Deadline(); ok && d.Add(-500*time.Millisecond).After(end) {
+		end = d.Add(-500 * time.Millisecond)
+	}
+	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
+	defer cancel()
+	completed, err := lifecycle.Complete(cctx, k.h.c.ASG, k.act, result)
+	// the SDK's retries given up (a throttling storm) leave the rest of the
+	// margin: tried again within it, not left to Lambda's retry a minute
+	// later, past a short heartbeat timeout
+	for b := cluster.Backoff(); err != nil && awsRetryable(err); {
+		pause := cluster.Pause(&b, err)
+		if end.Sub(k.h.now()) < pause+time.Second {
+			break
+		}
+		k.log.WarnContext(ctx, "completing the lifecycle action failed; trying again", "error", err, "pause", pause.String())
+		select {
+		case <-cctx.Done():
+		case <-k.h.clock.After(pause):
+		}
+		if cctx.Err() != nil {
+			break
+		}
+		completed, err = lifecycle.Complete(cctx, k.h.c.ASG, k.act, result)
+	}
+	if err != nil {
+		return err
+	}
+	if !completed {
+		k.out.Detail = strings.TrimSpace(k.out.Detail + " (lifecycle action was no longer active)")
+		k.step(StepHookCompleted, "no longer active (completed by someone else, or timed out)")
+	} else {
+		k.hookCompleted(string(result))
+	}
+	if n != nil && completed { // a completion by someone else is not ours to record
+		// cctx has its own deadline, not the invocation's: record directly
+		if err := k.recorder().Record(cctx, n, node.EventLifecycleCompleted(k.act.ASG, k.act.Hook, string(result), result != lifecycle.Continue)); err != nil {
+			k.log.WarnContext(ctx, "could not record event", "error", err)
+		}
+	}
+	return nil
+}
+
+// awsRetryable: an AWS error the SDK's own retryer would retry (throttling,
+// 5xx, a connection lost).
+func awsRetryable(err error) bool {
+	return retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
+}
