@@ -24,24 +24,15 @@ type abruptRelease struct{ *invocation }
 // only for an instance EC2 reports stopped, terminated or gone.
 func (r *abruptRelease) release(ctx context.Context, n *corev1.Node, inst instance.Instance) error {
 	if !inst.Down() {
-		r.out.Action = ActionNotForced
-		r.out.Detail = inst.String() + ": not forcing anything while it may still run"
-		r.out.err = fmt.Errorf("%w: %s", ErrNotSafe, inst)
-		r.log.WarnContext(ctx, "not forcing release", "evidence", inst.String())
-		r.record(ctx, n, node.EventNotForced(inst.String(), false))
-		return nil
+		return r.mayRun(ctx, n, inst)
 	}
 	g := r.guard(n, inst.ID)
-	check := g.check
 	// each forced step, and each attempt at one, acts on a verdict of the
 	// guard no older than volume.GuardFresh
-	verdict := volume.NewVerdict(check)
-	guarded := r.h.now()
-	if err := r.safeToForce(ctx, n.Name, check); err != nil {
-		r.step(StepConfirmed, "not confirmed after %s: %v", r.h.now().Sub(guarded).Round(time.Millisecond), err)
+	verdict := volume.NewVerdict(g.check)
+	if err := r.confirm(ctx, n.Name, g.check); err != nil {
 		return r.notForced(ctx, n, err)
 	}
-	r.step(StepConfirmed, "EC2, providerID, node age and kubelet Lease read again (waited %s)", r.h.now().Sub(guarded).Round(time.Millisecond))
 	begin := r.h.now()
 	// cordon first, so nothing new lands on the node; force-delete; then the
 	// out-of-service taint. Tainting first would let the taint manager queue
@@ -57,7 +48,7 @@ func (r *abruptRelease) release(ctx context.Context, n *corev1.Node, inst instan
 		map[bool]string{true: " (incomplete: " + fmt.Sprint(relErr) + ")"}[relErr != nil])
 	if r.rep != nil {
 		r.rep.mu.Lock()
-		r.rep.released = r.h.now().Sub(begin)
+		r.rep.forceReleased = r.h.now().Sub(begin)
 		r.rep.mu.Unlock()
 	}
 	if errors.Is(relErr, ErrNotSafe) {
@@ -65,23 +56,12 @@ func (r *abruptRelease) release(ctx context.Context, n *corev1.Node, inst instan
 		return r.notForced(ctx, n, relErr)
 	}
 	if r.h.cfg.OutOfServiceTaint && relErr == nil {
-		if err := verdict.Check(ctx); err != nil {
-			return r.notForced(ctx, n, err)
+		err, notSafe := r.taintOutOfService(ctx, g, verdict, begin)
+		if notSafe != nil {
+			return r.notForced(ctx, n, notSafe)
 		}
-		// still needed: the attach/detach controller force-detaches at once
-		// for a tainted node, and later pods are evicted by the taint manager
-		mark := node.Mark{Cause: node.CauseOutOfService, Cordon: true, OutOfService: true, Guard: verdict.Fresh}
-		// read first, pinned to the UID checked: the attach/detach
-		// controller writes the Node's status as its attachments go, and a
-		// write at the guard's version met that conflict (1 run in 3)
-		read := g.node().DeepCopy()
-		read.ResourceVersion = ""
-		if _, err := node.ApplyTo(ctx, r.h.c.Kube, read, mark, begin, r.h.cfg.DryRun); errors.Is(err, ErrNotSafe) {
-			return r.notForced(ctx, n, err)
-		} else if err != nil {
+		if err != nil {
 			relErr = errors.Join(relErr, err)
-		} else {
-			r.step(StepOutOfService, "%s", node.TaintOutOfService)
 		}
 	}
 	r.out.PodsDeleted, r.out.AttachmentsDeleted = rel.PodsDeleted, rel.AttachmentsDeleted
@@ -96,14 +76,68 @@ func (r *abruptRelease) release(ctx context.Context, n *corev1.Node, inst instan
 	}
 	terminated := !inst.Found || inst.State == instance.StateTerminated
 	if terminated && r.h.cfg.DeleteTerminatedNodes && !r.h.cfg.DryRun {
-		if err := verdict.Check(ctx); err != nil {
-			return r.notForced(ctx, n, err)
-		}
-		if err := node.Delete(ctx, r.h.c.Kube, n); err != nil {
-			return fmt.Errorf("deleting node %s of terminated instance: %w", n.Name, err)
-		}
-		r.out.Detail = "node of terminated instance deleted"
+		return r.deleteNode(ctx, n, verdict)
 	}
+	return nil
+}
+
+// mayRun refuses the release of a node whose instance EC2 does not report
+// down: it may still run. Logged and recorded, with that evidence.
+func (r *abruptRelease) mayRun(ctx context.Context, n *corev1.Node, inst instance.Instance) error {
+	r.out.Action = ActionNotForced
+	r.out.Detail = inst.String() + ": not forcing anything while it may still run"
+	r.out.err = fmt.Errorf("%w: %s", ErrNotSafe, inst)
+	r.log.WarnContext(ctx, "not forcing release", "evidence", inst.String())
+	r.record(ctx, n, node.EventNotForced(inst.String(), false))
+	return nil
+}
+
+// confirm runs the guard before the first forced step (safeToForce), and
+// puts in the timeline what it found, and how long it waited.
+func (r *abruptRelease) confirm(ctx context.Context, nodeName string, check func(context.Context) error) error {
+	guarded := r.h.now()
+	if err := r.safeToForce(ctx, nodeName, check); err != nil {
+		r.step(StepConfirmed, "not confirmed after %s: %v", r.h.now().Sub(guarded).Round(time.Millisecond), err)
+		return err
+	}
+	r.step(StepConfirmed, "EC2, providerID, node age and kubelet Lease read again (waited %s)", r.h.now().Sub(guarded).Round(time.Millisecond))
+	return nil
+}
+
+// taintOutOfService puts the out-of-service taint on the node once its pods
+// were force-deleted and its attachments deleted: still needed, as the
+// attach/detach controller force-detaches at once for a tainted node, and
+// later pods are evicted by the taint manager. notSafe: the guard, read
+// again, objects; err: the taint could not be written.
+func (r *abruptRelease) taintOutOfService(ctx context.Context, g *guard, verdict *volume.Verdict, begin time.Time) (err, notSafe error) {
+	if err := verdict.Check(ctx); err != nil {
+		return nil, err
+	}
+	mark := node.Mark{Cause: node.CauseOutOfService, Cordon: true, OutOfService: true, Guard: verdict.Fresh}
+	// read first, pinned to the UID checked: the attach/detach
+	// controller writes the Node's status as its attachments go, and a
+	// write at the guard's version met that conflict (1 run in 3)
+	read := g.node().DeepCopy()
+	read.ResourceVersion = ""
+	if _, err := node.ApplyTo(ctx, r.h.c.Kube, read, mark, begin, r.h.cfg.DryRun); errors.Is(err, ErrNotSafe) {
+		return nil, err
+	} else if err != nil {
+		return err, nil
+	}
+	r.step(StepOutOfService, "%s", node.TaintOutOfService)
+	return nil, nil
+}
+
+// deleteNode deletes the Node of a terminated instance (a self-managed
+// cluster with no cloud controller to do it), the guard read again first.
+func (r *abruptRelease) deleteNode(ctx context.Context, n *corev1.Node, verdict *volume.Verdict) error {
+	if err := verdict.Check(ctx); err != nil {
+		return r.notForced(ctx, n, err)
+	}
+	if err := node.Delete(ctx, r.h.c.Kube, n); err != nil {
+		return fmt.Errorf("deleting node %s of terminated instance: %w", n.Name, err)
+	}
+	r.out.Detail = "node of terminated instance deleted"
 	return nil
 }
 

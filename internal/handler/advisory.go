@@ -78,10 +78,10 @@ func (r *advisory) drainAdvised(ctx context.Context, n *corev1.Node, id string, 
 		return err
 	}
 	stopLease := claim.KeepAlive(ctx, func(err error) { r.log.WarnContext(ctx, "lease renewal failed", "error", err) })
-	r.lease = claim
+	r.claimed = claim
 	done, err := (&nodeDrain{r.invocation}).drainNode(ctx, n, cause, expires, deadline)
 	stopLease()
-	r.lease = nil
+	r.claimed = nil
 	key := ""
 	if err == nil && done {
 		key = r.ev.ID // a late copy of this event finds it done

@@ -26,27 +26,8 @@ func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Ca
 	if r.h.cfg.DryRun {
 		return r.planDrain(ctx, n)
 	}
-	mark := node.Mark{Cause: cause, Expires: expires, Cordon: true, ExcludeLB: true, Draining: true}
-	if cause == node.CauseTerminate && !r.fromSweep && !r.ev.Time.IsZero() {
-		// a terminate hold from before this action's event is an earlier
-		// action's (an instance back from a warm pool whose hold was not
-		// lifted): its Since restarts, so that a sweep resuming this drain
-		// counts from it (resumeStart). Not past this drain's start: a
-		// hold this action placed is never renewed. The sweep knows no
-		// event time, and renews nothing.
-		renew := r.ev.Time.Add(-markSkew)
-		if r.started.Before(renew) {
-			renew = r.started
-		}
-		mark.Renew = renew
-	}
-	made, err := node.ApplyTo(ctx, r.h.c.Kube, n, mark, r.h.now(), r.h.cfg.DryRun)
-	if err != nil {
+	if err := r.mark(ctx, n, cause, expires); err != nil {
 		return false, err
-	}
-	r.step(StepMarked, "cordon, taint %s, load-balancer exclusion (changed now: %v)", node.TaintDraining, made.Any())
-	if made.Any() {
-		r.record(ctx, n, node.EventDrainStarted(r.ev.DetailType))
 	}
 	if budget := r.budget(ctx); budget.Before(deadline) {
 		deadline = budget
@@ -67,14 +48,7 @@ func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Ca
 	drainer := r.drainer(cause, dead, n.Name)
 	res, err := drainer.Drain(dctx, n.Name)
 	listed := r.h.now() // the drain's last act: its list of the node's pods (rule 15)
-	r.step(StepEvicted, "%d evicted, %d remaining", len(res.Evicted), len(res.Remaining))
-	for _, p := range res.Evicted {
-		r.out.Evicted = append(r.out.Evicted, p.String())
-	}
-	r.out.Remaining = nil // this attempt's: an earlier one's is stale
-	for _, p := range res.Remaining {
-		r.out.Remaining = append(r.out.Remaining, p.String()+": "+p.Reason)
-	}
+	r.evicted(res)
 	if err != nil {
 		return false, fmt.Errorf("draining node %s: %w", n.Name, err)
 	}
@@ -93,11 +67,58 @@ func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Ca
 	if dead {
 		return true, nil // no kubelet unmounts them: the abrupt path releases the volumes
 	}
-	err = r.waitVolumes(ctx, n, res.Claims, deadline)
+	return r.detachedAndEmpty(ctx, drainer, n, res.Claims, deadline, listed)
+}
+
+// mark marks the node for cause (until expires, if not zero): cordon, the
+// drain's taint, the load-balancer exclusion.
+func (r *nodeDrain) mark(ctx context.Context, n *corev1.Node, cause node.Cause, expires time.Time) error {
+	mark := node.Mark{Cause: cause, Expires: expires, Cordon: true, ExcludeLB: true, Draining: true}
+	if cause == node.CauseTerminate && !r.fromSweep && !r.ev.Time.IsZero() {
+		// a terminate hold from before this action's event is an earlier
+		// action's (an instance back from a warm pool whose hold was not
+		// lifted): its Since restarts, so that a sweep resuming this drain
+		// counts from it (resumeStart). Not past this drain's start: a
+		// hold this action placed is never renewed. The sweep knows no
+		// event time, and renews nothing.
+		renew := r.ev.Time.Add(-markSkew)
+		if r.started.Before(renew) {
+			renew = r.started
+		}
+		mark.Renew = renew
+	}
+	made, err := node.ApplyTo(ctx, r.h.c.Kube, n, mark, r.h.now(), r.h.cfg.DryRun)
+	if err != nil {
+		return err
+	}
+	r.step(StepMarked, "cordon, taint %s, load-balancer exclusion (changed now: %v)", node.TaintDraining, made.Any())
+	if made.Any() {
+		r.record(ctx, n, node.EventDrainStarted(r.ev.DetailType))
+	}
+	return nil
+}
+
+// evicted puts in the outcome what the drain evicted, and what remains
+// after this attempt (an earlier attempt's list is stale).
+func (r *nodeDrain) evicted(res drain.Result) {
+	r.step(StepEvicted, "%d evicted, %d remaining", len(res.Evicted), len(res.Remaining))
+	for _, p := range res.Evicted {
+		r.out.Evicted = append(r.out.Evicted, p.String())
+	}
+	r.out.Remaining = nil
+	for _, p := range res.Remaining {
+		r.out.Remaining = append(r.out.Remaining, p.String()+": "+p.Reason)
+	}
+}
+
+// detachedAndEmpty waits for the drained node's volumes to be detached, and
+// says whether it is drained: done means read again (rule 15) at the moment
+// of completing — when the volumes took a while since the drain last listed
+// the node's pods (listed), a pod bound meanwhile (straight to the node) is
+// drained too, by the next try.
+func (r *nodeDrain) detachedAndEmpty(ctx context.Context, drainer *drain.Drainer, n *corev1.Node, claims []string, deadline, listed time.Time) (bool, error) {
+	err := r.waitVolumes(ctx, n, claims, deadline)
 	if err == nil && r.h.now().Sub(listed) >= listFresh {
-		// done means read again (rule 15) at the moment of completing: the
-		// volumes took a while, and a pod bound meanwhile (straight to the
-		// node) is drained too, by the next try
 		late, _, err := drainer.Plan(ctx, n.Name)
 		if err != nil {
 			return false, err
@@ -171,9 +192,9 @@ func (r *nodeDrain) drainer(cause node.Cause, dead bool, nodeName string) *drain
 	if cause == node.CauseSpot {
 		o.GraceCap = r.h.cfg.SpotGracePeriodCap // the drain must fit the 2-minute notice
 	}
-	if r.lease != nil {
+	if r.claimed != nil {
 		// drains that hold leases take turns on the PDBs they share
-		o.Turns = lease.NewTurns(r.lease)
+		o.Turns = lease.NewTurns(r.claimed)
 	}
 	return drain.New(r.h.c.Kube, o, nil)
 }

@@ -4,6 +4,18 @@
 // this package knows the flows; every step it calls is idempotent, so
 // duplicate and out-of-order events are safe.
 //
+// Each path is a type of its own, on the invocation's state (invocation):
+//
+//	terminateHook  terminate.go   whose hook, claim, drain kept alive, then complete / hand over / fail
+//	launchHook     launch.go      wait for the node to join Ready, complete
+//	hook           hook.go        what both do with their hook; ownership.go decides whose it is
+//	advisory       advisory.go    spot warning, rebalance, and scheduled.go: AWS Health changes
+//	stateChange    statechange.go an instance down (released), or running again (marks lifted)
+//	abruptRelease  abrupt.go      the force-release of a node whose instance is down; guard.go
+//	nodeDrain      drainnode.go   the graceful drain; volumes.go, dryrun.go
+//	sweeper        sweep.go       the scheduled sweep and its shards; sweepitems.go, sweephook.go, sweepfixes.go
+//	Handler        stack.go       the stack's custom resource (lifecycle hooks)
+//
 // Time comes from one clock (WithClock), handed down to every package the
 // handler calls, so that a simulation can drive it. The deadlines of the
 // contexts it derives (the budget, a step's bound) are context deadlines:
@@ -166,7 +178,7 @@ const (
 	ActionFailed      Action = "failed"
 	ActionNoNode      Action = "node-not-found"
 	ActionNodeJoined  Action = "node-joined"
-	ActionUnmarked    Action = "unmarked"     // a cause's hold released (a scheduled change closed)
+	ActionUnmarked    Action = "unmarked"     // a cause's hold lifted (a scheduled change closed, an advisory cause expired)
 	ActionFannedOut   Action = "fanned-out"   // one invocation per instance sent
 	ActionPerInstance Action = "per-instance" // see Outcome.Instances
 	ActionSwept       Action = "swept"        // see Outcome.Sweep
@@ -242,7 +254,7 @@ type invocation struct {
 	out     Outcome
 	log     *slog.Logger
 	rep     *report      // timeline and metrics (nil: not recorded)
-	lease   *lease.Claim // the instance's, while held (nil: none)
+	claimed *lease.Claim // the instance's lease, while this invocation holds it (nil: none)
 	// deadline is the invocation's (zero: none): every budget derives from
 	// it, whatever context a step was given
 	deadline time.Time

@@ -73,6 +73,6 @@ func (r *invocation) giveUpLease(ctx context.Context, claim *lease.Claim, doneKe
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := claim.Release(rctx, doneKey); err != nil {
-		r.log.WarnContext(ctx, "could not release the lease", "error", err)
+		r.log.WarnContext(ctx, "could not give the lease up", "error", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/drain"
 	"github.com/node-drainer/node-drainer/internal/metrics"
 	"github.com/node-drainer/node-drainer/internal/version"
@@ -51,17 +52,17 @@ func WithMetrics(w io.Writer) Option {
 // nil report (an instance handled inside another invocation) records
 // nothing.
 type report struct {
-	mu          sync.Mutex
-	begun       time.Time
-	now         func() time.Time
-	steps       []Step
-	pdbBlocked  time.Duration
-	retries     map[string]int
-	released    time.Duration // force-release of an instance gone
-	hookResult  string        // the result a completion succeeded with
-	hookReason  string        // why: the outcome's action, at-deadline, dry-run
-	drainEnded  bool
-	drainLength time.Duration
+	mu            sync.Mutex
+	begun         time.Time
+	now           func() time.Time
+	steps         []Step
+	pdbBlocked    time.Duration
+	retries       map[string]int
+	forceReleased time.Duration // the abrupt force-release of an instance gone
+	hookResult    string        // the result a completion succeeded with
+	hookReason    string        // why: the outcome's action, at-deadline, dry-run
+	drainEnded    bool
+	drainLength   time.Duration
 }
 
 func newReport(begun time.Time, now func() time.Time) *report {
@@ -130,8 +131,7 @@ func (r *invocation) drainEnded() {
 }
 
 // finishReport puts the timeline in the outcome and writes the
-// invocation's metrics line: one directive by event kind and result, one by
-// lifecycle result and by completion reason for a completed hook.
+// invocation's metrics line (metricsLine).
 func (r *invocation) finishReport() {
 	rep := r.rep
 	rep.mu.Lock()
@@ -140,45 +140,47 @@ func (r *invocation) finishReport() {
 	if r.h.metrics == nil {
 		return
 	}
-	result := string(r.out.Action)
-	if r.h.cfg.DryRun {
+	if err := rep.metricsLine(r.out, r.h.cfg).Write(r.h.metrics, r.h.now()); err != nil {
+		r.log.Warn("could not write metrics", "error", err)
+	}
+}
+
+// metricsLine is the invocation's metrics line (rep locked): one directive
+// by event kind and result, one by lifecycle result and by completion
+// reason for a completed hook.
+func (rep *report) metricsLine(out Outcome, cfg config.Config) *metrics.Entry {
+	result := string(out.Action)
+	if cfg.DryRun {
 		result = "dry-run"
 	}
 	// FunctionName in every dimension set: two deployments in one account
 	// and region keep their metrics, and their alarms, apart
-	fn := metrics.Dimension{Name: metrics.DimFunctionName, Value: r.h.cfg.FunctionName}
+	fn := metrics.Dimension{Name: metrics.DimFunctionName, Value: cfg.FunctionName}
 	if fn.Value == "" {
 		fn.Value = "node-drainer" // outside Lambda (local runs)
 	}
 	e := metrics.New(metrics.Namespace)
-	d := e.Directive([]metrics.Dimension{fn, {Name: metrics.DimEvent, Value: string(r.out.Event)}, {Name: metrics.DimResult, Value: result}})
+	d := e.Directive([]metrics.Dimension{fn, {Name: metrics.DimEvent, Value: string(out.Event)}, {Name: metrics.DimResult, Value: result}})
 	d.Put(metrics.Invocations, metrics.Count, 1)
-	d.Put(metrics.DurationSeconds, metrics.Seconds, float64(r.out.DurationMS)/1000)
+	d.Put(metrics.DurationSeconds, metrics.Seconds, float64(out.DurationMS)/1000)
 	if rep.drainEnded {
 		d.Put(metrics.DrainSeconds, metrics.Seconds, rep.drainLength.Seconds())
 	}
 	// a metric absent from a line creates no series for its dimensions (each
 	// series is billed): drain metrics only where a drain ran
-	if rep.drainEnded || len(r.out.Evicted) > 0 || rep.pdbBlocked > 0 || r.out.Action == ActionContinued {
-		d.Put(metrics.PodsEvicted, metrics.Count, float64(len(r.out.Evicted)))
+	if rep.drainEnded || len(out.Evicted) > 0 || rep.pdbBlocked > 0 || out.Action == ActionContinued {
+		d.Put(metrics.PodsEvicted, metrics.Count, float64(len(out.Evicted)))
 		d.Put(metrics.PDBBlockedSeconds, metrics.Seconds, rep.pdbBlocked.Seconds())
 	}
-	if !r.h.cfg.DryRun && (len(r.out.AttachmentsDeleted) > 0 || len(r.out.PodsDeleted) > 0) {
-		d.Put(metrics.RWOForceReleases, metrics.Count, float64(len(r.out.AttachmentsDeleted)))
-		d.Put(metrics.RWOReleaseSeconds, metrics.Seconds, rep.released.Seconds())
+	if !cfg.DryRun && (len(out.AttachmentsDeleted) > 0 || len(out.PodsDeleted) > 0) {
+		d.Put(metrics.RWOForceReleases, metrics.Count, float64(len(out.AttachmentsDeleted)))
+		d.Put(metrics.RWOReleaseSeconds, metrics.Seconds, rep.forceReleased.Seconds())
 	}
-	if r.out.Action == ActionContinued {
+	if out.Action == ActionContinued {
 		d.Put(metrics.Continuations, metrics.Count, 1)
 	}
-	total := 0
-	for cause, n := range rep.retries {
-		d.Put(metrics.KubeAPIRetriesFor+cause, metrics.Count, float64(n))
-		total += n
-	}
-	if total > 0 {
-		d.Put(metrics.KubeAPIRetries, metrics.Count, float64(total))
-	}
-	if sw := r.out.Sweep; sw != nil {
+	rep.putRetries(d)
+	if sw := out.Sweep; sw != nil {
 		for name, n := range map[string]int{metrics.SweepHooks: len(sw.Hooks), metrics.SweepDeadNodes: len(sw.Dead), metrics.SweepUnmarked: len(sw.Unmarked),
 			metrics.SweepOrphans: len(sw.Orphans), metrics.SweepZombies: len(sw.Zombies), metrics.SweepReplaced: len(sw.Replaced), metrics.SweepFailed: len(sw.Failed)} {
 			d.Put(name, metrics.Count, float64(n))
@@ -189,10 +191,20 @@ func (r *invocation) finishReport() {
 			[]metrics.Dimension{fn, {Name: metrics.DimCompletionReason, Value: rep.hookReason}}).
 			Put(metrics.HooksCompleted, metrics.Count, 1)
 	}
-	e.Property("instance", r.out.Instance)
-	e.Property("node", r.out.Node)
+	e.Property("instance", out.Instance)
+	e.Property("node", out.Node)
 	e.Property("version", version.Get()) // which build, for Logs Insights across an upgrade
-	if err := e.Write(r.h.metrics, r.h.now()); err != nil {
-		r.log.Warn("could not write metrics", "error", err)
+	return e
+}
+
+// putRetries puts the Kubernetes calls retried, by cause and in all.
+func (rep *report) putRetries(d *metrics.Directive) {
+	total := 0
+	for cause, n := range rep.retries {
+		d.Put(metrics.KubeAPIRetriesFor+cause, metrics.Count, float64(n))
+		total += n
+	}
+	if total > 0 {
+		d.Put(metrics.KubeAPIRetries, metrics.Count, float64(total))
 	}
 }

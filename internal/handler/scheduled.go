@@ -108,7 +108,7 @@ func (r *advisory) eachInParallel(ctx context.Context, ids []string) error {
 // scheduledInstance handles one instance of a scheduled change, by its
 // status and start time:
 //   - closed: the change is over or cancelled; the hold node-drainer placed
-//     for it is released, and only that one (marks held for other causes,
+//     for it is lifted, and only that one (marks held for other causes,
 //     or placed by others, stay);
 //   - upcoming or open, before startTime − SCHEDULED_CHANGE_LEAD_TIME: at
 //     most a cordon (when SCHEDULED_CHANGE_ACTION is cordon or drain), held
@@ -141,7 +141,7 @@ func (r *advisory) scheduledInstance(ctx context.Context, id string) error {
 			return err
 		}
 		r.out.Action = ActionUnmarked
-		r.out.Detail = fmt.Sprintf("scheduled change %s closed: released its hold (removed: cordon=%v, drain taint=%v, load-balancer exclusion=%v; marks other causes or others hold stay)",
+		r.out.Detail = fmt.Sprintf("scheduled change %s closed: lifted its hold (removed: cordon=%v, drain taint=%v, load-balancer exclusion=%v; marks other causes or others hold stay)",
 			sc.EventTypeCode, undone.Cordoned, undone.Draining, undone.Labeled)
 		r.record(ctx, n, node.EventRecovered("", r.out.Detail))
 		return nil

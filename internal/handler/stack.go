@@ -258,93 +258,129 @@ func (h *Handler) serveHooks(ctx context.Context, req cfn.Event) ([]string, erro
 	if err != nil {
 		return nil, err
 	}
-	// the hooks are the stack's, as terraform's hook resources are: put and
-	// removed in a dry run too (DRY_RUN concerns nodes and instances; a dry
-	// run with no hooks would see no scale-in)
-	const dry = false
-	var did, failed []string
-	remove := func(groups []string, names []string) []string {
-		removed, f := discovery.Remove(ctx, h.c.Hooks, groups, names, dry)
-		for _, r := range removed {
-			did = append(did, "removed "+r)
-		}
-		return f
-	}
+	s := &hooksServed{h: h}
 	switch req.RequestType {
 	case cfn.RequestCreate, cfn.RequestUpdate:
-		hooks, err := props.hooks()
-		if err != nil {
+		if err := s.put(ctx, props); err != nil {
 			return nil, err
 		}
-		res, err := discovery.EnsureNamed(ctx, h.c.Hooks, props.AsgNames, hooks, dry)
-		if err != nil {
-			return nil, err
+		if req.RequestType != cfn.RequestUpdate {
+			break
 		}
-		for _, p := range res.Put {
-			did = append(did, "put "+p)
-		}
-		failed = append(failed, res.Failed...)
-		if req.RequestType == cfn.RequestUpdate {
-			old, err := decodeHookProperties(req.OldResourceProperties)
-			if err == nil {
-				for _, g := range old.AsgNames {
-					// the old hooks this group no longer has a reason for
-					var drop []string
-					for _, n := range old.names() {
-						if !slices.Contains(props.AsgNames, g) || !slices.Contains(props.names(), n) {
-							drop = append(drop, n)
-						}
-					}
-					// one that cannot be removed does not fail the update
-					// (a rollback would not remove it either: the grant on
-					// a group no longer listed may be gone already); it is
-					// said, with what removes it
-					for _, f := range remove([]string{g}, drop) {
-						did = append(did, "left "+f)
-						h.log.ErrorContext(ctx, "a hook the stack no longer wants was left: remove it by hand (aws autoscaling delete-lifecycle-hook)",
-							"group", g, "hooks", drop, "error", f)
-					}
-				}
-				// a hook renamed: the sweep put the old name on the tagged
-				// groups, and the rules forward only the new names now. A hook
-				// turned off keeps its name (its operator may manage it from
-				// now on: it is not removed), and groups of a tag no longer
-				// chosen are out of the grant (docs/deploy.md)
-				named := []string{props.TerminateHookName, props.LaunchHookName}
-				if drop := slices.DeleteFunc(old.names(), func(n string) bool { return slices.Contains(named, n) }); len(drop) > 0 {
-					tagged, err := discovery.Tagged(ctx, h.c.Hooks, discovery.Tag{Key: props.AsgTagKey, Value: props.AsgTagValue})
-					if err != nil {
-						did = append(did, "left the tagged groups' "+strings.Join(drop, ", ")+": "+err.Error())
-					}
-					for _, g := range tagged {
-						for _, f := range remove([]string{aws.ToString(g.AutoScalingGroupName)}, drop) {
-							did = append(did, "left "+f)
-							h.log.ErrorContext(ctx, "a hook the deployment no longer wants was left on a tagged group: remove it by hand (aws autoscaling delete-lifecycle-hook)",
-								"group", aws.ToString(g.AutoScalingGroupName), "hooks", drop, "error", f)
-						}
-					}
-				}
-			}
+		if old, err := decodeHookProperties(req.OldResourceProperties); err == nil {
+			s.dropUnlisted(ctx, old, props)
+			s.dropRenamed(ctx, old, props)
 		}
 	case cfn.RequestDelete:
-		tag := discovery.Tag{Key: props.AsgTagKey, Value: props.AsgTagValue}
-		tagged, err := discovery.Tagged(ctx, h.c.Hooks, tag)
-		if err != nil {
-			failed = append(failed, err.Error())
-		}
-		groups := slices.Clone(props.AsgNames)
-		for _, g := range tagged {
-			groups = append(groups, *g.AutoScalingGroupName)
-		}
-		slices.Sort(groups)
-		failed = append(failed, remove(slices.Compact(groups), props.names())...)
+		s.removeAll(ctx, props)
 	default:
 		return nil, fmt.Errorf("request type %q is not one CloudFormation sends", req.RequestType)
 	}
-	if len(failed) > 0 {
-		return did, fmt.Errorf("lifecycle hooks: %s", strings.Join(failed, "; "))
+	if len(s.failed) > 0 {
+		return s.did, fmt.Errorf("lifecycle hooks: %s", strings.Join(s.failed, "; "))
 	}
-	return did, nil
+	return s.did, nil
+}
+
+// hooksServed is what a hooks request changed (did) and what it could not
+// (failed). The hooks are the stack's, as terraform's hook resources are:
+// put and removed in a dry run too (DRY_RUN concerns nodes and instances;
+// a dry run with no hooks would see no scale-in).
+type hooksServed struct {
+	h           *Handler
+	did, failed []string
+}
+
+// hooksDryRun: the stack's hooks are never a dry run's (hooksServed).
+const hooksDryRun = false
+
+// remove removes the hooks of those names from the groups, and returns
+// the removals that failed.
+func (s *hooksServed) remove(ctx context.Context, groups []string, names []string) []string {
+	removed, f := discovery.Remove(ctx, s.h.c.Hooks, groups, names, hooksDryRun)
+	for _, r := range removed {
+		s.did = append(s.did, "removed "+r)
+	}
+	return f
+}
+
+// put puts the hooks the properties ask for on every listed group.
+func (s *hooksServed) put(ctx context.Context, props hookProperties) error {
+	hooks, err := props.hooks()
+	if err != nil {
+		return err
+	}
+	res, err := discovery.EnsureNamed(ctx, s.h.c.Hooks, props.AsgNames, hooks, hooksDryRun)
+	if err != nil {
+		return err
+	}
+	for _, p := range res.Put {
+		s.did = append(s.did, "put "+p)
+	}
+	s.failed = append(s.failed, res.Failed...)
+	return nil
+}
+
+// dropUnlisted removes, from each group the old properties listed, the old
+// hooks it no longer has a reason for (a group no longer listed, a hook
+// renamed or turned off). One that cannot be removed does not fail the
+// update (a rollback would not remove it either: the grant on a group no
+// longer listed may be gone already); it is said, with what removes it.
+func (s *hooksServed) dropUnlisted(ctx context.Context, old, props hookProperties) {
+	for _, g := range old.AsgNames {
+		var drop []string
+		for _, n := range old.names() {
+			if !slices.Contains(props.AsgNames, g) || !slices.Contains(props.names(), n) {
+				drop = append(drop, n)
+			}
+		}
+		for _, f := range s.remove(ctx, []string{g}, drop) {
+			s.did = append(s.did, "left "+f)
+			s.h.log.ErrorContext(ctx, "a hook the stack no longer wants was left: remove it by hand (aws autoscaling delete-lifecycle-hook)",
+				"group", g, "hooks", drop, "error", f)
+		}
+	}
+}
+
+// dropRenamed removes a renamed hook's old name from the tagged groups,
+// where the sweep put it (the rules forward only the new names now). A hook
+// turned off keeps its name (its operator may manage it from now on: it is
+// not removed), and groups of a tag no longer chosen are out of the grant
+// (docs/deploy.md).
+func (s *hooksServed) dropRenamed(ctx context.Context, old, props hookProperties) {
+	named := []string{props.TerminateHookName, props.LaunchHookName}
+	drop := slices.DeleteFunc(old.names(), func(n string) bool { return slices.Contains(named, n) })
+	if len(drop) == 0 {
+		return
+	}
+	tagged, err := discovery.Tagged(ctx, s.h.c.Hooks, discovery.Tag{Key: props.AsgTagKey, Value: props.AsgTagValue})
+	if err != nil {
+		s.did = append(s.did, "left the tagged groups' "+strings.Join(drop, ", ")+": "+err.Error())
+	}
+	for _, g := range tagged {
+		for _, f := range s.remove(ctx, []string{aws.ToString(g.AutoScalingGroupName)}, drop) {
+			s.did = append(s.did, "left "+f)
+			s.h.log.ErrorContext(ctx, "a hook the deployment no longer wants was left on a tagged group: remove it by hand (aws autoscaling delete-lifecycle-hook)",
+				"group", aws.ToString(g.AutoScalingGroupName), "hooks", drop, "error", f)
+		}
+	}
+}
+
+// removeAll removes the function's hooks from the listed groups and from
+// the groups carrying the tag, which the sweep put there: an uninstalled
+// node-drainer leaves no hook that would hold every scale-in for its
+// heartbeat timeout.
+func (s *hooksServed) removeAll(ctx context.Context, props hookProperties) {
+	tagged, err := discovery.Tagged(ctx, s.h.c.Hooks, discovery.Tag{Key: props.AsgTagKey, Value: props.AsgTagValue})
+	if err != nil {
+		s.failed = append(s.failed, err.Error())
+	}
+	groups := slices.Clone(props.AsgNames)
+	for _, g := range tagged {
+		groups = append(groups, *g.AutoScalingGroupName)
+	}
+	slices.Sort(groups)
+	s.failed = append(s.failed, s.remove(ctx, slices.Compact(groups), props.names())...)
 }
 
 func decodeHookProperties(m map[string]any) (hookProperties, error) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
@@ -84,16 +86,7 @@ func (r *stateChange) recover(ctx context.Context, id string) error {
 	}
 	back, why := r.terminateOver(ctx, inst, marks)
 	if !down && !back && slices.ContainsFunc(marks.CauseList(), func(c node.Cause) bool { return marks.Causes[c].Expired(r.h.now()) }) {
-		// the instance runs past an advisory cause's window (a rebalance
-		// recommendation or spot warning that came to nothing): its marks go
-		undone, err := node.Release(ctx, r.h.c.Kube, n.Name, "", r.h.now(), r.h.cfg.DryRun)
-		if err != nil {
-			return err
-		}
-		r.out.Action = ActionUnmarked
-		r.out.Detail = fmt.Sprintf("expired causes released (cordon=%v drain taint=%v); %s", undone.Cordoned, undone.Draining, inst)
-		r.record(ctx, n, node.EventRecovered("", r.out.Detail))
-		return nil
+		return r.unmarkExpired(ctx, n, inst)
 	}
 	switch {
 	case !down && !back && hold.Since.IsZero():
@@ -108,9 +101,28 @@ func (r *stateChange) recover(ctx context.Context, id string) error {
 		r.out.Action, r.out.Detail = ActionIgnored, "event is older than node-drainer's changes"
 		return nil
 	}
-	// EC2 (above) and the Node were read for this event: the instance runs
-	// again, so the out-of-service cause goes, and the terminate cause of an
-	// action that is over; marks other causes hold stay
+	return r.lift(ctx, n, inst, marks, down, back, why)
+}
+
+// unmarkExpired lifts the marks of a node whose instance runs past an
+// advisory cause's window (a rebalance recommendation or spot warning that
+// came to nothing).
+func (r *stateChange) unmarkExpired(ctx context.Context, n *corev1.Node, inst instance.Instance) error {
+	undone, err := node.Release(ctx, r.h.c.Kube, n.Name, "", r.h.now(), r.h.cfg.DryRun)
+	if err != nil {
+		return err
+	}
+	r.out.Action = ActionUnmarked
+	r.out.Detail = fmt.Sprintf("expired causes lifted (cordon=%v drain taint=%v); %s", undone.Cordoned, undone.Draining, inst)
+	r.record(ctx, n, node.EventRecovered("", r.out.Detail))
+	return nil
+}
+
+// lift undoes, on the node of an instance running again, the holds of the
+// out-of-service cause (down) and of a terminate action that is over
+// (back, why); EC2 and the Node were read for this event. Marks other
+// causes hold stay.
+func (r *stateChange) lift(ctx context.Context, n *corev1.Node, inst instance.Instance, marks node.State, down, back bool, why string) error {
 	var lifted []string
 	holds := map[node.Cause]time.Time{}
 	if down {

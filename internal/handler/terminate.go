@@ -102,7 +102,7 @@ func (t *terminateHook) drainKeptAlive(ctx context.Context, stop context.CancelC
 			stop(err)
 		}
 	})
-	t.lease = t.claim
+	t.claimed = t.claim
 	stopHook := t.keepAlive(ctx, stop) // from now on: lookups that retry are heartbeated too
 	n, done, err := t.drainRetrying(ctx, inst)
 	stopHook()

@@ -1,0 +1,67 @@
+package handler
+
+import (
+	"context"
+	"time"
+
+	"github.com/node-drainer/node-drainer/internal/event"
+	"github.com/node-drainer/node-drainer/internal/lifecycle"
+	"github.com/node-drainer/node-drainer/internal/sweep"
+)
+
+// keepForNextSweep heartbeats a waiting hook of ours that this sweep leaves
+// for the next (its budget spent) when an invocation took it before (its
+// Lease is there): that invocation may have failed to hand it over (an
+// Invoke refused, then Lambda's retries), and the function owes the hook a
+// completion before it times out (rule 3); the heartbeat gives the next
+// sweep, 5 minutes away, a hook of a longer timeout than that to find. A
+// hook nobody took (its event lost) is not heartbeated: that would take it
+// on with no invocation to carry it. The call is bounded by the
+// invocation's reserve, not by the spent budget. It says what it did, for
+// the sweep's note; a dry run heartbeats nothing.
+func (r *sweeper) keepForNextSweep(ctx context.Context, h sweep.Hook) string {
+	if r.h.cfg.DryRun {
+		return ""
+	}
+	rctx, cancel := r.reserved(ctx)
+	defer cancel()
+	hctx, hcancel := context.WithTimeout(rctx, keepHeartbeatLimit)
+	defer hcancel()
+	act := actionOf(h.Action)
+	if err := lifecycle.Heartbeat(hctx, r.h.c.ASG, act); err != nil {
+		r.log.WarnContext(ctx, "could not heartbeat a hook left for the next sweep", "asg", act.ASG, "hook", act.Hook, "instance", act.InstanceID, "error", err)
+		return "; its heartbeat failed: " + err.Error()
+	}
+	return "; heartbeated, so it outlives the wait"
+}
+
+// keepHeartbeatLimit bounds keepForNextSweep's heartbeat.
+const keepHeartbeatLimit = 2 * time.Second
+
+// sub is a run of its own for one instance of the sweep, as if an event of
+// kind had come at now.
+func (r *sweeper) sub(kind event.Kind, id string, now time.Time) *invocation {
+	ev := event.Event{Kind: kind, ID: r.ev.ID, Source: r.ev.Source, DetailType: r.ev.DetailType, Time: now,
+		InstanceIDs: []string{id}}
+	return &invocation{h: r.h, ev: ev, raw: r.raw, started: r.started, attempt: 1, deadline: r.deadline,
+		out: Outcome{Event: kind, Instance: id, DryRun: r.h.cfg.DryRun}, log: r.log.With("sweep", true),
+		rep: newReport(r.h.now(), r.h.now)}
+}
+
+// swept is the run of a lifecycle action the sweep found waiting: its event
+// made anew (no token), so a continuation of its drain carries it.
+func (r *sweeper) swept(h sweep.Hook) (*invocation, error) {
+	raw, err := event.NewSwept(h.Kind, h.Action, r.ev.Region, r.h.now())
+	if err != nil {
+		return nil, err
+	}
+	ev, err := event.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	// its age unknown: heartbeated at once, and its drain's start read
+	// from the node's drain mark (see resumeStart)
+	return &invocation{h: r.h, ev: ev, raw: raw, started: r.h.now(), attempt: 1, deadline: r.deadline, fromSweep: true,
+		out: Outcome{Event: ev.Kind, Instance: h.Action.InstanceID, DryRun: r.h.cfg.DryRun},
+		log: r.h.log.With("sweep", true, "event", ev), rep: newReport(r.h.now(), r.h.now)}, nil
+}
