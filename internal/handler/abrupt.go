@@ -74,11 +74,7 @@ func (r *abruptRelease) release(ctx context.Context, n *corev1.Node, inst instan
 	if relErr != nil {
 		return relErr
 	}
-	terminated := !inst.Found || inst.State == instance.StateTerminated
-	if terminated && r.h.cfg.DeleteTerminatedNodes && !r.h.cfg.DryRun {
-		return r.deleteNode(ctx, n, verdict)
-	}
-	return nil
+	return r.deleteNode(ctx, n, inst, verdict)
 }
 
 // mayRun refuses the release of a node whose instance EC2 does not report
@@ -128,9 +124,14 @@ func (r *abruptRelease) taintOutOfService(ctx context.Context, g *guard, verdict
 	return nil, nil
 }
 
-// deleteNode deletes the Node of a terminated instance (a self-managed
-// cluster with no cloud controller to do it), the guard read again first.
-func (r *abruptRelease) deleteNode(ctx context.Context, n *corev1.Node, verdict *volume.Verdict) error {
+// deleteNode deletes the Node of a terminated instance when
+// DELETE_TERMINATED_NODES asks for it (a self-managed cluster with no cloud
+// controller to do it), the guard read again first.
+func (r *abruptRelease) deleteNode(ctx context.Context, n *corev1.Node, inst instance.Instance, verdict *volume.Verdict) error {
+	terminated := !inst.Found || inst.State == instance.StateTerminated
+	if !terminated || !r.h.cfg.DeleteTerminatedNodes || r.h.cfg.DryRun {
+		return nil
+	}
 	if err := verdict.Check(ctx); err != nil {
 		return r.notForced(ctx, n, err)
 	}
