@@ -16,7 +16,7 @@ DIST := dist
 # go.mod holds.
 PRODUCT_GO := GOWORK=off $(GO)
 
-.PHONY: help build package dist tools tools-nth providers unit integration faults deploy-check deploy-test test-matrix test vet fmt-check bench bench-scale demo lint lint-deploy fuzz clean build-NodeDrainerFunction
+.PHONY: help build package dist tools tools-nth providers unit integration faults deploy-check deploy-test test-matrix test vet golangci size fmt-check bench bench-scale demo lint lint-deploy fuzz clean build-NodeDrainerFunction
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -99,9 +99,10 @@ test-matrix: ## the integration suite on each release of MATRIX (each control pl
 	  NODE_DRAINER_K8S_VERSION=$$v $(MAKE) --no-print-directory integration; \
 	done
 
-test: ## all tests: gofmt, vet, unit, the simulation (5,000 seeds), deploy checks, integration and faults on the real harness, then the real deploys
+test: ## all tests: gofmt, vet, golangci-lint, unit, the simulation (5,000 seeds), deploy checks, integration and faults on the real harness, then the real deploys
 	$(MAKE) --no-print-directory fmt-check
 	$(MAKE) --no-print-directory vet
+	$(MAKE) --no-print-directory golangci
 	$(MAKE) --no-print-directory unit
 	$(MAKE) --no-print-directory sim SEEDS=5000
 	$(MAKE) --no-print-directory deploy-check
@@ -112,6 +113,21 @@ test: ## all tests: gofmt, vet, unit, the simulation (5,000 seeds), deploy check
 vet: ## go vet of both modules: the product's (alone) and the tests'
 	$(PRODUCT_GO) vet ./...
 	$(GO) vet ./test/...
+
+# golangci-lint over both modules, as vet: the product's alone (GOWORK=off;
+# hack/size is a command of the product's module that never ships) and the
+# tests' (through go.work). hack/tools is a module of its own, not linted.
+# The linters and their settings: .golangci.yml.
+golangci: ## golangci-lint v2 (.golangci.yml) on the product's module and the tests'; built into the tools cache on first use (~5 min)
+	@bin=$$(bash hack/tools/golangci-lint.sh) && \
+	  echo "golangci-lint: product (./internal/... ./functions/... ./hack/size/...)" && \
+	  GOWORK=off $$bin run ./internal/... ./functions/... ./hack/size/... && \
+	  echo "golangci-lint: tests (./test/...)" && \
+	  $$bin run ./test/...
+
+size: ## the product's sizes against the limits (no type over 25 methods, no file over 500 lines, no function over 60), less the allowances of hack/size/allow.txt
+	@$(PRODUCT_GO) test -count=1 ./hack/size
+	$(PRODUCT_GO) run ./hack/size
 
 fmt-check: ## every Go file as gofmt writes it (the files that are not are listed)
 	@out=$$($(GOFMT) -l $$(git ls-files '*.go')) || exit 1; test -z "$$out" || { echo "not gofmt'd:"; echo "$$out"; exit 1; }
@@ -136,9 +152,11 @@ bench-scale: tools ## the growth: sweep, 110-pod drain, launch, RWO failover at 
 demo: tools ## play the two stories on the real harness with the real bootstrap
 	$(GO) run ./test/demo
 
-lint: lint-deploy ## gofmt, go vet, IaC checks
+lint: lint-deploy ## gofmt, go vet, golangci-lint, the size limits, IaC checks
 	$(MAKE) --no-print-directory fmt-check
 	$(MAKE) --no-print-directory vet
+	$(MAKE) --no-print-directory golangci
+	$(MAKE) --no-print-directory size
 
 lint-deploy: deploy-check ## alias of deploy-check
 

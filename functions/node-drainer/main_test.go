@@ -100,7 +100,7 @@ func TestBootstrapLogsVersionFirst(t *testing.T) {
 func TestAWSAttemptsAreBounded(t *testing.T) {
 	var calls atomic.Int32
 	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
 		select {
 		case <-release:

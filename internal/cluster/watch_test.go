@@ -137,7 +137,9 @@ func TestFinal(t *testing.T) {
 		{apierrors.NewNotFound(gr, ""), true},
 		{apierrors.NewBadRequest("selector"), true},
 		{apierrors.NewResourceExpired("too old"), false},
-		{apierrors.NewGone("gone"), false},
+		// deprecated for NewResourceExpired, but a server may still answer
+		// with reason Gone, and Final must read it as the expired watch it is
+		{apierrors.NewGone("gone"), false}, //nolint:staticcheck // SA1019: see above
 		{apierrors.NewUnauthorized("token"), false},
 		{apierrors.NewTooManyRequests("slow", 1), false},
 		{apierrors.NewInternalError(errors.New("x")), false},

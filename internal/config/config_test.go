@@ -311,18 +311,18 @@ func TestASGNames(t *testing.T) {
 }
 
 func TestHookNamesAndListedASGs(t *testing.T) {
-	any, err := FromEnv(env("CLUSTER_NAME=prod"))
+	defaults, err := FromEnv(env("CLUSTER_NAME=prod"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// the defaults own the templates' two hooks and nothing else: another
 	// tool's hook is never ours, whatever HOOK_NAMES says (rule 14)
 	for name, want := range map[string]bool{"node-drainer-terminate": true, "node-drainer-launch": true, "flush-logs": false, "app-warmup": false, "": false} {
-		if got := any.OwnsHook(name); got != want {
+		if got := defaults.OwnsHook(name); got != want {
 			t.Errorf("defaults: OwnsHook(%q) = %v, want %v", name, got, want)
 		}
 	}
-	if any.ListsASG("eks-general") {
+	if defaults.ListsASG("eks-general") {
 		t.Errorf("defaults: ListsASG = true, want false: an empty list names nothing")
 	}
 	c, err := FromEnv(env("CLUSTER_NAME=prod", "TERMINATE_HOOK_NAME=drain", "HOOK_NAMES=ops-terminate, ops-launch", "ASG_NAMES=eks-general"))

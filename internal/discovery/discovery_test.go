@@ -68,7 +68,9 @@ func (f *fakeAPI) DescribeAutoScalingGroups(_ context.Context, in *autoscaling.D
 	}
 	start := 0
 	if in.NextToken != nil {
-		fmt.Sscan(*in.NextToken, &start)
+		if _, err := fmt.Sscan(*in.NextToken, &start); err != nil {
+			return nil, fmt.Errorf("NextToken %q is not one this fake gave: %w", *in.NextToken, err)
+		}
 	}
 	end := min(start+2, len(match))
 	out := &autoscaling.DescribeAutoScalingGroupsOutput{AutoScalingGroups: match[start:end]}

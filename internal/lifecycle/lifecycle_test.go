@@ -46,7 +46,7 @@ func (f *fakeASG) RecordLifecycleActionHeartbeat(_ context.Context, in *autoscal
 	return &autoscaling.RecordLifecycleActionHeartbeatOutput{}, nil
 }
 
-func (f *fakeASG) DescribeLifecycleHooks(_ context.Context, in *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
+func (f *fakeASG) DescribeLifecycleHooks(_ context.Context, _ *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
 	if f.hooksErr != nil {
 		return nil, f.hooksErr
 	}

@@ -60,42 +60,48 @@ func Validate(line []byte) error {
 	}
 	var errs []error
 	for i, d := range directives {
-		at := fmt.Sprintf("_aws.CloudWatchMetrics[%d]", i)
-		if err := only(d, at, "Namespace", "Dimensions", "Metrics"); err != nil {
-			errs = append(errs, err)
-			continue
+		errs = append(errs, directiveErr(root, d, fmt.Sprintf("_aws.CloudWatchMetrics[%d]", i)))
+	}
+	return errors.Join(errs...)
+}
+
+// directiveErr returns what is wrong with the MetricDirective d at at (nil
+// when nothing is): its members, Namespace, DimensionSets and definitions.
+func directiveErr(root, d map[string]json.RawMessage, at string) error {
+	if err := only(d, at, "Namespace", "Dimensions", "Metrics"); err != nil {
+		return err
+	}
+	var errs []error
+	var ns string
+	if err := strict(d["Namespace"], &ns, at+".Namespace"); err != nil {
+		errs = append(errs, err)
+	} else if len(ns) == 0 || len(ns) > 255 {
+		errs = append(errs, fmt.Errorf("%s.Namespace %q: want 1-255 characters", at, ns))
+	}
+	var sets [][]string
+	if err := strict(d["Dimensions"], &sets, at+".Dimensions"); err != nil {
+		errs = append(errs, err)
+	}
+	for j, set := range sets {
+		if len(set) > 30 {
+			errs = append(errs, fmt.Errorf("%s.Dimensions[%d]: %d dimensions, at most 30", at, j, len(set)))
 		}
-		var ns string
-		if err := strict(d["Namespace"], &ns, at+".Namespace"); err != nil {
-			errs = append(errs, err)
-		} else if len(ns) == 0 || len(ns) > 255 {
-			errs = append(errs, fmt.Errorf("%s.Namespace %q: want 1-255 characters", at, ns))
-		}
-		var sets [][]string
-		if err := strict(d["Dimensions"], &sets, at+".Dimensions"); err != nil {
-			errs = append(errs, err)
-		}
-		for j, set := range sets {
-			if len(set) > 30 {
-				errs = append(errs, fmt.Errorf("%s.Dimensions[%d]: %d dimensions, at most 30", at, j, len(set)))
+		for _, name := range set {
+			var v string
+			if err := strict(root[name], &v, "dimension "+name); err != nil {
+				errs = append(errs, err)
 			}
-			for _, name := range set {
-				var v string
-				if err := strict(root[name], &v, "dimension "+name); err != nil {
-					errs = append(errs, err)
-				}
-			}
 		}
-		var defs []map[string]json.RawMessage
-		if err := strict(d["Metrics"], &defs, at+".Metrics"); err != nil {
-			errs = append(errs, err)
-		}
-		if len(defs) > 100 {
-			errs = append(errs, fmt.Errorf("%s.Metrics: %d definitions, at most 100", at, len(defs)))
-		}
-		for j, def := range defs {
-			errs = append(errs, definitionErr(root, def, fmt.Sprintf("%s.Metrics[%d]", at, j)))
-		}
+	}
+	var defs []map[string]json.RawMessage
+	if err := strict(d["Metrics"], &defs, at+".Metrics"); err != nil {
+		errs = append(errs, err)
+	}
+	if len(defs) > 100 {
+		errs = append(errs, fmt.Errorf("%s.Metrics: %d definitions, at most 100", at, len(defs)))
+	}
+	for j, def := range defs {
+		errs = append(errs, definitionErr(root, def, fmt.Sprintf("%s.Metrics[%d]", at, j)))
 	}
 	return errors.Join(errs...)
 }

@@ -261,7 +261,7 @@ func TestApplyNodeGone(t *testing.T) {
 func TestApplyRetriesConflicts(t *testing.T) {
 	c := fake.NewClientset(newNode(nodeName, ""))
 	conflicts := 2
-	c.PrependReactor("update", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	c.PrependReactor("update", "nodes", func(_ k8stesting.Action) (bool, runtime.Object, error) {
 		if conflicts > 0 {
 			conflicts--
 			return true, nil, errConflict()

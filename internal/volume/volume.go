@@ -264,34 +264,8 @@ func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryR
 	if err != nil {
 		return rel, fmt.Errorf("listing pods of node %s: %w", node, err)
 	}
-	deleted := make([]bool, len(pods.Items))
-	errs := make([]error, len(pods.Items))
-	var g errgroup.Group
-	g.SetLimit(ForceDeleteAtOnce)
-	for i, p := range pods.Items {
-		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-			continue // the kubelet owns it; it goes with the node
-		}
-		if dryRun {
-			deleted[i] = true
-			continue
-		}
-		g.Go(func() error {
-			// false: the name is another pod's now, not ours to delete
-			deleted[i], errs[i] = forceDelete(ctx, c, p, guard)
-			if errs[i] != nil {
-				errs[i] = fmt.Errorf("force-deleting pod %s/%s: %w", p.Namespace, p.Name, errs[i])
-			}
-			return nil
-		})
-	}
-	_ = g.Wait() // each pod's error is kept in errs
-	for i, p := range pods.Items {
-		if deleted[i] {
-			rel.PodsDeleted = append(rel.PodsDeleted, p.Namespace+"/"+p.Name)
-		}
-	}
-	errs = slices.DeleteFunc(errs, func(err error) bool { return err == nil })
+	var errs []error
+	rel.PodsDeleted, errs = forceDeletePods(ctx, c, pods.Items, dryRun, guard)
 	var vas []storagev1.VolumeAttachment
 	guardErr, err = beside(ctx, guard.Check, func() (err error) {
 		vas, err = Attachments(ctx, c, node, nil)
@@ -328,6 +302,41 @@ func ForceRelease(ctx context.Context, c kubernetes.Interface, node string, dryR
 	}
 	sort.Strings(rel.PodsDeleted)
 	return rel, errors.Join(errs...)
+}
+
+// forceDeletePods force-deletes pods but the mirror pods, ForceDeleteAtOnce
+// at a time, each on its own evidence (guard): the names it deleted (or,
+// dry-run, would delete), namespace/name, and each pod's error.
+func forceDeletePods(ctx context.Context, c kubernetes.Interface, pods []corev1.Pod, dryRun bool, guard *Verdict) ([]string, []error) {
+	deleted := make([]bool, len(pods))
+	errs := make([]error, len(pods))
+	var g errgroup.Group
+	g.SetLimit(ForceDeleteAtOnce)
+	for i, p := range pods {
+		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+			continue // the kubelet owns it; it goes with the node
+		}
+		if dryRun {
+			deleted[i] = true
+			continue
+		}
+		g.Go(func() error {
+			// false: the name is another pod's now, not ours to delete
+			deleted[i], errs[i] = forceDelete(ctx, c, p, guard)
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("force-deleting pod %s/%s: %w", p.Namespace, p.Name, errs[i])
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // each pod's error is kept in errs
+	var names []string
+	for i, p := range pods {
+		if deleted[i] {
+			names = append(names, p.Namespace+"/"+p.Name)
+		}
+	}
+	return names, slices.DeleteFunc(errs, func(err error) bool { return err == nil })
 }
 
 // ForceDeleteAtOnce is how many of a dead node's pods ForceRelease deletes

@@ -341,7 +341,7 @@ func TestForceReleaseRereadsAChangedPod(t *testing.T) {
 	byNode(c)
 	pinnedDeletes(c, "pods")
 	changed := false
-	c.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	c.PrependReactor("list", "pods", func(_ k8stesting.Action) (bool, runtime.Object, error) {
 		if changed {
 			return false, nil, nil
 		}
@@ -519,7 +519,7 @@ func TestForceReleaseLeavesAReplacedAttachment(t *testing.T) {
 	c := fake.NewClientset(va)
 	byNode(c)
 	pinnedDeletes(c, "volumeattachments")
-	c.PrependReactor("list", "volumeattachments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	c.PrependReactor("list", "volumeattachments", func(_ k8stesting.Action) (bool, runtime.Object, error) {
 		// the reading sees the old attachment; by the delete it is replaced
 		old := va.DeepCopy()
 		n := va.DeepCopy()

@@ -320,7 +320,7 @@ func copyTree(t *testing.T) string {
 
 // mutate replaces old, which must occur exactly once, so that a mutation
 // cannot silently stop applying when the files change.
-func mutate(t *testing.T, root, rel, old, new string) {
+func mutate(t *testing.T, root, rel, old, replacement string) {
 	t.Helper()
 	path := filepath.Join(root, rel)
 	data, err := os.ReadFile(path)
@@ -330,7 +330,7 @@ func mutate(t *testing.T, root, rel, old, new string) {
 	if n := strings.Count(string(data), old); n != 1 {
 		t.Fatalf("mutation of %s: %q occurs %d times, want 1", rel, old, n)
 	}
-	if err := os.WriteFile(path, []byte(strings.Replace(string(data), old, new, 1)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(strings.Replace(string(data), old, replacement, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

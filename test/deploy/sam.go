@@ -536,7 +536,7 @@ type cfnResolver struct {
 	t *cfnTemplate
 }
 
-func (t *cfnTemplate) resolver(r *cfnResource) cfnResolver {
+func (t *cfnTemplate) resolver(*cfnResource) cfnResolver {
 	return cfnResolver{t: t}
 }
 

@@ -481,13 +481,6 @@ func normalize(v any) (any, error) {
 	}
 }
 
-func formatNumber(f float64) string {
-	if f == float64(int64(f)) {
-		return fmt.Sprint(int64(f))
-	}
-	return fmt.Sprint(f)
-}
-
 func sortedUnique(xs []string) []string {
 	set := map[string]bool{}
 	for _, x := range xs {

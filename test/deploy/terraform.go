@@ -736,7 +736,7 @@ func tfFunctions() map[string]function.Function {
 	to := func(ty cty.Type) function.Function {
 		return function.New(&function.Spec{
 			Params: []function.Parameter{{Name: "v", Type: cty.DynamicPseudoType, AllowNull: true, AllowDynamicType: true}},
-			Type: func(args []cty.Value) (cty.Type, error) {
+			Type: func([]cty.Value) (cty.Type, error) {
 				if ty.IsPrimitiveType() {
 					return ty, nil
 				}

@@ -442,7 +442,7 @@ func deadKubeletTerminate(x *X) {
 	}
 	x.drained = map[bool]string{true: "yes", false: "no"}[alive == 0]
 	x.expect(alive == 0, "%d of 3 web pods on the dead node not evicted", alive)
-	err = wait.PollUntilContextTimeout(x.ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(x.ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
 		n := 0
 		for _, p := range x.podsOn(x.insts[1].PrivateDNSName) {
 			if isReady(&p) && p.Labels["app"] == "web" {

@@ -111,7 +111,7 @@ func apiDownMidEviction(x *X) {
 	apiTerminate(x, fp.Options{}, 120*time.Second, 3*time.Minute, nil, func(p *fp.Proxy) {
 		api = p
 		p.Add(fp.Rule{Name: "down after first eviction", Method: "POST", Path: evictionPath, Fault: fp.Pass, Times: 1,
-			Then: func(_ *http.Request, _ []byte, status int) { api.Down(60 * time.Second) }})
+			Then: func(_ *http.Request, _ []byte, _ int) { api.Down(60 * time.Second) }})
 	})
 }
 

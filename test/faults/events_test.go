@@ -86,12 +86,14 @@ func healthTwoInstances(x *X) {
 		_, err := x.invoke(rt, x.healthEvent("open", time.Now().Add(-time.Minute), a.ID, b.ID))
 		res <- err
 	}()
-	drained := wait.PollUntilContextTimeout(x.ctx, 200*time.Millisecond, 70*time.Second, true, func(ctx context.Context) (bool, error) {
+	drained := wait.PollUntilContextTimeout(x.ctx, 200*time.Millisecond, 70*time.Second, true, func(context.Context) (bool, error) {
 		return len(x.podsOn(b.PrivateDNSName)) == 0, nil
 	}) == nil
 	x.drained = map[bool]string{true: "yes", false: "no"}[drained]
 	x.expect(drained, "the second instance of the event was not drained within 70 s (one budget shared with the blocked first)")
-	<-res
+	if err := <-res; err != nil { // the scene judges the drain above, not the invocation's own result
+		x.t.Logf("the invocation: %v", err)
+	}
 	_ = rt.WaitIdle(x.ctx)
 }
 

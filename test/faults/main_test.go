@@ -309,14 +309,6 @@ func (x *X) podsOn(nodeName string) []corev1.Pod {
 	return list.Items
 }
 
-func uids(pods []corev1.Pod) map[string]string {
-	m := map[string]string{}
-	for _, p := range pods {
-		m[p.Name] = string(p.UID)
-	}
-	return m
-}
-
 // untouched reports pods of before that are gone or being deleted now.
 func (x *X) touched(before []corev1.Pod) []string {
 	var out []string
@@ -465,11 +457,11 @@ func (x *X) completions() (ok []moto.LifecycleCall, all []moto.LifecycleCall) {
 	return ok, all
 }
 
-// waitHook waits up to max from the first invocation for a completion, then
+// waitHook waits up to limit from the first invocation for a completion, then
 // for the function to go idle.
-func (x *X) waitHook(max time.Duration, rts ...*lambdart.Runtime) *moto.LifecycleCall {
+func (x *X) waitHook(limit time.Duration, rts ...*lambdart.Runtime) *moto.LifecycleCall {
 	var got *moto.LifecycleCall
-	_ = wait.PollUntilContextTimeout(x.ctx, 200*time.Millisecond, time.Until(x.began.Add(max)), true, func(context.Context) (bool, error) {
+	_ = wait.PollUntilContextTimeout(x.ctx, 200*time.Millisecond, time.Until(x.began.Add(limit)), true, func(context.Context) (bool, error) {
 		if ok, _ := x.completions(); len(ok) > 0 {
 			got = &ok[0]
 			return true, nil
@@ -487,17 +479,17 @@ func (x *X) waitHook(max time.Duration, rts ...*lambdart.Runtime) *moto.Lifecycl
 // drainThenComplete invokes payload and checks the graceful outcome: the
 // hook completed once with CONTINUE (after the drain where the scene says
 // so), the PDB floors held and the node drained; it returns the completion.
-func (x *X) drainThenComplete(rt *lambdart.Runtime, payload []byte, max time.Duration) *moto.LifecycleCall {
+func (x *X) drainThenComplete(rt *lambdart.Runtime, payload []byte, limit time.Duration) *moto.LifecycleCall {
 	_, err := x.invoke(rt, payload)
 	x.expect(err == nil, "invocation failed: %v", err)
-	got := x.waitHook(max, rt)
+	got := x.waitHook(limit, rt)
 	x.setDrained()
 	x.checkHook("CONTINUE", got)
 	x.checkFloors()
 	switch {
 	case x.drained == "yes":
 	case got == nil:
-		x.expect(false, "node not drained, and no completion within %s", max)
+		x.expect(false, "node not drained, and no completion within %s", limit)
 	default:
 		x.expect(false, "node not drained: the hook was completed with pods of the drain still on it")
 	}

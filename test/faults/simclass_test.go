@@ -224,7 +224,7 @@ func staleCachePodList(x *X) {
 				x.t.Logf("pod list served from the lagging cache: %s", r.URL.RawQuery)
 			}},
 		{Name: "lagging cache watch", Method: "GET", Path: podsPath, Query: "watch=true", Match: ofNode, Fault: fp.Pass, Times: 1,
-			Before: func(r *http.Request, _ []byte) {
+			Before: func(*http.Request, []byte) {
 				held.Add(1)
 				select {
 				case <-x.ctx.Done():

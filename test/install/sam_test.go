@@ -796,7 +796,7 @@ func (r *samRun) readQueue(t *testing.T, ctx context.Context, c *created, cn can
 	}
 	for _, id := range r.ofType(t, "AWS::SQS::QueuePolicy") {
 		p := r.resolved(t, id)
-		var doc any = p["PolicyDocument"]
+		doc := p["PolicyDocument"]
 		if got := q.Attributes["Policy"]; got != "" {
 			doc = decodePolicy(t, got)
 		} else {
@@ -1119,7 +1119,9 @@ func (r *samRun) startFunction(t *testing.T, ctx context.Context, name string, l
 	}
 	t.Logf("function environment from the stack: %v; the harness adds only AWS_REGION, AWS_ENDPOINT_URL_{EC2,AUTO_SCALING,STS,EKS} and the role's credentials", fenv)
 	asyncRetries := lambdart.DefaultAsyncRetries
-	fmt.Sscan(r.eval.mustStr(t, r.props(r.ofType(t, "AWS::Lambda::EventInvokeConfig")[0])["MaximumRetryAttempts"]), &asyncRetries)
+	if _, err := fmt.Sscan(r.eval.mustStr(t, r.props(r.ofType(t, "AWS::Lambda::EventInvokeConfig")[0])["MaximumRetryAttempts"]), &asyncRetries); err != nil {
+		t.Fatalf("the template's MaximumRetryAttempts: %v", err)
+	}
 	rt, err := lambdart.Start(ctx, lambdart.Options{
 		Bootstrap: bootstrap, Env: append(fenv, harnessEnv...), Timeout: time.Duration(aws.ToInt32(fc.Timeout)) * time.Second,
 		FunctionName: aws.ToString(fc.FunctionName), MemoryMB: int(aws.ToInt32(fc.MemorySize)), Region: moto.Region,

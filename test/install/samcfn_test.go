@@ -338,6 +338,6 @@ func (e *cfnEval) sub(tmpl string, vars map[string]any) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		b.WriteString(fmt.Sprint(v))
+		fmt.Fprint(&b, v)
 	}
 }

@@ -127,7 +127,7 @@ func (r *samRun) uninstall(t *testing.T, ctx context.Context) {
 	putHook(t, ctx, other, ours)
 
 	answers := make(chan map[string]any, 2)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, req *http.Request) {
 		var a map[string]any
 		_ = json.NewDecoder(req.Body).Decode(&a)
 		answers <- a

@@ -109,7 +109,7 @@ type fakeEKS struct {
 	ca       []byte
 }
 
-func (f fakeEKS) DescribeCluster(ctx context.Context, in *eks.DescribeClusterInput, _ ...func(*eks.Options)) (*eks.DescribeClusterOutput, error) {
+func (f fakeEKS) DescribeCluster(_ context.Context, in *eks.DescribeClusterInput, _ ...func(*eks.Options)) (*eks.DescribeClusterOutput, error) {
 	return &eks.DescribeClusterOutput{Cluster: &ekstypes.Cluster{
 		Name:                 in.Name,
 		Endpoint:             aws.String(f.endpoint),

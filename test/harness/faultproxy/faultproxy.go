@@ -171,7 +171,7 @@ func Start(o Options) (*Proxy, error) {
 	p.rp = httputil.NewSingleHostReverseProxy(u)
 	p.rp.FlushInterval = -1 // stream watches
 	p.rp.Transport = &http.Transport{TLSClientConfig: o.UpstreamTLS, ForceAttemptHTTP2: false}
-	p.rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+	p.rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) {
 		if p.IsDown() {
 			panic(http.ErrAbortHandler) // cut by Down: the client sees the connection drop
 		}

@@ -12,7 +12,7 @@ import (
 )
 
 func TestRulesDownAndRecord(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	defer up.Close()
@@ -93,7 +93,7 @@ func TestRulesDownAndRecord(t *testing.T) {
 // TestRuleMatch: a rule with Match fires only where Match holds, and a
 // request it does not match does not spend its Times.
 func TestRuleMatch(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	defer up.Close()
