@@ -32,19 +32,19 @@ package: ## zip bootstrap for both architectures: dist/node-drainer-<arch>.zip
 	done
 
 # A release: both zips named by the version, the SAM template that deploys the
-# arm64 one, the cluster's RBAC (three files: terraform/kubernetes/), and their checksums (cd dist && sha256sum -c
+# arm64 one, its README.md and LICENSE (what SAR's ReadmeUrl and LicenseUrl name), the cluster's RBAC (three files: terraform/kubernetes/), and their checksums (cd dist && sha256sum -c
 # SHA256SUMS). Two runs on one commit with one Go toolchain give byte-identical files.
 RBAC_FILES := rbac.yaml rbac-lease-namespace.yaml rbac-delete-nodes.yaml
-RELEASE_FILES := node-drainer-$(VERSION)-arm64.zip node-drainer-$(VERSION)-amd64.zip template.yaml README.md $(RBAC_FILES)
-dist: ## release artifacts in dist/: node-drainer-<version>-<arch>.zip (arm64, amd64), template.yaml (SAM, uses the arm64 zip), README.md (its ReadmeUrl, for the Serverless Application Repository), the cluster's RBAC (rbac*.yaml), SHA256SUMS
-	@mkdir -p $(DIST) && rm -f $(DIST)/node-drainer-*-*.zip $(DIST)/SHA256SUMS $(DIST)/template.yaml $(DIST)/README.md $(addprefix $(DIST)/,$(RBAC_FILES))
+RELEASE_FILES := node-drainer-$(VERSION)-arm64.zip node-drainer-$(VERSION)-amd64.zip template.yaml README.md LICENSE $(RBAC_FILES)
+dist: ## release artifacts in dist/: node-drainer-<version>-<arch>.zip (arm64, amd64), template.yaml (SAM, uses the arm64 zip), README.md and LICENSE (its ReadmeUrl and LicenseUrl, for the Serverless Application Repository), the cluster's RBAC (rbac*.yaml), SHA256SUMS
+	@mkdir -p $(DIST) && rm -f $(DIST)/node-drainer-*-*.zip $(DIST)/SHA256SUMS $(DIST)/template.yaml $(DIST)/README.md $(DIST)/LICENSE $(addprefix $(DIST)/,$(RBAC_FILES))
 	@for a in arm64 amd64; do \
 	  $(MAKE) --no-print-directory build ARCH=$$a VERSION=$(VERSION) && \
 	  python3 hack/release/zip.py $(DIST)/$$a/bootstrap $(DIST)/node-drainer-$(VERSION)-$$a.zip || exit 1; \
 	done
 	python3 hack/release/template.py template.yaml node-drainer-$(VERSION)-arm64.zip $(VERSION) > $(DIST)/template.yaml.tmp
 	mv $(DIST)/template.yaml.tmp $(DIST)/template.yaml
-	cp $(addprefix terraform/kubernetes/,$(RBAC_FILES)) README.md $(DIST)/
+	cp $(addprefix terraform/kubernetes/,$(RBAC_FILES)) README.md LICENSE $(DIST)/
 	cd $(DIST) && sha256sum $(RELEASE_FILES) > SHA256SUMS
 	@cd $(DIST) && ls -l $(RELEASE_FILES) SHA256SUMS
 

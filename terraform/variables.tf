@@ -445,13 +445,13 @@ variable "memory_size" {
 }
 
 variable "reserved_concurrency" {
-  description = "Reserved concurrent executions; 0 = unreserved (reserving 0 would stop the function)."
+  description = "Reserved concurrent executions: 0 = unreserved, else at least 3 (a drain, its continuation and a sweep at once) plus one for each other node that may drain at the same time."
   type        = number
   default     = 0
 
   validation {
-    condition     = var.reserved_concurrency >= 0
-    error_message = "reserved_concurrency must be >= 0."
+    condition     = var.reserved_concurrency == 0 || (var.reserved_concurrency >= 3 && floor(var.reserved_concurrency) == var.reserved_concurrency)
+    error_message = "reserved_concurrency must be 0 (unreserved) or a whole number of at least 3: one drain, its continuation and a sweep run at once, and below 3 one of them waits behind the others (docs/configuration.md)."
   }
 }
 

@@ -20,7 +20,9 @@ func marksOf(t *testing.T, c *fake.Clientset) State {
 	return s
 }
 
-func TestApply(t *testing.T) {
+// The marks a cause sets, onto a Node as read (ApplyTo: what the function
+// does), and what it records as its own.
+func TestApplyMarks(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		node   *corev1.Node
@@ -64,7 +66,7 @@ func TestApply(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fake.NewClientset(tc.node)
-			made, err := Apply(context.Background(), c, nodeName, tc.mark, now, false)
+			made, err := ApplyTo(context.Background(), c, get(t, c, nodeName), tc.mark, now, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +96,7 @@ func TestApply(t *testing.T) {
 
 			// idempotent: the same mark again changes nothing and writes nothing
 			before := writes(c)
-			again, err := Apply(context.Background(), c, nodeName, tc.mark, now.Add(time.Minute), false)
+			again, err := ApplyTo(context.Background(), c, get(t, c, nodeName), tc.mark, now.Add(time.Minute), false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,9 +113,9 @@ func TestApply(t *testing.T) {
 	}
 }
 
-func TestApplyDryRun(t *testing.T) {
+func TestApplyToDryRun(t *testing.T) {
 	c := fake.NewClientset(newNode(nodeName, ""))
-	made, err := Apply(context.Background(), c, nodeName, drainMark, now, true)
+	made, err := ApplyTo(context.Background(), c, get(t, c, nodeName), drainMark, now, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,11 +136,11 @@ func TestApplyDryRun(t *testing.T) {
 func TestCausesAccumulate(t *testing.T) {
 	c := fake.NewClientset(newNode(nodeName, ""))
 	ctx := context.Background()
-	if _, err := Apply(ctx, c, nodeName, Mark{Cause: CauseRebalance, Cordon: true, Expires: now.Add(time.Hour)}, now, false); err != nil {
+	if _, err := ApplyTo(ctx, c, get(t, c, nodeName), Mark{Cause: CauseRebalance, Cordon: true, Expires: now.Add(time.Hour)}, now, false); err != nil {
 		t.Fatal(err)
 	}
 	later := now.Add(5 * time.Minute)
-	made, err := Apply(ctx, c, nodeName, Mark{Cause: CauseSpot, Cordon: true, ExcludeLB: true, Draining: true, Expires: later.Add(time.Hour)}, later, false)
+	made, err := ApplyTo(ctx, c, get(t, c, nodeName), Mark{Cause: CauseSpot, Cordon: true, ExcludeLB: true, Draining: true, Expires: later.Add(time.Hour)}, later, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,10 +182,10 @@ func TestCausesAccumulate(t *testing.T) {
 func TestReleaseKeepsOtherCausesMarks(t *testing.T) {
 	c := fake.NewClientset(newNode(nodeName, ""))
 	ctx := context.Background()
-	if _, err := Apply(ctx, c, nodeName, drainMark, now, false); err != nil {
+	if _, err := ApplyTo(ctx, c, get(t, c, nodeName), drainMark, now, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Apply(ctx, c, nodeName, Mark{Cause: CauseOutOfService, Cordon: true, OutOfService: true}, now, false); err != nil {
+	if _, err := ApplyTo(ctx, c, get(t, c, nodeName), Mark{Cause: CauseOutOfService, Cordon: true, OutOfService: true}, now, false); err != nil {
 		t.Fatal(err)
 	}
 	undone, err := Release(ctx, c, nodeName, CauseOutOfService, now, false)
@@ -207,15 +209,15 @@ func TestRenewAndReleaseHolds(t *testing.T) {
 	ctx := context.Background()
 	old, begun := now.Add(-24*time.Hour), now.Add(-time.Minute)
 	since := func() time.Time { s, _ := Marks(get(t, c, nodeName)); return s.Causes[CauseTerminate].Since }
-	if _, err := Apply(ctx, c, nodeName, drainMark, old, false); err != nil {
+	if _, err := ApplyTo(ctx, c, get(t, c, nodeName), drainMark, old, false); err != nil {
 		t.Fatal(err)
 	}
 	renewing := drainMark
 	renewing.Renew = begun
-	if _, err := Apply(ctx, c, nodeName, renewing, now, false); err != nil || !since().Equal(now) {
+	if _, err := ApplyTo(ctx, c, get(t, c, nodeName), renewing, now, false); err != nil || !since().Equal(now) {
 		t.Fatalf("a hold from %s renewed by a drain begun %s: since %s (%v), want %s", old, begun, since(), err, now)
 	}
-	if _, err := Apply(ctx, c, nodeName, renewing, now.Add(time.Minute), false); err != nil || !since().Equal(now) {
+	if _, err := ApplyTo(ctx, c, get(t, c, nodeName), renewing, now.Add(time.Minute), false); err != nil || !since().Equal(now) {
 		t.Fatalf("this drain's own hold: since %s (%v), want it kept at %s", since(), err, now)
 	}
 	// the evidence was read with the old hold: the renewed one stays
@@ -232,7 +234,7 @@ func TestRenewAndReleaseHolds(t *testing.T) {
 func TestReleaseDropsExpiredCauses(t *testing.T) {
 	c := fake.NewClientset(newNode(nodeName, ""))
 	ctx := context.Background()
-	if _, err := Apply(ctx, c, nodeName, Mark{Cause: CauseRebalance, Cordon: true, Expires: now.Add(time.Hour)}, now, false); err != nil {
+	if _, err := ApplyTo(ctx, c, get(t, c, nodeName), Mark{Cause: CauseRebalance, Cordon: true, Expires: now.Add(time.Hour)}, now, false); err != nil {
 		t.Fatal(err)
 	}
 	// not yet expired: releasing another cause keeps it
@@ -251,14 +253,20 @@ func TestReleaseDropsExpiredCauses(t *testing.T) {
 	}
 }
 
-func TestApplyNodeGone(t *testing.T) {
+// A Node read, then deleted before the write: an error, and no Node made.
+func TestApplyToNodeGone(t *testing.T) {
+	read := newNode(nodeName, "")
+	read.UID, read.ResourceVersion = "uid-1", "1"
 	c := fake.NewClientset()
-	if _, err := Apply(context.Background(), c, nodeName, drainMark, now, false); err == nil {
+	if _, err := ApplyTo(context.Background(), c, read, drainMark, now, false); err == nil {
 		t.Fatal("want an error for a missing node")
+	}
+	if l, err := c.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
+		t.Errorf("nodes after marking a deleted one: %v (%v)", l, err)
 	}
 }
 
-func TestApplyRetriesConflicts(t *testing.T) {
+func TestApplyToRetriesConflicts(t *testing.T) {
 	c := fake.NewClientset(newNode(nodeName, ""))
 	conflicts := 2
 	c.PrependReactor("update", "nodes", func(_ k8stesting.Action) (bool, runtime.Object, error) {
@@ -268,7 +276,7 @@ func TestApplyRetriesConflicts(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	if _, err := Apply(context.Background(), c, nodeName, drainMark, now, false); err != nil {
+	if _, err := ApplyTo(context.Background(), c, get(t, c, nodeName), drainMark, now, false); err != nil {
 		t.Fatal(err)
 	}
 	if !get(t, c, nodeName).Spec.Unschedulable {
@@ -423,7 +431,7 @@ func TestRelease(t *testing.T) {
 			c := fake.NewClientset(tc.node)
 			ctx := context.Background()
 			if tc.mark != nil {
-				if _, err := Apply(ctx, c, nodeName, *tc.mark, now, false); err != nil {
+				if _, err := ApplyTo(ctx, c, get(t, c, nodeName), *tc.mark, now, false); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -482,7 +490,7 @@ func TestRelease(t *testing.T) {
 func TestReleaseDryRun(t *testing.T) {
 	c := fake.NewClientset(newNode(nodeName, ""))
 	ctx := context.Background()
-	if _, err := Apply(ctx, c, nodeName, drainMark, now, false); err != nil {
+	if _, err := ApplyTo(ctx, c, get(t, c, nodeName), drainMark, now, false); err != nil {
 		t.Fatal(err)
 	}
 	before := writes(c)

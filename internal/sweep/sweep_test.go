@@ -41,11 +41,11 @@ func nodeOf(id string, ready bool, since time.Time) corev1.Node {
 	}
 }
 
-// marked returns n with a node-drainer mark of cause, as node.Apply writes it.
+// marked returns n with a node-drainer mark of cause, as node.ApplyTo writes it.
 func marked(t *testing.T, n corev1.Node, cause node.Cause, expires time.Time) corev1.Node {
 	t.Helper()
 	c := fake.NewClientset(&n)
-	if _, err := node.Apply(context.Background(), c, n.Name, node.Mark{Cause: cause, Cordon: true, Expires: expires}, now.Add(-2*time.Hour), false); err != nil {
+	if _, err := node.ApplyTo(context.Background(), c, &n, node.Mark{Cause: cause, Cordon: true, Expires: expires}, now.Add(-2*time.Hour), false); err != nil {
 		t.Fatal(err)
 	}
 	got, err := c.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{})

@@ -45,7 +45,7 @@ func TestMakeDist(t *testing.T) {
 		"node-drainer-" + version + "-arm64.zip": elf.EM_AARCH64,
 		"node-drainer-" + version + "-amd64.zip": elf.EM_X86_64,
 	}
-	release := []string{"SHA256SUMS", "template.yaml", "README.md", RBACMain, RBACLeaseNamespace, RBACDeleteNodes}
+	release := []string{"SHA256SUMS", "template.yaml", "README.md", "LICENSE", RBACMain, RBACLeaseNamespace, RBACDeleteNodes}
 	for name := range zips {
 		release = append(release, name)
 	}
@@ -230,12 +230,18 @@ func TestMakeDist(t *testing.T) {
 		}
 	})
 
-	for _, name := range []string{RBACMain, RBACLeaseNamespace, RBACDeleteNodes} {
+	// the files copied as they are: the cluster's RBAC, and the readme and
+	// licence SAR's metadata names (the packaged template's ReadmeUrl and
+	// LicenseUrl, beside it)
+	for name, src := range map[string]string{
+		RBACMain: "terraform/kubernetes/" + RBACMain, RBACLeaseNamespace: "terraform/kubernetes/" + RBACLeaseNamespace,
+		RBACDeleteNodes: "terraform/kubernetes/" + RBACDeleteNodes, "README.md": "README.md", "LICENSE": "LICENSE",
+	} {
 		t.Run(name, func(t *testing.T) {
-			a, _ := os.ReadFile(filepath.Join(root, "terraform", "kubernetes", name))
+			a, errA := os.ReadFile(filepath.Join(root, filepath.FromSlash(src)))
 			b, err := os.ReadFile(filepath.Join(first, name))
-			if err != nil || !bytes.Equal(a, b) {
-				t.Errorf("%s is not terraform/kubernetes/%s (%v)", name, name, err)
+			if errA != nil || err != nil || !bytes.Equal(a, b) {
+				t.Errorf("%s is not %s (%v, %v)", name, src, errA, err)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -264,8 +265,12 @@ func TestTerraformDurationsValidated(t *testing.T) {
 	n := 0
 	for name, p := range params {
 		raw, _ := p["AllowedPattern"].(string)
-		if _, err := time.ParseDuration(fmt.Sprint(p["Default"])); err != nil || raw == "" {
+		def := fmt.Sprint(p["Default"])
+		if _, err := time.ParseDuration(def); err != nil || raw == "" {
 			continue
+		}
+		if _, err := strconv.ParseFloat(def, 64); err == nil {
+			continue // "0" parses as a duration too: a number with a pattern (ReservedConcurrency)
 		}
 		n++
 		v := SnakeCase(name)

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -45,7 +46,17 @@ var (
 	sarName   = regexp.MustCompile(`^[a-zA-Z0-9\-]{1,140}$`)
 	sarAuthor = regexp.MustCompile(`^[a-z0-9](([a-z0-9]|-(?:[a-z0-9]))*)?$`)
 	sarLabel  = regexp.MustCompile(`^[a-zA-Z0-9+\-_:/@]{1,127}$`)
+	// an SPDX licence identifier (spdx.org/licenses: letters, digits, '.',
+	// '-' and '+'); SAR refuses a public application without one
+	sarSpdx = regexp.MustCompile(`^[A-Za-z0-9.\-+]{1,100}$`)
 )
+
+// licenceFirstLines is how each licence the template may name begins, after
+// blank lines and indentation: LicenseUrl's file has to be the licence
+// SpdxLicenseId names.
+var licenceFirstLines = map[string][]string{
+	"Apache-2.0": {"Apache License", "Version 2.0, January 2004"},
+}
 
 // sarProblems lists what SAR would refuse in the template at path.
 func sarProblems(path string) ([]string, error) {
@@ -84,6 +95,28 @@ func sarProblems(path string) ([]string, error) {
 	for _, l := range labels {
 		if s, _ := l.(string); !sarLabel.MatchString(s) {
 			bad("metadata label %v: 1-127 of [a-zA-Z0-9+-_:/@]", l)
+		}
+	}
+	// a public application needs both (SAR: "SpdxLicenseId ... LicenseUrl
+	// ... required for public applications"); LicenseUrl is uploaded by
+	// sam package like ReadmeUrl
+	spdx, licence := str("SpdxLicenseId"), str("LicenseUrl")
+	if !sarSpdx.MatchString(spdx) {
+		bad("metadata SpdxLicenseId %q: a public application needs an SPDX licence identifier", spdx)
+	}
+	if licence == "" {
+		bad("metadata LicenseUrl: missing, a public application needs the licence's file")
+	} else if want, known := licenceFirstLines[spdx]; !known {
+		bad("metadata SpdxLicenseId %q: not a licence this check knows the text of (%v)", spdx, slices.Sorted(maps.Keys(licenceFirstLines)))
+	} else if data, err := os.ReadFile(filepath.Join(filepath.Dir(path), licence)); err == nil {
+		var got []string
+		for _, l := range strings.Split(string(data), "\n") {
+			if l = strings.TrimSpace(l); l != "" && len(got) < len(want) {
+				got = append(got, l)
+			}
+		}
+		if !slices.Equal(got, want) {
+			bad("metadata LicenseUrl %q: begins %q, not the %s licence (%q)", licence, got, spdx, want)
 		}
 	}
 	for _, k := range []string{"ReadmeUrl", "LicenseUrl"} {
@@ -126,13 +159,29 @@ func TestServerlessRepoCheckDetects(t *testing.T) {
 		{"an upper-case author", "    Author: node-drainer\n", "    Author: Node-Drainer\n", "Author"},
 		{"a label with a space", "    Labels: [kubernetes,", "    Labels: [kubernetes nodes,", "label"},
 		{"a missing readme", "    ReadmeUrl: README.md\n", "    ReadmeUrl: READ.md\n", "ReadmeUrl"},
+		{"no licence identifier", "    SpdxLicenseId: Apache-2.0\n", "", "SpdxLicenseId"},
+		{"no licence file named", "    LicenseUrl: LICENSE\n", "", "LicenseUrl: missing"},
+		{"a missing licence file", "    LicenseUrl: LICENSE\n", "    LicenseUrl: LICENCE\n", "LicenseUrl \"LICENCE\": sam package"},
+		{"another licence's identifier", "    SpdxLicenseId: Apache-2.0\n", "    SpdxLicenseId: MIT\n", "SpdxLicenseId \"MIT\""},
+		{"another licence's text", appendTag, "MIT License\n", "not the Apache-2.0 licence"},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			root := copyTree(t)
 			if err := os.WriteFile(filepath.Join(root, "README.md"), nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			mutate(t, root, "template.yaml", m.old, m.new)
+			licence, err := os.ReadFile(filepath.Join(repoRoot, "LICENSE"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.old == appendTag { // the licence file's text is m.new
+				licence = []byte(m.new)
+			} else {
+				mutate(t, root, "template.yaml", m.old, m.new)
+			}
+			if err := os.WriteFile(filepath.Join(root, "LICENSE"), licence, 0o644); err != nil {
+				t.Fatal(err)
+			}
 			problems, err := sarProblems(filepath.Join(root, "template.yaml"))
 			if err != nil {
 				t.Fatal(err)

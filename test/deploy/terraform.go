@@ -793,6 +793,7 @@ func tfFunctions() map[string]function.Function {
 		"regex":      stdlib.RegexFunc,
 		"min":        stdlib.MinFunc,
 		"max":        stdlib.MaxFunc,
+		"floor":      stdlib.FloorFunc,
 		"tostring":   to(cty.String),
 		"tonumber":   to(cty.Number),
 		"tobool":     to(cty.Bool),

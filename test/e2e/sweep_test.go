@@ -120,7 +120,7 @@ func TestSweepLiftsLapsedCordonOnly(t *testing.T) {
 	s := swScene(t, ctx, "sw-marks", 2)
 	ours, operators := s.insts[0], s.insts[1]
 	now := time.Now()
-	if _, err := node.Apply(ctx, env.Client, ours.PrivateDNSName, node.Mark{Cause: node.CauseRebalance, Cordon: true, Expires: now.Add(-time.Minute)}, now.Add(-2*time.Hour), false); err != nil {
+	if _, err := node.ApplyTo(ctx, env.Client, getNode(t, ctx, ours.PrivateDNSName), node.Mark{Cause: node.CauseRebalance, Cordon: true, Expires: now.Add(-time.Minute)}, now.Add(-2*time.Hour), false); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.SetUnschedulable(ctx, operators.PrivateDNSName, true); err != nil {
