@@ -535,7 +535,11 @@ func TestScheduledChangeClosed(t *testing.T) {
 		f := newFixture(t, nil, testNode(schedADNS, schedA))
 		f.now = now
 		f.ec2.instances[schedA] = ec2Instance(schedA, schedADNS, ec2types.InstanceStateNameRunning)
-		if _, err := node.Apply(context.Background(), f.kube, schedADNS, node.Mark{Cause: node.CauseRebalance, Cordon: true}, now, false); err != nil {
+		read, err := f.kube.CoreV1().Nodes().Get(context.Background(), schedADNS, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := node.ApplyTo(context.Background(), f.kube, read, node.Mark{Cause: node.CauseRebalance, Cordon: true}, now, false); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.handle(t, healthEvent(t, "upcoming", now.Add(48*time.Hour))); err != nil {

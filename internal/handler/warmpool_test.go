@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
@@ -26,7 +27,11 @@ func warmPoolNode(t *testing.T, e *env, since time.Time, stopped bool) {
 		marks = append(marks, node.Mark{Cause: node.CauseOutOfService, Cordon: true, OutOfService: true})
 	}
 	for _, m := range marks {
-		if _, err := node.Apply(t.Context(), e.kube, nodeName(idA), m, since, false); err != nil {
+		n, err := e.kube.CoreV1().Nodes().Get(t.Context(), nodeName(idA), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := node.ApplyTo(t.Context(), e.kube, n, m, since, false); err != nil {
 			t.Fatal(err)
 		}
 	}

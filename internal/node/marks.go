@@ -53,7 +53,7 @@ type Mark struct {
 	Guard func(context.Context) error
 }
 
-// Changes says which marks were set (by Apply) or removed (by Release) by
+// Changes says which marks were set (by ApplyTo) or removed (by Release) by
 // node-drainer.
 type Changes struct {
 	Cordoned     bool `json:"cordoned,omitempty"`
@@ -148,16 +148,11 @@ func Holds(n *corev1.Node, cause Cause) bool {
 	return ok && held
 }
 
-// Apply records m's cause on the node and sets what it asks. A mark that is
+// ApplyTo records m's cause on a node the caller has just read, whole (n,
+// as the apiserver returned it), and sets what it asks. A mark that is
 // already there and not recorded as ours was set by someone else: it stays
 // theirs. It returns the marks set now (none: the node was already marked,
-// so Apply is idempotent).
-func Apply(ctx context.Context, c kubernetes.Interface, name string, m Mark, now time.Time, dryRun bool) (Changes, error) {
-	return apply(ctx, c, name, nil, m, now, dryRun)
-}
-
-// ApplyTo is Apply for a node the caller has just read, whole (n, as the
-// apiserver returned it): the write is sent at once, at n's resourceVersion,
+// so ApplyTo is idempotent). The write is sent at once, at n's resourceVersion,
 // without reading the node first. A conflict (the node changed since) reads
 // it again; a node registered again under its name (another UID) is not
 // marked, and the error matches ErrReplaced. An n without a resourceVersion

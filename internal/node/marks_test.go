@@ -101,13 +101,13 @@ func TestApplyMarks(t *testing.T) {
 				t.Fatal(err)
 			}
 			if again.Any() {
-				t.Errorf("second Apply made %+v, want nothing", again)
+				t.Errorf("second ApplyTo made %+v, want nothing", again)
 			}
 			if w := writes(c) - before; w != 0 {
-				t.Errorf("second Apply wrote the node %d times", w)
+				t.Errorf("second ApplyTo wrote the node %d times", w)
 			}
 			if n2 := get(t, c, nodeName); !reflect.DeepEqual(n2.Spec, n.Spec) || !reflect.DeepEqual(n2.Annotations, n.Annotations) {
-				t.Errorf("second Apply changed the node:\n%+v\n%+v", n.Spec, n2.Spec)
+				t.Errorf("second ApplyTo changed the node:\n%+v\n%+v", n.Spec, n2.Spec)
 			}
 		})
 	}
