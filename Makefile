@@ -99,9 +99,10 @@ test-matrix: ## the integration suite on each release of MATRIX (each control pl
 	  NODE_DRAINER_K8S_VERSION=$$v $(MAKE) --no-print-directory integration; \
 	done
 
-test: ## all tests: gofmt, vet, golangci-lint, unit, the simulation (5,000 seeds), deploy checks, integration and faults on the real harness, then the real deploys
+test: ## all tests: gofmt, vet, the size limits, golangci-lint, unit, the simulation (5,000 seeds), deploy checks, integration and faults on the real harness, then the real deploys
 	$(MAKE) --no-print-directory fmt-check
 	$(MAKE) --no-print-directory vet
+	$(MAKE) --no-print-directory size
 	$(MAKE) --no-print-directory golangci
 	$(MAKE) --no-print-directory unit
 	$(MAKE) --no-print-directory sim SEEDS=5000

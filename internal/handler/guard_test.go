@@ -61,7 +61,7 @@ func TestGuardReadsAgain(t *testing.T) {
 		{name: "node registered again under the name", ec2: []reading{stopped},
 			setup: func(e *env) {
 				gets := 0
-				e.kube.PrependReactor("get", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				e.kube.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
 					gets++
 					if gets == 1 {
 						return false, nil, nil // the lookup sees the old node
@@ -74,7 +74,7 @@ func TestGuardReadsAgain(t *testing.T) {
 		{name: "providerID names another instance", ec2: []reading{stopped},
 			setup: func(e *env) {
 				gets := 0
-				e.kube.PrependReactor("get", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				e.kube.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
 					gets++
 					if gets == 1 {
 						return false, nil, nil

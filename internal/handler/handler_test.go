@@ -113,7 +113,7 @@ func TestTerminate(t *testing.T) {
 				time.AfterFunc(700*time.Millisecond, func() { _ = e.kube.Tracker().Delete(vaGVR, "", "csi-db") })
 			},
 			action: ActionDrained, results: []lifecycle.Result{lifecycle.Continue},
-			check: func(t *testing.T, e *env, out Outcome) {
+			check: func(t *testing.T, e *env, _ Outcome) {
 				if want := []string{"apps/late-1", "apps/web-1", "db/db-0"}; !reflect.DeepEqual(sorted(e.evicted), want) {
 					t.Errorf("evicted %v, want %v: the pod bound after the drain's list evicted before the completion", e.evicted, want)
 				}
@@ -123,7 +123,7 @@ func TestTerminate(t *testing.T) {
 			name: "volumes not detached in time: still CONTINUE, with a warning", objs: append(aNode(), attachment("csi-db", idA, "pv-db")), ec2: []reading{running},
 			setup:  func(e *env) { e.cfg.VolumeDetachTimeout = 100 * time.Millisecond },
 			action: ActionDrained, results: []lifecycle.Result{lifecycle.Continue},
-			check: func(t *testing.T, e *env, out Outcome) {
+			check: func(t *testing.T, e *env, _ Outcome) {
 				if got := e.events(t)[string(node.ReasonVolumesReleased)]; got != corev1.EventTypeWarning {
 					t.Errorf("volumes event %q, want a warning", got)
 				}
@@ -132,7 +132,7 @@ func TestTerminate(t *testing.T) {
 		{
 			name: "node missing: completed at once with CONTINUE", objs: nil, ec2: []reading{running},
 			action: ActionNoNode, results: []lifecycle.Result{lifecycle.Continue},
-			check: func(t *testing.T, e *env, out Outcome) {
+			check: func(t *testing.T, e *env, _ Outcome) {
 				if w := slices.DeleteFunc(e.writes(), func(w string) bool { return strings.Contains(w, "leases/") }); len(w) != 0 || e.asg.heartbeats != 0 {
 					t.Errorf("wrote %v, %d heartbeats", w, e.asg.heartbeats)
 				}
@@ -216,7 +216,7 @@ func TestTerminate(t *testing.T) {
 			name: "ASG not listed: ignored without asking EC2", objs: aNode(), ec2: []reading{running},
 			setup:  func(e *env) { e.cfg.ASGNames = []string{"other-nodes"} },
 			action: ActionIgnored,
-			check: func(t *testing.T, e *env, out Outcome) {
+			check: func(t *testing.T, e *env, _ Outcome) {
 				if w := e.writes(); len(w) != 0 || e.ec2.calls != 0 {
 					t.Errorf("wrote %v, %d EC2 calls", w, e.ec2.calls)
 				}
@@ -228,7 +228,7 @@ func TestTerminate(t *testing.T) {
 			// worst) finds it alive (the simulation, seed 11368)
 			name: "EC2 unreadable, any ASG: error, nothing done, the hook kept for the retry", objs: aNode(), ec2: []reading{throttled},
 			wantErr: true,
-			check: func(t *testing.T, e *env, out Outcome) {
+			check: func(t *testing.T, e *env, _ Outcome) {
 				if w := e.writes(); len(w) != 0 || e.asg.heartbeats != 1 {
 					t.Errorf("wrote %v, %d heartbeats; want nothing written, one heartbeat", w, e.asg.heartbeats)
 				}
@@ -238,7 +238,7 @@ func TestTerminate(t *testing.T) {
 			name: "EC2 unreadable, ASG listed: drained by providerID and completed", objs: aNode(), ec2: []reading{throttled},
 			setup:  func(e *env) { e.cfg.ASGNames = []string{asgName} },
 			action: ActionDrained, results: []lifecycle.Result{lifecycle.Continue},
-			check: func(t *testing.T, e *env, out Outcome) {
+			check: func(t *testing.T, _ *env, out Outcome) {
 				if len(out.PodsDeleted) != 0 || len(out.Evicted) != 2 {
 					t.Errorf("evicted %v, force-deleted %v: want a graceful drain", out.Evicted, out.PodsDeleted)
 				}
@@ -530,7 +530,7 @@ func TestStateChange(t *testing.T) {
 		{name: "stopping, then stopped", state: "stopping", ec2: []reading{stopping, stopping, stopped}, action: ActionReleased, forced: true},
 		{name: "still stopping at the wait's end: not forced", state: "stopping", ec2: []reading{stopping},
 			setup: func(e *env) { e.cfg.StoppingWaitTimeout = 50 * time.Millisecond }, action: ActionNotForced,
-			check: func(t *testing.T, e *env, out Outcome) {
+			check: func(t *testing.T, e *env, _ Outcome) {
 				if e.events(t)[string(node.ReasonNotForced)] != corev1.EventTypeWarning {
 					t.Errorf("events %v: want the refusal recorded", e.events(t))
 				}
@@ -546,7 +546,7 @@ func TestStateChange(t *testing.T) {
 		{name: "pending needs nothing", state: "pending", ec2: []reading{running}, action: ActionIgnored},
 		{name: "dry run: says what, does nothing", state: "stopped", ec2: []reading{stopped}, action: ActionReleased,
 			setup: func(e *env) { e.cfg.DryRun = true },
-			check: func(t *testing.T, e *env, out Outcome) {
+			check: func(t *testing.T, _ *env, out Outcome) {
 				if len(out.PodsDeleted) != 2 || len(out.AttachmentsDeleted) != 1 {
 					t.Errorf("outcome %+v: want what would be deleted", out)
 				}

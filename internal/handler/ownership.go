@@ -70,7 +70,7 @@ const (
 type verdict int
 
 const (
-	verdictUndecided verdict = iota // a reading is needed first (ownership.need)
+	_ verdict = iota // the zero value: undecided, a reading is needed first (ownership.need)
 	// verdictNotOurs: not ours (rules 4, 14); nothing is done. why says
 	// so, or is empty when the EC2 reading said it (the instance is not
 	// the cluster's).

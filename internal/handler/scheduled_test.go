@@ -98,7 +98,7 @@ func (f *scFakeASG) RecordLifecycleActionHeartbeat(context.Context, *autoscaling
 	return &autoscaling.RecordLifecycleActionHeartbeatOutput{}, nil
 }
 
-func (f *scFakeASG) DescribeLifecycleHooks(_ context.Context, in *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
+func (f *scFakeASG) DescribeLifecycleHooks(_ context.Context, _ *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
 	return &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: []astypes.LifecycleHook{{HeartbeatTimeout: aws.Int32(300)}}}, nil
 }
 
@@ -376,7 +376,7 @@ func TestSpotWarningForGoneInstance(t *testing.T) {
 		name string
 		ec2  func(f *fixture)
 	}{
-		{"unknown to EC2", func(f *fixture) {}},
+		{"unknown to EC2", func(*fixture) {}},
 		{"terminated", func(f *fixture) {
 			f.ec2.instances[spotID] = ec2Instance(spotID, "", ec2types.InstanceStateNameTerminated)
 		}},

@@ -27,7 +27,7 @@ type cfnServer struct {
 
 func newCFNServer(t *testing.T) *cfnServer {
 	s := &cfnServer{answers: make(chan cfn.Response, 4)}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.Server = httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		var resp cfn.Response
 		body, _ := io.ReadAll(r.Body)
 		if r.Method != http.MethodPut || json.Unmarshal(body, &resp) != nil {
