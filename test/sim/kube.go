@@ -68,13 +68,16 @@ type kube struct {
 	w       *World
 	tracker *versioned // client-go's tracker, with the apiserver's resourceVersions
 
-	mu      sync.Mutex
-	nodes   map[string]*simNode // by name
-	names   int                 // replacement pods made
-	uids    int                 // UIDs given to objects created through the API
-	pdbMin  map[string]int32
-	bound   map[string]int           // pods bound to each node so far (I11: a node empty since)
-	boundAt map[string]time.Duration // when each pod (namespace/name) was last bound (I1)
+	mu    sync.Mutex
+	nodes map[string]*simNode // by name
+	names int                 // replacement pods made
+	uids  int                 // UIDs given to objects created through the API
+	// contended are the pods whose last eviction was answered 409 by
+	// their PDB's contention, and when (I12)
+	contended map[ktypes.UID]time.Duration
+	pdbMin    map[string]int32
+	bound     map[string]int           // pods bound to each node so far (I11: a node empty since)
+	boundAt   map[string]time.Duration // when each pod (namespace/name) was last bound (I1)
 	// gen counts the changes the controllers react to (pods, nodes, PDBs,
 	// attachments; not Lease renewals): a controller pass with nothing new
 	// to see is skipped, which is most of them
@@ -104,12 +107,13 @@ func (k *kube) bump() {
 
 func newKube(w *World) *kube {
 	return &kube{
-		w:       w,
-		tracker: newVersioned(),
-		nodes:   map[string]*simNode{},
-		pdbMin:  map[string]int32{},
-		bound:   map[string]int{},
-		boundAt: map[string]time.Duration{},
+		w:         w,
+		tracker:   newVersioned(),
+		nodes:     map[string]*simNode{},
+		pdbMin:    map[string]int32{},
+		contended: map[ktypes.UID]time.Duration{},
+		bound:     map[string]int{},
+		boundAt:   map[string]time.Duration{},
 	}
 }
 
@@ -483,6 +487,9 @@ func (k *kube) serve(inv *invocation, a k8stesting.Action, objects k8stesting.Re
 			if _, pdb := obj.(*policyv1.PodDisruptionBudget); pdb && m.GetGeneration() == 0 {
 				m.SetGeneration(1)
 			}
+			if p, ok := obj.(*corev1.Pod); ok && p.Status.Phase == "" {
+				p.Status.Phase = corev1.PodPending
+			}
 		}
 	case a.GetVerb() == "update":
 		// optimistic concurrency: an update names the version it read
@@ -641,14 +648,21 @@ func objKey(obj runtime.Object) string {
 // continueToken is what a page's continue token holds: the list's
 // resourceVersion, and the key it ended at.
 type continueToken struct {
-	RV    uint64 `json:"rv"`
-	Start string `json:"start"`
+	RV    uint64        `json:"rv"`
+	Start string        `json:"start"`
+	At    time.Duration `json:"at"` // when the page was served (the world's time)
 }
+
+// snapshotsKept is how long the watch cache keeps the snapshot a continue
+// token is served from (its eventFreshDuration): a token younger than this
+// is served even past etcd's compaction.
+const snapshotsKept = 75 * time.Second
 
 // page cuts a list to its Limit from its continue token's key, as the
 // apiserver pages a list read from etcd: the next page's token, and how
 // many items remain, are set on list. A token whose resourceVersion was
-// compacted away is refused (410), as etcd refuses the read at it. Unlike
+// compacted away is refused (410), as etcd refuses the read at it, once the
+// watch cache no longer keeps its snapshot (snapshotsKept). Unlike
 // the apiserver's, the pages are not one snapshot: each is read as the
 // world is then.
 func (k *kube) page(a k8stesting.ListActionImpl, list runtime.Object, items []runtime.Object) ([]runtime.Object, error) {
@@ -666,7 +680,7 @@ func (k *kube) page(a k8stesting.ListActionImpl, list runtime.Object, items []ru
 		if err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("continue key is not valid: %v", err))
 		}
-		if k.tracker.compactedPast(tok.RV) {
+		if k.tracker.compactedPast(tok.RV) && k.w.now()-tok.At > snapshotsKept {
 			return nil, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue value from the response to get an inconsistent list.")
 		}
 		rv = tok.RV
@@ -677,7 +691,7 @@ func (k *kube) page(a k8stesting.ListActionImpl, list runtime.Object, items []ru
 	la.SetContinue("")
 	la.SetRemainingItemCount(nil)
 	if lim := int(a.ListOptions.Limit); lim > 0 && len(items) > lim {
-		raw, _ := json.Marshal(continueToken{RV: rv, Start: objKey(items[lim-1])})
+		raw, _ := json.Marshal(continueToken{RV: rv, Start: objKey(items[lim-1]), At: k.w.now()})
 		la.SetContinue(base64.RawURLEncoding.EncodeToString(raw))
 		left := int64(len(items) - lim)
 		la.SetRemainingItemCount(&left)
@@ -844,6 +858,11 @@ func (k *kube) evict(inv *invocation, ev *policyv1.Eviction) (bool, runtime.Obje
 	p := obj.(*corev1.Pod)
 	o := ev.DeleteOptions
 	dry := o != nil && slices.Contains(o.DryRun, metav1.DryRunAll)
+	if !dry {
+		k.mu.Lock()
+		delete(k.contended, p.UID) // asked again
+		k.mu.Unlock()
+	}
 	var uidErr error
 	if o != nil && o.Preconditions != nil && o.Preconditions.UID != nil && *o.Preconditions.UID != "" && *o.Preconditions.UID != p.UID {
 		uidErr = apierrors.NewConflict(schema.GroupResource{Resource: "Pod"}, p.Name,
@@ -888,6 +907,9 @@ func (k *kube) evict(inv *invocation, ev *policyv1.Eviction) (bool, runtime.Obje
 			return true, nil, tooManyRequests(b.Name, fmt.Sprintf("The disruption budget %s needs %d healthy pods and has %d currently", b.Name, b.Status.DesiredHealthy, b.Status.CurrentHealthy), 0)
 		case !dry && k.w.roll(inv.id+"/pdb-contention/"+p.Name) < k.w.Plan.EvictConflict:
 			k.w.tracef("%s: evict %s/%s -> 409: PDB %s's status write lost to other writers", inv.id, p.Namespace, p.Name, b.Name)
+			k.mu.Lock()
+			k.contended[p.UID] = k.w.now()
+			k.mu.Unlock()
 			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "policy", Resource: "poddisruptionbudgets"}, b.Name,
 				errors.New("the object has been modified; please apply your changes to the latest version and try again"))
 		case !dry:
@@ -911,6 +933,15 @@ func (k *kube) evict(inv *invocation, ev *policyv1.Eviction) (bool, runtime.Obje
 	k.w.inv.evicted(inv, p)
 	k.w.tracef("%s: evict %s/%s (on %s)", inv.id, p.Namespace, p.Name, p.Spec.NodeName)
 	return k.graceful(p, o)
+}
+
+// contendedAt is when the last eviction of the pod uid was answered 409 by
+// its PDB's contention (ok false: not so, or asked again since).
+func (k *kube) contendedAt(uid ktypes.UID) (time.Duration, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	at, ok := k.contended[uid]
+	return at, ok
 }
 
 // tooManyRequests is the Eviction API's 429, its cause naming the budget.
@@ -1180,6 +1211,9 @@ func (k *kube) reconcileWorkloads() {
 	}
 	for _, p := range pods {
 		if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			if !k.fits(p) {
+				continue // a node selector no node matches: Pending
+			}
 			if on := pick(); on != "" {
 				p.Spec.NodeName = on
 				if !strings.HasPrefix(p.Name, "db-") {
@@ -1191,6 +1225,20 @@ func (k *kube) reconcileWorkloads() {
 			}
 		}
 	}
+}
+
+// fits reports whether some node's labels match the pod's node selector
+// (the scheduler leaves a pod no node fits Pending).
+func (k *kube) fits(p corev1.Pod) bool {
+	if len(p.Spec.NodeSelector) == 0 {
+		return true
+	}
+	for _, n := range k.alive() {
+		if obj := k.getNode(n.name); obj != nil && labels.SelectorFromSet(p.Spec.NodeSelector).Matches(labels.Set(obj.Labels)) {
+			return true
+		}
+	}
+	return false
 }
 
 // reconcileAttachments is the attach/detach controller: a volume is
@@ -1379,6 +1427,13 @@ func (k *kube) updatePDBs() {
 		}
 		s := policyv1.PodDisruptionBudgetStatus{ObservedGeneration: b.Generation, CurrentHealthy: up, DesiredHealthy: want,
 			ExpectedPods: expected, DisruptionsAllowed: max(0, up-want)}
+		percent := b.Spec.MinAvailable != nil && b.Spec.MinAvailable.Type == intstr.String
+		if (b.Spec.MaxUnavailable != nil || percent) && slices.ContainsFunc(selected, func(p corev1.Pod) bool { return metav1.GetControllerOf(&p) == nil }) {
+			// the scale comes from the pods' controllers: a pod without one
+			// fails the controller's sync, which then allows nothing
+			s = b.Status
+			s.DisruptionsAllowed = 0
+		}
 		if len(disrupted) > 0 {
 			s.DisruptedPods = disrupted
 		}

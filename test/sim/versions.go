@@ -91,15 +91,26 @@ func (v *versioned) Add(obj runtime.Object) error {
 	return v.write(gvr, watch.Added, obj, func() error { return v.ObjectTracker.Add(obj) })
 }
 
+// inNamespace gives obj the namespace of the request that writes it, as the
+// tracker gives its own copy: a watch of the namespace must see the write.
+func inNamespace(obj runtime.Object, ns string) {
+	if m, err := meta.Accessor(obj); err == nil && m.GetNamespace() == "" {
+		m.SetNamespace(ns)
+	}
+}
+
 func (v *versioned) Create(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.CreateOptions) error {
+	inNamespace(obj, ns)
 	return v.write(gvr, watch.Added, obj, func() error { return v.ObjectTracker.Create(gvr, obj, ns, opts...) })
 }
 
 func (v *versioned) Update(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.UpdateOptions) error {
+	inNamespace(obj, ns)
 	return v.write(gvr, watch.Modified, obj, func() error { return v.ObjectTracker.Update(gvr, obj, ns, opts...) })
 }
 
 func (v *versioned) Patch(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.PatchOptions) error {
+	inNamespace(obj, ns)
 	return v.write(gvr, watch.Modified, obj, func() error { return v.ObjectTracker.Patch(gvr, obj, ns, opts...) })
 }
 

@@ -37,6 +37,7 @@ type World struct {
 	act     sync.Mutex
 	t0      time.Time
 	stopped bool
+	quiet   bool              // no event reaches a function (a Lab)
 	counts  map[string]uint64 // draws made per key (see roll)
 	trace   []string
 	steps   int
