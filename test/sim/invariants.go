@@ -46,7 +46,7 @@ var Names = [numInvariants + 1]string{"",
 	"I9 no call after the invocation's deadline",
 	"I10 a terminated instance's ReadWriteOnce volumes released within 15 minutes",
 	"I11 no invocation waits on a node's pods that are all gone: it completes the terminate hook or ends within VOLUME_DETACH_TIMEOUT + 2 minutes",
-	"I12 no pod is given up on after an eviction's 409 while it is still there: it is evicted again before its node's terminate hook is completed",
+	"I12 no pod is given up on after an eviction's 409 while it is still there: once its PDB allows a disruption for a minute, it is evicted again before its node's terminate hook is completed",
 }
 
 // releaseBound is I10's bound: events may be lost (the sweep, every 5
@@ -184,7 +184,8 @@ func (v *Invariants) completing(inv *invocation, ac *action, result string) {
 
 // givenUp checks, as the function completes the terminate hook ac, that no
 // pod still on its node had its last eviction answered 409 by a PDB's
-// contention (the pod there all along): the drain was to ask again (I12).
+// contention (the pod there all along) and was not asked again though its
+// PDB allowed a disruption for a minute since (I12).
 func (v *Invariants) givenUp(inv *invocation, ac *action) {
 	n := v.w.kube.nodeByID(ac.instance)
 	if n == nil {
@@ -196,7 +197,7 @@ func (v *Invariants) givenUp(inv *invocation, ac *action) {
 			continue
 		}
 		if at, ok := v.w.kube.contendedAt(p.UID); ok {
-			v.violate(I12, "%s completed %s of %s with %s: %s/%s still on %s, not evicted again since its eviction's 409 at %.3fs",
+			v.violate(I12, "%s completed %s of %s with %s: %s/%s still on %s, not evicted again since its eviction's 409 at %.3fs, though its PDB allowed it",
 				inv.id, ac.hook.name, ac.instance, "its hook", p.Namespace, p.Name, n.name, at.Seconds())
 		}
 	}

@@ -75,9 +75,14 @@ type kube struct {
 	// contended are the pods whose last eviction was answered 409 by
 	// their PDB's contention, and when (I12)
 	contended map[ktypes.UID]time.Duration
-	pdbMin    map[string]int32
-	bound     map[string]int           // pods bound to each node so far (I11: a node empty since)
-	boundAt   map[string]time.Duration // when each pod (namespace/name) was last bound (I1)
+	// allowedFrom is, for a contended pod, since when its PDB has allowed a
+	// disruption without a break; allowedLong, that it did for a minute
+	// at least (the drain was to ask again then)
+	allowedFrom map[ktypes.UID]time.Duration
+	allowedLong map[ktypes.UID]bool
+	pdbMin      map[string]int32
+	bound       map[string]int           // pods bound to each node so far (I11: a node empty since)
+	boundAt     map[string]time.Duration // when each pod (namespace/name) was last bound (I1)
 	// gen counts the changes the controllers react to (pods, nodes, PDBs,
 	// attachments; not Lease renewals): a controller pass with nothing new
 	// to see is skipped, which is most of them
@@ -107,13 +112,15 @@ func (k *kube) bump() {
 
 func newKube(w *World) *kube {
 	return &kube{
-		w:         w,
-		tracker:   newVersioned(),
-		nodes:     map[string]*simNode{},
-		pdbMin:    map[string]int32{},
-		contended: map[ktypes.UID]time.Duration{},
-		bound:     map[string]int{},
-		boundAt:   map[string]time.Duration{},
+		w:           w,
+		tracker:     newVersioned(),
+		nodes:       map[string]*simNode{},
+		pdbMin:      map[string]int32{},
+		contended:   map[ktypes.UID]time.Duration{},
+		allowedFrom: map[ktypes.UID]time.Duration{},
+		allowedLong: map[ktypes.UID]bool{},
+		bound:       map[string]int{},
+		boundAt:     map[string]time.Duration{},
 	}
 }
 
@@ -861,6 +868,8 @@ func (k *kube) evict(inv *invocation, ev *policyv1.Eviction) (bool, runtime.Obje
 	if !dry {
 		k.mu.Lock()
 		delete(k.contended, p.UID) // asked again
+		delete(k.allowedFrom, p.UID)
+		delete(k.allowedLong, p.UID)
 		k.mu.Unlock()
 	}
 	var uidErr error
@@ -935,13 +944,44 @@ func (k *kube) evict(inv *invocation, ev *policyv1.Eviction) (bool, runtime.Obje
 	return k.graceful(p, o)
 }
 
+// noteAllowed notes, for the contended pods among pods, whether their PDB
+// allows a disruption now (I12).
+func (k *kube) noteAllowed(pods []corev1.Pod, allowed bool) {
+	now := k.w.now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, p := range pods {
+		if _, ok := k.contended[p.UID]; !ok {
+			continue
+		}
+		from, was := k.allowedFrom[p.UID]
+		switch {
+		case allowed && !was:
+			k.allowedFrom[p.UID] = now
+		case !allowed && was:
+			if now-from >= allowedLong {
+				k.allowedLong[p.UID] = true
+			}
+			delete(k.allowedFrom, p.UID)
+		}
+	}
+}
+
+// allowedLong is how long a PDB allowing a disruption shows that a drain
+// which still meant to evict a pod it covers did not ask: a waiting drain
+// asks within seconds, and another pod's eviction spends the allowance.
+const allowedLong = time.Minute
+
 // contendedAt is when the last eviction of the pod uid was answered 409 by
-// its PDB's contention (ok false: not so, or asked again since).
+// its PDB's contention, provided its PDB has since allowed a disruption for
+// allowedLong with no new eviction of it (ok false: not so).
 func (k *kube) contendedAt(uid ktypes.UID) (time.Duration, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	at, ok := k.contended[uid]
-	return at, ok
+	from, allowing := k.allowedFrom[uid]
+	long := k.allowedLong[uid] || (allowing && k.w.now()-from >= allowedLong)
+	return at, ok && long
 }
 
 // tooManyRequests is the Eviction API's 429, its cause naming the budget.
@@ -1437,6 +1477,7 @@ func (k *kube) updatePDBs() {
 		if len(disrupted) > 0 {
 			s.DisruptedPods = disrupted
 		}
+		k.noteAllowed(selected, s.DisruptionsAllowed > 0)
 		if !equality.Semantic.DeepEqual(b.Status, s) {
 			b.Status = s
 			_ = k.update(gvrPDBs, &b, b.Namespace)
