@@ -16,6 +16,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -39,6 +40,7 @@ var Behaviours = []Behaviour{
 	{"nodes/field-selector spec.unschedulable served", nodesByUnschedulable},
 	{"volumeattachments/field-selector spec.nodeName refused 400", vaByNode},
 	{"volumeattachments/field-selector metadata.name served", vaByName},
+	{"volumeattachments/attached by the attacher, a deleted one stays until it detaches (finalizer), then gone", vaDetachFinalizer},
 	{"create gives a UID, a creationTimestamp and a resourceVersion", createStamps},
 	{"update at an old resourceVersion 409", updateOldRV},
 	{"delete with a UID precondition that fails 409, the object kept", deleteUIDPrecondition},
@@ -268,6 +270,43 @@ func vaByNode(ctx context.Context, s Side, _ string) error {
 func vaByName(ctx context.Context, s Side, _ string) error {
 	_, err := s.Kube().StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=none"})
 	return err
+}
+
+func vaDetachFinalizer(ctx context.Context, s Side, _ string) error {
+	vas := s.Kube().StorageV1().VolumeAttachments()
+	pv := "pv-conformance"
+	va := &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: "conformance-va"},
+		Spec: storagev1.VolumeAttachmentSpec{Attacher: "ebs.csi.aws.com", NodeName: s.Nodes()[0],
+			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv}}}
+	if _, err := vas.Create(ctx, va, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if err := eventually(ctx, s, 30*time.Second, func() error {
+		got, err := vas.Get(ctx, va.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !got.Status.Attached || len(got.Finalizers) == 0 {
+			return fmt.Errorf("attached %v, finalizers %v", got.Status.Attached, got.Finalizers)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := vas.Delete(ctx, va.Name, metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	got, err := vas.Get(ctx, va.Name, metav1.GetOptions{})
+	if err != nil || got.DeletionTimestamp == nil {
+		return fmt.Errorf("right after its delete: %v (deletionTimestamp %v): want it there, being detached", err, got.GetDeletionTimestamp())
+	}
+	return eventually(ctx, s, 30*time.Second, func() error {
+		_, err := vas.Get(ctx, va.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
+	})
 }
 
 // Cluster: writes and their versions.

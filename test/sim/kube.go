@@ -298,11 +298,68 @@ func (k *kube) attach(app, on string) {
 	pv := "pv-" + app
 	defer k.bump()
 	k.add((&storagev1.VolumeAttachment{
-		ObjectMeta: metav1.ObjectMeta{Name: "va-" + app + "-" + on, UID: ktypes.UID(fmt.Sprintf("va-%s-%s-%d", app, on, k.w.now().Microseconds()))},
+		ObjectMeta: metav1.ObjectMeta{Name: "va-" + app + "-" + on, UID: ktypes.UID(fmt.Sprintf("va-%s-%s-%d", app, on, k.w.now().Microseconds())),
+			Finalizers: []string{attacherFinalizer}},
 		Spec: storagev1.VolumeAttachmentSpec{Attacher: "ebs.csi.aws.com", NodeName: on,
 			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv}},
 		Status: storagev1.VolumeAttachmentStatus{Attached: true},
 	}))
+}
+
+// attacherFinalizer is the CSI external-attacher's finalizer on the
+// attachments it attached: a deleted attachment stays, deletionTimestamp
+// set, until the attacher has detached the volume and dropped it.
+const attacherFinalizer = "external-attacher/ebs-csi-aws-com"
+
+// detachTakes is how long the attacher takes to detach a deleted
+// attachment's volume.
+const detachTakes = 800 * time.Millisecond
+
+// deleteVA deletes an attachment as the apiserver does one with a
+// finalizer: deletionTimestamp now, gone once the attacher detached it.
+func (k *kube) deleteVA(name string) error {
+	obj, err := k.tracker.Get(gvrVAs, "", name)
+	if err != nil {
+		return err
+	}
+	va := obj.(*storagev1.VolumeAttachment)
+	if len(va.Finalizers) == 0 {
+		return k.delete(gvrVAs, "", name)
+	}
+	if va.DeletionTimestamp != nil {
+		return nil // being detached
+	}
+	now := metav1.Now()
+	va.DeletionTimestamp = &now
+	if err := k.update(gvrVAs, va, ""); err != nil {
+		return err
+	}
+	uid := va.UID
+	k.w.after(detachTakes+k.w.jitter("detach/"+name), func() {
+		obj, err := k.tracker.Get(gvrVAs, "", name)
+		if err != nil || obj.(*storagev1.VolumeAttachment).UID != uid {
+			return
+		}
+		if k.delete(gvrVAs, "", name) == nil {
+			k.w.tracef("world: attacher detached %s, attachment gone", name)
+		}
+	})
+	return nil
+}
+
+// reconcileAttacher is the CSI external-attacher for the attachments made
+// through the API: attached, its finalizer added.
+func (k *kube) reconcileAttacher() {
+	for _, va := range k.vas() {
+		if va.DeletionTimestamp != nil || va.Status.Attached {
+			continue
+		}
+		va.Status.Attached = true
+		if !slices.Contains(va.Finalizers, attacherFinalizer) {
+			va.Finalizers = append(va.Finalizers, attacherFinalizer)
+		}
+		_ = k.update(gvrVAs, &va, "")
+	}
 }
 
 // Reading the world's own state (no faults, no invariant: the truth).
@@ -517,6 +574,9 @@ func (k *kube) serve(inv *invocation, a k8stesting.Action, objects k8stesting.Re
 		if err := k.preconditions(a); err != nil {
 			return true, nil, err
 		}
+		if a.GetResource().Resource == "volumeattachments" {
+			return k.deleteAttachment(inv, a)
+		}
 	}
 	if !isWrite(a.GetVerb()) {
 		return objects(a)
@@ -539,6 +599,23 @@ func (k *kube) serve(inv *invocation, a k8stesting.Action, objects k8stesting.Re
 		}
 	}
 	return handled, obj, err
+}
+
+// deleteAttachment is a DELETE of a VolumeAttachment through the API, with
+// the invariants' checks of any write: it stays until the attacher
+// detached it (deleteVA).
+func (k *kube) deleteAttachment(inv *invocation, a k8stesting.Action) (bool, runtime.Object, error) {
+	before := k.before(a)
+	if err := k.w.inv.beforeWrite(inv, a, before); err != nil {
+		return true, nil, err
+	}
+	if err := k.deleteVA(a.(k8stesting.DeleteActionImpl).Name); err != nil {
+		return true, nil, err
+	}
+	k.w.inv.touch(inv)
+	k.w.tracef("%s: %s", inv.id, describeAction(a))
+	k.w.inv.afterWrite(inv, a, before)
+	return true, nil, nil
 }
 
 // preconditions are a delete's: the UID and resourceVersion it names.
@@ -1091,6 +1168,7 @@ func (k *kube) reconcile() {
 	k.mu.Unlock()
 	k.reconcileWorkloads()
 	k.reconcileKubelets()
+	k.reconcileAttacher()
 	k.reconcileAttachments()
 	k.reconcileNodes()
 	k.updatePDBs()
@@ -1315,7 +1393,7 @@ func (k *kube) reconcileAttachments() {
 			obj := k.getNode(on)
 			outOfService := obj != nil && slices.ContainsFunc(obj.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService })
 			if !users[on] && (obj == nil || outOfService || (n != nil && n.alive)) {
-				if k.delete(gvrVAs, "", va.Name) == nil {
+				if va.DeletionTimestamp == nil && k.deleteVA(va.Name) == nil {
 					k.w.tracef("world: detached %s from %s", app, on)
 				}
 				continue
