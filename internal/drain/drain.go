@@ -444,10 +444,23 @@ func (d *Drainer) evict(ctx context.Context, r *run, p corev1.Pod, grace time.Du
 			r.set(p.UID, stateAccepted, nil)
 			return nil
 		case apierrors.IsConflict(err):
-			// the UID precondition failed: the pod we meant is gone, and one
-			// of the same name (a StatefulSet's replacement) is not ours
-			r.set(p.UID, stateAccepted, nil)
-			return nil
+			// a 409 is one of two things (1.35's eviction handler,
+			// pkg/registry/core/pod/storage/eviction.go): the UID
+			// precondition failed (the pod we meant is gone, one of the
+			// same name, a StatefulSet's replacement, is not ours), or the
+			// PDB's status write lost 20 tries 500 ms apart to other
+			// writers (contention: the pod is still ours and still there).
+			// Only a fresh read tells them apart.
+			if there, rerr := d.stillThere(ctx, p); rerr == nil && !there {
+				r.set(p.UID, stateAccepted, nil)
+				return nil
+			}
+			// still there (or the read failed: the next eviction asks
+			// again): as a 429, wait for the PDB to change, paced
+			r.set(p.UID, stateBlocked, nil)
+			if !r.waitPDBChange(ctx, p, cluster.Pause(&backoff, err), d.opts.RetryCap) {
+				return fmt.Errorf("%w (%s): eviction conflicted until the deadline: %s", ErrBlockedByPDB, r.blockers(p), err.Error())
+			}
 		case apierrors.IsTooManyRequests(err):
 			// a PDB holds it (or the apiserver's priority and fairness
 			// throttles): wait until a PDB covering it changes, paced and
@@ -505,7 +518,7 @@ func (d *Drainer) evict(ctx context.Context, r *run, p corev1.Pod, grace time.Du
 		if ctx.Err() != nil {
 			// ctx ended between two tries: the last refusal says why
 			switch {
-			case apierrors.IsTooManyRequests(err), isMultiplePDBs(err):
+			case apierrors.IsTooManyRequests(err), isMultiplePDBs(err), apierrors.IsConflict(err):
 				return fmt.Errorf("%w (%s): %s", ErrBlockedByPDB, r.blockers(p), pdbMessage(err))
 			case refused(err):
 				return fmt.Errorf("%w: %w", ErrRefused, err)
@@ -513,6 +526,22 @@ func (d *Drainer) evict(ctx context.Context, r *run, p corev1.Pod, grace time.Du
 			return timedOut{fmt.Errorf("evicting: %w", ctx.Err())}
 		}
 	}
+}
+
+// stillThere reads the pod afresh (a list by name: the drainer's role lists
+// pods, it does not get them) and reports whether the pod p names, its UID,
+// is still there.
+func (d *Drainer) stillThere(ctx context.Context, p corev1.Pod) (bool, error) {
+	l, err := d.client.CoreV1().Pods(p.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + p.Name})
+	if err != nil {
+		return false, err
+	}
+	for _, q := range l.Items {
+		if q.Name == p.Name && q.UID == p.UID {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // isMultiplePDBs reports the eviction API's refusal of a pod that more than

@@ -457,9 +457,12 @@ func TestEvictionNamesTheUID(t *testing.T) {
 			return true, nil, nil
 		}
 		preconditions = append(preconditions, *ev.DeleteOptions.Preconditions.UID)
-		// the StatefulSet replaced the pod under the same name meanwhile
-		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, ev.Name,
-			errors.New("Precondition failed: UID in precondition: uid-old, UID in object meta: uid-new"))
+		// the pod was deleted meanwhile (its StatefulSet makes the
+		// replacement elsewhere: the fake's lists and watches ignore field
+		// selectors, so it is not made here; TestStillThere reads one)
+		_ = c.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ev.Namespace, ev.Name)
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "Pod"}, ev.Name,
+			errors.New("the UID in the precondition (uid-old) does not match the UID in record (uid-new). The object might have been deleted and then recreated"))
 	})
 	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 50 * time.Millisecond}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -469,6 +472,61 @@ func TestEvictionNamesTheUID(t *testing.T) {
 	}
 	if !reflect.DeepEqual(preconditions, []types.UID{"uid-old"}) {
 		t.Errorf("preconditions %v: want one eviction naming uid-old, not retried against the replacement", preconditions)
+	}
+}
+
+// A 409 from the eviction API while the pod is still there (1.35's handler
+// returns the PDB status write's last conflict after 20 tries under
+// contention) is no answer: the eviction is asked again, as after a 429,
+// until it is accepted; the pod is not counted gone while it runs.
+func TestEvictionConflictOnPDBIsRetried(t *testing.T) {
+	p, pdb := heldPod()
+	pdb.Status.DisruptionsAllowed = 1
+	c := fake.NewClientset(p, pdb)
+	var tries atomic.Int32
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		if tries.Add(1) <= 2 {
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "policy", Resource: "poddisruptionbudgets"}, pdb.Name,
+				errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+		}
+		return true, nil, c.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), p.Namespace, p.Name)
+	})
+	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 100 * time.Millisecond}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := d.Drain(ctx, nodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := tries.Load(); n != 3 {
+		t.Errorf("%d evictions: want the two conflicts retried, then the accepted one", n)
+	}
+	if !res.Done() || len(res.Evicted) != 1 {
+		t.Fatalf("result %+v: want apps/web-1 evicted after the conflicts", res)
+	}
+	if _, err := c.CoreV1().Pods("apps").Get(context.Background(), "web-1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("web-1 still there (%v): its eviction was given up at the first 409", err)
+	}
+}
+
+// After a 409 the pod is read again: the one meant (its UID) is still there,
+// or the name is another pod's now, or nobody's.
+func TestStillThere(t *testing.T) {
+	p, _ := heldPod()
+	repl := p.DeepCopy()
+	repl.UID = "uid-replacement"
+	for _, tc := range []struct {
+		name string
+		objs []runtime.Object
+		want bool
+	}{{"the same pod", []runtime.Object{p}, true}, {"a replacement", []runtime.Object{repl}, false}, {"none", nil, false}} {
+		d := New(fake.NewClientset(tc.objs...), Options{}, nil)
+		if got, err := d.stillThere(context.Background(), *p); err != nil || got != tc.want {
+			t.Errorf("%s: stillThere %v, %v; want %v", tc.name, got, err, tc.want)
+		}
 	}
 }
 

@@ -43,6 +43,8 @@ type Env struct {
 	Version    string               // the apiserver's version (NODE_DRAINER_K8S_VERSION picks it)
 	AWS        *moto.Server         // the AWS emulator
 	Auth       *authwebhook.Server  // the apiserver's token webhook (EKS-like authentication)
+	// Etcd is etcd's client URL (the conformance suite compacts it).
+	Etcd string
 	// ControllerManager is kube-controller-manager's URL (see
 	// ControllerManagerMetrics).
 	ControllerManager string
@@ -131,6 +133,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if merr := <-motoDone; merr != nil || err != nil {
 		return nil, errors.Join(err, merr)
 	}
+	e.Etcd = etcd
 	e.logf("etcd healthy, AWS emulator at %s", e.AWS.URL())
 	webhook, err := e.startAuthWebhook(ctx)
 	if err != nil {

@@ -544,6 +544,9 @@ type bridge struct{ w *World }
 // minutes late, sometimes twice, sometimes never.
 func (b bridge) emit(key string, payload []byte, about string) {
 	w := b.w
+	if w.quiet {
+		return
+	}
 	if w.roll("lost/"+key) < w.Plan.EventLoss {
 		w.tracef("world: EventBridge lost %s", key)
 		return

@@ -29,7 +29,8 @@ const (
 	I9
 	I10
 	I11
-	numInvariants = I11
+	I12
+	numInvariants = I12
 )
 
 // Names names each invariant.
@@ -45,6 +46,7 @@ var Names = [numInvariants + 1]string{"",
 	"I9 no call after the invocation's deadline",
 	"I10 a terminated instance's ReadWriteOnce volumes released within 15 minutes",
 	"I11 no invocation waits on a node's pods that are all gone: it completes the terminate hook or ends within VOLUME_DETACH_TIMEOUT + 2 minutes",
+	"I12 no pod is given up on after an eviction's 409 while it is still there: once its PDB allows a disruption for a minute, it is evicted again before its node's terminate hook is completed",
 }
 
 // releaseBound is I10's bound: events may be lost (the sweep, every 5
@@ -153,6 +155,7 @@ func (v *Invariants) completing(inv *invocation, ac *action, result string) {
 	if ac.hook.transition != "autoscaling:EC2_INSTANCE_TERMINATING" {
 		return
 	}
+	v.givenUp(inv, ac)
 	v.check(I1)
 	n := v.w.kube.nodeByID(ac.instance)
 	if n == nil || n.skipped || v.w.kube.getNode(n.name) == nil || !n.alive {
@@ -176,6 +179,27 @@ func (v *Invariants) completing(inv *invocation, ac *action, result string) {
 	if len(left) > 0 {
 		v.violate(I1, "%s completed %s of %s with %s after %s, pods still on %s: %s", inv.id, ac.hook.name, ac.instance, result,
 			(v.w.now() - ac.start).Round(time.Millisecond), n.name, strings.Join(left, ", "))
+	}
+}
+
+// givenUp checks, as the function completes the terminate hook ac, that no
+// pod still on its node had its last eviction answered 409 by a PDB's
+// contention (the pod there all along) and was not asked again though its
+// PDB allowed a disruption for a minute since (I12).
+func (v *Invariants) givenUp(inv *invocation, ac *action) {
+	n := v.w.kube.nodeByID(ac.instance)
+	if n == nil {
+		return
+	}
+	v.check(I12)
+	for _, p := range v.w.kube.pods() {
+		if p.Spec.NodeName != n.name || p.DeletionTimestamp != nil {
+			continue
+		}
+		if at, ok := v.w.kube.contendedAt(p.UID); ok {
+			v.violate(I12, "%s completed %s of %s with %s: %s/%s still on %s, not evicted again since its eviction's 409 at %.3fs, though its PDB allowed it",
+				inv.id, ac.hook.name, ac.instance, "its hook", p.Namespace, p.Name, n.name, at.Seconds())
+		}
 	}
 }
 

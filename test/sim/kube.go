@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -17,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,13 +68,21 @@ type kube struct {
 	w       *World
 	tracker *versioned // client-go's tracker, with the apiserver's resourceVersions
 
-	mu        sync.Mutex
-	nodes     map[string]*simNode // by name
-	disrupted map[string]time.Duration
-	names     int // replacement pods made
-	pdbMin    map[string]int32
-	bound     map[string]int           // pods bound to each node so far (I11: a node empty since)
-	boundAt   map[string]time.Duration // when each pod (namespace/name) was last bound (I1)
+	mu    sync.Mutex
+	nodes map[string]*simNode // by name
+	names int                 // replacement pods made
+	uids  int                 // UIDs given to objects created through the API
+	// contended are the pods whose last eviction was answered 409 by
+	// their PDB's contention, and when (I12)
+	contended map[ktypes.UID]time.Duration
+	// allowedFrom is, for a contended pod, since when its PDB has allowed a
+	// disruption without a break; allowedLong, that it did for a minute
+	// at least (the drain was to ask again then)
+	allowedFrom map[ktypes.UID]time.Duration
+	allowedLong map[ktypes.UID]bool
+	pdbMin      map[string]int32
+	bound       map[string]int           // pods bound to each node so far (I11: a node empty since)
+	boundAt     map[string]time.Duration // when each pod (namespace/name) was last bound (I1)
 	// gen counts the changes the controllers react to (pods, nodes, PDBs,
 	// attachments; not Lease renewals): a controller pass with nothing new
 	// to see is skipped, which is most of them
@@ -101,13 +112,15 @@ func (k *kube) bump() {
 
 func newKube(w *World) *kube {
 	return &kube{
-		w:         w,
-		tracker:   newVersioned(),
-		nodes:     map[string]*simNode{},
-		disrupted: map[string]time.Duration{},
-		pdbMin:    map[string]int32{},
-		bound:     map[string]int{},
-		boundAt:   map[string]time.Duration{},
+		w:           w,
+		tracker:     newVersioned(),
+		nodes:       map[string]*simNode{},
+		pdbMin:      map[string]int32{},
+		contended:   map[ktypes.UID]time.Duration{},
+		allowedFrom: map[ktypes.UID]time.Duration{},
+		allowedLong: map[ktypes.UID]bool{},
+		bound:       map[string]int{},
+		boundAt:     map[string]time.Duration{},
 	}
 }
 
@@ -285,11 +298,68 @@ func (k *kube) attach(app, on string) {
 	pv := "pv-" + app
 	defer k.bump()
 	k.add((&storagev1.VolumeAttachment{
-		ObjectMeta: metav1.ObjectMeta{Name: "va-" + app + "-" + on, UID: ktypes.UID(fmt.Sprintf("va-%s-%s-%d", app, on, k.w.now().Microseconds()))},
+		ObjectMeta: metav1.ObjectMeta{Name: "va-" + app + "-" + on, UID: ktypes.UID(fmt.Sprintf("va-%s-%s-%d", app, on, k.w.now().Microseconds())),
+			Finalizers: []string{attacherFinalizer}},
 		Spec: storagev1.VolumeAttachmentSpec{Attacher: "ebs.csi.aws.com", NodeName: on,
 			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv}},
 		Status: storagev1.VolumeAttachmentStatus{Attached: true},
 	}))
+}
+
+// attacherFinalizer is the CSI external-attacher's finalizer on the
+// attachments it attached: a deleted attachment stays, deletionTimestamp
+// set, until the attacher has detached the volume and dropped it.
+const attacherFinalizer = "external-attacher/ebs-csi-aws-com"
+
+// detachTakes is how long the attacher takes to detach a deleted
+// attachment's volume.
+const detachTakes = 800 * time.Millisecond
+
+// deleteVA deletes an attachment as the apiserver does one with a
+// finalizer: deletionTimestamp now, gone once the attacher detached it.
+func (k *kube) deleteVA(name string) error {
+	obj, err := k.tracker.Get(gvrVAs, "", name)
+	if err != nil {
+		return err
+	}
+	va := obj.(*storagev1.VolumeAttachment)
+	if len(va.Finalizers) == 0 {
+		return k.delete(gvrVAs, "", name)
+	}
+	if va.DeletionTimestamp != nil {
+		return nil // being detached
+	}
+	now := metav1.Now()
+	va.DeletionTimestamp = &now
+	if err := k.update(gvrVAs, va, ""); err != nil {
+		return err
+	}
+	uid := va.UID
+	k.w.after(detachTakes+k.w.jitter("detach/"+name), func() {
+		obj, err := k.tracker.Get(gvrVAs, "", name)
+		if err != nil || obj.(*storagev1.VolumeAttachment).UID != uid {
+			return
+		}
+		if k.delete(gvrVAs, "", name) == nil {
+			k.w.tracef("world: attacher detached %s, attachment gone", name)
+		}
+	})
+	return nil
+}
+
+// reconcileAttacher is the CSI external-attacher for the attachments made
+// through the API: attached, its finalizer added.
+func (k *kube) reconcileAttacher() {
+	for _, va := range k.vas() {
+		if va.DeletionTimestamp != nil || va.Status.Attached {
+			continue
+		}
+		va.Status.Attached = true
+		if !slices.Contains(va.Finalizers, attacherFinalizer) {
+			va.Finalizers = append(va.Finalizers, attacherFinalizer)
+		}
+		_ = k.update(gvrVAs, &va, "")
+	}
 }
 
 // Reading the world's own state (no faults, no invariant: the truth).
@@ -315,7 +385,7 @@ func (k *kube) vas() []storagev1.VolumeAttachment {
 }
 
 func (k *kube) pdbs() []policyv1.PodDisruptionBudget {
-	obj, err := k.tracker.List(gvrPDBs, policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"), ns)
+	obj, err := k.tracker.List(gvrPDBs, policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"), "")
 	must(err)
 	return obj.(*policyv1.PodDisruptionBudgetList).Items
 }
@@ -462,11 +532,28 @@ func (k *kube) serve(inv *invocation, a k8stesting.Action, objects k8stesting.Re
 		return k.list(inv, a.(k8stesting.ListActionImpl))
 	case a.GetVerb() == "create":
 		obj := a.(k8stesting.CreateAction).GetObject()
-		if m, err := meta.Accessor(obj); err == nil && m.GetName() == "" && m.GetGenerateName() != "" {
+		if m, err := meta.Accessor(obj); err == nil {
 			k.mu.Lock()
-			k.names++
-			m.SetName(fmt.Sprintf("%s%05d", m.GetGenerateName(), k.names))
+			if m.GetName() == "" && m.GetGenerateName() != "" {
+				k.names++
+				m.SetName(fmt.Sprintf("%s%05d", m.GetGenerateName(), k.names))
+			}
+			// what the apiserver gives every object it creates: a UID, its
+			// creation time, and (a PDB) generation 1
+			if m.GetUID() == "" {
+				k.uids++
+				m.SetUID(ktypes.UID(fmt.Sprintf("uid-%s-%d", m.GetName(), k.uids)))
+			}
 			k.mu.Unlock()
+			if ct := m.GetCreationTimestamp(); ct.IsZero() {
+				m.SetCreationTimestamp(metav1.Now())
+			}
+			if _, pdb := obj.(*policyv1.PodDisruptionBudget); pdb && m.GetGeneration() == 0 {
+				m.SetGeneration(1)
+			}
+			if p, ok := obj.(*corev1.Pod); ok && p.Status.Phase == "" {
+				p.Status.Phase = corev1.PodPending
+			}
 		}
 	case a.GetVerb() == "update":
 		// optimistic concurrency: an update names the version it read
@@ -486,6 +573,9 @@ func (k *kube) serve(inv *invocation, a k8stesting.Action, objects k8stesting.Re
 	case a.GetVerb() == "delete":
 		if err := k.preconditions(a); err != nil {
 			return true, nil, err
+		}
+		if a.GetResource().Resource == "volumeattachments" {
+			return k.deleteAttachment(inv, a)
 		}
 	}
 	if !isWrite(a.GetVerb()) {
@@ -509,6 +599,23 @@ func (k *kube) serve(inv *invocation, a k8stesting.Action, objects k8stesting.Re
 		}
 	}
 	return handled, obj, err
+}
+
+// deleteAttachment is a DELETE of a VolumeAttachment through the API, with
+// the invariants' checks of any write: it stays until the attacher
+// detached it (deleteVA).
+func (k *kube) deleteAttachment(inv *invocation, a k8stesting.Action) (bool, runtime.Object, error) {
+	before := k.before(a)
+	if err := k.w.inv.beforeWrite(inv, a, before); err != nil {
+		return true, nil, err
+	}
+	if err := k.deleteVA(a.(k8stesting.DeleteActionImpl).Name); err != nil {
+		return true, nil, err
+	}
+	k.w.inv.touch(inv)
+	k.w.tracef("%s: %s", inv.id, describeAction(a))
+	k.w.inv.afterWrite(inv, a, before)
+	return true, nil, nil
 }
 
 // preconditions are a delete's: the UID and resourceVersion it names.
@@ -566,6 +673,9 @@ func (k *kube) list(inv *invocation, a k8stesting.ListActionImpl) (bool, runtime
 		return true, nil, err
 	}
 	sel := a.ListRestrictions.Fields
+	if err := servedFields(a.GetResource().Resource, sel); err != nil {
+		return true, nil, err
+	}
 	kept := items[:0]
 	for _, it := range items {
 		if sel != nil && !sel.Matches(fieldSet(it)) {
@@ -592,6 +702,13 @@ func (k *kube) list(inv *invocation, a k8stesting.ListActionImpl) (bool, runtime
 			la.SetResourceVersion("1")
 		}
 	}
+	// etcd's order: by namespace and name
+	sort.SliceStable(kept, func(i, j int) bool { return objKey(kept[i]) < objKey(kept[j]) })
+	if a.ListOptions.Limit > 0 || a.ListOptions.Continue != "" {
+		if kept, err = k.page(a, obj, kept); err != nil {
+			return true, nil, err
+		}
+	}
 	if err := meta.SetList(obj, kept); err != nil {
 		return true, nil, err
 	}
@@ -601,6 +718,93 @@ func (k *kube) list(inv *invocation, a k8stesting.ListActionImpl) (bool, runtime
 		}
 	}
 	return true, obj, nil
+}
+
+// objKey is an object's key in etcd's order: namespace/name.
+func objKey(obj runtime.Object) string {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return ""
+	}
+	return m.GetNamespace() + "/" + m.GetName()
+}
+
+// continueToken is what a page's continue token holds: the list's
+// resourceVersion, and the key it ended at.
+type continueToken struct {
+	RV    uint64        `json:"rv"`
+	Start string        `json:"start"`
+	At    time.Duration `json:"at"` // when the page was served (the world's time)
+}
+
+// snapshotsKept is how long the watch cache keeps the snapshot a continue
+// token is served from (its eventFreshDuration): a token younger than this
+// is served even past etcd's compaction.
+const snapshotsKept = 75 * time.Second
+
+// page cuts a list to its Limit from its continue token's key, as the
+// apiserver pages a list read from etcd: the next page's token, and how
+// many items remain, are set on list. A token whose resourceVersion was
+// compacted away is refused (410), as etcd refuses the read at it, once the
+// watch cache no longer keeps its snapshot (snapshotsKept). Unlike
+// the apiserver's, the pages are not one snapshot: each is read as the
+// world is then.
+func (k *kube) page(a k8stesting.ListActionImpl, list runtime.Object, items []runtime.Object) ([]runtime.Object, error) {
+	la, err := meta.ListAccessor(list)
+	if err != nil {
+		return nil, err
+	}
+	rv, _ := strconv.ParseUint(la.GetResourceVersion(), 10, 64)
+	if c := a.ListOptions.Continue; c != "" {
+		var tok continueToken
+		raw, err := base64.RawURLEncoding.DecodeString(c)
+		if err == nil {
+			err = json.Unmarshal(raw, &tok)
+		}
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("continue key is not valid: %v", err))
+		}
+		if k.tracker.compactedPast(tok.RV) && k.w.now()-tok.At > snapshotsKept {
+			return nil, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue value from the response to get an inconsistent list.")
+		}
+		rv = tok.RV
+		i := sort.Search(len(items), func(i int) bool { return objKey(items[i]) > tok.Start })
+		items = items[i:]
+	}
+	la.SetResourceVersion(strconv.FormatUint(rv, 10))
+	la.SetContinue("")
+	la.SetRemainingItemCount(nil)
+	if lim := int(a.ListOptions.Limit); lim > 0 && len(items) > lim {
+		raw, _ := json.Marshal(continueToken{RV: rv, Start: objKey(items[lim-1]), At: k.w.now()})
+		la.SetContinue(base64.RawURLEncoding.EncodeToString(raw))
+		left := int64(len(items) - lim)
+		la.SetRemainingItemCount(&left)
+		items = items[:lim]
+	}
+	return items, nil
+}
+
+// servedFields refuses (400) a field selector on a field the apiserver does
+// not index for the resource, as 1.35 does: pods by spec.nodeName and
+// status.phase, nodes by spec.unschedulable, every resource by
+// metadata.name and metadata.namespace; VolumeAttachments by nothing more.
+func servedFields(resource string, sel fields.Selector) error {
+	if sel == nil || sel.Empty() {
+		return nil
+	}
+	served := []string{"metadata.name", "metadata.namespace"}
+	switch resource {
+	case "pods":
+		served = append(served, "spec.nodeName", "status.phase")
+	case "nodes":
+		served = append(served, "spec.unschedulable")
+	}
+	for _, r := range sel.Requirements() {
+		if !slices.Contains(served, r.Field) {
+			return apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", r.Field))
+		}
+	}
+	return nil
 }
 
 func fieldSet(obj runtime.Object) fields.Set {
@@ -613,8 +817,8 @@ func fieldSet(obj runtime.Object) fields.Set {
 	case *corev1.Pod:
 		s["spec.nodeName"] = o.Spec.NodeName
 		s["status.phase"] = string(o.Status.Phase)
-	case *storagev1.VolumeAttachment:
-		s["spec.nodeName"] = o.Spec.NodeName
+	case *corev1.Node:
+		s["spec.unschedulable"] = strconv.FormatBool(o.Spec.Unschedulable)
 	}
 	return s
 }
@@ -626,6 +830,9 @@ func (k *kube) watch(inv *invocation, a k8stesting.Action) (bool, watch.Interfac
 		return true, nil, err
 	}
 	wa := a.(k8stesting.WatchActionImpl)
+	if err := servedFields(a.GetResource().Resource, wa.WatchRestrictions.Fields); err != nil {
+		return true, nil, err
+	}
 	var src watch.Interface
 	if rv := wa.WatchRestrictions.ResourceVersion; rv != "" && rv != "0" {
 		// from a list's (or the last event's) resourceVersion: every
@@ -638,7 +845,9 @@ func (k *kube) watch(inv *invocation, a k8stesting.Action) (bool, watch.Interfac
 		// window is shorter): the client must list again
 		if k.tracker.tooOld(a.GetResource(), from) || k.w.roll(inv.id+"/expired/"+a.GetResource().Resource+"/"+rv) < k.w.Plan.WatchExpired {
 			k.w.tracef("%s: watch %s from %s refused: too old", inv.id, a.GetResource().Resource, rv)
-			return true, nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %s", rv))
+			// the watch cache opens the watch (200) and sends one ERROR
+			// event, 410 Expired, then ends it
+			return true, errorWatch(apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %s", rv)).ErrStatus), nil
 		}
 		src = k.tracker.WatchFrom(a.GetResource(), a.GetNamespace(), from)
 	} else {
@@ -670,6 +879,14 @@ func (k *kube) watch(inv *invocation, a k8stesting.Action) (bool, watch.Interfac
 		})
 	}
 	return true, fw, nil
+}
+
+// errorWatch is a watch that sends one ERROR event with status, then ends.
+func errorWatch(status metav1.Status) watch.Interface {
+	w := watch.NewFakeWithChanSize(1, false)
+	w.Error(&status)
+	w.Stop()
+	return w
 }
 
 // filteredWatch forwards the events keep lets through until stopped (it
@@ -705,20 +922,50 @@ func (f *filteredWatch) Stop() {
 	f.src.Stop()
 }
 
-// evict is the Eviction API: refused (429) when the pod's PDB allows no
-// disruption now, as its status says (which lags the pods); accepted, the
-// budget is spent at once and the pod deleted gracefully.
+// evict is the Eviction API as 1.35's handler answers
+// (pkg/registry/core/pod/storage/eviction.go): a pod that has ended, is
+// pending or is terminating is deleted without its PDB; otherwise its PDB
+// (the status, which lags the pods) must allow a disruption (429 if not),
+// which is spent at once and the pod noted in status.disruptedPods; then the
+// pod is deleted gracefully. A UID precondition that fails is a 409 (after
+// the PDB was spent, as the handler checks it last). Under contention the
+// PDB's status write loses 20 tries 500 ms apart to other writers: a 409
+// too. Both come at once here, where the handler takes 10 s (its retries):
+// a reactor of the fake clientset holds the clientset's lock, and a sleep
+// there would stop the bubble's clock. A dry run is checked as the real
+// one and changes nothing.
 func (k *kube) evict(inv *invocation, ev *policyv1.Eviction) (bool, runtime.Object, error) {
 	obj, err := k.tracker.Get(gvrPods, ev.Namespace, ev.Name)
 	if err != nil {
 		return true, nil, err
 	}
 	p := obj.(*corev1.Pod)
-	if ev.DeleteOptions != nil && slices.Contains(ev.DeleteOptions.DryRun, metav1.DryRunAll) {
-		return true, nil, nil
+	o := ev.DeleteOptions
+	dry := o != nil && slices.Contains(o.DryRun, metav1.DryRunAll)
+	if !dry {
+		k.mu.Lock()
+		delete(k.contended, p.UID) // asked again
+		delete(k.allowedFrom, p.UID)
+		delete(k.allowedLong, p.UID)
+		k.mu.Unlock()
 	}
-	if p.DeletionTimestamp != nil {
-		return true, nil, nil
+	var uidErr error
+	if o != nil && o.Preconditions != nil && o.Preconditions.UID != nil && *o.Preconditions.UID != "" && *o.Preconditions.UID != p.UID {
+		uidErr = apierrors.NewConflict(schema.GroupResource{Resource: "Pod"}, p.Name,
+			fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", *o.Preconditions.UID, p.UID))
+	}
+	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodPending {
+		switch {
+		case dry:
+			return true, nil, nil
+		case uidErr != nil:
+			return true, nil, uidErr
+		case p.DeletionTimestamp != nil:
+			return true, nil, nil
+		}
+		k.w.inv.evicted(inv, p)
+		k.w.tracef("%s: evict %s/%s (on %s, %s: no PDB asked)", inv.id, p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase)
+		return k.graceful(p, o)
 	}
 	var covering []policyv1.PodDisruptionBudget
 	for _, b := range k.pdbs() {
@@ -735,27 +982,90 @@ func (k *kube) evict(inv *invocation, ev *policyv1.Eviction) (bool, runtime.Obje
 	}
 	if len(covering) == 1 {
 		b := covering[0]
+		unhealthyFree := !healthy(*p) && b.Status.CurrentHealthy >= b.Status.DesiredHealthy && b.Status.DesiredHealthy > 0
 		switch {
-		case !healthy(*p):
-			if b.Status.CurrentHealthy < b.Status.DesiredHealthy {
-				return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
-			}
+		case unhealthyFree:
+			// an unready pod whose application is not disrupted now goes
+			// without spending the budget
+		case b.Status.ObservedGeneration < b.Generation:
+			return true, nil, tooManyRequests(b.Name, fmt.Sprintf("The disruption budget %s is still being processed by the server.", b.Name), 10)
 		case b.Status.DisruptionsAllowed <= 0:
-			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
-		default:
+			return true, nil, tooManyRequests(b.Name, fmt.Sprintf("The disruption budget %s needs %d healthy pods and has %d currently", b.Name, b.Status.DesiredHealthy, b.Status.CurrentHealthy), 0)
+		case !dry && k.w.roll(inv.id+"/pdb-contention/"+p.Name) < k.w.Plan.EvictConflict:
+			k.w.tracef("%s: evict %s/%s -> 409: PDB %s's status write lost to other writers", inv.id, p.Namespace, p.Name, b.Name)
+			k.mu.Lock()
+			k.contended[p.UID] = k.w.now()
+			k.mu.Unlock()
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "policy", Resource: "poddisruptionbudgets"}, b.Name,
+				errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+		case !dry:
 			b.Status.DisruptionsAllowed--
+			if b.Status.DisruptedPods == nil {
+				b.Status.DisruptedPods = map[string]metav1.Time{}
+			}
+			b.Status.DisruptedPods[p.Name] = metav1.Now()
 			if err := k.update(gvrPDBs, &b, b.Namespace); err != nil {
 				return true, nil, err
 			}
-			k.mu.Lock()
-			k.disrupted[p.Namespace+"/"+p.Name] = k.w.now()
-			k.mu.Unlock()
 			k.w.after(2*time.Minute+time.Second, k.bump) // the disruption lapses
 		}
 	}
+	if dry {
+		return true, nil, nil
+	}
+	if uidErr != nil {
+		return true, nil, uidErr
+	}
 	k.w.inv.evicted(inv, p)
 	k.w.tracef("%s: evict %s/%s (on %s)", inv.id, p.Namespace, p.Name, p.Spec.NodeName)
-	return k.graceful(p, ev.DeleteOptions)
+	return k.graceful(p, o)
+}
+
+// noteAllowed notes, for the contended pods among pods, whether their PDB
+// allows a disruption now (I12).
+func (k *kube) noteAllowed(pods []corev1.Pod, allowed bool) {
+	now := k.w.now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, p := range pods {
+		if _, ok := k.contended[p.UID]; !ok {
+			continue
+		}
+		from, was := k.allowedFrom[p.UID]
+		switch {
+		case allowed && !was:
+			k.allowedFrom[p.UID] = now
+		case !allowed && was:
+			if now-from >= allowedLong {
+				k.allowedLong[p.UID] = true
+			}
+			delete(k.allowedFrom, p.UID)
+		}
+	}
+}
+
+// allowedLong is how long a PDB allowing a disruption shows that a drain
+// which still meant to evict a pod it covers did not ask: a waiting drain
+// asks within seconds, and another pod's eviction spends the allowance.
+const allowedLong = time.Minute
+
+// contendedAt is when the last eviction of the pod uid was answered 409 by
+// its PDB's contention, provided its PDB has since allowed a disruption for
+// allowedLong with no new eviction of it (ok false: not so).
+func (k *kube) contendedAt(uid ktypes.UID) (time.Duration, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	at, ok := k.contended[uid]
+	from, allowing := k.allowedFrom[uid]
+	long := k.allowedLong[uid] || (allowing && k.w.now()-from >= allowedLong)
+	return at, ok && long
+}
+
+// tooManyRequests is the Eviction API's 429, its cause naming the budget.
+func tooManyRequests(pdb, cause string, retryAfter int) error {
+	err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", retryAfter)
+	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Type: policyv1.DisruptionBudgetCause, Message: cause})
+	return err
 }
 
 // deletePod is a DELETE of a pod by the function: grace 0 removes it at once
@@ -857,6 +1167,8 @@ func (k *kube) reconcile() {
 	k.seen = k.gen
 	k.mu.Unlock()
 	k.reconcileWorkloads()
+	k.reconcileKubelets()
+	k.reconcileAttacher()
 	k.reconcileAttachments()
 	k.reconcileNodes()
 	k.updatePDBs()
@@ -1017,6 +1329,9 @@ func (k *kube) reconcileWorkloads() {
 	}
 	for _, p := range pods {
 		if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			if !k.fits(p) {
+				continue // a node selector no node matches: Pending
+			}
 			if on := pick(); on != "" {
 				p.Spec.NodeName = on
 				if !strings.HasPrefix(p.Name, "db-") {
@@ -1028,6 +1343,20 @@ func (k *kube) reconcileWorkloads() {
 			}
 		}
 	}
+}
+
+// fits reports whether some node's labels match the pod's node selector
+// (the scheduler leaves a pod no node fits Pending).
+func (k *kube) fits(p corev1.Pod) bool {
+	if len(p.Spec.NodeSelector) == 0 {
+		return true
+	}
+	for _, n := range k.alive() {
+		if obj := k.getNode(n.name); obj != nil && labels.SelectorFromSet(p.Spec.NodeSelector).Matches(labels.Set(obj.Labels)) {
+			return true
+		}
+	}
+	return false
 }
 
 // reconcileAttachments is the attach/detach controller: a volume is
@@ -1064,7 +1393,7 @@ func (k *kube) reconcileAttachments() {
 			obj := k.getNode(on)
 			outOfService := obj != nil && slices.ContainsFunc(obj.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService })
 			if !users[on] && (obj == nil || outOfService || (n != nil && n.alive)) {
-				if k.delete(gvrVAs, "", va.Name) == nil {
+				if va.DeletionTimestamp == nil && k.deleteVA(va.Name) == nil {
 					k.w.tracef("world: detached %s from %s", app, on)
 				}
 				continue
@@ -1164,13 +1493,6 @@ func (k *kube) reconcileNodes() {
 			_ = k.remove(&p) // pod GC: its node is gone
 		}
 	}
-	k.mu.Lock()
-	for key, at := range k.disrupted {
-		if now-at > 2*time.Minute {
-			delete(k.disrupted, key)
-		}
-	}
-	k.mu.Unlock()
 }
 
 func setReady(n *corev1.Node, s corev1.ConditionStatus) {
@@ -1183,29 +1505,77 @@ func setReady(n *corev1.Node, s corev1.ConditionStatus) {
 }
 
 // updatePDBs is the disruption controller: each PDB's status from the pods
-// as they are (a pod whose eviction was accepted counts as disrupted for up
-// to 2 minutes).
+// its selector takes, as they are: expected (minAvailable as a number: the
+// pods selected; maxUnavailable: the pods selected stand for the
+// controller's scale), healthy (Ready, not being deleted, not in
+// disruptedPods), desired; disruptedPods keeps an eviction's pod until it is
+// being deleted, or for 2 minutes.
 func (k *kube) updatePDBs() {
 	pods := k.pods()
-	k.mu.Lock()
-	disrupted := make(map[string]bool, len(k.disrupted))
-	for key := range k.disrupted {
-		disrupted[key] = true
-	}
-	k.mu.Unlock()
+	now := time.Now()
 	for _, b := range k.pdbs() {
-		var n int32
+		sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+		var selected []corev1.Pod
 		for _, p := range pods {
-			if p.Namespace == b.Namespace && p.Labels["app"] == b.Name && healthy(p) && !disrupted[p.Namespace+"/"+p.Name] {
-				n++
+			if err == nil && p.Namespace == b.Namespace && sel.Matches(labels.Set(p.Labels)) {
+				selected = append(selected, p)
 			}
 		}
-		want := k.pdbMin[b.Name]
-		s := policyv1.PodDisruptionBudgetStatus{ObservedGeneration: b.Generation, CurrentHealthy: n, DesiredHealthy: want,
-			ExpectedPods: want + 1, DisruptionsAllowed: max(0, n-want)}
-		if b.Status.CurrentHealthy != s.CurrentHealthy || b.Status.DisruptionsAllowed != s.DisruptionsAllowed || b.Status.ObservedGeneration != s.ObservedGeneration {
+		disrupted := map[string]metav1.Time{}
+		for _, p := range selected {
+			if t, ok := b.Status.DisruptedPods[p.Name]; ok && p.DeletionTimestamp == nil && now.Before(t.Add(2*time.Minute)) {
+				disrupted[p.Name] = t
+			}
+		}
+		var up int32
+		for _, p := range selected {
+			if _, gone := disrupted[p.Name]; healthy(p) && !gone {
+				up++
+			}
+		}
+		expected := int32(len(selected))
+		var want int32
+		switch {
+		case b.Spec.MinAvailable != nil:
+			v, _ := intstr.GetScaledValueFromIntOrPercent(b.Spec.MinAvailable, int(expected), true)
+			want = int32(v)
+		case b.Spec.MaxUnavailable != nil:
+			v, _ := intstr.GetScaledValueFromIntOrPercent(b.Spec.MaxUnavailable, int(expected), true)
+			want = max(0, expected-int32(v))
+		}
+		s := policyv1.PodDisruptionBudgetStatus{ObservedGeneration: b.Generation, CurrentHealthy: up, DesiredHealthy: want,
+			ExpectedPods: expected, DisruptionsAllowed: max(0, up-want)}
+		percent := b.Spec.MinAvailable != nil && b.Spec.MinAvailable.Type == intstr.String
+		if (b.Spec.MaxUnavailable != nil || percent) && slices.ContainsFunc(selected, func(p corev1.Pod) bool { return metav1.GetControllerOf(&p) == nil }) {
+			// the scale comes from the pods' controllers: a pod without one
+			// fails the controller's sync, which then allows nothing
+			s = b.Status
+			s.DisruptionsAllowed = 0
+		}
+		if len(disrupted) > 0 {
+			s.DisruptedPods = disrupted
+		}
+		k.noteAllowed(selected, s.DisruptionsAllowed > 0)
+		if !equality.Semantic.DeepEqual(b.Status, s) {
 			b.Status = s
 			_ = k.update(gvrPDBs, &b, b.Namespace)
+		}
+	}
+}
+
+// reconcileKubelets starts the pods bound to a live node that wait for
+// nothing (no volume to attach): a kubelet runs them.
+func (k *kube) reconcileKubelets() {
+	for _, p := range k.pods() {
+		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodPending {
+			continue
+		}
+		if slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return v.PersistentVolumeClaim != nil }) {
+			continue
+		}
+		if n := k.node(p.Spec.NodeName); n != nil && n.alive && !n.unready {
+			p.Status = running()
+			_ = k.update(gvrPods, &p, p.Namespace)
 		}
 	}
 }

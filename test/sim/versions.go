@@ -37,8 +37,9 @@ type versioned struct {
 	// watch of a resource is too old when it starts before a write of
 	// that resource that was compacted away (dropped, by resource): the
 	// watch cache keeps a quiet resource's history, a busy one's it drops
-	mark    uint64
-	dropped map[schema.GroupVersionResource]uint64
+	mark      uint64
+	compacted uint64 // the resourceVersion compacted up to (a read at an older one is refused)
+	dropped   map[schema.GroupVersionResource]uint64
 }
 
 // change is one write, as a watch event at its resourceVersion.
@@ -90,15 +91,26 @@ func (v *versioned) Add(obj runtime.Object) error {
 	return v.write(gvr, watch.Added, obj, func() error { return v.ObjectTracker.Add(obj) })
 }
 
+// inNamespace gives obj the namespace of the request that writes it, as the
+// tracker gives its own copy: a watch of the namespace must see the write.
+func inNamespace(obj runtime.Object, ns string) {
+	if m, err := meta.Accessor(obj); err == nil && m.GetNamespace() == "" {
+		m.SetNamespace(ns)
+	}
+}
+
 func (v *versioned) Create(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.CreateOptions) error {
+	inNamespace(obj, ns)
 	return v.write(gvr, watch.Added, obj, func() error { return v.ObjectTracker.Create(gvr, obj, ns, opts...) })
 }
 
 func (v *versioned) Update(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.UpdateOptions) error {
+	inNamespace(obj, ns)
 	return v.write(gvr, watch.Modified, obj, func() error { return v.ObjectTracker.Update(gvr, obj, ns, opts...) })
 }
 
 func (v *versioned) Patch(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.PatchOptions) error {
+	inNamespace(obj, ns)
 	return v.write(gvr, watch.Modified, obj, func() error { return v.ObjectTracker.Patch(gvr, obj, ns, opts...) })
 }
 
@@ -176,6 +188,7 @@ func (v *versioned) compact() {
 	defer v.mu.Unlock()
 	upTo := v.mark
 	v.mark = v.rv
+	v.compacted = upTo
 	i := 0
 	for ; i < len(v.log) && v.log[i].rv <= upTo; i++ {
 		v.dropped[v.log[i].gvr] = v.log[i].rv
@@ -189,6 +202,14 @@ func (v *versioned) tooOld(gvr schema.GroupVersionResource, rv uint64) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return rv < v.dropped[gvr]
+}
+
+// compactedPast reports whether a read at rv needs history compacted away
+// (etcd refuses it, whatever the resource).
+func (v *versioned) compactedPast(rv uint64) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return rv < v.compacted
 }
 
 // counts says how many watches started at a resourceVersion and how many

@@ -37,6 +37,7 @@ type World struct {
 	act     sync.Mutex
 	t0      time.Time
 	stopped bool
+	quiet   bool              // no event reaches a function (a Lab)
 	counts  map[string]uint64 // draws made per key (see roll)
 	trace   []string
 	steps   int
@@ -170,15 +171,18 @@ type Plan struct {
 	StaleList    float64 // probability a list served from the cache misses an object
 	WatchDrop    float64 // probability a watch ends early
 	WatchExpired float64 // probability a watch from a resourceVersion is refused as too old (410: compacted past it)
-	EC2Lag       float64 // probability a describe is served from before the last change
-	EventLoss    float64
-	EventDup     float64
-	EventLate    float64 // probability an event comes minutes late
-	InvokeFail   float64 // probability the function's own Invoke of a continuation fails
-	Outages      []Window
-	Refusals     []Refusal
-	PDBLag       time.Duration
-	ControllerUp bool // a cloud controller deletes the Node of a terminated instance
+	// EvictConflict is the probability an eviction that its PDB allows
+	// answers 409: the PDB's status write lost its 20 tries to other writers
+	EvictConflict float64
+	EC2Lag        float64 // probability a describe is served from before the last change
+	EventLoss     float64
+	EventDup      float64
+	EventLate     float64 // probability an event comes minutes late
+	InvokeFail    float64 // probability the function's own Invoke of a continuation fails
+	Outages       []Window
+	Refusals      []Refusal
+	PDBLag        time.Duration
+	ControllerUp  bool // a cloud controller deletes the Node of a terminated instance
 
 	Events []Happening
 }
@@ -254,6 +258,7 @@ func NewPlan(seed int64) Plan {
 	p.StaleList = rates * 2
 	p.WatchDrop = rates
 	p.WatchExpired = rates
+	p.EvictConflict = rates / 2
 	p.EC2Lag = rates * 2
 	p.EventLoss = rates / 2
 	p.EventDup = rates
