@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	kubectl "k8s.io/kubectl/pkg/drain"
 	"k8s.io/utils/clock"
@@ -241,7 +240,7 @@ func (d *Drainer) Plan(ctx context.Context, node string) (evict []corev1.Pod, wa
 // pods at one resourceVersion (every page of one consistent list), from
 // which the drain's watch of them starts (none if no list was answered).
 func (d *Drainer) plan(ctx context.Context, node string, into *corev1.PodList) (evict []corev1.Pod, warnings string, err error) {
-	var client kubernetes.Interface = d.client
+	client := kubernetes.Interface(d.client)
 	if into != nil {
 		client = keepList{d.client, into}
 	}
@@ -396,136 +395,6 @@ func (d *Drainer) tierGrace(ctx context.Context, tiersLeft int) time.Duration {
 		}
 	}
 	return max(limit, time.Second)
-}
-
-// evict evicts one pod, retrying while a PDB refuses (429) or the apiserver
-// has a transient failure, until ctx ends. A PDB that allows no disruption
-// is waited on before the eviction is tried. A PDB's refusal at the end is
-// ErrBlockedByPDB, a transient failure ErrTimeout; any other error is the
-// API's, wrapped.
-func (d *Drainer) evict(ctx context.Context, r *run, p corev1.Pod, grace time.Duration) (evictErr error) {
-	clk := d.opts.Clock
-	// a wait.Backoff only computes the pauses; they are waited on clk
-	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: d.opts.RetryCap}
-	refusals := cluster.Backoff() // up to 5 s apart: a policy changes on a person's time
-	logged := false               // the PDBs holding the pod are named in the log once
-	saidRefused := false          // an admission refusal is logged once
-	var held time.Time            // when a PDB first held the pod
-	if d.opts.OnPDBWait != nil {
-		defer func() {
-			if !held.IsZero() {
-				d.opts.OnPDBWait(Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID}, r.blockers(p), clk.Since(held), evictErr == nil)
-			}
-		}()
-	}
-	for {
-		asked := clk.Now()
-		tk, err := r.admit(ctx, p, &logged)
-		if logged && held.IsZero() {
-			held = asked // admit waited on a PDB that allowed no disruption
-		}
-		if errors.Is(err, errGone) {
-			r.set(p.UID, stateAccepted, nil) // gone all the same: the drain counts it so
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		err = d.evictPod(ctx, p, grace)
-		r.release(tk, err != nil)
-		if !logged && (apierrors.IsTooManyRequests(err) || isMultiplePDBs(err)) {
-			logged = true
-			held = clk.Now()
-			cluster.Logger(ctx).InfoContext(ctx, "eviction refused by PodDisruptionBudget", "pod", p.Namespace+"/"+p.Name,
-				"pdbs", r.blockers(p), "message", pdbMessage(err))
-		}
-		switch {
-		case err == nil, apierrors.IsNotFound(err):
-			r.set(p.UID, stateAccepted, nil)
-			return nil
-		case apierrors.IsConflict(err):
-			// a 409 is one of two things (1.35's eviction handler,
-			// pkg/registry/core/pod/storage/eviction.go): the UID
-			// precondition failed (the pod we meant is gone, one of the
-			// same name, a StatefulSet's replacement, is not ours), or the
-			// PDB's status write lost 20 tries 500 ms apart to other
-			// writers (contention: the pod is still ours and still there).
-			// Only a fresh read tells them apart.
-			if there, rerr := d.stillThere(ctx, p); rerr == nil && !there {
-				r.set(p.UID, stateAccepted, nil)
-				return nil
-			}
-			// still there (or the read failed: the next eviction asks
-			// again): as a 429, wait for the PDB to change, paced
-			r.set(p.UID, stateBlocked, nil)
-			if !r.waitPDBChange(ctx, p, cluster.Pause(&backoff, err), d.opts.RetryCap) {
-				return fmt.Errorf("%w (%s): eviction conflicted until the deadline: %s", ErrBlockedByPDB, r.blockers(p), err.Error())
-			}
-		case apierrors.IsTooManyRequests(err):
-			// a PDB holds it (or the apiserver's priority and fairness
-			// throttles): wait until a PDB covering it changes, paced and
-			// no sooner than the server's Retry-After
-			r.set(p.UID, stateBlocked, nil)
-			if !r.waitPDBChange(ctx, p, cluster.Pause(&backoff, err), d.opts.RetryCap) {
-				return fmt.Errorf("%w (%s): %s", ErrBlockedByPDB, r.blockers(p), pdbMessage(err))
-			}
-		case apierrors.IsForbidden(err) && isNamespaceTerminating(err):
-			// what kubectl does: eviction is refused in a terminating
-			// namespace; the delete names the pod's UID as the eviction did
-			err := d.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, d.deleteOptions(p, grace))
-			if err == nil {
-				r.set(p.UID, stateAccepted, nil)
-			}
-			return err
-		case isMultiplePDBs(err):
-			// the eviction API refuses a pod under two PDBs (a 500): only an
-			// operator can mend it; the retry is paced and the PDBs named
-			r.set(p.UID, stateBlocked, nil)
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("%w (%s): %s", ErrBlockedByPDB, r.blockers(p), pdbMessage(err))
-			case <-clk.After(backoff.Step()):
-			}
-		case cluster.Retriable(err):
-			cluster.ObserveRetry(ctx, err)
-			select {
-			case <-ctx.Done():
-				return timedOut{fmt.Errorf("evicting: %w", err)}
-			case <-clk.After(cluster.Pause(&backoff, err)):
-			}
-		case ctx.Err() != nil:
-			return timedOut{fmt.Errorf("evicting: %w", err)} // the call ended with the drain
-		case refused(err):
-			// a policy or webhook says no for now: the pod stays, other
-			// tiers go on, and the eviction is asked again until the drain's
-			// deadline (an operator may lift the policy; a webhook may come
-			// back)
-			r.set(p.UID, stateBlocked, nil)
-			if !saidRefused {
-				saidRefused = true
-				cluster.Logger(ctx).WarnContext(ctx, "eviction refused by admission; asked again until the drain's deadline", "pod", p.Namespace+"/"+p.Name,
-					"cause", cluster.Cause(err), "message", err.Error())
-			}
-			cluster.ObserveRetry(ctx, err)
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("%w: %w", ErrRefused, err)
-			case <-clk.After(cluster.Pause(&refusals, err)):
-			}
-		default:
-			return fmt.Errorf("evicting: %w", err)
-		}
-		if ctx.Err() != nil {
-			// ctx ended between two tries: the last refusal says why
-			switch {
-			case apierrors.IsTooManyRequests(err), isMultiplePDBs(err), apierrors.IsConflict(err):
-				return fmt.Errorf("%w (%s): %s", ErrBlockedByPDB, r.blockers(p), pdbMessage(err))
-			case refused(err):
-				return fmt.Errorf("%w: %w", ErrRefused, err)
-			}
-			return timedOut{fmt.Errorf("evicting: %w", ctx.Err())}
-		}
-	}
 }
 
 // stillThere reads the pod afresh (a list by name: the drainer's role lists

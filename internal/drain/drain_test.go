@@ -1445,7 +1445,7 @@ func TestDrainEvictsLateBoundPods(t *testing.T) {
 	c := fake.NewClientset(first)
 	var evicted, seq []string
 	var mu sync.Mutex
-	c.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		mu.Lock()
 		seq = append(seq, "list")
 		mu.Unlock()

@@ -150,9 +150,9 @@ func wantStatus(err error, code int32, what string) error {
 	return nil
 }
 
-func pdb(ns, name string, lbl map[string]string, min, maxUn *intstr.IntOrString) *policyv1.PodDisruptionBudget {
+func pdb(ns, name string, lbl map[string]string, minAv, maxUn *intstr.IntOrString) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: min, MaxUnavailable: maxUn, Selector: &metav1.LabelSelector{MatchLabels: lbl}}}
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: minAv, MaxUnavailable: maxUn, Selector: &metav1.LabelSelector{MatchLabels: lbl}}}
 }
 
 func ptrInt(v int32) *intstr.IntOrString { x := intstr.FromInt32(v); return &x }
@@ -210,7 +210,7 @@ func podsByPhase(ctx context.Context, s Side, ns string) error {
 		return err
 	}
 	if got := names(l.Items); !slices.Contains(got, "up") {
-		return fmt.Errorf("Running pods %v: want up among them", got)
+		return fmt.Errorf("running pods %v: want up among them", got)
 	}
 	for _, p := range l.Items {
 		if p.Status.Phase != corev1.PodRunning {

@@ -56,7 +56,7 @@ func TestConformance(t *testing.T) {
 	}
 	var simV, realV []verdict
 	if strings.Contains(*sides, "sim") {
-		synctest.Test(t, func(t *testing.T) {
+		synctest.Test(t, func(*testing.T) {
 			s := newSimSide()
 			defer s.lab.Stop()
 			simV = runSide(s, picked)

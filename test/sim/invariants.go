@@ -134,7 +134,7 @@ func (v *Invariants) touch(inv *invocation) {
 }
 
 // continued: an invocation handed its work over.
-func (v *Invariants) continued(inv *invocation, next string) {
+func (v *Invariants) continued(_ *invocation, next string) {
 	v.check(I8)
 	if n := strings.Count(next, ">c"); n > v.w.lambda.cfg.MaxContinuations+1 {
 		v.violate(I8, "%s is continuation %d of one drain (MAX_CONTINUATIONS %d)", next, n, v.w.lambda.cfg.MaxContinuations)
@@ -295,15 +295,15 @@ func (v *Invariants) beforeWrite(inv *invocation, a k8stesting.Action, before ru
 		v.check(I5)
 		if p, ok := before.(*corev1.Pod); ok && n != nil && n.alive && healthy(*p) {
 			app := p.Labels["app"]
-			if min, covered := v.w.kube.pdbMin[app]; covered {
+			if least, covered := v.w.kube.pdbMin[app]; covered {
 				var up int32
 				for _, q := range v.w.kube.pods() {
 					if q.Labels["app"] == app && healthy(q) {
 						up++
 					}
 				}
-				if up-1 < min {
-					v.violate(I5, "%s deleted %s (not an eviction) on live %s: %d of %s healthy, at least %d wanted", inv.id, p.Name, on, up-1, app, min)
+				if up-1 < least {
+					v.violate(I5, "%s deleted %s (not an eviction) on live %s: %d of %s healthy, at least %d wanted", inv.id, p.Name, on, up-1, app, least)
 				}
 			}
 		}

@@ -438,21 +438,15 @@ func describeAction(a k8stesting.Action) string {
 		s += "/" + a.GetSubresource()
 	}
 	name := ""
+	// GetAction's one method (GetName) is delete's and patch's too, and
+	// CreateAction's (GetObject) update's: two cases say every name
 	switch x := a.(type) {
 	case k8stesting.GetAction:
-		name = x.GetName()
-	case k8stesting.DeleteAction:
 		name = x.GetName()
 	case k8stesting.CreateAction:
 		if m, err := meta.Accessor(x.GetObject()); err == nil {
 			name = m.GetName()
 		}
-	case k8stesting.UpdateAction:
-		if m, err := meta.Accessor(x.GetObject()); err == nil {
-			name = m.GetName()
-		}
-	case k8stesting.PatchAction:
-		name = x.GetName()
 	}
 	if a.GetNamespace() != "" {
 		name = a.GetNamespace() + "/" + name
@@ -1062,7 +1056,7 @@ func (k *kube) contendedAt(uid ktypes.UID) (time.Duration, bool) {
 }
 
 // tooManyRequests is the Eviction API's 429, its cause naming the budget.
-func tooManyRequests(pdb, cause string, retryAfter int) error {
+func tooManyRequests(_, cause string, retryAfter int) error {
 	err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", retryAfter)
 	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Type: policyv1.DisruptionBudgetCause, Message: cause})
 	return err

@@ -59,7 +59,7 @@ func TestSim(t *testing.T) {
 				if *verbose {
 					log = slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
 				}
-				synctest.Test(t, func(t *testing.T) {
+				synctest.Test(t, func(*testing.T) {
 					r := Run(s, log)
 					mu.Lock()
 					defer mu.Unlock()

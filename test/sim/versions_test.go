@@ -78,5 +78,5 @@ func TestWatchFromAList(t *testing.T) {
 		t.Errorf("an event of another namespace or resource: %s %v", ev.Type, ev.Object)
 	case <-time.After(100 * time.Millisecond):
 	}
-	var _ watch.Interface = w
+	_ = watch.Interface(w)
 }
