@@ -1,0 +1,282 @@
+// Package outcome tells the people on call what happened to a node: one
+// EventBridge event per outcome worth a person's attention (a node drained,
+// a drain failed or blocked, volumes force-released, a lifecycle action
+// completed), put on a bus the operator names, from which their own rules
+// route it to SNS, chat, a pager or a ticket.
+//
+// Putting an event never delays or endangers a drain: the handler puts its
+// events after the drain's steps, each call bounded by a few seconds and by
+// the invocation's deadline, and a failure is logged and counted, never
+// retried past that bound.
+package outcome
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+)
+
+// Source is every event's source: a rule matches it with
+// {"source": ["node-drainer"]}.
+const Source = "node-drainer"
+
+// SchemaVersion is the detail's version; a field is only ever added within
+// a version.
+const SchemaVersion = "1"
+
+// DetailType names what happened; a rule matches it with
+// {"detail-type": [...]}.
+type DetailType string
+
+// The outcomes put on the bus.
+const (
+	// NodeDrained: the node's pods were evicted and gone, its volumes
+	// detached (a drain that ended well).
+	NodeDrained DetailType = "Node Drained"
+	// NodeDrainFailed: a drain gave up (its time ran out, or it could not
+	// go on): the pods left and what holds them are in the detail.
+	NodeDrainFailed DetailType = "Node Drain Failed"
+	// NodeDrainBlocked: a drain has waited on the same pods for the
+	// configured time (OUTCOME_BLOCKED_AFTER); sent once per drain.
+	NodeDrainBlocked DetailType = "Node Drain Blocked"
+	// NodeReleased: an instance EC2 reports down had its pods
+	// force-deleted or its VolumeAttachments deleted (the evidence is in
+	// the detail).
+	NodeReleased DetailType = "Node Released"
+	// LifecycleActionCompleted: the function completed an Auto Scaling
+	// lifecycle action, with its result and why.
+	LifecycleActionCompleted DetailType = "Lifecycle Action Completed"
+)
+
+// DetailTypes lists every detail-type, in the order the docs give them.
+var DetailTypes = []DetailType{NodeDrained, NodeDrainFailed, NodeDrainBlocked, NodeReleased, LifecycleActionCompleted}
+
+// Step is one step of the invocation's timeline, counted from its start.
+type Step struct {
+	AtMS   int64  `json:"atMs"`
+	Step   string `json:"step"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Held is a pod a drain left and what holds it (a PodDisruptionBudget, an
+// admission refusal, a pod still terminating).
+type Held struct {
+	Pod    string `json:"pod"`
+	HeldBy string `json:"heldBy,omitempty"`
+}
+
+// Detail is every event's detail. Fields that do not apply to an outcome
+// are left out.
+type Detail struct {
+	SchemaVersion string `json:"schemaVersion"`
+	// Cluster is the cluster's name (CLUSTER_NAME).
+	Cluster string `json:"cluster"`
+	// Function is the Lambda function that acted (two deployments apart).
+	Function string `json:"function,omitempty"`
+	Instance string `json:"instance"`
+	Node     string `json:"node,omitempty"`
+	// AutoScalingGroup and LifecycleHook name the lifecycle action, when
+	// there is one.
+	AutoScalingGroup string `json:"autoScalingGroup,omitempty"`
+	LifecycleHook    string `json:"lifecycleHook,omitempty"`
+	// Event is the kind of event that started it (terminate, spot, …).
+	Event string `json:"event"`
+	// Result is the outcome's action (drained, failed, released, …);
+	// LifecycleResult the result an action was completed with (CONTINUE,
+	// ABANDON); Reason why.
+	Result          string `json:"result"`
+	LifecycleResult string `json:"lifecycleResult,omitempty"`
+	Reason          string `json:"reason,omitempty"`
+	// Attempt counts the invocations of a drain that went on in a fresh
+	// one (1: the first).
+	Attempt int  `json:"attempt,omitempty"`
+	DryRun  bool `json:"dryRun"`
+	// DrainSeconds is how long the drain took, from its first invocation;
+	// BlockedSeconds how long it waited on the pods left.
+	DrainSeconds   float64 `json:"drainSeconds,omitempty"`
+	BlockedSeconds float64 `json:"blockedSeconds,omitempty"`
+	// Evicted, Remaining: the pods evicted, and those left with what holds
+	// them; PodsDeleted and AttachmentsDeleted: what a release forced.
+	Evicted            []string `json:"evicted,omitempty"`
+	Remaining          []Held   `json:"remaining,omitempty"`
+	PodsDeleted        []string `json:"podsDeleted,omitempty"`
+	AttachmentsDeleted []string `json:"attachmentsDeleted,omitempty"`
+	// Evidence is what EC2 said of the instance before a release forced
+	// anything (rule 6).
+	Evidence string `json:"evidence,omitempty"`
+	// Omitted counts list entries left out to keep the event within
+	// EventBridge's size.
+	Omitted  int    `json:"omitted,omitempty"`
+	Timeline []Step `json:"timeline,omitempty"`
+	Version  string `json:"version,omitempty"`
+	// Time is when the function saw it happen.
+	Time time.Time `json:"time"`
+}
+
+// Event is one outcome to put.
+type Event struct {
+	Type   DetailType
+	Detail Detail
+}
+
+// maxList bounds each list in a detail: a 110-pod node's names stay far
+// below EventBridge's 256 KB per entry.
+const maxList = 50
+
+// trimmed returns the detail with each list cut to maxList entries and
+// Omitted counting what was cut.
+func (d Detail) trimmed() Detail {
+	cut := func(n int) int {
+		if n <= maxList {
+			return n
+		}
+		d.Omitted += n - maxList
+		return maxList
+	}
+	d.Evicted = d.Evicted[:cut(len(d.Evicted))]
+	d.Remaining = d.Remaining[:cut(len(d.Remaining))]
+	d.PodsDeleted = d.PodsDeleted[:cut(len(d.PodsDeleted))]
+	d.AttachmentsDeleted = d.AttachmentsDeleted[:cut(len(d.AttachmentsDeleted))]
+	d.Timeline = d.Timeline[:cut(len(d.Timeline))]
+	return d
+}
+
+// API is the one EventBridge call the Publisher makes.
+type API interface {
+	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, opts ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
+}
+
+// DefaultTimeout bounds one put, retries included.
+const DefaultTimeout = 3 * time.Second
+
+// maxEntries is PutEvents' limit of entries per call.
+const maxEntries = 10
+
+// Publisher puts outcome events on one bus.
+type Publisher struct {
+	api     API
+	bus     string
+	timeout time.Duration
+}
+
+// NewPublisher returns a Publisher putting events on bus (a name or ARN)
+// through api, each put bounded by timeout (DefaultTimeout when zero or
+// less). A nil api or an empty bus gives nil: outcome events are off.
+func NewPublisher(api API, bus string, timeout time.Duration) *Publisher {
+	if api == nil || bus == "" {
+		return nil
+	}
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return &Publisher{api: api, bus: bus, timeout: timeout}
+}
+
+// Bus is the bus the Publisher puts on.
+func (p *Publisher) Bus() string { return p.bus }
+
+// Put puts the events, at most maxEntries a call, each call bounded by the
+// Publisher's timeout and by ctx; it returns how many events were not put
+// and why. A nil Publisher puts nothing.
+func (p *Publisher) Put(ctx context.Context, events ...Event) (failed int, err error) {
+	if p == nil || len(events) == 0 {
+		return 0, nil
+	}
+	var errs []error
+	for len(events) > 0 {
+		n := min(len(events), maxEntries)
+		f, err := p.put(ctx, events[:n])
+		failed += f
+		if err != nil {
+			errs = append(errs, err)
+		}
+		events = events[n:]
+	}
+	return failed, errors.Join(errs...)
+}
+
+func (p *Publisher) put(ctx context.Context, events []Event) (int, error) {
+	entries := make([]types.PutEventsRequestEntry, 0, len(events))
+	for _, e := range events {
+		d := e.Detail.trimmed()
+		d.SchemaVersion = SchemaVersion
+		b, err := json.Marshal(d)
+		if err != nil {
+			return len(events), fmt.Errorf("encoding %s event: %w", e.Type, err)
+		}
+		entries = append(entries, types.PutEventsRequestEntry{
+			EventBusName: aws.String(p.bus),
+			Source:       aws.String(Source),
+			DetailType:   aws.String(string(e.Type)),
+			Detail:       aws.String(string(b)),
+			Time:         aws.Time(d.Time),
+		})
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	out, err := p.api.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries})
+	if err != nil {
+		return len(events), fmt.Errorf("putting outcome events on %s: %w", p.bus, err)
+	}
+	if out.FailedEntryCount == 0 {
+		return 0, nil
+	}
+	var errs []error
+	for i, r := range out.Entries {
+		if r.ErrorCode != nil && i < len(events) {
+			errs = append(errs, fmt.Errorf("%s: %s: %s", events[i].Type, aws.ToString(r.ErrorCode), aws.ToString(r.ErrorMessage)))
+		}
+	}
+	return int(out.FailedEntryCount), fmt.Errorf("putting outcome events on %s: %d refused: %w", p.bus, out.FailedEntryCount, errors.Join(errs...))
+}
+
+// Validate checks a detail against the schema of its detail-type: the
+// fields every event carries, and those its type promises. The samples in
+// events/outcomes and every event the handler builds in its tests are held
+// to it.
+func Validate(t DetailType, d Detail) error {
+	var errs []error
+	need := func(ok bool, field string) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: %s is required", t, field))
+		}
+	}
+	known := false
+	for _, k := range DetailTypes {
+		known = known || k == t
+	}
+	if !known {
+		return fmt.Errorf("unknown detail-type %q", t)
+	}
+	need(d.SchemaVersion == SchemaVersion, "schemaVersion "+SchemaVersion)
+	need(d.Cluster != "", "cluster")
+	need(d.Instance != "", "instance")
+	need(d.Event != "", "event")
+	need(d.Result != "", "result")
+	need(!d.Time.IsZero(), "time")
+	switch t {
+	case NodeDrained:
+		need(d.Node != "", "node")
+	case NodeDrainFailed:
+		need(d.Reason != "", "reason")
+	case NodeDrainBlocked:
+		need(d.Node != "", "node")
+		need(len(d.Remaining) > 0, "remaining")
+		need(d.BlockedSeconds > 0, "blockedSeconds")
+	case NodeReleased:
+		need(d.Evidence != "", "evidence")
+		need(len(d.PodsDeleted)+len(d.AttachmentsDeleted) > 0, "podsDeleted or attachmentsDeleted")
+	case LifecycleActionCompleted:
+		need(d.AutoScalingGroup != "", "autoScalingGroup")
+		need(d.LifecycleHook != "", "lifecycleHook")
+		need(d.LifecycleResult != "", "lifecycleResult")
+		need(d.Reason != "", "reason")
+	}
+	return errors.Join(errs...)
+}

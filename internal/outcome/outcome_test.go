@@ -1,0 +1,258 @@
+package outcome
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+)
+
+const samplesDir = "../../events/outcomes"
+
+// envelope is what EventBridge hands a rule's target.
+type envelope struct {
+	Version    string          `json:"version"`
+	ID         string          `json:"id"`
+	DetailType string          `json:"detail-type"`
+	Source     string          `json:"source"`
+	Account    string          `json:"account"`
+	Time       time.Time       `json:"time"`
+	Region     string          `json:"region"`
+	Resources  []string        `json:"resources"`
+	Detail     json.RawMessage `json:"detail"`
+}
+
+func strict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// readSamples decodes every sample strictly: a field the schema does not
+// have fails.
+func readSamples(t *testing.T) map[DetailType]Detail {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(samplesDir, "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples in %s: %v", samplesDir, err)
+	}
+	got := map[DetailType]Detail{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var env envelope
+		if err := strict(b, &env); err != nil {
+			t.Fatalf("%s: envelope: %v", f, err)
+		}
+		if env.Source != Source || env.Version != "0" || env.Time.IsZero() {
+			t.Errorf("%s: source %q version %q time %v: want %q, 0 and a time", f, env.Source, env.Version, env.Time, Source)
+		}
+		var d Detail
+		if err := strict(env.Detail, &d); err != nil {
+			t.Fatalf("%s: detail: %v", f, err)
+		}
+		dt := DetailType(env.DetailType)
+		if err := Validate(dt, d); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+		if _, dup := got[dt]; dup {
+			t.Errorf("%s: a second sample of %q", f, dt)
+		}
+		got[dt] = d
+	}
+	return got
+}
+
+// TestSamples holds events/outcomes to the schema: one sample of every
+// detail-type, each valid, each read strictly.
+func TestSamples(t *testing.T) {
+	got := readSamples(t)
+	for _, dt := range DetailTypes {
+		if _, ok := got[dt]; !ok {
+			t.Errorf("no sample of %q in %s", dt, samplesDir)
+		}
+	}
+}
+
+// TestValidateRefuses shows the schema check failing on each broken rule.
+func TestValidateRefuses(t *testing.T) {
+	good := readSamples(t)
+	cases := map[string]struct {
+		dt    DetailType
+		mutate func(*Detail)
+		want  string
+	}{
+		"unknown type":       {"Node Exploded", func(*Detail) {}, "unknown detail-type"},
+		"no cluster":         {NodeDrained, func(d *Detail) { d.Cluster = "" }, "cluster"},
+		"old schema":         {NodeDrained, func(d *Detail) { d.SchemaVersion = "0" }, "schemaVersion"},
+		"no time":            {NodeDrainFailed, func(d *Detail) { d.Time = time.Time{} }, "time"},
+		"failed, no reason":  {NodeDrainFailed, func(d *Detail) { d.Reason = "" }, "reason"},
+		"blocked, no pods":   {NodeDrainBlocked, func(d *Detail) { d.Remaining = nil }, "remaining"},
+		"released, no proof": {NodeReleased, func(d *Detail) { d.Evidence = "" }, "evidence"},
+		"released, nothing":  {NodeReleased, func(d *Detail) { d.PodsDeleted, d.AttachmentsDeleted = nil, nil }, "podsDeleted"},
+		"completed, no hook": {LifecycleActionCompleted, func(d *Detail) { d.LifecycleHook = "" }, "lifecycleHook"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := good[tc.dt]
+			if tc.dt == "Node Exploded" {
+				d = good[NodeDrained]
+			}
+			tc.mutate(&d)
+			if err := Validate(tc.dt, d); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate = %v, want an error naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestDocumented: every field of the detail is in docs/operations.md's
+// table, and every detail-type too.
+func TestDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields []string
+	collect := func(typ reflect.Type) {
+		for i := range typ.NumField() {
+			fields = append(fields, strings.Split(typ.Field(i).Tag.Get("json"), ",")[0])
+		}
+	}
+	collect(reflect.TypeFor[Detail]())
+	collect(reflect.TypeFor[Held]())
+	for _, f := range fields {
+		if !regexp.MustCompile("`" + regexp.QuoteMeta(f) + "`").Match(doc) {
+			t.Errorf("docs/operations.md does not document the detail field `%s`", f)
+		}
+	}
+	for _, dt := range DetailTypes {
+		if !bytes.Contains(doc, []byte("`"+string(dt)+"`")) {
+			t.Errorf("docs/operations.md does not document the detail-type `%s`", dt)
+		}
+	}
+}
+
+// fakeAPI records PutEvents calls; each answer is chosen by the test.
+type fakeAPI struct {
+	mu     sync.Mutex
+	calls  []*eventbridge.PutEventsInput
+	answer func(ctx context.Context, in *eventbridge.PutEventsInput) (*eventbridge.PutEventsOutput, error)
+}
+
+func (f *fakeAPI) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, in)
+	f.mu.Unlock()
+	if f.answer != nil {
+		return f.answer(ctx, in)
+	}
+	return &eventbridge.PutEventsOutput{}, nil
+}
+
+// TestPutRoundTrip: a sample's detail, put, is the sample's detail on the
+// wire, with the bus, source and detail-type a rule matches.
+func TestPutRoundTrip(t *testing.T) {
+	api := &fakeAPI{}
+	p := NewPublisher(api, "on-call", 0)
+	var events []Event
+	for _, dt := range DetailTypes {
+		events = append(events, Event{Type: dt, Detail: readSamples(t)[dt]})
+	}
+	if failed, err := p.Put(context.Background(), events...); failed != 0 || err != nil {
+		t.Fatalf("Put = %d, %v", failed, err)
+	}
+	if len(api.calls) != 1 || len(api.calls[0].Entries) != len(events) {
+		t.Fatalf("calls %d, want 1 with %d entries", len(api.calls), len(events))
+	}
+	for i, e := range api.calls[0].Entries {
+		if aws.ToString(e.EventBusName) != "on-call" || aws.ToString(e.Source) != Source || aws.ToString(e.DetailType) != string(events[i].Type) {
+			t.Errorf("entry %d: bus %q source %q type %q", i, aws.ToString(e.EventBusName), aws.ToString(e.Source), aws.ToString(e.DetailType))
+		}
+		var back Detail
+		if err := strict([]byte(aws.ToString(e.Detail)), &back); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(back, events[i].Detail) {
+			t.Errorf("entry %d: detail changed on the wire:\n got %+v\nwant %+v", i, back, events[i].Detail)
+		}
+	}
+}
+
+// TestPutBatchesAndTrims: more than ten events go in several calls; a
+// detail's long lists are cut, the cut counted.
+func TestPutBatchesAndTrims(t *testing.T) {
+	api := &fakeAPI{}
+	p := NewPublisher(api, "b", 0)
+	pods := make([]string, 130)
+	for i := range pods {
+		pods[i] = "ns/pod"
+	}
+	var events []Event
+	for range 23 {
+		events = append(events, Event{Type: NodeDrained, Detail: Detail{Cluster: "c", Instance: "i-1", Node: "n", Event: "terminate", Result: "drained", Evicted: pods, Time: time.Unix(1, 0)}})
+	}
+	if _, err := p.Put(context.Background(), events...); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(api.calls); n != 3 {
+		t.Fatalf("%d calls, want 3 (10+10+3)", n)
+	}
+	var d Detail
+	if err := json.Unmarshal([]byte(aws.ToString(api.calls[2].Entries[2].Detail)), &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Evicted) != maxList || d.Omitted != 130-maxList || Validate(NodeDrained, d) != nil {
+		t.Fatalf("evicted %d omitted %d (%v), want %d and %d", len(d.Evicted), d.Omitted, Validate(NodeDrained, d), maxList, 130-maxList)
+	}
+	if len(events[0].Detail.Evicted) != 130 {
+		t.Fatal("Put changed the caller's detail")
+	}
+}
+
+// TestPutBoundedAndReported: a bus that hangs is given up at the
+// Publisher's bound, and refused entries are counted with their reasons.
+func TestPutBoundedAndReported(t *testing.T) {
+	hang := &fakeAPI{answer: func(ctx context.Context, _ *eventbridge.PutEventsInput) (*eventbridge.PutEventsOutput, error) {
+		if _, ok := ctx.Deadline(); !ok {
+			return nil, errors.New("no deadline on the call")
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	ev := Event{Type: NodeDrained, Detail: Detail{Cluster: "c", Instance: "i-1", Node: "n", Event: "terminate", Result: "drained", Time: time.Unix(1, 0)}}
+	failed, err := NewPublisher(hang, "b", 20*time.Millisecond).Put(context.Background(), ev, ev)
+	if failed != 2 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("hung bus: failed %d, %v; want 2 and the deadline", failed, err)
+	}
+
+	refuse := &fakeAPI{answer: func(_ context.Context, in *eventbridge.PutEventsInput) (*eventbridge.PutEventsOutput, error) {
+		return &eventbridge.PutEventsOutput{FailedEntryCount: 1, Entries: []types.PutEventsResultEntry{
+			{EventId: aws.String("1")}, {ErrorCode: aws.String("ThrottlingException"), ErrorMessage: aws.String("slow down")}}}, nil
+	}}
+	failed, err = NewPublisher(refuse, "b", 0).Put(context.Background(), ev, ev)
+	if failed != 1 || err == nil || !strings.Contains(err.Error(), "ThrottlingException") {
+		t.Fatalf("refused entry: failed %d, %v", failed, err)
+	}
+
+	if p := NewPublisher(refuse, "", 0); p != nil {
+		t.Fatal("an empty bus must turn outcome events off")
+	}
+	if failed, err := (*Publisher)(nil).Put(context.Background(), ev); failed != 0 || err != nil {
+		t.Fatalf("nil Publisher: %d, %v", failed, err)
+	}
+}
