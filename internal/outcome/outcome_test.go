@@ -92,9 +92,9 @@ func TestSamples(t *testing.T) {
 func TestValidateRefuses(t *testing.T) {
 	good := readSamples(t)
 	cases := map[string]struct {
-		dt    DetailType
+		dt     DetailType
 		mutate func(*Detail)
-		want  string
+		want   string
 	}{
 		"unknown type":       {"Node Exploded", func(*Detail) {}, "unknown detail-type"},
 		"no cluster":         {NodeDrained, func(d *Detail) { d.Cluster = "" }, "cluster"},
