@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -29,6 +30,7 @@ import (
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/handler"
 	"github.com/node-drainer/node-drainer/internal/logging"
+	"github.com/node-drainer/node-drainer/internal/outcome"
 	"github.com/node-drainer/node-drainer/internal/version"
 )
 
@@ -138,7 +140,14 @@ func setup(ctx context.Context, log *slog.Logger) (*service, error) {
 		Lambda:      awslambda.NewFromConfig(awsCfg),
 	}
 	metrics := handler.WithMetrics(os.Stdout) // CloudWatch Logs extracts the EMF lines: no API call
-	s := &service{log: log, hooks: handler.New(cfg, clients, log, metrics)}
+	// outcome events: off unless a bus is named; a put is bounded by the
+	// publisher (its retries too: at most one more attempt)
+	var bus outcome.API
+	if cfg.OutcomeEventBus != "" {
+		bus = eventbridge.NewFromConfig(awsCfg, func(o *eventbridge.Options) { o.RetryMaxAttempts = 2 })
+	}
+	outcomes := handler.WithOutcomes(outcome.NewPublisher(bus, cfg.OutcomeEventBus, outcome.DefaultTimeout))
+	s := &service{log: log, hooks: handler.New(cfg, clients, log, metrics, outcomes)}
 	s.connect = func(ctx context.Context) (*handler.Handler, error) {
 		kubeconfig, err := cluster.LoadKubeconfig(ctx, cfg.KubeconfigPath, cfg.KubeconfigSSMParameter, cfg.KubeconfigSecretID,
 			ssm.NewFromConfig(awsCfg), secretsmanager.NewFromConfig(awsCfg))
@@ -164,7 +173,7 @@ func setup(ctx context.Context, log *slog.Logger) (*service, error) {
 		log.Info("node-drainer configured", "mode", cfg.Mode(), "cluster", cfg.ClusterName, "dryRun", cfg.DryRun)
 		c := clients
 		c.Kube = kube
-		return handler.New(cfg, c, log, metrics), nil
+		return handler.New(cfg, c, log, metrics, outcomes), nil
 	}
 	if s.h, err = s.connect(ctx); err != nil {
 		log.Error("node-drainer cannot reach its cluster: each invocation tries again", "version", version.Get(), "error", err)

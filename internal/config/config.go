@@ -69,17 +69,22 @@ type Config struct {
 	KubeQPS                  float32
 	KubeBurst                int
 	DeadlineMargin           time.Duration // kept back from the deadline to complete the hook
-	ContinueLongDrains       bool
-	MaxContinuations         int           // continuations of one drain at most (0: none)
-	TerminateHookName        string        // the terminate hook the templates create: ours
-	LaunchHookName           string        // the launch hook the templates create: ours
-	HookNames                []string      // more lifecycle hooks that are ours (hooks the operator made for us)
-	AdvisoryMarkTTL          time.Duration // an advisory cause lapses when the instance still runs after it
-	DeadNodeEvictionWindow   time.Duration // a terminate drain of a NotReady node waits this long for its pods
-	NodeLeaseStaleAfter      time.Duration // a node whose Lease is older counts as not running a kubelet
-	LeaseNamespace           string        // where the per-instance leases live
-	FunctionName             string        // set by Lambda; the target of continuations
-	LogLevel                 slog.Level    // the least severe level logged (internal/logging)
+	// OutcomeEventBus: the EventBridge bus outcome events are put on
+	// (empty: none); OutcomeBlockedAfter: a drain not finished after it is
+	// told of once.
+	OutcomeEventBus        string
+	OutcomeBlockedAfter    time.Duration
+	ContinueLongDrains     bool
+	MaxContinuations       int           // continuations of one drain at most (0: none)
+	TerminateHookName      string        // the terminate hook the templates create: ours
+	LaunchHookName         string        // the launch hook the templates create: ours
+	HookNames              []string      // more lifecycle hooks that are ours (hooks the operator made for us)
+	AdvisoryMarkTTL        time.Duration // an advisory cause lapses when the instance still runs after it
+	DeadNodeEvictionWindow time.Duration // a terminate drain of a NotReady node waits this long for its pods
+	NodeLeaseStaleAfter    time.Duration // a node whose Lease is older counts as not running a kubelet
+	LeaseNamespace         string        // where the per-instance leases live
+	FunctionName           string        // set by Lambda; the target of continuations
+	LogLevel               slog.Level    // the least severe level logged (internal/logging)
 
 	// The sweep's handling of nodes NotReady on a running instance.
 	ZombieAfter       time.Duration
@@ -162,6 +167,8 @@ var Vars = []Var{
 	{"ZOMBIE_MAX_ASG_SHARE", "10", "Most instances of one ASG leaving at once (unhealthy or not in service), in percent of its instances, when the sweep marks a zombie Unhealthy (at least one)."},
 	{"SKIP_NODES_OWNED_BY", "karpenter,auto-mode,managed-nodegroup", "Comma-separated lifecycle owners whose nodes are left alone (their hooks completed with `CONTINUE`): `karpenter`, `auto-mode`, `managed-nodegroup`; `none`: act on every node."},
 	{"LOG_LEVEL", "INFO", "Least severe level of the function's log lines: DEBUG, INFO, WARN or ERROR. The function applies it itself; the templates keep Lambda's application log filter at TRACE, so the metrics lines (which have no level) are kept at every level."},
+	{"OUTCOME_EVENT_BUS", "", "EventBridge bus (name or ARN) the function puts one event per outcome worth a person's attention on (a drain ended, failed or blocked, a forced release, a completed lifecycle action); empty: none."},
+	{"OUTCOME_BLOCKED_AFTER", "5m", "A drain not finished after this long is told of once, as a Node Drain Blocked event on OUTCOME_EVENT_BUS, by the invocation that passes it."},
 	{"ADVISORY_MARK_TTL", "1h", "How long the marks of a spot warning or rebalance recommendation hold when the instance keeps running; then the next event or sweep lifts them."},
 }
 
@@ -225,6 +232,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		OutOfServiceTaint:       boolean("OUT_OF_SERVICE_TAINT"),
 		DeleteTerminatedNodes:   boolean("DELETE_TERMINATED_NODES"),
 		DeadlineMargin:          duration("DEADLINE_MARGIN"),
+		OutcomeEventBus:         get("OUTCOME_EVENT_BUS"),
+		OutcomeBlockedAfter:     duration("OUTCOME_BLOCKED_AFTER"),
 		ContinueLongDrains:      boolean("CONTINUE_LONG_DRAINS"),
 		AdvisoryMarkTTL:         duration("ADVISORY_MARK_TTL"),
 		DeadNodeEvictionWindow:  duration("DEAD_NODE_EVICTION_WINDOW"),

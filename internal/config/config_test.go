@@ -49,6 +49,7 @@ func TestFromEnvDefaults(t *testing.T) {
 		KubeQPS:                  100,
 		KubeBurst:                200,
 		DeadlineMargin:           20 * time.Second,
+		OutcomeBlockedAfter:      5 * time.Minute,
 		ContinueLongDrains:       true,
 		MaxContinuations:         20,
 		TerminateHookName:        "node-drainer-terminate",
@@ -142,6 +143,8 @@ func TestFromEnvValues(t *testing.T) {
 		"CREATE_TERMINATE_HOOK=false",
 		"CREATE_LAUNCH_HOOK=true",
 		"HEARTBEAT_TIMEOUT=900",
+		"OUTCOME_EVENT_BUS=on-call",
+		"OUTCOME_BLOCKED_AFTER=10m",
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -170,6 +173,8 @@ func TestFromEnvValues(t *testing.T) {
 		KubeQPS:                  12.5,
 		KubeBurst:                7,
 		DeadlineMargin:           30 * time.Second,
+		OutcomeEventBus:          "on-call",
+		OutcomeBlockedAfter:      10 * time.Minute,
 		ContinueLongDrains:       false,
 		MaxContinuations:         0,
 		TerminateHookName:        "node-drainer-terminate",

@@ -65,7 +65,7 @@ func (r *abruptRelease) release(ctx context.Context, n *corev1.Node, inst instan
 		}
 	}
 	r.out.PodsDeleted, r.out.AttachmentsDeleted = rel.PodsDeleted, rel.AttachmentsDeleted
-	r.out.Action = ActionReleased
+	r.out.Action, r.out.Evidence = ActionReleased, inst.String()
 	r.log.InfoContext(ctx, "force-released node", "evidence", inst.String(),
 		"podsDeleted", rel.PodsDeleted, "attachmentsDeleted", rel.AttachmentsDeleted, "dryRun", r.h.cfg.DryRun)
 	if len(rel.PodsDeleted) > 0 || len(rel.AttachmentsDeleted) > 0 {

@@ -49,6 +49,7 @@ import (
 	"github.com/node-drainer/node-drainer/internal/lease"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
 	"github.com/node-drainer/node-drainer/internal/node"
+	"github.com/node-drainer/node-drainer/internal/outcome"
 )
 
 // Invoker re-invokes the function to continue a long drain.
@@ -84,6 +85,8 @@ type Handler struct {
 	// StoppingPollInterval is how often EC2 is asked while an instance stops.
 	StoppingPollInterval time.Duration
 	metrics              io.Writer // EMF lines (nil: none)
+	// outcomes puts the events the people on call route (nil: none)
+	outcomes *outcome.Publisher
 	// foreign remembers instances found without the cluster tag, so that a
 	// warm function answers their later events with no AWS call (the EC2
 	// state-change rule cannot filter by tag: every instance of the account
@@ -145,10 +148,13 @@ type Outcome struct {
 	Remaining          []string   `json:"remaining,omitempty"`
 	PodsDeleted        []string   `json:"podsDeleted,omitempty"`
 	AttachmentsDeleted []string   `json:"attachmentsDeleted,omitempty"`
-	LifecycleResult    string     `json:"lifecycleResult,omitempty"`
-	Attempt            int        `json:"attempt,omitempty"`
-	DryRun             bool       `json:"dryRun,omitempty"`
-	DurationMS         int64      `json:"durationMs"`
+	// Evidence is what EC2 said of the instance before a release forced
+	// anything.
+	Evidence        string `json:"evidence,omitempty"`
+	LifecycleResult string `json:"lifecycleResult,omitempty"`
+	Attempt         int    `json:"attempt,omitempty"`
+	DryRun          bool   `json:"dryRun,omitempty"`
+	DurationMS      int64  `json:"durationMs"`
 	// Instances are the outcomes of each instance of a scheduled change
 	// handled in parallel in this invocation (Action ActionPerInstance).
 	Instances []Outcome `json:"instances,omitempty"`
@@ -235,6 +241,7 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome,
 func (r *invocation) end(ctx context.Context, err error) error {
 	r.recording.Wait()
 	r.out.DurationMS = r.h.now().Sub(r.rep.begun).Milliseconds()
+	putOutcomes(ctx, r)
 	r.finishReport()
 	level := slog.LevelInfo
 	if err != nil || r.out.Action == ActionFailed {

@@ -63,6 +63,8 @@ type report struct {
 	hookReason    string        // why: the outcome's action, at-deadline, dry-run
 	drainEnded    bool
 	drainLength   time.Duration
+	// outcome events put and not put (OUTCOME_EVENT_BUS)
+	outcomesPut, outcomesFailed int
 }
 
 func newReport(begun time.Time, now func() time.Time) *report {
@@ -178,6 +180,10 @@ func (rep *report) metricsLine(out Outcome, cfg config.Config) *metrics.Entry {
 	}
 	if out.Action == ActionContinued {
 		d.Put(metrics.Continuations, metrics.Count, 1)
+	}
+	if rep.outcomesPut > 0 || rep.outcomesFailed > 0 {
+		d.Put(metrics.OutcomeEventsPut, metrics.Count, float64(rep.outcomesPut))
+		d.Put(metrics.OutcomeEventsFailed, metrics.Count, float64(rep.outcomesFailed))
 	}
 	rep.putRetries(d)
 	if sw := out.Sweep; sw != nil {

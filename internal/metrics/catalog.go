@@ -36,6 +36,9 @@ const (
 	SweepReplaced     = "SweepReplaced"
 	SweepFailed       = "SweepFailed"
 	HooksCompleted    = "HooksCompleted"
+	// outcome events (OUTCOME_EVENT_BUS) put, and not put
+	OutcomeEventsPut    = "OutcomeEventsPut"
+	OutcomeEventsFailed = "OutcomeEventsFailed"
 )
 
 // Metric is one metric of the catalog: its name (a prefix when Prefix is
@@ -78,6 +81,8 @@ var Catalog = []Metric{
 	{Name: SweepReplaced, Unit: Count, DimensionSets: byEventResult},
 	{Name: SweepFailed, Unit: Count, DimensionSets: byEventResult},
 	{Name: HooksCompleted, Unit: Count, DimensionSets: byCompletion},
+	{Name: OutcomeEventsPut, Unit: Count, DimensionSets: byEventResult},
+	{Name: OutcomeEventsFailed, Unit: Count, DimensionSets: byEventResult},
 }
 
 // Lookup finds name in the catalog (a prefixed metric by its prefix).

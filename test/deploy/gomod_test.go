@@ -31,7 +31,6 @@ var testOnlyModules = []string{
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation",
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch",
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs",
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge",
 	"github.com/aws/aws-sdk-go-v2/service/iam",
 	"github.com/aws/aws-sdk-go-v2/service/s3",
 	"github.com/aws/aws-sdk-go-v2/service/sqs",

@@ -1,0 +1,142 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/node-drainer/node-drainer/internal/outcome"
+	"github.com/node-drainer/node-drainer/internal/version"
+)
+
+// WithOutcomes makes the Handler put one event per outcome worth a
+// person's attention through p (OUTCOME_EVENT_BUS); nil puts none.
+func WithOutcomes(p *outcome.Publisher) Option {
+	return func(h *Handler) { h.outcomes = p }
+}
+
+// outcomeEvents are the events an invocation's outcome gives: a drain
+// that ended (drained or failed), a drain past OUTCOME_BLOCKED_AFTER in
+// this invocation (once per drain: the invocation in which it passed), a
+// forced release, a completed lifecycle action. A pure function of what the
+// run recorded, so that every case is a table test.
+func outcomeEvents(r *invocation, rep reportSnapshot) []outcome.Event {
+	out := r.out
+	d := outcome.Detail{
+		Cluster:            r.h.cfg.ClusterName,
+		Function:           r.h.cfg.FunctionName,
+		Instance:           out.Instance,
+		Node:               out.Node,
+		Event:              string(out.Event),
+		Result:             string(out.Action),
+		Attempt:            max(out.Attempt, 1),
+		DryRun:             r.h.cfg.DryRun,
+		BlockedSeconds:     rep.pdbBlocked.Seconds(),
+		Evicted:            out.Evicted,
+		Remaining:          held(out.Remaining),
+		PodsDeleted:        out.PodsDeleted,
+		AttachmentsDeleted: out.AttachmentsDeleted,
+		Evidence:           out.Evidence,
+		Version:            version.Get(),
+		Time:               rep.now,
+	}
+	if lc := r.ev.Lifecycle; lc != nil {
+		d.AutoScalingGroup, d.LifecycleHook = lc.AutoScalingGroupName, lc.HookName
+	}
+	if rep.drainEnded {
+		d.DrainSeconds = rep.drainLength.Seconds()
+	}
+	for _, s := range rep.steps {
+		d.Timeline = append(d.Timeline, outcome.Step{AtMS: s.AtMS, Step: s.Step, Detail: s.Detail})
+	}
+	var events []outcome.Event
+	with := func(t outcome.DetailType, f func(*outcome.Detail)) {
+		e := d
+		f(&e)
+		events = append(events, outcome.Event{Type: t, Detail: e})
+	}
+	switch {
+	case out.Action == ActionDrained && rep.drainEnded:
+		with(outcome.NodeDrained, func(e *outcome.Detail) { e.Remaining = nil })
+	case out.Action == ActionFailed && errors.Is(out.err, ErrDrainFailed):
+		with(outcome.NodeDrainFailed, func(e *outcome.Detail) { e.Reason = out.Detail })
+	case out.Action == ActionContinued && len(d.Remaining) > 0 && passedBlockedAfter(r.h.cfg.OutcomeBlockedAfter, r.started, rep):
+		with(outcome.NodeDrainBlocked, func(e *outcome.Detail) {
+			e.Result = "blocked"
+			e.DrainSeconds = rep.now.Sub(r.started).Seconds()
+			e.BlockedSeconds = max(e.BlockedSeconds, r.h.cfg.OutcomeBlockedAfter.Seconds())
+			e.Reason = "drain not finished after " + rep.now.Sub(r.started).Round(time.Second).String()
+			e.Timeline = nil
+		})
+	}
+	if out.Action == ActionReleased && len(out.PodsDeleted)+len(out.AttachmentsDeleted) > 0 {
+		with(outcome.NodeReleased, func(e *outcome.Detail) { e.Reason = out.Detail })
+	}
+	if rep.hookResult != "" && d.AutoScalingGroup != "" {
+		with(outcome.LifecycleActionCompleted, func(e *outcome.Detail) {
+			e.LifecycleResult, e.Reason, e.Timeline = rep.hookResult, rep.hookReason, nil
+		})
+	}
+	return events
+}
+
+// passedBlockedAfter: the drain passed OUTCOME_BLOCKED_AFTER during this
+// invocation (it started before the mark, it is past it now), so that a
+// drain continued over several invocations tells of it once.
+func passedBlockedAfter(after time.Duration, started time.Time, rep reportSnapshot) bool {
+	if after <= 0 {
+		return false
+	}
+	mark := started.Add(after)
+	return rep.begun.Before(mark) && !rep.now.Before(mark)
+}
+
+// held splits the outcome's remaining pods ("ns/name: why") into the pod
+// and what holds it.
+func held(remaining []string) []outcome.Held {
+	var hs []outcome.Held
+	for _, s := range remaining {
+		pod, why, _ := strings.Cut(s, ": ")
+		hs = append(hs, outcome.Held{Pod: pod, HeldBy: why})
+	}
+	return hs
+}
+
+// putOutcomes puts the run's outcome events, after every step of the
+// drain (none waits on it), bounded by the Publisher and by ctx; a failure
+// is logged and counted in the invocation's metrics, never an error of the
+// invocation.
+func putOutcomes(ctx context.Context, r *invocation) {
+	if r.h.outcomes == nil || r.rep == nil {
+		return
+	}
+	events := outcomeEvents(r, r.rep.snapshot())
+	if len(events) == 0 {
+		return
+	}
+	failed, err := r.h.outcomes.Put(ctx, events...)
+	if err != nil {
+		r.log.WarnContext(ctx, "could not put outcome events", "bus", r.h.outcomes.Bus(), "failed", failed, "error", err)
+	}
+	r.rep.mu.Lock()
+	r.rep.outcomesPut, r.rep.outcomesFailed = len(events)-failed, failed
+	r.rep.mu.Unlock()
+}
+
+// reportSnapshot is what a report holds at one moment, read under its lock.
+type reportSnapshot struct {
+	begun, now             time.Time
+	steps                  []Step
+	pdbBlocked             time.Duration
+	hookResult, hookReason string
+	drainEnded             bool
+	drainLength            time.Duration
+}
+
+func (rep *report) snapshot() reportSnapshot {
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	return reportSnapshot{begun: rep.begun, now: rep.now(), steps: append([]Step(nil), rep.steps...), pdbBlocked: rep.pdbBlocked,
+		hookResult: rep.hookResult, hookReason: rep.hookReason, drainEnded: rep.drainEnded, drainLength: rep.drainLength}
+}

@@ -1,0 +1,206 @@
+package handler
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+
+	"github.com/node-drainer/node-drainer/internal/config"
+	"github.com/node-drainer/node-drainer/internal/event"
+	"github.com/node-drainer/node-drainer/internal/lifecycle"
+	"github.com/node-drainer/node-drainer/internal/metrics"
+	"github.com/node-drainer/node-drainer/internal/outcome"
+)
+
+// TestOutcomeEvents: every outcome worth a person's attention gives its
+// events, each valid by the published schema, and nothing else gives one.
+func TestOutcomeEvents(t *testing.T) {
+	t0 := time.Date(2026, 11, 18, 14, 0, 0, 0, time.UTC)
+	hook := &event.LifecycleAction{AutoScalingGroupName: "workers", HookName: "node-drainer-terminate", InstanceID: "i-1"}
+	drainFailed := &Failure{Kind: ErrDrainFailed}
+	type tc struct {
+		out        Outcome
+		lifecycle  *event.LifecycleAction
+		started    time.Time // the drain's first invocation (t0 when zero)
+		rep        reportSnapshot
+		dryRun     bool
+		want       []outcome.DetailType
+		checkFirst func(t *testing.T, d outcome.Detail)
+	}
+	base := Outcome{Event: event.KindTerminate, Instance: "i-1", Node: "ip-10-0-0-1"}
+	with := func(f func(*Outcome)) Outcome { o := base; f(&o); return o }
+	now := func(d time.Duration) reportSnapshot { return reportSnapshot{begun: t0, now: t0.Add(d)} }
+	completed := func(s reportSnapshot, result, reason string) reportSnapshot {
+		s.hookResult, s.hookReason, s.drainEnded, s.drainLength = result, reason, true, s.now.Sub(t0)
+		return s
+	}
+	cases := map[string]tc{
+		"drained, hook completed": {
+			out:       with(func(o *Outcome) { o.Action, o.Evicted = ActionDrained, []string{"a/p"} }),
+			lifecycle: hook, rep: completed(now(40*time.Second), "CONTINUE", "drained"),
+			want: []outcome.DetailType{outcome.NodeDrained, outcome.LifecycleActionCompleted},
+			checkFirst: func(t *testing.T, d outcome.Detail) {
+				if d.DrainSeconds != 40 || d.AutoScalingGroup != "workers" || !slices.Equal(d.Evicted, []string{"a/p"}) {
+					t.Errorf("drained detail: %+v", d)
+				}
+			},
+		},
+		"drained by a spot warning, no hook": {
+			out:  with(func(o *Outcome) { o.Event, o.Action = event.KindSpotInterruption, ActionDrained }),
+			rep:  completed(now(time.Minute), "", ""),
+			want: []outcome.DetailType{outcome.NodeDrained},
+		},
+		"drain failed at its deadline": {
+			out: with(func(o *Outcome) {
+				o.Action, o.Detail, o.err = ActionFailed, "drain timed out", drainFailed
+				o.Remaining = []string{"data/kafka-2: PodDisruptionBudget data/kafka"}
+			}),
+			lifecycle: hook, rep: completed(now(30*time.Minute), "ABANDON", "at-deadline"),
+			want: []outcome.DetailType{outcome.NodeDrainFailed, outcome.LifecycleActionCompleted},
+			checkFirst: func(t *testing.T, d outcome.Detail) {
+				if len(d.Remaining) != 1 || d.Remaining[0] != (outcome.Held{Pod: "data/kafka-2", HeldBy: "PodDisruptionBudget data/kafka"}) {
+					t.Errorf("remaining: %+v", d.Remaining)
+				}
+			},
+		},
+		"another failure (no lease) is not a drain's": {
+			out:       with(func(o *Outcome) { o.Action, o.err = ActionFailed, &Failure{Kind: ErrNoLease, Cause: errors.New("x")} }),
+			lifecycle: hook, rep: now(time.Second),
+		},
+		"continued, passing the blocked mark in this invocation": {
+			out:       with(func(o *Outcome) { o.Action, o.Remaining = ActionContinued, []string{"a/p: PodDisruptionBudget a/pdb"} }),
+			lifecycle: hook, rep: now(14 * time.Minute),
+			want: []outcome.DetailType{outcome.NodeDrainBlocked},
+		},
+		"continued, before the blocked mark": {
+			out:       with(func(o *Outcome) { o.Action, o.Remaining = ActionContinued, []string{"a/p: x"} }),
+			lifecycle: hook, rep: now(4 * time.Minute),
+		},
+		"continued again, the mark passed in an earlier invocation": {
+			out:       with(func(o *Outcome) { o.Action, o.Remaining, o.Attempt = ActionContinued, []string{"a/p: x"}, 2 }),
+			lifecycle: hook, started: t0.Add(-14 * time.Minute), rep: now(14 * time.Minute),
+		},
+		"released with EC2's evidence": {
+			out: with(func(o *Outcome) {
+				o.Event, o.Action, o.Evidence = event.KindStateChange, ActionReleased, "stopped"
+				o.PodsDeleted, o.AttachmentsDeleted = []string{"a/db-0"}, []string{"csi-1"}
+			}),
+			rep: now(2 * time.Second), want: []outcome.DetailType{outcome.NodeReleased},
+		},
+		"released, nothing to force": {
+			out: with(func(o *Outcome) { o.Event, o.Action, o.Evidence = event.KindStateChange, ActionReleased, "stopped" }),
+			rep: now(time.Second),
+		},
+		"not forced": {
+			out: with(func(o *Outcome) { o.Event, o.Action = event.KindStateChange, ActionNotForced }),
+			rep: now(time.Second),
+		},
+		"ignored": {out: with(func(o *Outcome) { o.Action = ActionIgnored }), rep: now(0)},
+		"dry run says so": {
+			out:       with(func(o *Outcome) { o.Action = ActionDrained }),
+			lifecycle: hook, dryRun: true, rep: completed(now(time.Second), "CONTINUE", "dry-run"),
+			want: []outcome.DetailType{outcome.NodeDrained, outcome.LifecycleActionCompleted},
+			checkFirst: func(t *testing.T, d outcome.Detail) {
+				if !d.DryRun {
+					t.Error("a dry run's event must say dryRun: true")
+				}
+			},
+		},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg := config.Config{ClusterName: "prod", FunctionName: "node-drainer", OutcomeBlockedAfter: 5 * time.Minute, DryRun: c.dryRun}
+			started := c.started
+			if started.IsZero() {
+				started = t0
+			}
+			r := &invocation{h: &Handler{cfg: cfg}, ev: event.Event{Kind: c.out.Event, Lifecycle: c.lifecycle}, started: started, out: c.out}
+			events := outcomeEvents(r, c.rep)
+			var got []outcome.DetailType
+			for _, e := range events {
+				got = append(got, e.Type)
+				e.Detail.SchemaVersion = outcome.SchemaVersion // Put sets it
+				if err := outcome.Validate(e.Type, e.Detail); err != nil {
+					t.Errorf("%s breaks the schema: %v", e.Type, err)
+				}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("events %v, want %v", got, c.want)
+			}
+			if c.checkFirst != nil {
+				c.checkFirst(t, events[0].Detail)
+			}
+		})
+	}
+}
+
+// busAPI is an EventBridge that records what it is given and, at that
+// moment, how many lifecycle actions were completed; fail makes it refuse.
+type busAPI struct {
+	mu        sync.Mutex
+	asg       *fakeASG
+	entries   []string // detail-types put
+	completed []int    // completions made when each call came
+	fail      error
+}
+
+func (b *busAPI) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.completed = append(b.completed, len(b.asg.results()))
+	for _, e := range in.Entries {
+		b.entries = append(b.entries, aws.ToString(e.DetailType))
+	}
+	if b.fail != nil {
+		return nil, b.fail
+	}
+	return &eventbridge.PutEventsOutput{}, nil
+}
+
+// TestOutcomeEventsPut: a drain's events are put once its hook is
+// completed (nothing of the drain waits on them), and a bus that refuses
+// changes nothing of the drain: the failure is counted in the metrics line.
+func TestOutcomeEventsPut(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		t.Run(fmt.Sprint("refused=", refuse), func(t *testing.T) {
+			e := newEnv(aNode()...)
+			e.ec2.readings[idA] = []reading{running}
+			var metricsLine bytes.Buffer
+			e.metrics = &metricsLine
+			bus := &busAPI{asg: e.asg}
+			if refuse {
+				bus.fail = errors.New("AccessDeniedException: not authorized to perform events:PutEvents")
+			}
+			h := e.handler()
+			WithOutcomes(outcome.NewPublisher(bus, "on-call", time.Second))(h)
+			out, err := e.handleWith(h, terminateEvent(idA), 5*time.Second)
+			if err != nil || out.Action != ActionDrained || !slices.Equal(e.asg.results(), []lifecycle.Result{lifecycle.Continue}) {
+				t.Fatalf("drain: %v %+v, results %v", err, out, e.asg.results())
+			}
+			want := []string{string(outcome.NodeDrained), string(outcome.LifecycleActionCompleted)}
+			if !slices.Equal(bus.entries, want) || !slices.Equal(bus.completed, []int{1}) {
+				t.Fatalf("put %v with %v completions at the call, want %v in one call after the completion", bus.entries, bus.completed, want)
+			}
+			var line map[string]any
+			if err := json.Unmarshal(metricsLine.Bytes(), &line); err != nil {
+				t.Fatalf("metrics line: %v\n%s", err, metricsLine.String())
+			}
+			wantPut, wantFailed := 2.0, 0.0
+			if refuse {
+				wantPut, wantFailed = 0, 2
+			}
+			if line[metrics.OutcomeEventsPut] != wantPut || line[metrics.OutcomeEventsFailed] != wantFailed {
+				t.Errorf("metrics put %v failed %v, want %v and %v", line[metrics.OutcomeEventsPut], line[metrics.OutcomeEventsFailed], wantPut, wantFailed)
+			}
+		})
+	}
+}
