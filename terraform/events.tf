@@ -158,3 +158,40 @@ moved {
   from = aws_lambda_permission.events["sweep"]
   to   = aws_lambda_permission.sweep
 }
+
+# Every outcome event to an SNS topic, as one line a person reads
+# (outcome_events_topic_arn); the same rule as OutcomeEventsRule of
+# template.yaml.
+resource "aws_cloudwatch_event_rule" "outcomes" {
+  count = var.outcome_event_bus != "" && var.outcome_events_topic_arn != "" ? 1 : 0
+
+  name           = "${var.function_name}-outcomes"
+  description    = "node-drainer: outcome events to the people on call"
+  event_bus_name = var.outcome_event_bus
+  event_pattern = jsonencode({
+    source = ["node-drainer"]
+    detail = { function = [var.function_name] }
+  })
+  tags = var.tags
+}
+
+resource "aws_cloudwatch_event_target" "outcomes" {
+  count = length(aws_cloudwatch_event_rule.outcomes)
+
+  rule           = aws_cloudwatch_event_rule.outcomes[0].name
+  event_bus_name = var.outcome_event_bus
+  target_id      = "outcomes-topic"
+  arn            = var.outcome_events_topic_arn
+
+  input_transformer {
+    input_paths = {
+      type     = "$.detail-type"
+      instance = "$.detail.instance"
+      node     = "$.detail.node"
+      cluster  = "$.detail.cluster"
+      result   = "$.detail.result"
+      reason   = "$.detail.reason"
+    }
+    input_template = "\"<type>: <instance> (<node>) in <cluster>: <result> <reason>\""
+  }
+}

@@ -122,6 +122,17 @@ data "aws_iam_policy_document" "function" {
     }
   }
 
+  # outcome events, on the one bus named (outcome_event_bus only)
+  dynamic "statement" {
+    for_each = var.outcome_event_bus != "" ? [1] : []
+    content {
+      sid       = "OutcomeEvents"
+      effect    = "Allow"
+      actions   = ["events:PutEvents"]
+      resources = ["arn:${local.partition}:events:${local.region}:${local.account}:event-bus/${var.outcome_event_bus}"]
+    }
+  }
+
   statement {
     sid       = "DeadLetters"
     effect    = "Allow"

@@ -51,6 +51,8 @@ locals {
     KUBE_CLIENT_QPS             = tostring(var.kube_client_qps)
     KUBE_CLIENT_BURST           = tostring(var.kube_client_burst)
     DEADLINE_MARGIN             = var.deadline_margin
+    OUTCOME_EVENT_BUS           = var.outcome_event_bus
+    OUTCOME_BLOCKED_AFTER       = var.outcome_blocked_after
     CONTINUE_LONG_DRAINS        = tostring(var.continue_long_drains)
     MAX_CONTINUATIONS           = tostring(var.max_continuations)
     HOOK_NAMES                  = join(",", var.hook_names)

@@ -569,6 +569,35 @@ variable "alarm_topic_arn" {
   default     = ""
 }
 
+variable "outcome_event_bus" {
+  description = "EventBridge bus (its name, in this account and region; \"default\" for the account's default bus) the function puts one event per outcome on: a drain ended, failed or blocked, a forced release, a completed lifecycle action (docs/operations.md: Outcome events). Empty = none; the function is granted events:PutEvents on this bus only."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9._/-]{0,256}$", var.outcome_event_bus))
+    error_message = "outcome_event_bus must be an EventBridge bus name in this account and region (default for the account's default bus), or empty."
+  }
+}
+
+variable "outcome_blocked_after" {
+  description = "A drain not finished after this long is told of once, as a Node Drain Blocked event on outcome_event_bus."
+  type        = string
+  default     = "5m"
+
+  validation {
+    # a positive Go duration (h, m, s, ms; as template.yaml's AllowedPattern)
+    condition     = can(regex("^([1-9][0-9]{0,5}(\\.[0-9]{1,3})?h([0-9]{1,6}(\\.[0-9]{1,3})?m)?([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?m([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?s([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?ms)$", var.outcome_blocked_after))
+    error_message = "outcome_blocked_after must be a positive Go duration such as 90s, 15m or 1h30m (units h, m, s, ms)."
+  }
+}
+
+variable "outcome_events_topic_arn" {
+  description = "SNS topic (such as alarm_topic_arn's) that receives every outcome event as one readable line, through a rule on outcome_event_bus; its policy must let events.amazonaws.com publish. Empty = no rule."
+  type        = string
+  default     = ""
+}
+
 variable "create_dashboard" {
   description = "Create a CloudWatch dashboard named after the function: hooks completed, drain time, evictions and PDB waits, volume releases, sweep findings, errors (docs/operations.md: Dashboard)."
   type        = bool

@@ -110,6 +110,7 @@ var awsService = map[string]string{
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling":    "autoscaling",
 	"github.com/aws/aws-sdk-go-v2/service/ec2":            "ec2",
 	"github.com/aws/aws-sdk-go-v2/service/eks":            "eks",
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge":    "events",
 	"github.com/aws/aws-sdk-go-v2/service/lambda":         "lambda",
 	"github.com/aws/aws-sdk-go-v2/service/ssm":            "ssm",
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager": "secretsmanager",

@@ -66,6 +66,8 @@ var wantEnv = map[string]string{
 	"KUBE_CLIENT_QPS":             "100",
 	"KUBE_CLIENT_BURST":           "200",
 	"DEADLINE_MARGIN":             "20s",
+	"OUTCOME_EVENT_BUS":           "",
+	"OUTCOME_BLOCKED_AFTER":       "5m",
 	"CONTINUE_LONG_DRAINS":        "true",
 	"MAX_CONTINUATIONS":           "20",
 	"HOOK_NAMES":                  "",
@@ -114,6 +116,7 @@ var wantActions = []string{
 	"autoscaling:SetInstanceHealth",
 	"ec2:DescribeInstances",
 	"eks:DescribeCluster",
+	"events:PutEvents", // outcome events, on the one bus named (OutcomeEventBus only)
 	"kms:Decrypt",
 	"kms:GenerateDataKey",
 	"lambda:InvokeFunction",

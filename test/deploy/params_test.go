@@ -185,8 +185,8 @@ func TestDurationPatternsAgreeWithConfig(t *testing.T) {
 			}
 		})
 	}
-	if n != 11 {
-		t.Errorf("%d duration variables in config.Vars, want 11: is the detection still right?", n)
+	if n != 12 {
+		t.Errorf("%d duration variables in config.Vars, want 12: is the detection still right?", n)
 	}
 }
 
@@ -292,7 +292,7 @@ func TestTerraformDurationsValidated(t *testing.T) {
 			t.Errorf("terraform variable %s validates with\n %s\nthe template's %s with\n %s", v, got, name, raw)
 		}
 	}
-	if n != 11 {
-		t.Errorf("%d duration parameters with a pattern in template.yaml, want 11", n)
+	if n != 12 {
+		t.Errorf("%d duration parameters with a pattern in template.yaml, want 12", n)
 	}
 }

@@ -197,6 +197,7 @@ func (t *cfnTemplate) spec() (*Spec, error) {
 		Schedules: map[string]Schedule{},
 		Hooks:     map[string]Hook{},
 		Params:    map[string]Param{},
+		Routes:    map[string]string{},
 	}
 
 	fns := t.ofType("AWS::Serverless::Function", "AWS::Lambda::Function")
@@ -269,6 +270,20 @@ func (t *cfnTemplate) spec() (*Spec, error) {
 		name := rule.id
 		if n, ok := rule.props["Name"]; ok {
 			name = stringify(rr.resolve(n))
+		}
+		if bus, ok := rule.props["EventBusName"]; ok {
+			var targets []any
+			for _, tg := range asList(rule.props["Targets"]) {
+				it := asMap(asMap(tg)["InputTransformer"])
+				targets = append(targets, map[string]any{"arn": rr.resolve(asMap(tg)["Arn"]),
+					"inputPaths": rr.resolve(it["InputPathsMap"]), "inputTemplate": rr.resolve(it["InputTemplate"])})
+			}
+			route, err := canonicalJSON(map[string]any{"bus": rr.resolve(bus), "pattern": rr.resolve(rule.props["EventPattern"]), "targets": targets})
+			if err != nil {
+				return nil, fmt.Errorf("rule %s: %w", rule.id, err)
+			}
+			s.Routes[name] = route
+			continue
 		}
 		if expr, ok := rule.props["ScheduleExpression"]; ok {
 			state := "ENABLED"

@@ -59,6 +59,11 @@ type Spec struct {
 	Outputs []string
 	// Alarms maps each CloudWatch alarm's name to what it watches (AlarmSpec).
 	Alarms map[string]AlarmSpec
+	// Routes maps each rule on a bus of the operator's (EventBusName set:
+	// the outcome events' route to people) to its bus, pattern and targets
+	// (ARN, input paths and template) as canonical JSON, whatever its
+	// condition: both descriptions must offer the same route.
+	Routes map[string]string
 }
 
 // AlarmSpec is what a CloudWatch metric alarm watches and when it fires;
@@ -192,6 +197,19 @@ func Diff(a, b *Spec) []string {
 			add("event rule %s: only in %s: %s", name, a.Source, pa)
 		case pa != pb:
 			add("event rule %s pattern:\n\t%s: %s\n\t%s: %s", name, a.Source, pa, b.Source, pb)
+		}
+	}
+
+	for _, name := range unionKeys(a.Routes, b.Routes) {
+		ra, inA := a.Routes[name]
+		rb, inB := b.Routes[name]
+		switch {
+		case !inA:
+			add("route %s: only in %s: %s", name, b.Source, rb)
+		case !inB:
+			add("route %s: only in %s: %s", name, a.Source, ra)
+		case ra != rb:
+			add("route %s:\n\t%s: %s\n\t%s: %s", name, a.Source, ra, b.Source, rb)
 		}
 	}
 

@@ -293,6 +293,7 @@ func (m *tfModule) spec() (*Spec, error) {
 		Schedules: map[string]Schedule{},
 		Hooks:     map[string]Hook{},
 		Params:    map[string]Param{},
+		Routes:    map[string]string{},
 	}
 
 	fns := m.resources("aws_lambda_function")
@@ -330,6 +331,12 @@ func (m *tfModule) spec() (*Spec, error) {
 	}
 
 	for _, rule := range m.resources("aws_cloudwatch_event_rule") {
+		if _, onBus := rule.body.Attributes["event_bus_name"]; onBus {
+			if err := m.routeSpec(s, rule); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		insts, err := m.instances(rule)
 		if err != nil {
 			return nil, err
@@ -806,4 +813,78 @@ func tfFunctions() map[string]function.Function {
 		"try":        tryfunc.TryFunc,
 		"can":        tryfunc.CanFunc,
 	}
+}
+
+// routeSpec reads a rule on an operator's bus and its targets (those whose
+// rule names it), evaluated as its first instance whatever its count: the
+// route both descriptions offer when it is asked for.
+func (m *tfModule) routeSpec(s *Spec, rule *tfBlock) error {
+	first := map[string]cty.Value{"count": cty.ObjectVal(map[string]cty.Value{"index": cty.NumberIntVal(0)})}
+	get := func(b *hclsyntax.Body, attr string) (any, error) {
+		v, err := m.eval(b, attr, first)
+		if err != nil {
+			return nil, fmt.Errorf("%s.%s: %w", rule.typ, rule.name, err)
+		}
+		if v.IsNull() {
+			return nil, nil
+		}
+		if v.Type() == cty.String {
+			return tfString(v), nil
+		}
+		out := map[string]any{}
+		for it := v.ElementIterator(); it.Next(); {
+			k, e := it.Element()
+			out[tfString(k)] = tfString(e)
+		}
+		return out, nil
+	}
+	name, err := get(rule.body, "name")
+	if err != nil {
+		return err
+	}
+	bus, err := get(rule.body, "event_bus_name")
+	if err != nil {
+		return err
+	}
+	raw, err := get(rule.body, "event_pattern")
+	if err != nil {
+		return err
+	}
+	var pattern any
+	if err := json.Unmarshal([]byte(fmt.Sprint(raw)), &pattern); err != nil {
+		return fmt.Errorf("%s.%s event_pattern: %w", rule.typ, rule.name, err)
+	}
+	var targets []any
+	for _, tg := range m.resources("aws_cloudwatch_event_target") {
+		a, ok := tg.body.Attributes["rule"]
+		if !ok {
+			continue
+		}
+		if typ, name, ok := refersTo(a.Expr); !ok || typ != rule.typ || name != rule.name {
+			continue
+		}
+		arn, err := get(tg.body, "arn")
+		if err != nil {
+			return err
+		}
+		t := map[string]any{"arn": arn, "inputPaths": nil, "inputTemplate": nil}
+		for _, b := range tg.body.Blocks {
+			if b.Type != "input_transformer" {
+				continue
+			}
+			if t["inputPaths"], err = get(b.Body, "input_paths"); err != nil {
+				return err
+			}
+			if t["inputTemplate"], err = get(b.Body, "input_template"); err != nil {
+				return err
+			}
+		}
+		targets = append(targets, t)
+	}
+	route, err := canonicalJSON(map[string]any{"bus": bus, "pattern": pattern, "targets": targets})
+	if err != nil {
+		return err
+	}
+	s.Routes[fmt.Sprint(name)] = route
+	return nil
 }
