@@ -242,6 +242,7 @@ func (e *Env) DrainerEnv(ctx context.Context, extra ...string) ([]string, error)
 		"AWS_ENDPOINT_URL_AUTO_SCALING=" + e.AWS.URL(),
 		"AWS_ENDPOINT_URL_STS=" + e.AWS.URL(),
 		"AWS_ENDPOINT_URL_EKS=" + e.AWS.URL(),
+		"AWS_ENDPOINT_URL_EVENTBRIDGE=" + e.AWS.URL(),
 		"AWS_ACCESS_KEY_ID=" + creds.AccessKeyID,
 		"AWS_SECRET_ACCESS_KEY=" + creds.SecretAccessKey,
 		"AWS_SESSION_TOKEN=" + creds.SessionToken,
