@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -158,12 +159,23 @@ const DefaultTimeout = 3 * time.Second
 // maxEntries is PutEvents' limit of entries per call.
 const maxEntries = 10
 
-// Publisher puts outcome events on one bus.
+// Publisher puts outcome events on one bus. After a call that failed
+// whole (the bus unreachable, or slower than the bound), it puts nothing
+// for Cooldown, so that a bus that hangs costs the invocation, and the
+// sweep's many drains in it, one bound and not one per event.
 type Publisher struct {
 	api     API
 	bus     string
 	timeout time.Duration
+
+	mu        sync.Mutex
+	downUntil time.Time // no call before it (zero: the bus answered last)
+	downErr   error     // why
 }
+
+// Cooldown is how long a Publisher puts nothing after a call that failed
+// whole.
+const Cooldown = time.Minute
 
 // NewPublisher returns a Publisher putting events on bus (a name or ARN)
 // through api, each put bounded by timeout (DefaultTimeout when zero or
@@ -202,6 +214,12 @@ func (p *Publisher) Put(ctx context.Context, events ...Event) (failed int, err e
 }
 
 func (p *Publisher) put(ctx context.Context, events []Event) (int, error) {
+	p.mu.Lock()
+	down, why := time.Now().Before(p.downUntil), p.downErr
+	p.mu.Unlock()
+	if down {
+		return len(events), fmt.Errorf("not put: the bus failed less than %s ago: %w", Cooldown, why)
+	}
 	entries := make([]types.PutEventsRequestEntry, 0, len(events))
 	for _, e := range events {
 		d := e.Detail.trimmed()
@@ -222,7 +240,11 @@ func (p *Publisher) put(ctx context.Context, events []Event) (int, error) {
 	defer cancel()
 	out, err := p.api.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries})
 	if err != nil {
-		return len(events), fmt.Errorf("putting outcome events on %s: %w", p.bus, err)
+		err = fmt.Errorf("putting outcome events on %s: %w", p.bus, err)
+		p.mu.Lock()
+		p.downUntil, p.downErr = time.Now().Add(Cooldown), err
+		p.mu.Unlock()
+		return len(events), err
 	}
 	if out.FailedEntryCount == 0 {
 		return 0, nil

@@ -235,9 +235,14 @@ func TestPutBoundedAndReported(t *testing.T) {
 		return nil, ctx.Err()
 	}}
 	ev := Event{Type: NodeDrained, Detail: Detail{Cluster: "c", Instance: "i-1", Node: "n", Event: "terminate", Result: "drained", Time: time.Unix(1, 0)}}
-	failed, err := NewPublisher(hang, "b", 20*time.Millisecond).Put(context.Background(), ev, ev)
+	p := NewPublisher(hang, "b", 20*time.Millisecond)
+	failed, err := p.Put(context.Background(), ev, ev)
 	if failed != 2 || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("hung bus: failed %d, %v; want 2 and the deadline", failed, err)
+	}
+	// the next puts, within the cooldown, do not call the bus again
+	if failed, err := p.Put(context.Background(), ev); failed != 1 || !errors.Is(err, context.DeadlineExceeded) || len(hang.calls) != 1 {
+		t.Fatalf("within the cooldown: failed %d, %v, %d calls; want 1 not put and still 1 call", failed, err, len(hang.calls))
 	}
 
 	refuse := &fakeAPI{answer: func(_ context.Context, in *eventbridge.PutEventsInput) (*eventbridge.PutEventsOutput, error) {
