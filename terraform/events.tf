@@ -159,11 +159,11 @@ moved {
   to   = aws_lambda_permission.sweep
 }
 
-# Every outcome event to an SNS topic, as one line a person reads
-# (outcome_events_topic_arn); the same rule as OutcomeEventsRule of
+# Every outcome event to an SNS topic or SQS queue, as one line a person reads
+# (outcome_events_target_arn); the same rule as OutcomeEventsRule of
 # template.yaml.
 resource "aws_cloudwatch_event_rule" "outcomes" {
-  count = var.outcome_event_bus != "" && var.outcome_events_topic_arn != "" ? 1 : 0
+  count = var.outcome_event_bus != "" && var.outcome_events_target_arn != "" ? 1 : 0
 
   name           = "${var.function_name}-outcomes"
   description    = "node-drainer: outcome events to the people on call"
@@ -180,8 +180,8 @@ resource "aws_cloudwatch_event_target" "outcomes" {
 
   rule           = aws_cloudwatch_event_rule.outcomes[0].name
   event_bus_name = var.outcome_event_bus
-  target_id      = "outcomes-topic"
-  arn            = var.outcome_events_topic_arn
+  target_id      = "outcomes"
+  arn            = var.outcome_events_target_arn
 
   input_transformer {
     input_paths = {

@@ -592,8 +592,8 @@ variable "outcome_blocked_after" {
   }
 }
 
-variable "outcome_events_topic_arn" {
-  description = "SNS topic (such as alarm_topic_arn's) that receives every outcome event as one readable line, through a rule on outcome_event_bus; its policy must let events.amazonaws.com publish. Empty = no rule."
+variable "outcome_events_target_arn" {
+  description = "SNS topic (such as alarm_topic_arn's: mail, chat) or SQS queue that receives every outcome event of this function as one readable line, through a rule on outcome_event_bus; its policy must let events.amazonaws.com send to it. Empty = no rule."
   type        = string
   default     = ""
 }

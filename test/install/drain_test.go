@@ -261,6 +261,7 @@ func runDeployed(ctx context.Context, fn deployedFunction, log io.Writer) (*lamb
 		"AWS_ENDPOINT_URL_STS="+url,
 		"AWS_ENDPOINT_URL_EKS="+url,
 		"AWS_ENDPOINT_URL_SQS="+url,
+		"AWS_ENDPOINT_URL_EVENTBRIDGE="+url,
 		"AWS_ACCESS_KEY_ID="+aws.ToString(creds.AccessKeyId),
 		"AWS_SECRET_ACCESS_KEY="+aws.ToString(creds.SecretAccessKey),
 		"AWS_SESSION_TOKEN="+aws.ToString(creds.SessionToken),

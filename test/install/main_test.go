@@ -7,7 +7,7 @@
 //
 // `make deploy-test` runs it and prints one line of results:
 //
-//	terraform_apply=ok terraform_drain=ok rbac_follows_config=ok metrics_every_level=ok terraform_destroy=ok terraform_upgrade=ok terraform_compose=ok sam_transform=ok sam_deploy=ok sam_drain=ok deploy_paths_equal=ok tag_discovery=ok
+//	terraform_apply=ok terraform_drain=ok rbac_follows_config=ok metrics_every_level=ok terraform_destroy=ok terraform_upgrade=ok terraform_compose=ok sam_transform=ok sam_deploy=ok sam_drain=ok deploy_paths_equal=ok tag_discovery=ok outcome_events=ok
 //
 // tag_discovery is ok when both paths' tag discovery passed (tags_test.go):
 // a node group tagged after the deploy gets its hook from the function's
@@ -19,7 +19,10 @@
 // and for delete_terminated_nodes false (rbac_test.go). metrics_every_level
 // re-applies terraform's with log_level WARN, then ERROR, drains a node with
 // each, and applies Lambda's log-level filter rule to the function's real
-// output: the drain's metrics line is kept (metrics_test.go).
+// output: the drain's metrics line is kept (metrics_test.go). outcome_events
+// is ok when each path, deployed with a bus and a target (an SQS queue in the
+// emulator, which sends no rule's events to SNS), routes the drain's
+// outcome events to the target as one line each (outcomes_test.go).
 //
 // and exits non-zero when any is not ok (sam_deploy may be partial:<types>,
 // the resource types the emulator's CloudFormation skips and the test
@@ -62,7 +65,7 @@ var reported = []string{
 	"terraform_apply", "terraform_drain", "rbac_follows_config", "metrics_every_level", "terraform_destroy", "terraform_upgrade",
 	"terraform_compose",
 	"sam_transform", "sam_deploy", "sam_drain",
-	"deploy_paths_equal", "tag_discovery",
+	"deploy_paths_equal", "tag_discovery", "outcome_events",
 }
 
 // results holds each reported step's value: "ok", "partial:<what>" (only
@@ -261,7 +264,8 @@ func TestDeploy(t *testing.T) {
 	if tf {
 		terraformCompose(t)
 	}
-	tagDiscoveryResult()
+	bothPaths("tag_discovery")
+	bothPaths("outcome_events")
 	if got["terraform"] == nil || got["sam"] == nil {
 		return
 	}
@@ -286,19 +290,20 @@ func waitPaths(ctx context.Context) {
 	}
 }
 
-// tagDiscoveryResult sets tag_discovery from the two paths' steps: ok when
-// both passed, failed when one failed; unset (not-run) when neither ran;
-// partial:<path> when one path alone ran and passed.
-func tagDiscoveryResult() {
-	tf, sam := results.get("tag_discovery_terraform"), results.get("tag_discovery_sam")
+// bothPaths sets name (tag_discovery, outcome_events) from the two paths'
+// steps name_terraform and name_sam: ok when both passed, failed when one
+// failed; unset (not-run) when neither ran; partial:<path> when one path
+// alone ran and passed.
+func bothPaths(name string) {
+	tf, sam := results.get(name+"_terraform"), results.get(name+"_sam")
 	switch {
 	case tf == "ok" && sam == "ok":
-		results.set("tag_discovery", "ok")
+		results.set(name, "ok")
 	case tf == "failed" || sam == "failed":
-		results.set("tag_discovery", "failed")
+		results.set(name, "failed")
 	case tf == "ok":
-		results.set("tag_discovery", "partial:terraform")
+		results.set(name, "partial:terraform")
 	case sam == "ok":
-		results.set("tag_discovery", "partial:sam")
+		results.set(name, "partial:sam")
 	}
 }

@@ -60,8 +60,9 @@ func terraformPath(t *testing.T) *created {
 	defer cancel()
 	defer tfInstalled.set(nil) // no fresh install for the upgrade to compare with, unless set below
 	tf := newTerraformRoot(t, ctx, tfSetup{asgs: tfASGs, manageRBAC: true, leaseNamespace: deployLeaseNamespace})
-	// instance 0 for terraform_drain, 2 and 3 for metrics_every_level
-	scene := newDrainScene(t, ctx, tfASGs[0], 2+len(metricsLevels))
+	// instance 0 for terraform_drain, 2 and 3 for metrics_every_level, the
+	// last for outcome_events_terraform
+	scene := newDrainScene(t, ctx, tfASGs[0], 3+len(metricsLevels))
 	createASGs(t, ctx, tfASGs[1:])
 
 	var got *created
@@ -114,6 +115,21 @@ func terraformPath(t *testing.T) *created {
 			t.Fatal("terraform_drain failed: the deploy is not known to drain")
 		}
 		checkMetricsEveryLevel(t, ctx, tf, scene, fn)
+		return ""
+	})
+	step(t, "outcome_events_terraform", func(t *testing.T) string {
+		if !drained {
+			t.Fatal("terraform_drain failed: the deploy is not known to drain")
+		}
+		checkOutcomeEvents(t, ctx, "tf-oncall", func(bus, target string) deployedFunction {
+			if err := tf.writeOverride(tfSetup{manageRBAC: tf.manageRBAC, leaseNamespace: deployLeaseNamespace, outcomeBus: bus, outcomeTarget: target}); err != nil {
+				t.Fatal(err)
+			}
+			if err := tf.run(ctx, "apply", "-auto-approve", "-input=false", "-no-color"); err != nil {
+				t.Fatal(err)
+			}
+			return redeployed(t, ctx, fn)
+		}, scene, 2+len(metricsLevels))
 		return ""
 	})
 	step(t, "terraform_destroy", func(t *testing.T) string {
@@ -173,8 +189,11 @@ func (r *terraformRoot) writeOverride(s tfSetup) error {
 	override := r.providers
 	_, err := os.Stat(filepath.Join(r.work, "terraform", "modules", "rbac"))
 	rbacModule := err == nil
-	if s.functionName != "" || (!rbacModule && !s.manageRBAC) || s.leaseNamespace != "" || s.logLevel != "" {
+	if s.functionName != "" || (!rbacModule && !s.manageRBAC) || s.leaseNamespace != "" || s.logLevel != "" || s.outcomeBus != "" {
 		override += "\nmodule \"node_drainer\" {\n"
+		if s.outcomeBus != "" {
+			override += fmt.Sprintf("  outcome_event_bus         = %q\n  outcome_events_target_arn = %q\n", s.outcomeBus, s.outcomeTarget)
+		}
 		if s.functionName != "" {
 			override += fmt.Sprintf("  function_name   = %q\n", s.functionName)
 		}
@@ -217,6 +236,9 @@ type tfSetup struct {
 	// logLevel is the module's log_level, set by the override file; empty:
 	// the module's default.
 	logLevel string
+	// outcomeBus and outcomeTarget are the module's outcome_event_bus and
+	// outcome_events_target_arn, set by the override file; empty: none.
+	outcomeBus, outcomeTarget string
 	// example is the directory under terraform/examples applied; empty:
 	// eks. Only eks has asg_names and the kubernetes provider.
 	example string
