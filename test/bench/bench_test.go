@@ -24,6 +24,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+
 	"github.com/node-drainer/node-drainer/internal/drain"
 	"github.com/node-drainer/node-drainer/internal/handler"
 	"github.com/node-drainer/node-drainer/test/harness"
@@ -64,6 +68,12 @@ func BenchmarkDrain110Pods(b *testing.B) {
 		asDrainer := drain110Floor(b, ctx, harness.DrainerGroup)
 		progress("drain_110_pods run %d: no drainer, the 110 evictions sent at once as the group %s (its priority level) answered in %.2f s", i+1, harness.DrainerGroup, asDrainer)
 		record("drain_110_pods_floor_as_drainer_s", asDrainer)
+		// the same drain with its outcome events put on a bus: off the
+		// drain's path, so the same time and the same requests
+		on := outcomesOn(b, ctx)
+		drainOn, _ := drain110(b, ctx, on, "d110oc")
+		progress("drain_110_pods run %d, outcome events on: %.2f s to hook completed", i+1, drainOn)
+		record(on.metric("drain_110_pods_s"), drainOn)
 		if *flagInProcess {
 			in, tl := drain110InProcess(b, ctx)
 			progress("drain_110_pods run %d: the drain package inside the bench (admin client), cordon to every pod gone and listed again, in %.2f s: %s", i+1, in, tl)
@@ -79,6 +89,8 @@ func BenchmarkDrain110Pods(b *testing.B) {
 	report(b, "drain_110_pods_floor_s")
 	report(b, "drain_110_pods_floor_seen_gone_s")
 	report(b, "drain_110_pods_floor_as_drainer_s")
+	report(b, "drain_110_pods_outcomes_on_s")
+	report(b, "api_requests_110_pods_outcomes_on")
 	if *flagInProcess {
 		report(b, "drain_110_pods_in_process_s")
 	}
@@ -852,6 +864,7 @@ func invokeParts(rt *lambdart.Runtime, begin time.Time, rtt time.Duration) strin
 // apiRequestsMetric names the request count of a drain by its scene's prefix.
 var apiRequestsMetric = map[string]string{
 	"d110":   "api_requests_110_pods",
+	"d110oc": "api_requests_110_pods",
 	"d110bg": "api_requests_110_pods_other_5000_pods",
 	"pdb":    "api_requests_pdb_wait",
 }
@@ -967,4 +980,17 @@ func backgroundPod(ns string, j int, nodeName string) *corev1.Pod {
 			Containers:                    []corev1.Container{{Name: "app", Image: "registry.invalid/app:1"}},
 		},
 	}
+}
+
+// outcomesOn is our function with its outcome events put on a bus of the
+// emulator's (OUTCOME_EVENT_BUS), made once.
+func outcomesOn(b *testing.B, ctx context.Context) ours {
+	b.Helper()
+	const bus = "bench-outcomes"
+	_, err := eventbridge.NewFromConfig(env.AWS.AWSConfig()).CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(bus)})
+	var exists *ebtypes.ResourceAlreadyExistsException
+	if err != nil && !errors.As(err, &exists) {
+		b.Fatalf("creating the outcome events' bus: %v", err)
+	}
+	return ours{env: []string{"OUTCOME_EVENT_BUS=" + bus}, suffix: "_outcomes_on"}
 }

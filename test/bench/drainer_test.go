@@ -63,16 +63,29 @@ type delivered struct {
 }
 
 // ours is node-drainer.
-type ours struct{}
+type ours struct {
+	// env is more of the function's configuration (NAME=value), and
+	// suffix what its metrics' names end with (outcomesOn)
+	env    []string
+	suffix string
+}
 
-func (ours) metric(name string) string             { return name }
+// metric is name with o's suffix before its unit: drain_110_pods_s becomes
+// drain_110_pods_outcomes_on_s.
+func (o ours) metric(name string) string {
+	if base, ok := strings.CutSuffix(name, "_s"); ok && o.suffix != "" {
+		return base + o.suffix + "_s"
+	}
+	return name + o.suffix
+}
+
 func (ours) apiKey() string                        { return fnKey }
 func (ours) prepare(context.Context, *scene) error { return nil }
 func (ours) settle() time.Duration                 { return 0 }
-func (ours) start(ctx context.Context, n int) (handle, error) {
+func (o ours) start(ctx context.Context, n int) (handle, error) {
 	h := &functions{}
 	for range n {
-		f, err := startFunction(ctx)
+		f, err := startFunction(ctx, o.env...)
 		if err != nil {
 			h.stop()
 			return nil, err

@@ -126,6 +126,11 @@ var rows = []row{
 	{"drain_110_pods_floor_as_drainer_s", "-", nil},
 	{"drain_110_pods_floor_seen_gone_s", "-", nil},
 	{"drain_110_pods_in_process_s", "-", nil},
+	// outcome events on (OUTCOME_EVENT_BUS): put after the hook's completion
+	{"drain_110_pods_outcomes_on_s", "≤ 1.1 × drain_110_pods_s", func(v float64) bool {
+		base, ok := median("drain_110_pods_s")
+		return ok && v <= 1.1*base
+	}},
 	{"drain_110_pods_other_5000_pods_s", "≤ 1.1 × drain_110_pods_s", func(v float64) bool {
 		base, ok := median("drain_110_pods_s")
 		return ok && v <= 1.1*base
@@ -135,6 +140,10 @@ var rows = []row{
 	// the function's requests per drain, from the apiserver's API Priority
 	// and Fairness counter of its FlowSchema: ≤ 1 eviction per pod + 30
 	{"api_requests_110_pods", "≤ 140 (110 pods + 30)", atMost(140)},
+	{"api_requests_110_pods_outcomes_on", "= api_requests_110_pods", func(v float64) bool {
+		base, ok := median("api_requests_110_pods")
+		return ok && v == base
+	}},
 	{"api_requests_110_pods_other_5000_pods", "≤ 140 (110 pods + 30)", atMost(140)},
 	{"api_requests_pdb_wait", "≤ 32 (2 pods + 30)", atMost(32)},
 	// the storm: 50 nodes × 20 pods (-storm-nodes 50, the default)

@@ -201,9 +201,9 @@ type fn struct {
 // fnSeq numbers the functions' log files.
 var fnSeq atomic.Int64
 
-func startFunction(ctx context.Context) (*fn, error) {
+func startFunction(ctx context.Context, extra ...string) (*fn, error) {
 	log := &harness.LogBuffer{}
-	rt, err := env.StartFunction(ctx, harness.FunctionOptions{Bootstrap: bootstrap, Timeout: 15 * time.Minute, Log: log})
+	rt, err := env.StartFunction(ctx, harness.FunctionOptions{Bootstrap: bootstrap, Timeout: 15 * time.Minute, Env: extra, Log: log})
 	if err != nil {
 		return nil, err
 	}
