@@ -140,13 +140,7 @@ func setup(ctx context.Context, log *slog.Logger) (*service, error) {
 		Lambda:      awslambda.NewFromConfig(awsCfg),
 	}
 	metrics := handler.WithMetrics(os.Stdout) // CloudWatch Logs extracts the EMF lines: no API call
-	// outcome events: off unless a bus is named; a put is bounded by the
-	// publisher (its retries too: at most one more attempt)
-	var bus outcome.API
-	if cfg.OutcomeEventBus != "" {
-		bus = eventbridge.NewFromConfig(awsCfg, func(o *eventbridge.Options) { o.RetryMaxAttempts = 2 })
-	}
-	outcomes := handler.WithOutcomes(outcome.NewPublisher(bus, cfg.OutcomeEventBus, outcome.DefaultTimeout))
+	outcomes := handler.WithOutcomes(outcomePublisher(cfg, awsCfg))
 	s := &service{log: log, hooks: handler.New(cfg, clients, log, metrics, outcomes)}
 	s.connect = func(ctx context.Context) (*handler.Handler, error) {
 		kubeconfig, err := cluster.LoadKubeconfig(ctx, cfg.KubeconfigPath, cfg.KubeconfigSSMParameter, cfg.KubeconfigSecretID,
@@ -179,4 +173,15 @@ func setup(ctx context.Context, log *slog.Logger) (*service, error) {
 		log.Error("node-drainer cannot reach its cluster: each invocation tries again", "version", version.Get(), "error", err)
 	}
 	return s, nil
+}
+
+// outcomePublisher puts the outcome events on OUTCOME_EVENT_BUS; nil (none)
+// unless a bus is named. A put is bounded by the publisher, its retries
+// too: at most one more attempt.
+func outcomePublisher(cfg config.Config, awsCfg aws.Config) *outcome.Publisher {
+	if cfg.OutcomeEventBus == "" {
+		return nil
+	}
+	bus := eventbridge.NewFromConfig(awsCfg, func(o *eventbridge.Options) { o.RetryMaxAttempts = 2 })
+	return outcome.NewPublisher(bus, cfg.OutcomeEventBus, outcome.DefaultTimeout)
 }

@@ -172,6 +172,31 @@ var Vars = []Var{
 	{"ADVISORY_MARK_TTL", "1h", "How long the marks of a spot warning or rebalance recommendation hold when the instance keeps running; then the next event or sweep lifts them."},
 }
 
+// readSweep reads the sweep's own settings: what it does with a zombie,
+// how many at most, and its shards.
+func (c *Config) readSweep(get func(string) string) []error {
+	var errs []error
+	switch z := ZombieAction(strings.ToLower(get("ZOMBIE_ACTION"))); z {
+	case ZombieReport, ZombieReplace:
+		c.ZombieAction = z
+	default:
+		errs = append(errs, fmt.Errorf("ZOMBIE_ACTION=%q: want report or replace", get("ZOMBIE_ACTION")))
+	}
+	var err error
+	if c.ZombieMaxPerSweep, err = strconv.Atoi(get("ZOMBIE_MAX_PER_SWEEP")); err != nil || c.ZombieMaxPerSweep < 0 {
+		errs = append(errs, fmt.Errorf("ZOMBIE_MAX_PER_SWEEP=%q: want an integer >= 0", get("ZOMBIE_MAX_PER_SWEEP")))
+	}
+	if c.SweepShardNodes, err = strconv.Atoi(get("SWEEP_SHARD_NODES")); err != nil || c.SweepShardNodes < 0 {
+		errs = append(errs, fmt.Errorf("SWEEP_SHARD_NODES=%q: want an integer >= 0", get("SWEEP_SHARD_NODES")))
+	}
+	share, err := strconv.ParseFloat(strings.TrimSuffix(get("ZOMBIE_MAX_ASG_SHARE"), "%"), 64)
+	if err != nil || !(share > 0 && share <= 100) {
+		errs = append(errs, fmt.Errorf("ZOMBIE_MAX_ASG_SHARE=%q: want a percentage in (0, 100]", get("ZOMBIE_MAX_ASG_SHARE")))
+	}
+	c.ZombieMaxASGShare = share / 100
+	return errs
+}
+
 // FromEnv reads and validates the configuration; getenv is os.Getenv in the
 // function and a map lookup in tests.
 func FromEnv(getenv func(string) string) (Config, error) {
@@ -245,23 +270,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL: %w", err))
 	}
 	c.ZombieAfter = duration("ZOMBIE_AFTER")
-	switch z := ZombieAction(strings.ToLower(get("ZOMBIE_ACTION"))); z {
-	case ZombieReport, ZombieReplace:
-		c.ZombieAction = z
-	default:
-		errs = append(errs, fmt.Errorf("ZOMBIE_ACTION=%q: want report or replace", get("ZOMBIE_ACTION")))
-	}
-	if c.ZombieMaxPerSweep, err = strconv.Atoi(get("ZOMBIE_MAX_PER_SWEEP")); err != nil || c.ZombieMaxPerSweep < 0 {
-		errs = append(errs, fmt.Errorf("ZOMBIE_MAX_PER_SWEEP=%q: want an integer >= 0", get("ZOMBIE_MAX_PER_SWEEP")))
-	}
-	if c.SweepShardNodes, err = strconv.Atoi(get("SWEEP_SHARD_NODES")); err != nil || c.SweepShardNodes < 0 {
-		errs = append(errs, fmt.Errorf("SWEEP_SHARD_NODES=%q: want an integer >= 0", get("SWEEP_SHARD_NODES")))
-	}
-	share, err := strconv.ParseFloat(strings.TrimSuffix(get("ZOMBIE_MAX_ASG_SHARE"), "%"), 64)
-	if err != nil || !(share > 0 && share <= 100) {
-		errs = append(errs, fmt.Errorf("ZOMBIE_MAX_ASG_SHARE=%q: want a percentage in (0, 100]", get("ZOMBIE_MAX_ASG_SHARE")))
-	}
-	c.ZombieMaxASGShare = share / 100
+	errs = append(errs, c.readSweep(get)...)
 	c.ASGNames = list(get("ASG_NAMES"))
 	c.ASGTagKey, c.ASGTagValue = get("ASG_TAG_KEY"), get("ASG_TAG_VALUE")
 	if c.ASGTagKey != "" {

@@ -245,7 +245,7 @@ func TestPutBoundedAndReported(t *testing.T) {
 		t.Fatalf("within the cooldown: failed %d, %v, %d calls; want 1 not put and still 1 call", failed, err, len(hang.calls))
 	}
 
-	refuse := &fakeAPI{answer: func(_ context.Context, in *eventbridge.PutEventsInput) (*eventbridge.PutEventsOutput, error) {
+	refuse := &fakeAPI{answer: func(context.Context, *eventbridge.PutEventsInput) (*eventbridge.PutEventsOutput, error) {
 		return &eventbridge.PutEventsOutput{FailedEntryCount: 1, Entries: []types.PutEventsResultEntry{
 			{EventId: aws.String("1")}, {ErrorCode: aws.String("ThrottlingException"), ErrorMessage: aws.String("slow down")}}}, nil
 	}}
