@@ -179,7 +179,12 @@ func (h *Handler) stackResource(ctx context.Context, req cfn.Event) (Outcome, er
 	if served != nil {
 		r.Status, r.Reason = cfn.StatusFailed, served.Error()
 	}
-	sendErr := answerStack(ctx, req.ResponseURL, r)
+	// bounded by the invocation's deadline less DEADLINE_MARGIN: a URL
+	// that hangs fails this invocation, which Lambda retries, rather than
+	// holding it to its timeout (a timed-out invocation answers nothing)
+	actx, cancel := beforeMargin(ctx, h.cfg.DeadlineMargin)
+	defer cancel()
+	sendErr := answerStack(actx, req.ResponseURL, r)
 	out := h.hooksOutcome(start, did, served, "answered FAILED: ")
 	var err error
 	if sendErr != nil {
@@ -425,4 +430,13 @@ func (p hookProperties) hooks() ([]discovery.Hook, error) {
 		return nil, errors.New("CreateLaunchHook without a LaunchHookName")
 	}
 	return p.wanted(int32(hb)), nil
+}
+
+// beforeMargin is ctx ending margin before its deadline (ctx itself, with
+// no deadline).
+func beforeMargin(ctx context.Context, margin time.Duration) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(ctx, d.Add(-margin))
+	}
+	return context.WithCancel(ctx)
 }

@@ -167,7 +167,7 @@ func TestStackResourceAnswerLost(t *testing.T) {
 	srv.Close()
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}}
-	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: &hookPutter{fakeASG: e.asg}}, nil)
+	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{}}}, nil)
 	if _, err := h.Handle(context.Background(), stackPayload(t, url, cfn.RequestCreate, hookProps("blue"), nil)); err == nil || !strings.Contains(err.Error(), "answering CloudFormation") {
 		t.Errorf("answer lost: %v; want an error for Lambda to retry", err)
 	}
@@ -351,5 +351,34 @@ func TestAnswerStack(t *testing.T) {
 				t.Errorf("%d attempts, want %d", n, tc.tries)
 			}
 		})
+	}
+}
+
+// TestStackAnswerEndsBeforeTheDeadline: CloudFormation's URL hangs; the
+// answer is given up DEADLINE_MARGIN before the invocation's deadline and
+// the invocation fails, so that Lambda retries it, rather than running
+// into its timeout, which answers nothing.
+func TestStackAnswerEndsBeforeTheDeadline(t *testing.T) {
+	release := make(chan struct{})
+	hung := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer hung.Close()
+	defer close(release) // before Close, which waits for the handlers
+	e := newEnv()
+	e.cfg.DeadlineMargin = 500 * time.Millisecond
+	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}}
+	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{}}}, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	_, err := h.Handle(ctx, stackPayload(t, hung.URL, cfn.RequestCreate, hookProps("blue"), nil))
+	if ctx.Err() != nil {
+		t.Fatalf("the invocation ran to its deadline (%v): the answer was not bounded by it less the margin", err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "answering CloudFormation") {
+		t.Fatalf("error %v, want the answer's failure, for Lambda to retry", err)
 	}
 }
