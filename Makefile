@@ -102,7 +102,7 @@ test-matrix: ## the integration suite on each release of MATRIX (each control pl
 	  NODE_DRAINER_K8S_VERSION=$$v $(MAKE) --no-print-directory integration; \
 	done
 
-test: ## all tests: gofmt, vet, the size limits, golangci-lint, unit, the simulation (5,000 seeds), deploy checks, integration and faults on the real harness, then the real deploys
+test: ## all tests: gofmt, vet, the size limits, golangci-lint, unit, the simulation (5,000 seeds), deploy checks, integration, the world's conformance and faults on the real harness, then the real deploys
 	$(MAKE) --no-print-directory fmt-check
 	$(MAKE) --no-print-directory vet
 	$(MAKE) --no-print-directory size
@@ -111,6 +111,7 @@ test: ## all tests: gofmt, vet, the size limits, golangci-lint, unit, the simula
 	$(MAKE) --no-print-directory sim SEEDS=5000
 	$(MAKE) --no-print-directory deploy-check
 	$(MAKE) --no-print-directory integration
+	$(MAKE) --no-print-directory conformance
 	$(MAKE) --no-print-directory faults
 	$(MAKE) --no-print-directory deploy-test
 
