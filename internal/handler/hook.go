@@ -142,6 +142,7 @@ func (k *hook) complete(ctx context.Context, result lifecycle.Result, n *corev1.
 	if err != nil {
 		return err
 	}
+	k.completeSiblings(cctx, result)
 	if !completed {
 		k.out.Detail = strings.TrimSpace(k.out.Detail + " (lifecycle action was no longer active)")
 		k.step(StepHookCompleted, "no longer active (completed by someone else, or timed out)")
