@@ -672,24 +672,32 @@ func evictUIDMismatch(ctx context.Context, s Side, ns string) error {
 	return nil
 }
 
-func evictDryRun(ctx context.Context, s Side, ns string) error {
+// twoPodsOneDisruption runs two pods on two nodes under a PDB (minAvailable
+// 1) and waits until its status allows one disruption; it returns the
+// second pod and the PDB as settled.
+func twoPodsOneDisruption(ctx context.Context, s Side, ns string) (*corev1.Pod, *policyv1.PodDisruptionBudget, error) {
 	lbl := map[string]string{"app": "two"}
 	var p *corev1.Pod
 	for i := range 2 {
 		var err error
 		if p, err = runningPod(ctx, s, ns, fmt.Sprintf("p%d", i), s.Nodes()[i], lbl); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	if _, err := s.Kube().PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb(ns, "two", lbl, ptrInt(1), nil), metav1.CreateOptions{}); err != nil {
-		return err
+		return nil, nil, err
 	}
-	before, err := pdbSettled(ctx, s, ns, "two", func(st policyv1.PodDisruptionBudgetStatus) error {
+	b, err := pdbSettled(ctx, s, ns, "two", func(st policyv1.PodDisruptionBudgetStatus) error {
 		if st.DisruptionsAllowed != 1 {
 			return fmt.Errorf("disruptionsAllowed %d", st.DisruptionsAllowed)
 		}
 		return nil
 	})
+	return p, b, err
+}
+
+func evictDryRun(ctx context.Context, s Side, ns string) error {
+	p, before, err := twoPodsOneDisruption(ctx, s, ns)
 	if err != nil {
 		return err
 	}
@@ -765,23 +773,7 @@ func evictPendingSkipsPDB(ctx context.Context, s Side, ns string) error {
 }
 
 func evictDisruptedPods(ctx context.Context, s Side, ns string) error {
-	lbl := map[string]string{"app": "two"}
-	var p *corev1.Pod
-	for i := range 2 {
-		var err error
-		if p, err = runningPod(ctx, s, ns, fmt.Sprintf("p%d", i), s.Nodes()[i], lbl); err != nil {
-			return err
-		}
-	}
-	if _, err := s.Kube().PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb(ns, "two", lbl, ptrInt(1), nil), metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	b, err := pdbSettled(ctx, s, ns, "two", func(st policyv1.PodDisruptionBudgetStatus) error {
-		if st.DisruptionsAllowed != 1 {
-			return fmt.Errorf("disruptionsAllowed %d", st.DisruptionsAllowed)
-		}
-		return nil
-	})
+	p, b, err := twoPodsOneDisruption(ctx, s, ns)
 	if err != nil {
 		return err
 	}

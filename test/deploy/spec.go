@@ -187,29 +187,21 @@ func Diff(a, b *Spec) []string {
 		}
 	}
 
-	for _, name := range unionKeys(a.Rules, b.Rules) {
-		pa, inA := a.Rules[name]
-		pb, inB := b.Rules[name]
-		switch {
-		case !inA:
-			add("event rule %s: only in %s: %s", name, b.Source, pb)
-		case !inB:
-			add("event rule %s: only in %s: %s", name, a.Source, pa)
-		case pa != pb:
-			add("event rule %s pattern:\n\t%s: %s\n\t%s: %s", name, a.Source, pa, b.Source, pb)
-		}
-	}
-
-	for _, name := range unionKeys(a.Routes, b.Routes) {
-		ra, inA := a.Routes[name]
-		rb, inB := b.Routes[name]
-		switch {
-		case !inA:
-			add("route %s: only in %s: %s", name, b.Source, rb)
-		case !inB:
-			add("route %s: only in %s: %s", name, a.Source, ra)
-		case ra != rb:
-			add("route %s:\n\t%s: %s\n\t%s: %s", name, a.Source, ra, b.Source, rb)
+	for _, m := range []struct {
+		what, differ string // "event rule", and what differs: " pattern"
+		ma, mb       map[string]string
+	}{{"event rule", " pattern", a.Rules, b.Rules}, {"route", "", a.Routes, b.Routes}} {
+		for _, name := range unionKeys(m.ma, m.mb) {
+			va, inA := m.ma[name]
+			vb, inB := m.mb[name]
+			switch {
+			case !inA:
+				add("%s %s: only in %s: %s", m.what, name, b.Source, vb)
+			case !inB:
+				add("%s %s: only in %s: %s", m.what, name, a.Source, va)
+			case va != vb:
+				add("%s %s%s:\n\t%s: %s\n\t%s: %s", m.what, name, m.differ, a.Source, va, b.Source, vb)
+			}
 		}
 	}
 

@@ -22,18 +22,7 @@ func TestLongDrainContinues(t *testing.T) {
 	defer cancel()
 	s := newScene(t, ctx, "long", 2, harness.ASGSpec{})
 	target := s.insts[0]
-	w := s.workload("guarded", 1)
-	s.onlyOn(ctx, target, func() {
-		if _, err := env.Deployment(ctx, w, false); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := env.PDB(ctx, w, -1, 1); err != nil { // minAvailable 1 of 1: never allows
-			t.Fatal(err)
-		}
-		if _, err := env.WaitPodsRunning(ctx, s.ns, "app=guarded", 1, time.Minute); err != nil {
-			t.Fatal(err)
-		}
-	})
+	w := s.guarded(ctx, target)
 	// a function timeout of 8 s, 2 s kept back: each invocation drains ~6 s
 	rt := s.function(ctx, 8*time.Second, "DEADLINE_MARGIN=2s", "DRAIN_TIMEOUT=3m")
 	payload, err := env.StartTerminating(ctx, s.asg, target, "token-long")

@@ -65,6 +65,26 @@ func (s *scene) workload(name string, replicas int32) harness.Workload {
 	return harness.Workload{Namespace: s.ns, Name: name, Replicas: replicas, NodeSelector: map[string]string{"pool": s.name}}
 }
 
+// guarded runs one pod of a Deployment "guarded" on target, under a PDB
+// that never allows its eviction (minAvailable 1 of 1), and returns the
+// workload: delete its PDB to let the drain go on.
+func (s *scene) guarded(ctx context.Context, target harness.Instance) harness.Workload {
+	s.t.Helper()
+	w := s.workload("guarded", 1)
+	s.onlyOn(ctx, target, func() {
+		if _, err := env.Deployment(ctx, w, false); err != nil {
+			s.t.Fatal(err)
+		}
+		if _, err := env.PDB(ctx, w, -1, 1); err != nil {
+			s.t.Fatal(err)
+		}
+		if _, err := env.WaitPodsRunning(ctx, s.ns, "app=guarded", 1, time.Minute); err != nil {
+			s.t.Fatal(err)
+		}
+	})
+	return w
+}
+
 // onlyOn runs build with every node but target cordoned, so the pods it
 // creates land on target, then uncordons the others.
 func (s *scene) onlyOn(ctx context.Context, target harness.Instance, build func()) {

@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/node-drainer/node-drainer/internal/outcome"
@@ -28,14 +27,7 @@ func outcomeQueue(t *testing.T, ctx context.Context, name string) (string, func(
 	t.Helper()
 	cfg := env.AWS.AWSConfig()
 	eb, q := eventbridge.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
-	if _, err := eb.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(name)}); err != nil {
-		t.Fatal(err)
-	}
-	qu, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	attrs, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: qu.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	queueURL, queueARN, err := env.BusAndQueue(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,14 +36,14 @@ func outcomeQueue(t *testing.T, ctx context.Context, name string) (string, func(
 		t.Fatal(err)
 	}
 	if _, err := eb.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(name), EventBusName: aws.String(name),
-		Targets: []ebtypes.Target{{Id: aws.String("queue"), Arn: aws.String(attrs.Attributes["QueueArn"])}}}); err != nil {
+		Targets: []ebtypes.Target{{Id: aws.String("queue"), Arn: aws.String(queueARN)}}}); err != nil {
 		t.Fatal(err)
 	}
 	// what reached the queue since the last read
 	read := func() map[string][]outcome.Detail {
 		got := map[string][]outcome.Detail{}
 		for {
-			msgs, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: qu.QueueUrl, MaxNumberOfMessages: 10})
+			msgs, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,7 +69,7 @@ func outcomeQueue(t *testing.T, ctx context.Context, name string) (string, func(
 					t.Errorf("%s from %s: %v", ev.DetailType, ev.Source, err)
 				}
 				got[ev.DetailType] = append(got[ev.DetailType], d)
-				if _, err := q.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: qu.QueueUrl, ReceiptHandle: m.ReceiptHandle}); err != nil {
+				if _, err := q.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -99,18 +91,7 @@ func TestOutcomeEvents(t *testing.T) {
 	t.Run("blocked then drained", func(t *testing.T) {
 		s := newScene(t, ctx, "oc", 2, harness.ASGSpec{})
 		target := s.insts[0]
-		w := s.workload("guarded", 1)
-		s.onlyOn(ctx, target, func() {
-			if _, err := env.Deployment(ctx, w, false); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := env.PDB(ctx, w, -1, 1); err != nil { // minAvailable 1 of 1: never allows
-				t.Fatal(err)
-			}
-			if _, err := env.WaitPodsRunning(ctx, s.ns, "app=guarded", 1, time.Minute); err != nil {
-				t.Fatal(err)
-			}
-		})
+		w := s.guarded(ctx, target)
 		// each invocation drains ~6 s; the drain is blocked past 3 s in the first
 		rt := s.function(ctx, 8*time.Second, "DEADLINE_MARGIN=2s", "DRAIN_TIMEOUT=3m", "OUTCOME_BLOCKED_AFTER=3s", "OUTCOME_EVENT_BUS="+bus)
 		payload, err := env.StartTerminating(ctx, s.asg, target, "token-oc")

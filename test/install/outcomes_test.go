@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
 // redeployed is fn as Lambda holds it now (its environment read back after
@@ -36,18 +35,11 @@ func checkOutcomeEvents(t *testing.T, ctx context.Context, bus string, deploy fu
 	t.Helper()
 	cfg := env.AWS.AWSConfig()
 	eb, q := eventbridge.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
-	if _, err := eb.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(bus)}); err != nil {
-		t.Fatal(err)
-	}
-	qu, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(bus)})
+	queueURL, queueARN, err := env.BusAndQueue(ctx, bus)
 	if err != nil {
 		t.Fatal(err)
 	}
-	attrs, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: qu.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fn := deploy(bus, attrs.Attributes["QueueArn"])
+	fn := deploy(bus, queueARN)
 	if got := fn.Env["OUTCOME_EVENT_BUS"]; got != bus {
 		t.Fatalf("the deployed function's OUTCOME_EVENT_BUS is %q, want %q", got, bus)
 	}
@@ -69,7 +61,7 @@ func checkOutcomeEvents(t *testing.T, ctx context.Context, bus string, deploy fu
 	target := s.Instances[i]
 	var lines []string
 	for {
-		msgs, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: qu.QueueUrl, MaxNumberOfMessages: 10})
+		msgs, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +75,7 @@ func checkOutcomeEvents(t *testing.T, ctx context.Context, bus string, deploy fu
 				line = unquoted // the template is a JSON string
 			}
 			lines = append(lines, line)
-			if _, err := q.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: qu.QueueUrl, ReceiptHandle: m.ReceiptHandle}); err != nil {
+			if _, err := q.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
 				t.Fatal(err)
 			}
 		}
