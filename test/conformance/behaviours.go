@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -59,6 +60,10 @@ var Behaviours = []Behaviour{
 	{"eviction dry run its PDB forbids 429", evictDryRunForbidden},
 	{"eviction of a pending pod skips its PDB", evictPendingSkipsPDB},
 	{"eviction writes status.disruptedPods and spends the budget", evictDisruptedPods},
+	{"eviction of a pod under two PDBs 500 naming more than one PodDisruptionBudget, pod kept", evictTwoPDBs},
+	{"eviction an admission policy refuses 422 Invalid, pod kept, accepted once lifted", evictRefusedBy(http.StatusUnprocessableEntity)},
+	{"eviction an admission policy refuses 403 Forbidden, pod kept, accepted once lifted", evictRefusedBy(http.StatusForbidden)},
+	{"eviction a webhook that cannot be called refuses 500, pod kept, accepted once lifted", evictRefusedBy(http.StatusInternalServerError)},
 	{"PDB status from its spec: expected, desired, healthy, allowed", pdbStatus},
 	{"PDB maxUnavailable over pods no controller owns allows nothing", pdbBarePodsMaxUnavailable},
 	{"node Leases are renewed while kubelets run", leasesRenewed},
@@ -668,6 +673,101 @@ func evictUIDMismatch(ctx context.Context, s Side, ns string) error {
 	q, err := s.Kube().CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})
 	if err != nil || q.DeletionTimestamp != nil {
 		return fmt.Errorf("pod after the refused eviction: %v (deletionTimestamp %v)", err, q.GetDeletionTimestamp())
+	}
+	return nil
+}
+
+// evictTwoPDBs: the eviction API refuses a pod two PDBs select, whatever
+// they allow (the drain names both and asks again: drain.multiplePDBs).
+func evictTwoPDBs(ctx context.Context, s Side, ns string) error {
+	lbl := map[string]string{"app": "twice"}
+	p, err := runningPod(ctx, s, ns, "p", s.Nodes()[0], lbl)
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"a", "b"} {
+		if _, err := s.Kube().PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb(ns, name, lbl, ptrInt(0), nil), metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	err = evict(ctx, s, p, nil)
+	if err := wantStatus(err, http.StatusInternalServerError, "eviction under two PDBs"); err != nil {
+		return err
+	}
+	if !apierrors.IsInternalError(err) || !strings.Contains(err.Error(), "more than one PodDisruptionBudget") {
+		return fmt.Errorf("not the drain's two-PDB refusal (an InternalError naming more than one PodDisruptionBudget): %v", err)
+	}
+	return podKept(ctx, s, p)
+}
+
+// evictRefusedBy: admission refuses one pod's eviction with code (a
+// policy's 422 or 403, an uncallable webhook's 500) as the drain tells
+// them apart, the pod kept; once lifted the eviction is accepted.
+func evictRefusedBy(code int32) func(context.Context, Side, string) error {
+	return func(ctx context.Context, s Side, ns string) error {
+		name := fmt.Sprintf("refused-%d", code)
+		p, err := runningPod(ctx, s, ns, name, s.Nodes()[0], nil)
+		if err != nil {
+			return err
+		}
+		lift, err := s.RefuseEviction(ctx, ns, name, code)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = lift(context.WithoutCancel(ctx)) }()
+		dry := &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}
+		if err := eventually(ctx, s, 30*time.Second, func() error {
+			return wantStatus(evict(ctx, s, p, dry), code, "dry-run eviction while refused")
+		}); err != nil {
+			return err
+		}
+		err = evict(ctx, s, p, nil)
+		if err := wantStatus(err, code, "eviction while refused"); err != nil {
+			return err
+		}
+		if read := refusalAsRead(err); read != code {
+			return fmt.Errorf("the drain reads this %d as %d: %v", code, read, err)
+		}
+		if err := podKept(ctx, s, p); err != nil {
+			return err
+		}
+		if err := lift(ctx); err != nil {
+			return err
+		}
+		if err := eventually(ctx, s, 30*time.Second, func() error { return evict(ctx, s, p, nil) }); err != nil {
+			return fmt.Errorf("eviction after the refusal was lifted: %w", err)
+		}
+		q, err := s.Kube().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil && q.DeletionTimestamp == nil {
+			return fmt.Errorf("pod %s not deleted after its eviction was accepted", name)
+		}
+		return nil
+	}
+}
+
+// refusalAsRead is the code the drain reads an admission refusal as, by
+// the predicates it uses (drain.refused, isNamespaceTerminating,
+// cluster.Retriable's InternalError).
+func refusalAsRead(err error) int32 {
+	switch {
+	case apierrors.IsInvalid(err):
+		return http.StatusUnprocessableEntity
+	case apierrors.IsForbidden(err) && !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		return http.StatusForbidden
+	case apierrors.IsInternalError(err):
+		return http.StatusInternalServerError
+	}
+	return 0
+}
+
+// podKept: p is there, the same pod, not being deleted.
+func podKept(ctx context.Context, s Side, p *corev1.Pod) error {
+	q, err := s.Kube().CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("pod %s after the refused eviction: %w", p.Name, err)
+	}
+	if q.UID != p.UID || q.DeletionTimestamp != nil {
+		return fmt.Errorf("pod %s changed by the refused eviction (uid %s, deletionTimestamp %v)", p.Name, q.UID, q.DeletionTimestamp)
 	}
 	return nil
 }

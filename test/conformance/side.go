@@ -52,6 +52,10 @@ type Side interface {
 	Terminating(ctx context.Context) (group, id, token string, err error)
 	// Stopped is an instance its user stopped (hibernate: hibernated).
 	Stopped(ctx context.Context, hibernate bool) (id string, err error)
+	// RefuseEviction has admission refuse the eviction of pod in ns with
+	// code: 422 and 403 from a ValidatingAdmissionPolicy, 500 from a
+	// webhook that cannot be called (failurePolicy Fail).
+	RefuseEviction(ctx context.Context, ns, pod string, code int32) (lift func(context.Context) error, err error)
 }
 
 // simSide is the world of test/sim.
@@ -110,6 +114,11 @@ func (s *simSide) Stopped(_ context.Context, hibernate bool) (string, error) {
 	}
 	s.lab.Stopping(i, hibernate)
 	return s.lab.InstanceID(i), nil
+}
+
+func (s *simSide) RefuseEviction(_ context.Context, _, pod string, code int32) (func(context.Context) error, error) {
+	lift := s.lab.RefuseEvictions(pod, int(code))
+	return func(context.Context) error { lift(); return nil }, nil
 }
 
 // realSide is the real harness.
@@ -210,4 +219,17 @@ func (r *realSide) Stopped(ctx context.Context, hibernate bool) (string, error) 
 	}
 	_, err = ec2.NewFromConfig(r.e.AWS.AWSConfig()).StopInstances(ctx, &ec2.StopInstancesInput{InstanceIds: []string{inst.ID}, Hibernate: aws.Bool(hibernate)})
 	return inst.ID, err
+}
+
+func (r *realSide) RefuseEviction(ctx context.Context, ns, pod string, code int32) (func(context.Context) error, error) {
+	name := "conf-refuse-" + ns
+	switch code {
+	case http.StatusUnprocessableEntity:
+		return r.e.RefuseEviction(ctx, name, ns, pod, metav1.StatusReasonInvalid, "evictions of "+pod+" are frozen")
+	case http.StatusForbidden:
+		return r.e.RefuseEviction(ctx, name, ns, pod, metav1.StatusReasonForbidden, "evictions of "+pod+" are frozen")
+	case http.StatusInternalServerError:
+		return r.e.RefuseEvictionByWebhook(ctx, name, ns, pod)
+	}
+	return nil, fmt.Errorf("no admission refusal answers %d", code)
 }

@@ -4,20 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"regexp"
 	"sort"
 	"strings"
 	"time"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 
 	fp "github.com/node-drainer/node-drainer/test/harness/faultproxy"
 	"github.com/node-drainer/node-drainer/test/harness/lambdart"
@@ -55,114 +52,41 @@ func (x *X) refusedPod() corev1.Pod {
 	return pods[0]
 }
 
-// refuseEviction installs a ValidatingAdmissionPolicy (and its binding, Deny)
-// on pods/eviction CREATE in the scene's namespace that refuses the eviction
-// of pod, with reason (Invalid: 422, Forbidden: 403). It waits until a
-// dry-run eviction of the pod is refused with that code and returns what
-// lifts the refusal (also run at cleanup).
+// refuseEviction refuses the eviction of pod in the scene's namespace with
+// a ValidatingAdmissionPolicy (harness.Env.RefuseEviction) with reason
+// (Invalid: 422, Forbidden: 403). It waits until a dry-run eviction of the
+// pod is refused with that code and returns what lifts the refusal (also
+// run at cleanup).
 func (x *X) refuseEviction(pod string, reason metav1.StatusReason, code int32) (lift func()) {
 	x.t.Helper()
-	name := "refuse-eviction-" + x.name
-	policy := &admissionv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionv1.Fail),
-			MatchConstraints: &admissionv1.MatchResources{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: x.ns}},
-				ResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Create},
-					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/eviction"}},
-				}}},
-			},
-			Validations: []admissionv1.Validation{{
-				Expression: fmt.Sprintf("request.name != %q", pod),
-				Message:    "pod " + pod + " may not be evicted now (fault scene " + x.name + ")",
-				Reason:     &reason,
-			}},
-		},
-	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        name,
-			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
-		},
-	}
-	adm := env.Client.AdmissionregistrationV1()
-	_, err := adm.ValidatingAdmissionPolicies().Create(x.ctx, policy, metav1.CreateOptions{})
+	l, err := env.RefuseEviction(x.ctx, "refuse-eviction-"+x.name, x.ns, pod, reason,
+		"pod "+pod+" may not be evicted now (fault scene "+x.name+")")
 	x.must(err)
-	_, err = adm.ValidatingAdmissionPolicyBindings().Create(x.ctx, binding, metav1.CreateOptions{})
+	return x.liftable(l, pod, code)
+}
+
+// refuseEvictionWebhook refuses the eviction of pod in the scene's
+// namespace with a webhook whose endpoint is down
+// (harness.Env.RefuseEvictionByWebhook): the apiserver answers 500.
+func (x *X) refuseEvictionWebhook(pod string) (lift func()) {
+	x.t.Helper()
+	l, err := env.RefuseEvictionByWebhook(x.ctx, "refuse-eviction-"+x.name, x.ns, pod)
 	x.must(err)
+	return x.liftable(l, pod, http.StatusInternalServerError)
+}
+
+// liftable waits until the refusal of pod's eviction with code is in force
+// and returns what lifts it, also run at cleanup.
+func (x *X) liftable(l func(context.Context) error, pod string, code int32) (lift func()) {
 	lift = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		for _, del := range []func() error{
-			func() error {
-				return adm.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
-			},
-			func() error { return adm.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{}) },
-		} {
-			if err := del(); err != nil && !apierrors.IsNotFound(err) {
-				x.t.Logf("lifting the refusal: %v", err)
-			}
+		if err := l(ctx); err != nil {
+			x.t.Logf("lifting the refusal: %v", err)
 		}
 	}
 	x.t.Cleanup(lift)
 	x.waitRefused(pod, code)
-	return lift
-}
-
-// refuseEvictionWebhook installs a ValidatingWebhookConfiguration on
-// pods/eviction CREATE, failurePolicy Fail, for pod's eviction in the scene's
-// namespace only (namespaceSelector and a matchCondition on its name), whose
-// endpoint is a loopback port of the test's own that is down: it accepts
-// connections and closes them at once (no other process can take the port
-// meanwhile), so the apiserver answers 500 (failed calling webhook: EOF).
-// It returns what lifts it (also run at cleanup).
-func (x *X) refuseEvictionWebhook(pod string) (lift func()) {
-	x.t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	x.must(err)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-		}
-	}()
-	name := "refuse-eviction-" + x.name
-	url := "https://" + ln.Addr().String() + "/validate"
-	cfg := &admissionv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Webhooks: []admissionv1.ValidatingWebhook{{
-			Name:         "eviction." + x.name + ".faults.node-drainer.test",
-			ClientConfig: admissionv1.WebhookClientConfig{URL: &url},
-			Rules: []admissionv1.RuleWithOperations{{
-				Operations: []admissionv1.OperationType{admissionv1.Create},
-				Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/eviction"}},
-			}},
-			FailurePolicy:           ptr.To(admissionv1.Fail),
-			SideEffects:             ptr.To(admissionv1.SideEffectClassNone),
-			AdmissionReviewVersions: []string{"v1"},
-			TimeoutSeconds:          ptr.To(int32(5)),
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: x.ns}},
-			MatchConditions:         []admissionv1.MatchCondition{{Name: "the-refused-pod", Expression: fmt.Sprintf("request.name == %q", pod)}},
-		}},
-	}
-	whs := env.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
-	_, err = whs.Create(x.ctx, cfg, metav1.CreateOptions{})
-	x.must(err)
-	lift = func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := whs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			x.t.Logf("removing the webhook: %v", err)
-		}
-	}
-	x.t.Cleanup(func() { lift(); _ = ln.Close() })
-	x.waitRefused(pod, http.StatusInternalServerError)
 	return lift
 }
 

@@ -142,6 +142,21 @@ func (l *Lab) StopKubelet(i int) {
 	l.w.kube.die(nodeName(i))
 }
 
+// RefuseEvictions has an admission policy refuse the eviction of pods whose
+// names start with prefix, with code (422, 403 or 500, as the plan's
+// refusals), from now until it is lifted.
+func (l *Lab) RefuseEvictions(prefix string, code int) (lift func()) {
+	l.w.act.Lock()
+	defer l.w.act.Unlock()
+	i := len(l.w.Plan.Refusals)
+	l.w.Plan.Refusals = append(l.w.Plan.Refusals, Refusal{Window{l.w.now(), 24 * 365 * time.Hour}, prefix, code})
+	return func() {
+		l.w.act.Lock()
+		defer l.w.act.Unlock()
+		l.w.Plan.Refusals[i].To = l.w.now()
+	}
+}
+
 // Compact compacts the world's history up to now, as etcd's compaction:
 // a watch or a list's continue token from an older resourceVersion is too
 // old after it.
