@@ -58,7 +58,7 @@ func scenarios() []scenario {
 		{"hook-name-not-listed", hookNameNotListed},
 		{"listed-asg-untagged-instance", listedASGUntagged},
 		{"spot-instance-gone", spotInstanceGone},
-	}, slices.Concat(recoveryScenarios(), simScenarios(), warmPoolScenarios())...)
+	}, slices.Concat(recoveryScenarios(), simScenarios(), warmPoolScenarios(), outcomeScenarios())...)
 }
 
 // recoveryScenarios are the scenes of the recovery paths on a bad day
