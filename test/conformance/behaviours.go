@@ -68,6 +68,7 @@ var Behaviours = []Behaviour{
 	{"PDB maxUnavailable over pods no controller owns allows nothing", pdbBarePodsMaxUnavailable},
 	{"node Leases are renewed while kubelets run", leasesRenewed},
 	{"silent kubelet: node Unknown, unreachable NoExecute taint, pods not ready", silentKubelet},
+	{"out-of-service taint on a NotReady node: its pods evicted by the taint and removed by the pod GC", outOfServiceRemovesPods},
 	{"autoscaling/CompleteLifecycleAction ends the wait", completeEndsWait},
 	{"autoscaling/second CompleteLifecycleAction refused: no active action", completeTwice},
 	{"autoscaling/CompleteLifecycleAction by instance id, no token", completeByInstance},
@@ -1006,6 +1007,84 @@ func silentKubelet(ctx context.Context, s Side, ns string) error {
 			return errors.New("its pod still Ready")
 		}
 		return nil
+	})
+}
+
+// outOfServiceRemovesPods: on a node whose kubelet is silent (NotReady),
+// the out-of-service NoExecute taint has the taint eviction controller
+// delete the pods that do not tolerate it, and the pod GC remove the
+// terminating ones at once (no kubelet confirms): both the pod the taint
+// evicts and one already terminating are gone within a minute or so.
+func outOfServiceRemovesPods(ctx context.Context, s Side, ns string) error {
+	n := s.Spare()
+	pods := s.Kube().CoreV1().Pods(ns)
+	for _, name := range []string{"evicted", "terminating"} {
+		if _, err := pods.Create(ctx, newPod(ns, name, n, nil), metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	if err := s.StopKubelet(ctx, n); err != nil {
+		return err
+	}
+	nodes := s.Kube().CoreV1().Nodes()
+	if err := eventually(ctx, s, 120*time.Second, func() error {
+		obj, err := nodes.Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range obj.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return errors.New("node still Ready")
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := pods.Delete(ctx, "terminating", metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	if p, err := pods.Get(ctx, "terminating", metav1.GetOptions{}); err != nil || p.DeletionTimestamp == nil {
+		return fmt.Errorf("a pod of a silent node deleted: %v (deletionTimestamp %v), want it there, terminating", err, p.GetDeletionTimestamp())
+	}
+	oos := corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}
+	if err := retaint(ctx, s, n, func(ts []corev1.Taint) []corev1.Taint { return append(ts, oos) }); err != nil {
+		return err
+	}
+	defer func() {
+		_ = retaint(context.WithoutCancel(ctx), s, n, func(ts []corev1.Taint) []corev1.Taint {
+			return slices.DeleteFunc(ts, func(t corev1.Taint) bool { return t.Key == oos.Key })
+		})
+	}()
+	return eventually(ctx, s, 90*time.Second, func() error {
+		var left []string
+		for _, name := range []string{"evicted", "terminating"} {
+			p, err := pods.Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				return err
+			default:
+				left = append(left, fmt.Sprintf("%s (deletionTimestamp %v)", name, p.DeletionTimestamp))
+			}
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("still there: %s", strings.Join(left, ", "))
+		}
+		return nil
+	})
+}
+
+// retaint changes node n's taints, read again on a conflict.
+func retaint(ctx context.Context, s Side, n string, change func([]corev1.Taint) []corev1.Taint) error {
+	return eventually(ctx, s, 10*time.Second, func() error {
+		obj, err := s.Kube().CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		obj.Spec.Taints = change(obj.Spec.Taints)
+		_, err = s.Kube().CoreV1().Nodes().Update(ctx, obj, metav1.UpdateOptions{})
+		return err
 	})
 }
 

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
 
 	"github.com/node-drainer/node-drainer/internal/node"
 )
@@ -1468,13 +1469,8 @@ func (k *kube) reconcileNodes() {
 				}
 			}
 		}
-		outOfService := slices.ContainsFunc(obj.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService })
-		if outOfService && !node.Ready(obj) {
-			for _, p := range pods {
-				if p.Spec.NodeName == n.name && p.DeletionTimestamp != nil {
-					_ = k.remove(&p)
-				}
-			}
+		if i := slices.IndexFunc(obj.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService }); i >= 0 {
+			k.outOfService(n.name, &obj.Spec.Taints[i], !node.Ready(obj), pods)
 		}
 		if k.w.Plan.ControllerUp && k.w.ec2.truth(n.id) == "terminated" && now-k.w.ec2.since(n.id) >= 30*time.Second {
 			if k.delete(gvrNodes, "", n.name) == nil {
@@ -1485,6 +1481,32 @@ func (k *kube) reconcileNodes() {
 	for _, p := range pods {
 		if p.Spec.NodeName != "" && k.getNode(p.Spec.NodeName) == nil {
 			_ = k.remove(&p) // pod GC: its node is gone
+		}
+	}
+}
+
+// outOfService is what the out-of-service taint sets off on node on: the
+// taint eviction controller deletes the pods that do not tolerate it (a
+// NoExecute taint), and the pod GC removes the node's terminating pods at
+// once while it is not Ready (no kubelet will confirm them). Pods it
+// deleted one pass are removed by the next.
+func (k *kube) outOfService(on string, taint *corev1.Taint, notReady bool, pods []corev1.Pod) {
+	for _, p := range pods {
+		if p.Spec.NodeName != on {
+			continue
+		}
+		switch {
+		case p.DeletionTimestamp != nil && notReady:
+			_ = k.remove(&p)
+		case p.DeletionTimestamp == nil && taint.Effect == corev1.TaintEffectNoExecute &&
+			!slices.ContainsFunc(p.Spec.Tolerations, func(t corev1.Toleration) bool { return t.ToleratesTaint(klog.Background(), taint, false) }):
+			t, grace := metav1.Now(), int64(30)
+			if p.Spec.TerminationGracePeriodSeconds != nil {
+				grace = *p.Spec.TerminationGracePeriodSeconds
+			}
+			p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &t, &grace
+			_ = k.update(gvrPods, &p, p.Namespace)
+			k.w.tracef("world: taint eviction deletes %s from out-of-service %s", p.Name, on)
 		}
 	}
 }
