@@ -75,7 +75,8 @@ var Behaviours = []Behaviour{
 	{"autoscaling/CompleteLifecycleAction with a wrong token refused", completeWrongToken},
 	{"autoscaling/RecordLifecycleActionHeartbeat accepted while waiting", heartbeatAccepted},
 	{"autoscaling/RecordLifecycleActionHeartbeat after completion refused", heartbeatAfterComplete},
-	{"ec2/stopped instance: state stopped, StateReason Client.UserInitiatedShutdown", ec2Stopped},
+	{"ec2/stopped instance: state stopped, StateReason Client.UserInitiatedShutdown", ec2Stopped(false, "Client.UserInitiatedShutdown")},
+	{"ec2/hibernated instance: state stopped, StateReason Client.UserInitiatedHibernate", ec2Stopped(true, "Client.UserInitiatedHibernate")},
 }
 
 // Helpers.
@@ -1222,32 +1223,36 @@ func heartbeatAfterComplete(ctx context.Context, s Side, _ string) error {
 	return wantNoActive(heartbeat(ctx, s, group, id, token), "a heartbeat after completion")
 }
 
-func ec2Stopped(ctx context.Context, s Side, _ string) error {
-	id, err := s.Stopped(ctx, false)
-	if err != nil {
-		return err
-	}
-	return eventually(ctx, s, 60*time.Second, func() error {
-		out, err := s.EC2().DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+// ec2Stopped: an instance its user stopped (hibernate: with hibernation)
+// reads stopped, with reason as its StateReason code.
+func ec2Stopped(hibernate bool, reason string) func(context.Context, Side, string) error {
+	return func(ctx context.Context, s Side, _ string) error {
+		id, err := s.Stopped(ctx, hibernate)
 		if err != nil {
 			return err
 		}
-		if len(out.Reservations) != 1 || len(out.Reservations[0].Instances) != 1 {
-			return fmt.Errorf("describe %s: %d reservations", id, len(out.Reservations))
-		}
-		i := out.Reservations[0].Instances[0]
-		state := ""
-		if i.State != nil {
-			state = string(i.State.Name)
-		}
-		if state != "stopped" {
-			return fmt.Errorf("state %q", state)
-		}
-		if i.StateReason == nil || aws.ToString(i.StateReason.Code) != "Client.UserInitiatedShutdown" {
-			return fmt.Errorf("stateReason %v: want Client.UserInitiatedShutdown", i.StateReason)
-		}
-		return nil
-	})
+		return eventually(ctx, s, 60*time.Second, func() error {
+			out, err := s.EC2().DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+			if err != nil {
+				return err
+			}
+			if len(out.Reservations) != 1 || len(out.Reservations[0].Instances) != 1 {
+				return fmt.Errorf("describe %s: %d reservations", id, len(out.Reservations))
+			}
+			i := out.Reservations[0].Instances[0]
+			state := ""
+			if i.State != nil {
+				state = string(i.State.Name)
+			}
+			if state != "stopped" {
+				return fmt.Errorf("state %q", state)
+			}
+			if i.StateReason == nil || aws.ToString(i.StateReason.Code) != reason {
+				return fmt.Errorf("stateReason %v: want %s", i.StateReason, reason)
+			}
+			return nil
+		})
+	}
 }
 
 func ptrString(p *int64) string {

@@ -213,9 +213,14 @@ func (r *realSide) Terminating(ctx context.Context) (string, string, string, err
 }
 
 func (r *realSide) Stopped(ctx context.Context, hibernate bool) (string, error) {
-	_, inst, err := r.instance(ctx)
+	group, inst, err := r.instance(ctx)
 	if err != nil {
 		return "", err
+	}
+	if hibernate { // only an instance launched with hibernation configured can hibernate
+		if inst, err = r.e.AddHibernatableInstance(ctx, group); err != nil {
+			return "", err
+		}
 	}
 	_, err = ec2.NewFromConfig(r.e.AWS.AWSConfig()).StopInstances(ctx, &ec2.StopInstancesInput{InstanceIds: []string{inst.ID}, Hibernate: aws.Bool(hibernate)})
 	return inst.ID, err
