@@ -79,13 +79,8 @@ type run struct {
 	change     cluster.Signal // a pod's state changed
 	freed      cluster.Signal // an eviction in flight returned
 
-	selMu sync.Mutex
-	sels  map[string]parsed // by PDB (namespace/name); see selects
-
-	// disrupted: per PDB (namespace/name), every pod its watched statuses
-	// listed in disruptedPods: the other drains' pods done with it
-	disMu     sync.Mutex
-	disrupted map[string]sets.Set[string]
+	sel selectors   // the PDBs' selectors, parsed
+	dis disruptions // the pods the PDBs' statuses listed as disrupted
 
 	// annTurn holds one announcement at a time (a channel, not a mutex:
 	// it is held across API calls, and a goroutine waiting on a channel is
@@ -110,17 +105,28 @@ func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod, rea
 	ctx, cancel := context.WithCancel(ctx)
 	r := &run{ctx: ctx, cancel: cancel, annTurn: make(chan struct{}, 1), turns: d.opts.Turns, clock: d.opts.Clock, want: pods, mine: map[string]bool{}, state: map[types.UID]podState{}, reason: map[types.UID]error{},
 		taken: map[string]map[string]time.Time{}, inflight: map[string]bool{}, jitter: map[types.UID]time.Time{}, tried: map[string]bool{}, contended: map[string]bool{},
-		behind: map[string]time.Time{}, lapsed: map[string]bool{}, pending: sets.New[string](), sels: map[string]parsed{}, disrupted: map[string]sets.Set[string]{}}
+		behind: map[string]time.Time{}, lapsed: map[string]bool{}, pending: sets.New[string]()}
 	for _, p := range pods {
 		r.state[p.UID] = statePending
 		r.mine[p.Namespace+"/"+p.Name] = true
 	}
+	r.pods = d.watchPods(ctx, node, read)
+	r.pdbs = d.watchPDBs(ctx, r)
+	r.pods.WaitSynced(ctx)
+	pctx, pcancel := context.WithTimeout(ctx, pdbSyncWait)
+	r.pdbs.WaitSynced(pctx)
+	pcancel()
+	return r
+}
+
+// watchPods watches the pods of node from read (nil: listed now).
+func (d *Drainer) watchPods(ctx context.Context, node string, read *corev1.PodList) *cluster.Informer {
 	sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
 	var first atomic.Pointer[corev1.PodList]
 	if read != nil && read.ResourceVersion != "" {
 		first.Store(read)
 	}
-	r.pods = cluster.Inform(ctx, &cache.ListWatch{
+	return cluster.Inform(ctx, &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			if l := first.Swap(nil); l != nil {
 				return l, nil // the plan's read: no second list (a relist lists)
@@ -137,11 +143,16 @@ func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod, rea
 			return d.client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
 		},
 	}, &corev1.Pod{})
-	// the PDBs of the pods' namespaces only, one list and watch each (up
-	// to maxPDBNamespaces of them; past that, one of every namespace): a
-	// cluster's PDBs are not the node's
+}
+
+// watchPDBs watches the PDBs of the namespaces of r's pods only, one list
+// and watch each (up to maxPDBNamespaces of them; past that, one of every
+// namespace): a cluster's PDBs are not the node's. Only a change of a PDB
+// that covers one of r's pods wakes its waits; each status's disrupted pods
+// are recorded (take may see only the last). It sets r.pdbScope.
+func (d *Drainer) watchPDBs(ctx context.Context, r *run) *cluster.Informer {
 	var nss []string
-	for _, p := range pods {
+	for _, p := range r.want {
 		if !slices.Contains(nss, p.Namespace) {
 			nss = append(nss, p.Namespace)
 		}
@@ -165,20 +176,15 @@ func (d *Drainer) start(ctx context.Context, node string, pods []corev1.Pod, rea
 			},
 		})
 	}
-	r.pdbs = cluster.InformEach(ctx, lws, &policyv1.PodDisruptionBudget{}, func(obj any) bool {
+	return cluster.InformEach(ctx, lws, &policyv1.PodDisruptionBudget{}, func(obj any) bool {
 		if !r.coversAny(obj) {
 			return false
 		}
 		if pdb, ok := obj.(*policyv1.PodDisruptionBudget); ok {
-			r.record(pdb) // every status: take may see only the last
+			r.dis.record(pdb) // every status: take may see only the last
 		}
 		return true
 	})
-	r.pods.WaitSynced(ctx)
-	pctx, pcancel := context.WithTimeout(ctx, pdbSyncWait)
-	r.pdbs.WaitSynced(pctx)
-	pcancel()
-	return r
 }
 
 func (r *run) stop() { r.cancel() }

@@ -12,11 +12,11 @@ import (
 
 // turnsChanged is closed when the other drains' announcements change (never
 // without turns).
-func (r *run) turnsChanged() <-chan struct{} {
-	if r.turns == nil {
+func turnsChanged(t Turns) <-chan struct{} {
+	if t == nil {
 		return nil
 	}
-	return r.turns.Changed()
+	return t.Changed()
 }
 
 // announce tells the other drains (Turns) this drain's pods under PDBs that
