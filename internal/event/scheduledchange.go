@@ -106,6 +106,30 @@ func parseScheduledChange(ev Event, detail json.RawMessage) (Event, error) {
 			problems.add(fmt.Errorf("endTime: %w", err))
 		}
 	}
+	ids := d.instances(&problems)
+	if err := problems.err(); err != nil {
+		return Event{}, err
+	}
+	if len(ids) == 0 {
+		return ev, nil
+	}
+
+	ev.Kind = KindScheduledChange
+	ev.InstanceIDs = ids
+	ev.Scheduled = &ScheduledChange{
+		EventARN:      d.EventARN,
+		Status:        status,
+		EventTypeCode: d.EventTypeCode,
+		StartTime:     start,
+		EndTime:       end,
+	}
+	return ev, nil
+}
+
+// instances are the ids of the affected entities that are instances, once
+// each in their order; an entity missing its value, or looking like an
+// instance id without being one, is a problem.
+func (d healthDetail) instances(problems *problemList) []string {
 	if len(d.AffectedEntities) == 0 {
 		problems.add(errors.New("affectedEntities is missing"))
 	}
@@ -125,23 +149,7 @@ func parseScheduledChange(ev Event, detail json.RawMessage) (Event, error) {
 			ids = append(ids, v)
 		}
 	}
-	if err := problems.err(); err != nil {
-		return Event{}, err
-	}
-	if len(ids) == 0 {
-		return ev, nil
-	}
-
-	ev.Kind = KindScheduledChange
-	ev.InstanceIDs = ids
-	ev.Scheduled = &ScheduledChange{
-		EventARN:      d.EventARN,
-		Status:        status,
-		EventTypeCode: d.EventTypeCode,
-		StartTime:     start,
-		EndTime:       end,
-	}
-	return ev, nil
+	return ids
 }
 
 // healthTimeLayouts are the forms AWS Health writes times in: RFC 1123 in

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 )
@@ -159,18 +160,7 @@ func WaitReady(ctx context.Context, c kubernetes.Interface, privateDNS, instance
 		wctx, cancel := context.WithCancel(ctx)
 		if name == "" || privateDNS != "" {
 			// nobody of that name yet: look aside after a while
-			go func() {
-				select {
-				case <-wctx.Done():
-				case <-clk.After(LookAside):
-					mu.Lock()
-					unseen := seen == nil
-					mu.Unlock()
-					if unseen {
-						cancel()
-					}
-				}
-			}()
+			go lookAside(wctx, cancel, clk, func() bool { mu.Lock(); defer mu.Unlock(); return seen == nil })
 		}
 		var err error
 		if name != "" {
@@ -193,6 +183,19 @@ func WaitReady(ctx context.Context, c kubernetes.Interface, privateDNS, instance
 		// providerID next
 		if last == nil {
 			name = ""
+		}
+	}
+}
+
+// lookAside ends a wait by name (cancel) after LookAside when no node of
+// that name has been seen by then (unseen), so that WaitReady looks by
+// providerID; it returns when ctx ends first.
+func lookAside(ctx context.Context, cancel context.CancelFunc, clk clock.Clock, unseen func() bool) {
+	select {
+	case <-ctx.Done():
+	case <-clk.After(LookAside):
+		if unseen() {
+			cancel()
 		}
 	}
 }
