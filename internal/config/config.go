@@ -200,130 +200,164 @@ func (c *Config) readSweep(get func(string) string) []error {
 // FromEnv reads and validates the configuration; getenv is os.Getenv in the
 // function and a map lookup in tests.
 func FromEnv(getenv func(string) string) (Config, error) {
-	get := func(name string) string {
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			return v
-		}
-		for _, v := range Vars {
-			if v.Name == name {
-				return v.Default
-			}
-		}
-		return ""
-	}
-	var errs []error
-	duration := func(name string) time.Duration {
-		d, err := time.ParseDuration(get(name))
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration such as 90s or 5m", name, get(name)))
-		}
-		return d
-	}
-	boolean := func(name string) bool {
-		b, err := strconv.ParseBool(get(name))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: want true or false", name, get(name)))
-		}
-		return b
-	}
-	action := func(name string) Action {
-		a := Action(strings.ToLower(get(name)))
-		switch a {
-		case ActionIgnore, ActionCordon, ActionDrain:
-			return a
-		}
-		errs = append(errs, fmt.Errorf("%s=%q: want ignore, cordon or drain", name, get(name)))
-		return ""
-	}
-
-	var err error
+	e := &envReader{getenv: getenv}
 	c := Config{
-		ClusterName:             get("CLUSTER_NAME"),
-		ClusterEndpoint:         get("CLUSTER_ENDPOINT"),
-		KubeconfigPath:          get("KUBECONFIG_PATH"),
-		KubeconfigSSMParameter:  get("KUBECONFIG_SSM_PARAMETER"),
-		KubeconfigSecretID:      get("KUBECONFIG_SECRET_ID"),
-		ClusterTagKey:           get("CLUSTER_TAG_KEY"),
-		DryRun:                  boolean("DRY_RUN"),
-		DrainTimeout:            duration("DRAIN_TIMEOUT"),
-		SpotDrainTimeout:        duration("SPOT_DRAIN_TIMEOUT"),
-		SpotGracePeriodCap:      duration("SPOT_GRACE_PERIOD_CAP"),
-		RebalanceAction:         action("REBALANCE_ACTION"),
-		ScheduledChangeAction:   action("SCHEDULED_CHANGE_ACTION"),
-		ScheduledChangeLeadTime: duration("SCHEDULED_CHANGE_LEAD_TIME"),
-		EvictUnmanagedPods:      boolean("EVICT_UNMANAGED_PODS"),
-		VolumeDetachTimeout:     duration("VOLUME_DETACH_TIMEOUT"),
-		StoppingWaitTimeout:     duration("STOPPING_WAIT_TIMEOUT"),
-		OutOfServiceTaint:       boolean("OUT_OF_SERVICE_TAINT"),
-		DeleteTerminatedNodes:   boolean("DELETE_TERMINATED_NODES"),
-		DeadlineMargin:          duration("DEADLINE_MARGIN"),
-		OutcomeEventBus:         get("OUTCOME_EVENT_BUS"),
-		OutcomeBlockedAfter:     duration("OUTCOME_BLOCKED_AFTER"),
-		ContinueLongDrains:      boolean("CONTINUE_LONG_DRAINS"),
-		AdvisoryMarkTTL:         duration("ADVISORY_MARK_TTL"),
-		DeadNodeEvictionWindow:  duration("DEAD_NODE_EVICTION_WINDOW"),
-		NodeLeaseStaleAfter:     duration("NODE_LEASE_STALE_AFTER"),
-		LeaseNamespace:          get("LEASE_NAMESPACE"),
+		ClusterName:             e.get("CLUSTER_NAME"),
+		ClusterEndpoint:         e.get("CLUSTER_ENDPOINT"),
+		KubeconfigPath:          e.get("KUBECONFIG_PATH"),
+		KubeconfigSSMParameter:  e.get("KUBECONFIG_SSM_PARAMETER"),
+		KubeconfigSecretID:      e.get("KUBECONFIG_SECRET_ID"),
+		ClusterTagKey:           e.get("CLUSTER_TAG_KEY"),
+		DryRun:                  e.boolean("DRY_RUN"),
+		DrainTimeout:            e.duration("DRAIN_TIMEOUT"),
+		SpotDrainTimeout:        e.duration("SPOT_DRAIN_TIMEOUT"),
+		SpotGracePeriodCap:      e.duration("SPOT_GRACE_PERIOD_CAP"),
+		RebalanceAction:         e.action("REBALANCE_ACTION"),
+		ScheduledChangeAction:   e.action("SCHEDULED_CHANGE_ACTION"),
+		ScheduledChangeLeadTime: e.duration("SCHEDULED_CHANGE_LEAD_TIME"),
+		EvictUnmanagedPods:      e.boolean("EVICT_UNMANAGED_PODS"),
+		VolumeDetachTimeout:     e.duration("VOLUME_DETACH_TIMEOUT"),
+		StoppingWaitTimeout:     e.duration("STOPPING_WAIT_TIMEOUT"),
+		OutOfServiceTaint:       e.boolean("OUT_OF_SERVICE_TAINT"),
+		DeleteTerminatedNodes:   e.boolean("DELETE_TERMINATED_NODES"),
+		DeadlineMargin:          e.duration("DEADLINE_MARGIN"),
+		OutcomeEventBus:         e.get("OUTCOME_EVENT_BUS"),
+		OutcomeBlockedAfter:     e.duration("OUTCOME_BLOCKED_AFTER"),
+		ContinueLongDrains:      e.boolean("CONTINUE_LONG_DRAINS"),
+		AdvisoryMarkTTL:         e.duration("ADVISORY_MARK_TTL"),
+		DeadNodeEvictionWindow:  e.duration("DEAD_NODE_EVICTION_WINDOW"),
+		NodeLeaseStaleAfter:     e.duration("NODE_LEASE_STALE_AFTER"),
+		LeaseNamespace:          e.get("LEASE_NAMESPACE"),
 		FunctionName:            getenv("AWS_LAMBDA_FUNCTION_NAME"),
 	}
-	if c.LogLevel, err = logging.ParseLevel(get("LOG_LEVEL")); err != nil {
-		errs = append(errs, fmt.Errorf("LOG_LEVEL: %w", err))
+	var err error
+	if c.LogLevel, err = logging.ParseLevel(e.get("LOG_LEVEL")); err != nil {
+		e.fail(fmt.Errorf("LOG_LEVEL: %w", err))
 	}
-	c.ZombieAfter = duration("ZOMBIE_AFTER")
-	errs = append(errs, c.readSweep(get)...)
-	c.ASGNames = list(get("ASG_NAMES"))
-	c.ASGTagKey, c.ASGTagValue = get("ASG_TAG_KEY"), get("ASG_TAG_VALUE")
-	if c.ASGTagKey != "" {
-		if err := validTag(c.ASGTagKey, c.ASGTagValue); err != nil {
-			errs = append(errs, err)
+	c.ZombieAfter = e.duration("ZOMBIE_AFTER")
+	e.errs = append(e.errs, c.readSweep(e.get)...)
+	e.readGroups(&c)
+	e.readLimits(&c)
+	e.readCluster(&c)
+	if err := errors.Join(e.errs...); err != nil {
+		return Config{}, fmt.Errorf("invalid configuration: %w", err)
+	}
+	return c, nil
+}
+
+// envReader reads the variables of Vars (a variable unset or blank is its
+// default) and gathers what is wrong with them, to be said at once.
+type envReader struct {
+	getenv func(string) string
+	errs   []error
+}
+
+func (e *envReader) fail(err error) { e.errs = append(e.errs, err) }
+
+func (e *envReader) get(name string) string {
+	if v := strings.TrimSpace(e.getenv(name)); v != "" {
+		return v
+	}
+	for _, v := range Vars {
+		if v.Name == name {
+			return v.Default
 		}
 	}
-	c.CreateTerminateHook, c.CreateLaunchHook = boolean("CREATE_TERMINATE_HOOK"), boolean("CREATE_LAUNCH_HOOK")
-	if hb, err := strconv.Atoi(get("HEARTBEAT_TIMEOUT")); err != nil || hb < 180 || hb > 7200 {
-		errs = append(errs, fmt.Errorf("HEARTBEAT_TIMEOUT=%q: want seconds from 180 to 7200", get("HEARTBEAT_TIMEOUT")))
+	return ""
+}
+
+func (e *envReader) duration(name string) time.Duration {
+	d, err := time.ParseDuration(e.get(name))
+	if err != nil || d <= 0 {
+		e.fail(fmt.Errorf("%s=%q: want a positive duration such as 90s or 5m", name, e.get(name)))
+	}
+	return d
+}
+
+func (e *envReader) boolean(name string) bool {
+	b, err := strconv.ParseBool(e.get(name))
+	if err != nil {
+		e.fail(fmt.Errorf("%s=%q: want true or false", name, e.get(name)))
+	}
+	return b
+}
+
+func (e *envReader) action(name string) Action {
+	a := Action(strings.ToLower(e.get(name)))
+	switch a {
+	case ActionIgnore, ActionCordon, ActionDrain:
+		return a
+	}
+	e.fail(fmt.Errorf("%s=%q: want ignore, cordon or drain", name, e.get(name)))
+	return ""
+}
+
+// readGroups reads which groups and hooks are the deployment's, and whose
+// nodes it leaves alone.
+func (e *envReader) readGroups(c *Config) {
+	c.ASGNames = list(e.get("ASG_NAMES"))
+	c.ASGTagKey, c.ASGTagValue = e.get("ASG_TAG_KEY"), e.get("ASG_TAG_VALUE")
+	if c.ASGTagKey != "" {
+		if err := validTag(c.ASGTagKey, c.ASGTagValue); err != nil {
+			e.fail(err)
+		}
+	}
+	c.CreateTerminateHook, c.CreateLaunchHook = e.boolean("CREATE_TERMINATE_HOOK"), e.boolean("CREATE_LAUNCH_HOOK")
+	if hb, err := strconv.Atoi(e.get("HEARTBEAT_TIMEOUT")); err != nil || hb < 180 || hb > 7200 {
+		e.fail(fmt.Errorf("HEARTBEAT_TIMEOUT=%q: want seconds from 180 to 7200", e.get("HEARTBEAT_TIMEOUT")))
 	} else {
 		c.HeartbeatTimeout = time.Duration(hb) * time.Second
 	}
-	c.HookNames = list(get("HOOK_NAMES"))
-	c.TerminateHookName, c.LaunchHookName = get("TERMINATE_HOOK_NAME"), get("LAUNCH_HOOK_NAME")
-	if owners := list(get("SKIP_NODES_OWNED_BY")); !slices.Equal(owners, []string{"none"}) {
+	c.HookNames = list(e.get("HOOK_NAMES"))
+	c.TerminateHookName, c.LaunchHookName = e.get("TERMINATE_HOOK_NAME"), e.get("LAUNCH_HOOK_NAME")
+	if owners := list(e.get("SKIP_NODES_OWNED_BY")); !slices.Equal(owners, []string{"none"}) {
 		for _, o := range owners {
 			if !slices.Contains(LifecycleOwners, o) {
-				errs = append(errs, fmt.Errorf("SKIP_NODES_OWNED_BY: unknown owner %q: want a comma list of %s, or none", o, strings.Join(LifecycleOwners, ", ")))
+				e.fail(fmt.Errorf("SKIP_NODES_OWNED_BY: unknown owner %q: want a comma list of %s, or none", o, strings.Join(LifecycleOwners, ", ")))
 			}
 		}
 		c.SkipNodesOwnedBy = owners
 	}
-	crit, err := strconv.ParseInt(get("CRITICAL_PRIORITY_THRESHOLD"), 10, 32)
+}
+
+// readLimits reads the numbers: the critical priority, the continuations,
+// the CA, the failure result and the client's rate.
+func (e *envReader) readLimits(c *Config) {
+	crit, err := strconv.ParseInt(e.get("CRITICAL_PRIORITY_THRESHOLD"), 10, 32)
 	if c.CriticalPriority = int32(crit); err != nil || crit <= 0 {
-		errs = append(errs, fmt.Errorf("CRITICAL_PRIORITY_THRESHOLD=%q: want a positive 32-bit integer (system-cluster-critical is 2000000000)", get("CRITICAL_PRIORITY_THRESHOLD")))
+		e.fail(fmt.Errorf("CRITICAL_PRIORITY_THRESHOLD=%q: want a positive 32-bit integer (system-cluster-critical is 2000000000)", e.get("CRITICAL_PRIORITY_THRESHOLD")))
 	}
-	maxCont, err := strconv.Atoi(get("MAX_CONTINUATIONS"))
+	maxCont, err := strconv.Atoi(e.get("MAX_CONTINUATIONS"))
 	if c.MaxContinuations = maxCont; err != nil || maxCont < 0 {
-		errs = append(errs, fmt.Errorf("MAX_CONTINUATIONS=%q: want an integer >= 0", get("MAX_CONTINUATIONS")))
+		e.fail(fmt.Errorf("MAX_CONTINUATIONS=%q: want an integer >= 0", e.get("MAX_CONTINUATIONS")))
 	}
-	if ca := get("CLUSTER_CA_DATA"); ca != "" {
+	if ca := e.get("CLUSTER_CA_DATA"); ca != "" {
 		b, err := base64.StdEncoding.DecodeString(ca)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("CLUSTER_CA_DATA: not base64: %w", err))
+			e.fail(fmt.Errorf("CLUSTER_CA_DATA: not base64: %w", err))
 		}
 		c.ClusterCAData = b
 	}
-	switch r := strings.ToUpper(get("LIFECYCLE_RESULT_ON_FAILURE")); r {
+	switch r := strings.ToUpper(e.get("LIFECYCLE_RESULT_ON_FAILURE")); r {
 	case "CONTINUE", "ABANDON":
 		c.LifecycleResultOnFailure = r
 	default:
-		errs = append(errs, fmt.Errorf("LIFECYCLE_RESULT_ON_FAILURE=%q: want CONTINUE or ABANDON", r))
+		e.fail(fmt.Errorf("LIFECYCLE_RESULT_ON_FAILURE=%q: want CONTINUE or ABANDON", r))
 	}
-	qps, err := strconv.ParseFloat(get("KUBE_CLIENT_QPS"), 32)
+	qps, err := strconv.ParseFloat(e.get("KUBE_CLIENT_QPS"), 32)
 	if err != nil || !(qps > 0) || math.IsInf(qps, 0) { // also NaN: it would turn rate limiting off
-		errs = append(errs, fmt.Errorf("KUBE_CLIENT_QPS=%q: want a positive number", get("KUBE_CLIENT_QPS")))
+		e.fail(fmt.Errorf("KUBE_CLIENT_QPS=%q: want a positive number", e.get("KUBE_CLIENT_QPS")))
 	}
 	c.KubeQPS = float32(qps)
-	if c.KubeBurst, err = strconv.Atoi(get("KUBE_CLIENT_BURST")); err != nil || c.KubeBurst <= 0 {
-		errs = append(errs, fmt.Errorf("KUBE_CLIENT_BURST=%q: want a positive integer", get("KUBE_CLIENT_BURST")))
+	if c.KubeBurst, err = strconv.Atoi(e.get("KUBE_CLIENT_BURST")); err != nil || c.KubeBurst <= 0 {
+		e.fail(fmt.Errorf("KUBE_CLIENT_BURST=%q: want a positive integer", e.get("KUBE_CLIENT_BURST")))
 	}
+}
 
+// readCluster checks how the cluster is reached (one kubeconfig at most,
+// or the cluster's name; an endpoint with its CA), defaults its tag key,
+// and holds the spot settings to the 2-minute notice.
+func (e *envReader) readCluster(c *Config) {
 	kubeconfigs := 0
 	for _, v := range []string{c.KubeconfigPath, c.KubeconfigSSMParameter, c.KubeconfigSecretID} {
 		if v != "" {
@@ -332,28 +366,24 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	switch {
 	case kubeconfigs > 1:
-		errs = append(errs, errors.New("set at most one of KUBECONFIG_PATH, KUBECONFIG_SSM_PARAMETER, KUBECONFIG_SECRET_ID"))
+		e.fail(errors.New("set at most one of KUBECONFIG_PATH, KUBECONFIG_SSM_PARAMETER, KUBECONFIG_SECRET_ID"))
 	case kubeconfigs == 0 && c.ClusterName == "":
-		errs = append(errs, errors.New("CLUSTER_NAME is required (or a kubeconfig)"))
+		e.fail(errors.New("CLUSTER_NAME is required (or a kubeconfig)"))
 	case (c.ClusterEndpoint == "") != (len(c.ClusterCAData) == 0):
-		errs = append(errs, errors.New("CLUSTER_ENDPOINT and CLUSTER_CA_DATA go together"))
+		e.fail(errors.New("CLUSTER_ENDPOINT and CLUSTER_CA_DATA go together"))
 	}
 	if c.ClusterTagKey == "" && c.ClusterName != "" {
 		c.ClusterTagKey = "kubernetes.io/cluster/" + c.ClusterName
 	}
 	if c.ClusterTagKey == "" {
-		errs = append(errs, errors.New("CLUSTER_TAG_KEY is required when CLUSTER_NAME is not set"))
+		e.fail(errors.New("CLUSTER_TAG_KEY is required when CLUSTER_NAME is not set"))
 	}
 	if c.SpotDrainTimeout > 2*time.Minute {
-		errs = append(errs, fmt.Errorf("SPOT_DRAIN_TIMEOUT=%s: must fit the 2-minute spot notice", c.SpotDrainTimeout))
+		e.fail(fmt.Errorf("SPOT_DRAIN_TIMEOUT=%s: must fit the 2-minute spot notice", c.SpotDrainTimeout))
 	}
 	if c.SpotGracePeriodCap > 2*time.Minute {
-		errs = append(errs, fmt.Errorf("SPOT_GRACE_PERIOD_CAP=%s: must fit the 2-minute spot notice", c.SpotGracePeriodCap))
+		e.fail(fmt.Errorf("SPOT_GRACE_PERIOD_CAP=%s: must fit the 2-minute spot notice", c.SpotGracePeriodCap))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return Config{}, fmt.Errorf("invalid configuration: %w", err)
-	}
-	return c, nil
 }
 
 // Mode says how the function reaches the cluster.
