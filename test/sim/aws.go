@@ -661,6 +661,8 @@ type lambdaWorld struct {
 	all     []*invocation
 	seq     map[string]int
 	log     *slog.Logger
+	// what the event queue did: events run twice, throttles, drops
+	dups, throttled, dropped int
 }
 
 // gate is every call of the function to the world: a call after the
@@ -681,14 +683,42 @@ func (l *lambdaWorld) gate(inv *invocation, what string) error {
 // async is an asynchronous invocation: run now if the reserved concurrency
 // allows, else throttled and tried again later, as Lambda's event queue does.
 func (l *lambdaWorld) async(id string, payload []byte, about string, retries int) {
+	l.enqueue(id, payload, about, retries, l.w.now())
+}
+
+// The event queue of Lambda's asynchronous invocations, as AWS documents
+// it ("How Lambda handles errors and retries with asynchronous
+// invocation"): a throttled event is tried again from 1 s after, the
+// interval growing exponentially to 5 minutes, for up to the maximum event
+// age (the templates' MaximumEventAgeSeconds, 3,600 s), then dropped; and
+// the queue is eventually consistent, so an event the function ran may
+// reach it again: dupRate of the events are run a second time, 5 to 60 s
+// later, under another request id.
+const (
+	maxEventAge = time.Hour
+	dupRate     = 0.02
+)
+
+// enqueue is async for an event queued at since.
+func (l *lambdaWorld) enqueue(id string, payload []byte, about string, retries int, since time.Duration) {
 	l.mu.Lock()
 	if l.running >= l.w.Plan.Concurrency {
 		l.seq[id]++
 		n := l.seq[id]
+		age := l.w.now() - since
+		if age >= maxEventAge {
+			l.dropped++
+		} else {
+			l.throttled++
+		}
 		l.mu.Unlock()
-		d := min(time.Duration(1<<min(n, 8))*15*time.Second, 5*time.Minute) + l.w.jitter(fmt.Sprintf("throttle/%s/%d", id, n))
+		if age >= maxEventAge {
+			l.w.tracef("world: Lambda dropped %s: throttled for %s, past the maximum event age", id, age.Round(time.Second))
+			return
+		}
+		d := min(time.Second<<min(n-1, 9), 5*time.Minute) + l.w.jitter(fmt.Sprintf("throttle/%s/%d", id, n))
 		l.w.tracef("world: Lambda throttled %s (retry in %s)", id, d.Round(time.Second))
-		l.w.after(d, func() { l.async(id, payload, about, retries) })
+		l.w.after(d, func() { l.enqueue(id, payload, about, retries, since) })
 		return
 	}
 	l.running++
@@ -702,6 +732,14 @@ func (l *lambdaWorld) async(id string, payload []byte, about string, retries int
 	l.w.tracef("%s: invoked (%s)", inv.id, about)
 	go l.run(inv)
 	time.AfterFunc(l.w.Plan.LambdaTimeout, func() { l.kill(inv) })
+	if retries == 0 && !strings.HasSuffix(id, "/dup") && l.w.roll("dup/"+id) < dupRate {
+		d := 5*time.Second + time.Duration(l.w.roll("dup-delay/"+id)*55)*time.Second
+		l.mu.Lock()
+		l.dups++
+		l.mu.Unlock()
+		l.w.tracef("world: Lambda's queue will deliver %s again in %s", id, d)
+		l.w.after(d, func() { l.enqueue(id+"/dup", payload, about, 0, l.w.now()) })
+	}
 }
 
 func (l *lambdaWorld) run(inv *invocation) {

@@ -26,6 +26,9 @@ type Result struct {
 	// list's, or an informer's last event's); Replayed the writes made
 	// between such a read and its watch, delivered on the watch.
 	WatchesFrom, Replayed int
+	// Lambda's event queue: events run twice, throttled tries, events
+	// dropped past the maximum event age
+	Duplicates, Throttled, Dropped int
 }
 
 // Run plays one seed's day. Call it inside a synctest bubble: it sleeps
@@ -82,6 +85,7 @@ func Run(seed int64, log *slog.Logger) Result {
 	// the invocations still running end by their deadlines
 	time.Sleep(w.Plan.LambdaTimeout + time.Second)
 	w.lambda.mu.Lock()
+	dups, throttled, dropped := w.lambda.dups, w.lambda.throttled, w.lambda.dropped
 	for _, i := range w.lambda.all {
 		i.mu.Lock()
 		if !i.ended && !i.dead {
@@ -97,7 +101,7 @@ func Run(seed int64, log *slog.Logger) Result {
 	defer inv.mu.Unlock()
 	from, replayed := w.kube.tracker.counts()
 	return Result{Seed: seed, Steps: w.steps, Checks: inv.Checks, Violations: inv.Violations, Plan: w.Plan, Trace: w.trace,
-		WatchesFrom: from, Replayed: replayed}
+		WatchesFrom: from, Replayed: replayed, Duplicates: dups, Throttled: throttled, Dropped: dropped}
 }
 
 // happen plays one event of the world.

@@ -36,7 +36,8 @@ func TestSim(t *testing.T) {
 		played int
 		// watches from a resourceVersion, and the writes between their
 		// read and their start they delivered
-		watchesFrom, replayed int
+		watchesFrom, replayed    int
+		dups, throttled, dropped int
 
 		found atomic.Bool
 		// the first failing seed, told to a goroutine outside the bubbles,
@@ -67,6 +68,9 @@ func TestSim(t *testing.T) {
 					steps += r.Steps
 					watchesFrom += r.WatchesFrom
 					replayed += r.Replayed
+					dups += r.Duplicates
+					throttled += r.Throttled
+					dropped += r.Dropped
 					for i := range checks {
 						checks[i] += r.Checks[i]
 					}
@@ -93,6 +97,7 @@ func TestSim(t *testing.T) {
 		fmt.Printf("sim_checks_%s=%d  # %s\n", strings.SplitN(Names[i], " ", 2)[0], checks[i], strings.SplitN(Names[i], " ", 2)[1])
 	}
 	fmt.Printf("sim_watches_from_version=%d\nsim_watch_replayed=%d  # writes between a read and its watch, delivered on it\n", watchesFrom, replayed)
+	fmt.Printf("sim_lambda_duplicates=%d  # events Lambda's queue ran twice\nsim_lambda_throttled=%d\nsim_lambda_dropped=%d  # throttled past the maximum event age\n", dups, throttled, dropped)
 	fmt.Printf("sim_violations=%d\nsim_seconds=%.1f\n", violations, time.Since(begun).Seconds())
 	if found.Load() {
 		fmt.Println(<-firstAt)
