@@ -45,6 +45,9 @@ type ec2World struct {
 	w     *World
 	mu    sync.Mutex
 	insts map[string]*ec2Inst
+	// newUnseen counts the describes of a just-launched instance answered
+	// NotFound
+	newUnseen int
 }
 
 func (e *ec2World) add(id, dns string, hibernate bool, state string) {
@@ -90,13 +93,19 @@ func (e *ec2World) hibernated(id string) bool {
 }
 
 // seen is the instance as a describe shows it: sometimes from before its
-// last change (EC2's reads are eventually consistent).
+// last change (EC2's reads are eventually consistent), and, in its first
+// seconds, not at all: a describe right after a launch may answer
+// InvalidInstanceID.NotFound (EC2's API reference, "Eventual consistency").
 func (e *ec2World) seen(inv *invocation, id string) (ec2types.Instance, bool) {
 	lag := e.w.roll(inv.id+"/ec2lag/"+id) < e.w.Plan.EC2Lag
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	i := e.insts[id]
 	if i == nil {
+		return ec2types.Instance{}, false
+	}
+	if lag && len(i.hist) == 1 && i.hist[0].state == "pending" && e.w.now()-i.hist[0].at < 5*time.Second {
+		e.newUnseen++
 		return ec2types.Instance{}, false
 	}
 	s := i.hist[len(i.hist)-1]
@@ -148,8 +157,7 @@ func (c ec2Client) DescribeInstances(_ context.Context, in *ec2.DescribeInstance
 		e.mu.Unlock()
 		sort.Strings(ids)
 		for _, id := range ids {
-			i, _ := e.seen(c.inv, id)
-			if matches(i, in.Filters) {
+			if i, ok := e.seen(c.inv, id); ok && matches(i, in.Filters) {
 				out = append(out, i)
 			}
 		}

@@ -29,6 +29,8 @@ type Result struct {
 	// Lambda's event queue: events run twice, throttled tries, events
 	// dropped past the maximum event age
 	Duplicates, Throttled, Dropped int
+	// NewUnseen counts EC2's NotFound answers for a just-launched instance
+	NewUnseen int
 }
 
 // Run plays one seed's day. Call it inside a synctest bubble: it sleeps
@@ -100,8 +102,11 @@ func Run(seed int64, log *slog.Logger) Result {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	from, replayed := w.kube.tracker.counts()
+	w.ec2.mu.Lock()
+	newUnseen := w.ec2.newUnseen
+	w.ec2.mu.Unlock()
 	return Result{Seed: seed, Steps: w.steps, Checks: inv.Checks, Violations: inv.Violations, Plan: w.Plan, Trace: w.trace,
-		WatchesFrom: from, Replayed: replayed, Duplicates: dups, Throttled: throttled, Dropped: dropped}
+		WatchesFrom: from, Replayed: replayed, Duplicates: dups, Throttled: throttled, Dropped: dropped, NewUnseen: newUnseen}
 }
 
 // happen plays one event of the world.

@@ -38,6 +38,7 @@ func TestSim(t *testing.T) {
 		// read and their start they delivered
 		watchesFrom, replayed    int
 		dups, throttled, dropped int
+		newUnseen                int
 
 		found atomic.Bool
 		// the first failing seed, told to a goroutine outside the bubbles,
@@ -71,6 +72,7 @@ func TestSim(t *testing.T) {
 					dups += r.Duplicates
 					throttled += r.Throttled
 					dropped += r.Dropped
+					newUnseen += r.NewUnseen
 					for i := range checks {
 						checks[i] += r.Checks[i]
 					}
@@ -98,6 +100,7 @@ func TestSim(t *testing.T) {
 	}
 	fmt.Printf("sim_watches_from_version=%d\nsim_watch_replayed=%d  # writes between a read and its watch, delivered on it\n", watchesFrom, replayed)
 	fmt.Printf("sim_lambda_duplicates=%d  # events Lambda's queue ran twice\nsim_lambda_throttled=%d\nsim_lambda_dropped=%d  # throttled past the maximum event age\n", dups, throttled, dropped)
+	fmt.Printf("sim_ec2_new_not_found=%d  # describes of a just-launched instance answered NotFound\n", newUnseen)
 	fmt.Printf("sim_violations=%d\nsim_seconds=%.1f\n", violations, time.Since(begun).Seconds())
 	if found.Load() {
 		fmt.Println(<-firstAt)
