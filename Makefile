@@ -16,7 +16,7 @@ DIST := dist
 # go.mod holds.
 PRODUCT_GO := GOWORK=off $(GO)
 
-.PHONY: help build package dist tools tools-nth providers unit integration conformance faults deploy-check deploy-test test-matrix test vet golangci size fmt-check bench bench-scale demo lint lint-deploy fuzz clean build-NodeDrainerFunction
+.PHONY: help build package dist tools tools-nth providers unit integration conformance faults dashboard deploy-check deploy-test test-matrix test vet golangci size fmt-check bench bench-scale demo lint lint-deploy fuzz clean build-NodeDrainerFunction
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -84,6 +84,12 @@ sim: ## the deterministic simulation of bad days (test/sim): prints sim_seeds= â
 	$(GO) test -c -o bin/sim.test ./test/sim
 	$(if $(filter 1,$(SEEDS)),GOMAXPROCS=1) ./bin/sim.test $(SIM_FLAGS)
 
+# The dashboard has one definition, terraform/dashboard.json.tftpl: the module
+# reads it (templatefile), and template.yaml, which ships as one file, holds a
+# copy written by hack/dashboard; deploy-check fails when the copy is stale.
+dashboard: ## write template.yaml's dashboard body from terraform/dashboard.json.tftpl (its one definition)
+	$(PRODUCT_GO) run ./hack/dashboard
+
 deploy-check: ## the deploy descriptions: cfn-lint, terraform fmt, tflint, terraform-docs tables, SAM/terraform parity
 	bash test/deploy/check.sh
 
@@ -120,13 +126,14 @@ vet: ## go vet of both modules: the product's (alone) and the tests'
 	$(GO) vet ./test/...
 
 # golangci-lint over both modules, as vet: the product's alone (GOWORK=off;
-# hack/size is a command of the product's module that never ships) and the
-# tests' (through go.work). hack/tools is a module of its own, not linted.
+# hack/size and hack/dashboard are commands of the product's module that never
+# ship) and the tests' (through go.work). hack/tools is a module of its own,
+# not linted (./hack/... stops at its go.mod).
 # The linters and their settings: .golangci.yml.
 golangci: ## golangci-lint v2 (.golangci.yml) on the product's module and the tests'; built into the tools cache on first use (~5 min)
 	@bin=$$(bash hack/tools/golangci-lint.sh) && \
-	  echo "golangci-lint: product (./internal/... ./functions/... ./hack/size/...)" && \
-	  GOWORK=off $$bin run ./internal/... ./functions/... ./hack/size/... && \
+	  echo "golangci-lint: product (./internal/... ./functions/... ./hack/...)" && \
+	  GOWORK=off $$bin run ./internal/... ./functions/... ./hack/... && \
 	  echo "golangci-lint: tests (./test/...)" && \
 	  $$bin run ./test/...
 

@@ -86,6 +86,14 @@ else
   fi
 fi
 
+step "dashboard: template.yaml's body is terraform/dashboard.json.tftpl's (hack/dashboard)" \
+  "the dashboard has one definition, terraform/dashboard.json.tftpl, which the module reads with templatefile; template.yaml (one file, for SAR and make dist) holds the copy hack/dashboard writes from it: stale when they differ (regenerate: make dashboard); the generator's own tests (a stale copy fails, placeholders only both descriptions know)"
+if (GOWORK=off go test -count=1 ./hack/dashboard/ && GOWORK=off go run ./hack/dashboard -check); then
+  pass
+else
+  fail "dashboard: template.yaml's DashboardBody is stale or the generator failed (run: make dashboard)"
+fi
+
 step "go test ./test/deploy/" \
   "template.yaml and terraform/ agree on event patterns, the sweep's schedule rule, IAM actions and statements, managed policies, environment variables and defaults, function runtime/architecture/handler/timeout/memory, hooks, access entry, alarms, parameters and outputs; the same dashboard in both, naming only metrics of internal/metrics' catalog (name, dimension set, values) or Lambda's own; both match the configuration contract; every IAM action the code's AWS calls need is granted, and every IAM action granted is used; for each setting (default and another lease namespace, node deletion on and off) the RBAC of terraform/kubernetes/ grants every Kubernetes request of the code in its namespace and nothing more; no wildcard IAM action, Resource \"*\" only for actions without resource types; no wildcard in terraform/kubernetes/*.yaml; the template's parameters described, grouped and labelled, duration patterns accepted by the configuration; each check is shown to fail when one side alone changes; make dist: both zips (bootstrap 0755 of the right ELF machine), SHA256SUMS, byte-identical twice, the packaged template.yaml linted and equal to template.yaml's stack; the product's go.mod tidy and requiring only modules the function links (none of the tests'); the release workflow publishes only after make test, the files make dist built, checked against SHA256SUMS"
 # -timeout: TestMakeDist builds bootstrap for arm64 and amd64 (a cold build cache takes minutes)
