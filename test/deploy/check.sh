@@ -6,14 +6,13 @@
 #
 # Runs every check, prints what each one covered, lists what cannot be
 # validated on a machine without internet access, and exits non-zero when any
-# check failed or could not run. tflint is built once into
+# check failed or could not run. tflint, actionlint and terraform-docs are
+# built once (hack/tools/*.sh) into
 # ${NODE_DRAINER_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/node-drainer/tools} (~3 min).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-TOOLS="${NODE_DRAINER_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/node-drainer/tools}"
-TFLINT_VERSION=v0.64.0
-TFLINT="$TOOLS/tflint-$TFLINT_VERSION/tflint"
+TFLINT_VERSION=v0.64.0 # built by hack/tools/tflint.sh into the tools cache
 export TF_CLI_CONFIG_FILE=/dev/null # no ~/.terraformrc: silence terraform's warning
 
 cd "$ROOT" || exit 2
@@ -45,13 +44,8 @@ fi
 
 step "tflint $TFLINT_VERSION (bundled terraform ruleset, preset all)" \
   "declared-but-unused and undeclared references, typed and documented variables/outputs, snake_case names, required_version/required_providers, module structure; module, modules/rbac and examples (terraform/.tflint.hcl)"
-if [[ ! -x "$TFLINT" ]]; then
-  echo "   building tflint $TFLINT_VERSION into $(dirname "$TFLINT") (once, ~3 min)"
-  mkdir -p "$(dirname "$TFLINT")"
-  (cd "$(dirname "$TFLINT")" && GOBIN="$(dirname "$TFLINT")" GOFLAGS=-mod=mod go install "github.com/terraform-linters/tflint@$TFLINT_VERSION")
-fi
-if [[ ! -x "$TFLINT" ]]; then
-  fail "tflint could not be built"
+if ! TFLINT=$(TFLINT_VERSION=$TFLINT_VERSION bash hack/tools/tflint.sh); then
+  fail "tflint could not be built (bash hack/tools/tflint.sh)"
 elif (cd terraform && "$TFLINT" --config="$ROOT/terraform/.tflint.hcl" --recursive --format=compact); then
   pass
 else
