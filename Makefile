@@ -16,7 +16,7 @@ DIST := dist
 # go.mod holds.
 PRODUCT_GO := GOWORK=off $(GO)
 
-.PHONY: help build package dist tools tools-nth providers unit integration conformance faults deploy-check deploy-test test-matrix test vet golangci size fmt-check bench bench-scale demo lint lint-deploy fuzz clean build-NodeDrainerFunction
+.PHONY: help build package dist tools tools-nth providers unit integration conformance faults dashboard deploy-check deploy-test test-matrix test tools-all harness-bootstrap vet golangci size fmt-check bench bench-scale demo lint lint-deploy fuzz clean build-NodeDrainerFunction
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -54,6 +54,26 @@ build-NodeDrainerFunction: ## called by `sam build` (ARTIFACTS_DIR set by SAM)
 tools: ## build the harness's control plane, kwok (cached; ~8 min the first time)
 	bash hack/tools/build.sh
 
+# Every tool `make test` uses, into the tools cache: hack/test.sh starts this
+# first, in the background (each script locks its own tool, so a stage that
+# needs one waits for its build, never starts another).
+tools-all: ## build every tool make test uses (control plane, kwok, golangci-lint, tflint, actionlint, terraform-docs, the providers; cached)
+	@for t in build golangci-lint tflint actionlint terraform-docs providers; do \
+	  s=$$(date +%s); bash hack/tools/$$t.sh >/dev/null || exit 1; echo "tools: $$t ready in $$(($$(date +%s) - s)) s"; \
+	done
+
+# The function binary the harness suites run (harness.BuildBootstrap, as
+# `make build` for this machine without the version), built once and shared:
+# make rebuilds it when a product source is newer.
+HARNESS_BOOTSTRAP := $(CURDIR)/bin/harness/bootstrap
+PRODUCT_SRC := go.mod go.sum $(shell find internal functions -name '*.go' ! -name '*_test.go' 2>/dev/null)
+$(HARNESS_BOOTSTRAP): $(PRODUCT_SRC)
+	CGO_ENABLED=0 $(PRODUCT_GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $@ ./functions/node-drainer
+
+harness-bootstrap: $(HARNESS_BOOTSTRAP) ## the function binary the harness suites share (bin/harness/bootstrap)
+
+integration faults deploy-test demo bench bench-scale: export NODE_DRAINER_BOOTSTRAP := $(HARNESS_BOOTSTRAP)
+
 providers: ## build the terraform providers into the tools cache as a filesystem mirror (cached; ~10 min the first time)
 	bash hack/tools/providers.sh
 
@@ -64,13 +84,13 @@ UNIT_PKGS := ./internal/... ./functions/...
 unit: ## tests that need nothing but Go (no harness, no tools build), with coverage
 	$(PRODUCT_GO) test -count=1 -timeout 10m -cover $(UNIT_PKGS)
 
-integration: tools ## end-to-end scenarios and harness tests on the real control plane (test/)
+integration: tools $(HARNESS_BOOTSTRAP) ## end-to-end scenarios and harness tests on the real control plane (test/)
 	$(GO) test -count=1 -timeout 60m $$($(GO) list ./test/... | grep -v -e /test/deploy -e /test/faults -e /test/install -e /test/sim -e /test/conformance)
 
 conformance: tools ## the simulation's world held to the real harness: each behaviour asserted on both sides; prints conformance_behaviours= conformance_mismatches=
 	$(GO) test -count=1 -timeout 20m -v -run '^TestConformance$$' ./test/conformance/ | grep -E '^(==|!=|XX) |^conformance_|^(--- )?(FAIL|ok|PASS)'; exit $${PIPESTATUS[0]}
 
-faults: tools ## fault-injection suite on the real harness: one line per scenario, then faults_survived=N/M
+faults: tools $(HARNESS_BOOTSTRAP) ## fault-injection suite on the real harness: one line per scenario, then faults_survived=N/M
 	$(GO) test -count=1 -timeout 30m -parallel 4 -v -run TestFaults ./test/faults/
 
 # SEEDS days of the simulation from SEED; SEEDS=1 replays one seed and
@@ -84,10 +104,16 @@ sim: ## the deterministic simulation of bad days (test/sim): prints sim_seeds= â
 	$(GO) test -c -o bin/sim.test ./test/sim
 	$(if $(filter 1,$(SEEDS)),GOMAXPROCS=1) ./bin/sim.test $(SIM_FLAGS)
 
+# The dashboard has one definition, terraform/dashboard.json.tftpl: the module
+# reads it (templatefile), and template.yaml, which ships as one file, holds a
+# copy written by hack/dashboard; deploy-check fails when the copy is stale.
+dashboard: ## write template.yaml's dashboard body from terraform/dashboard.json.tftpl (its one definition)
+	$(PRODUCT_GO) run ./hack/dashboard
+
 deploy-check: ## the deploy descriptions: cfn-lint, terraform fmt, tflint, terraform-docs tables, SAM/terraform parity
 	bash test/deploy/check.sh
 
-deploy-test: tools providers ## terraform apply/destroy and the SAM stack, run for real against the emulator and the harness; prints one line of results
+deploy-test: tools providers $(HARNESS_BOOTSTRAP) ## terraform apply/destroy and the SAM stack, run for real against the emulator and the harness; prints one line of results
 	$(GO) test -count=1 -timeout 30m -v -run '^TestDeploy$$' ./test/install/ -args -require-all
 
 # The oldest Kubernetes release whose control plane the module proxy serves
@@ -102,31 +128,25 @@ test-matrix: ## the integration suite on each release of MATRIX (each control pl
 	  NODE_DRAINER_K8S_VERSION=$$v $(MAKE) --no-print-directory integration; \
 	done
 
-test: ## all tests: gofmt, vet, the size limits, golangci-lint, unit, the simulation (5,000 seeds), deploy checks, integration, the world's conformance and faults on the real harness, then the real deploys
-	$(MAKE) --no-print-directory fmt-check
-	$(MAKE) --no-print-directory vet
-	$(MAKE) --no-print-directory size
-	$(MAKE) --no-print-directory golangci
-	$(MAKE) --no-print-directory unit
-	$(MAKE) --no-print-directory sim SEEDS=5000
-	$(MAKE) --no-print-directory deploy-check
-	$(MAKE) --no-print-directory integration
-	$(MAKE) --no-print-directory conformance
-	$(MAKE) --no-print-directory faults
-	$(MAKE) --no-print-directory deploy-test
+# hack/test.sh: the stages in this order, the tools built in the background
+# from the start, the real deploys beside integration, conformance and faults,
+# conformance beside integration; a table of the stages' times at the end.
+test: ## all tests: gofmt, vet, the size limits, unit, the simulation (5,000 seeds), golangci-lint, deploy checks, integration, the world's conformance and faults on the real harness, the real deploys (hack/test.sh)
+	MAKE='$(MAKE)' bash hack/test.sh
 
 vet: ## go vet of both modules: the product's (alone) and the tests'
 	$(PRODUCT_GO) vet ./...
 	$(GO) vet ./test/...
 
 # golangci-lint over both modules, as vet: the product's alone (GOWORK=off;
-# hack/size is a command of the product's module that never ships) and the
-# tests' (through go.work). hack/tools is a module of its own, not linted.
+# hack/size and hack/dashboard are commands of the product's module that never
+# ship) and the tests' (through go.work). hack/tools is a module of its own,
+# not linted (./hack/... stops at its go.mod).
 # The linters and their settings: .golangci.yml.
 golangci: ## golangci-lint v2 (.golangci.yml) on the product's module and the tests'; built into the tools cache on first use (~5 min)
 	@bin=$$(bash hack/tools/golangci-lint.sh) && \
-	  echo "golangci-lint: product (./internal/... ./functions/... ./hack/size/...)" && \
-	  GOWORK=off $$bin run ./internal/... ./functions/... ./hack/size/... && \
+	  echo "golangci-lint: product (./internal/... ./functions/... ./hack/...)" && \
+	  GOWORK=off $$bin run ./internal/... ./functions/... ./hack/... && \
 	  echo "golangci-lint: tests (./test/...)" && \
 	  $$bin run ./test/...
 
@@ -142,7 +162,7 @@ tools-nth: ## build aws-node-termination-handler v1.25.6, the bench's peer (cach
 
 # BENCH_ARGS: the bench's flags (test/bench/doc.go), e.g. -runs 3 -baseline-cap 180s
 BENCH_ARGS ?=
-bench: tools tools-nth ## the benchmark table (drain speed, PDB wait, storm, RWO failover, the peer in the same run, growth to 5,000 nodes last)
+bench: tools tools-nth $(HARNESS_BOOTSTRAP) ## the benchmark table (drain speed, PDB wait, storm, RWO failover, the peer in the same run, growth to 5,000 nodes last)
 	$(GO) test -count=1 -timeout 300m -run '^$$' -bench . -benchtime 1x ./test/bench/ -args -table -plots $(CURDIR)/docs/img $(BENCH_ARGS)
 
 # the growth alone: the drain and the failover in the small cluster (what the
@@ -151,10 +171,10 @@ bench: tools tools-nth ## the benchmark table (drain speed, PDB wait, storm, RWO
 # its lines allow); the scale nodes renew their Leases every 5 minutes,
 # inside a 10-minute grace period
 SCALE_ARGS ?= -runs 5 -scale-runs 5 -node-monitor-grace 10m -scale-lease 1200
-bench-scale: tools ## the growth: sweep, 110-pod drain, launch, RWO failover at 500, 2,000, 5,000 nodes (time, requests, peak RSS; docs/img/scale-*.svg)
+bench-scale: tools $(HARNESS_BOOTSTRAP) ## the growth: sweep, 110-pod drain, launch, RWO failover at 500, 2,000, 5,000 nodes (time, requests, peak RSS; docs/img/scale-*.svg)
 	$(GO) test -count=1 -timeout 180m -run '^$$' -bench '^Benchmark(Drain110Pods|RWOFailover|Scale)$$' -benchtime 1x ./test/bench/ -args -table -plots $(CURDIR)/docs/img $(SCALE_ARGS) $(BENCH_ARGS)
 
-demo: tools ## play the two stories on the real harness with the real bootstrap
+demo: tools $(HARNESS_BOOTSTRAP) ## play the two stories on the real harness with the real bootstrap
 	$(GO) run ./test/demo
 
 lint: lint-deploy ## gofmt, go vet, golangci-lint, the size limits, IaC checks

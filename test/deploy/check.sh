@@ -6,14 +6,13 @@
 #
 # Runs every check, prints what each one covered, lists what cannot be
 # validated on a machine without internet access, and exits non-zero when any
-# check failed or could not run. tflint is built once into
+# check failed or could not run. tflint, actionlint and terraform-docs are
+# built once (hack/tools/*.sh) into
 # ${NODE_DRAINER_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/node-drainer/tools} (~3 min).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-TOOLS="${NODE_DRAINER_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/node-drainer/tools}"
-TFLINT_VERSION=v0.64.0
-TFLINT="$TOOLS/tflint-$TFLINT_VERSION/tflint"
+TFLINT_VERSION=v0.64.0 # built by hack/tools/tflint.sh into the tools cache
 export TF_CLI_CONFIG_FILE=/dev/null # no ~/.terraformrc: silence terraform's warning
 
 cd "$ROOT" || exit 2
@@ -45,13 +44,8 @@ fi
 
 step "tflint $TFLINT_VERSION (bundled terraform ruleset, preset all)" \
   "declared-but-unused and undeclared references, typed and documented variables/outputs, snake_case names, required_version/required_providers, module structure; module, modules/rbac and examples (terraform/.tflint.hcl)"
-if [[ ! -x "$TFLINT" ]]; then
-  echo "   building tflint $TFLINT_VERSION into $(dirname "$TFLINT") (once, ~3 min)"
-  mkdir -p "$(dirname "$TFLINT")"
-  (cd "$(dirname "$TFLINT")" && GOBIN="$(dirname "$TFLINT")" GOFLAGS=-mod=mod go install "github.com/terraform-linters/tflint@$TFLINT_VERSION")
-fi
-if [[ ! -x "$TFLINT" ]]; then
-  fail "tflint could not be built"
+if ! TFLINT=$(TFLINT_VERSION=$TFLINT_VERSION bash hack/tools/tflint.sh); then
+  fail "tflint could not be built (bash hack/tools/tflint.sh)"
 elif (cd terraform && "$TFLINT" --config="$ROOT/terraform/.tflint.hcl" --recursive --format=compact); then
   pass
 else
@@ -86,8 +80,16 @@ else
   fi
 fi
 
+step "dashboard: template.yaml's body is terraform/dashboard.json.tftpl's (hack/dashboard)" \
+  "the dashboard has one definition, terraform/dashboard.json.tftpl, which the module reads with templatefile; template.yaml (one file, for SAR and make dist) holds the copy hack/dashboard writes from it: stale when they differ (regenerate: make dashboard); the generator's own tests (a stale copy fails, placeholders only both descriptions know)"
+if (GOWORK=off go test -count=1 ./hack/dashboard/ && GOWORK=off go run ./hack/dashboard -check); then
+  pass
+else
+  fail "dashboard: template.yaml's DashboardBody is stale or the generator failed (run: make dashboard)"
+fi
+
 step "go test ./test/deploy/" \
-  "template.yaml and terraform/ agree on event patterns, the sweep's schedule rule, IAM actions and statements, managed policies, environment variables and defaults, function runtime/architecture/handler/timeout/memory, hooks, access entry, alarms, parameters and outputs; the same dashboard in both, naming only metrics of internal/metrics' catalog (name, dimension set, values) or Lambda's own; both match the configuration contract; every IAM action the code's AWS calls need is granted, and every IAM action granted is used; for each setting (default and another lease namespace, node deletion on and off) the RBAC of terraform/kubernetes/ grants every Kubernetes request of the code in its namespace and nothing more; no wildcard IAM action, Resource \"*\" only for actions without resource types; no wildcard in terraform/kubernetes/*.yaml; the template's parameters described, grouped and labelled, duration patterns accepted by the configuration; each check is shown to fail when one side alone changes; make dist: both zips (bootstrap 0755 of the right ELF machine), SHA256SUMS, byte-identical twice, the packaged template.yaml linted and equal to template.yaml's stack; the product's go.mod tidy and requiring only modules the function links (none of the tests'); the release workflow publishes only after make test, the files make dist built, checked against SHA256SUMS"
+  "template.yaml and terraform/ agree on event patterns, the sweep's schedule rule, IAM actions and statements, managed policies, environment variables and defaults, function runtime/architecture/handler/timeout/memory, hooks, access entry, alarms, parameters and outputs; the same dashboard in both, naming only metrics of internal/metrics' catalog (name, dimension set, values) or Lambda's own; both match the configuration contract; every IAM action the code's AWS calls need is granted, and every IAM action granted is used; for each setting (default and another lease namespace, node deletion on and off) the RBAC of terraform/kubernetes/ grants every Kubernetes request of the code in its namespace and nothing more; no wildcard IAM action, Resource \"*\" only for actions without resource types; no wildcard in terraform/kubernetes/*.yaml; the template's parameters described, grouped and labelled, duration patterns accepted by the configuration; each check is shown to fail when one side alone changes; make dist: both zips (bootstrap 0755 of the right ELF machine), SHA256SUMS, reproducible (the amd64 bootstrap linked and zipped again, the template packaged again: byte-identical), the packaged template.yaml linted and equal to template.yaml's stack; the product's go.mod tidy and requiring only modules the function links (none of the tests'); the release workflow publishes only after make test, the files make dist built, checked against SHA256SUMS"
 # -timeout: TestMakeDist builds bootstrap for arm64 and amd64 (a cold build cache takes minutes)
 if go test -count=1 -timeout 30m ./test/deploy/; then
   pass

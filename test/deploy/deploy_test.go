@@ -298,7 +298,8 @@ func copyTree(t *testing.T) string {
 	t.Helper()
 	dst := t.TempDir()
 	files := []string{"template.yaml", filepath.FromSlash(rbacYAML), filepath.FromSlash(rbacLeaseYAML), filepath.FromSlash(rbacDeleteNodesYAML)}
-	tfFiles, err := filepath.Glob(filepath.Join(repoRoot, "terraform", "*.tf"))
+	// the module's *.tf and the templates they read (*.tftpl)
+	tfFiles, err := filepath.Glob(filepath.Join(repoRoot, "terraform", "*.tf*"))
 	if err != nil || len(tfFiles) == 0 {
 		t.Fatalf("no terraform files: %v", err)
 	}

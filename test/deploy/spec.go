@@ -187,83 +187,18 @@ func Diff(a, b *Spec) []string {
 		}
 	}
 
-	for _, m := range []struct {
-		what, differ string // "event rule", and what differs: " pattern"
-		ma, mb       map[string]string
-	}{{"event rule", " pattern", a.Rules, b.Rules}, {"route", "", a.Routes, b.Routes}} {
-		for _, name := range unionKeys(m.ma, m.mb) {
-			va, inA := m.ma[name]
-			vb, inB := m.mb[name]
-			switch {
-			case !inA:
-				add("%s %s: only in %s: %s", m.what, name, b.Source, vb)
-			case !inB:
-				add("%s %s: only in %s: %s", m.what, name, a.Source, va)
-			case va != vb:
-				add("%s %s%s:\n\t%s: %s\n\t%s: %s", m.what, name, m.differ, a.Source, va, b.Source, vb)
-			}
-		}
-	}
-
-	for _, name := range unionKeys(a.Schedules, b.Schedules) {
-		sa, inA := a.Schedules[name]
-		sb, inB := b.Schedules[name]
-		switch {
-		case !inA:
-			add("schedule rule %s: only in %s: %+v", name, b.Source, sb)
-		case !inB:
-			add("schedule rule %s: only in %s: %+v", name, a.Source, sa)
-		case sa != sb:
-			add("schedule rule %s: %s=%+v %s=%+v", name, a.Source, sa, b.Source, sb)
-		}
-	}
+	diffMaps(a, b, "event rule", " pattern", a.Rules, b.Rules, nil, add)
+	diffMaps(a, b, "route", "", a.Routes, b.Routes, nil, add)
+	diffMaps(a, b, "schedule rule", "", a.Schedules, b.Schedules, nil, add)
 
 	diffSets("IAM action", a.Source, b.Source, a.Actions(), b.Actions(), add)
 	diffStatements(a, b, add)
 	diffSets("managed policy", a.Source, b.Source, a.ManagedPolicies, b.ManagedPolicies, add)
 	diffSets("access entry group", a.Source, b.Source, a.AccessEntryGroups, b.AccessEntryGroups, add)
 
-	for _, tr := range unionKeys(a.Hooks, b.Hooks) {
-		ha, inA := a.Hooks[tr]
-		hb, inB := b.Hooks[tr]
-		switch {
-		case !inA:
-			add("lifecycle hook %s: only in %s", tr, b.Source)
-		case !inB:
-			add("lifecycle hook %s: only in %s", tr, a.Source)
-		case ha != hb:
-			add("lifecycle hook %s: %s=%+v %s=%+v", tr, a.Source, ha, b.Source, hb)
-		}
-	}
-
-	for _, name := range unionKeys(a.Params, b.Params) {
-		if OnlyInTerraform[name] {
-			continue
-		}
-		pa, inA := a.Params[name]
-		pb, inB := b.Params[name]
-		switch {
-		case !inA:
-			add("parameter %s: only in %s", name, b.Source)
-		case !inB:
-			add("parameter %s: only in %s", name, a.Source)
-		case pa != pb:
-			add("parameter %s: %s=%+v %s=%+v", name, a.Source, pa, b.Source, pb)
-		}
-	}
-
-	for _, name := range unionKeys(a.Alarms, b.Alarms) {
-		aa, inA := a.Alarms[name]
-		ab, inB := b.Alarms[name]
-		switch {
-		case !inA:
-			add("alarm %s: only in %s", name, b.Source)
-		case !inB:
-			add("alarm %s: only in %s", name, a.Source)
-		case aa != ab:
-			add("alarm %s: %s=%+v %s=%+v", name, a.Source, aa, b.Source, ab)
-		}
-	}
+	diffMaps(a, b, "lifecycle hook", "", a.Hooks, b.Hooks, nil, add)
+	diffMaps(a, b, "parameter", "", a.Params, b.Params, OnlyInTerraform, add)
+	diffMaps(a, b, "alarm", "", a.Alarms, b.Alarms, nil, add)
 
 	var oa, ob []string
 	for _, o := range a.Outputs {
@@ -391,6 +326,27 @@ func diffSets(what, na, nb string, a, b []string, add func(string, ...any)) {
 	for _, x := range sortedKeys(sb) {
 		if !sa[x] {
 			add("%s %s: only in %s", what, x, nb)
+		}
+	}
+}
+
+// diffMaps compares what a and b hold by name (of a kind what): a name only
+// one side has, with its value, and a value that differs (said as "what name
+// differ:", e.g. " pattern"); the names in skip are passed over.
+func diffMaps[V comparable](a, b *Spec, what, differ string, ma, mb map[string]V, skip map[string]bool, add func(string, ...any)) {
+	for _, name := range unionKeys(ma, mb) {
+		if skip[name] {
+			continue
+		}
+		va, inA := ma[name]
+		vb, inB := mb[name]
+		switch {
+		case !inA:
+			add("%s %s: only in %s: %+v", what, name, b.Source, vb)
+		case !inB:
+			add("%s %s: only in %s: %+v", what, name, a.Source, va)
+		case va != vb:
+			add("%s %s%s:\n\t%s: %+v\n\t%s: %+v", what, name, differ, a.Source, va, b.Source, vb)
 		}
 	}
 }

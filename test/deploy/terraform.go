@@ -73,6 +73,7 @@ func parseModule(dir string) (*tfModule, error) {
 		localVals: map[string]cty.Value{},
 		funcs:     tfFunctions(),
 	}
+	m.funcs["templatefile"] = templateFileFunc(dir)
 	parser := hclparse.NewParser()
 	for _, path := range files {
 		src, err := os.ReadFile(path)
@@ -813,6 +814,32 @@ func tfFunctions() map[string]function.Function {
 		"try":        tryfunc.TryFunc,
 		"can":        tryfunc.CanFunc,
 	}
+}
+
+// templateFileFunc is terraform's templatefile(path, vars) for the module in
+// dir: the file (path relative to the module, as path.module is ".") read as
+// a template of terraform's language and rendered with vars alone.
+func templateFileFunc(dir string) function.Function {
+	return function.New(&function.Spec{
+		Params: []function.Parameter{{Name: "path", Type: cty.String}, {Name: "vars", Type: cty.DynamicPseudoType}},
+		Type:   function.StaticReturnType(cty.String),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			path := filepath.Join(dir, args[0].AsString())
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return cty.NilVal, err
+			}
+			expr, diags := hclsyntax.ParseTemplate(src, path, hcl.InitialPos)
+			if diags.HasErrors() {
+				return cty.NilVal, diags
+			}
+			v, diags := expr.Value(&hcl.EvalContext{Variables: args[1].AsValueMap()})
+			if diags.HasErrors() {
+				return cty.NilVal, diags
+			}
+			return convert.Convert(v, cty.String)
+		},
+	})
 }
 
 // routeSpec reads a rule on an operator's bus and its targets (those whose

@@ -15,9 +15,21 @@ import (
 	"github.com/node-drainer/node-drainer/test/harness/lambdart"
 )
 
+// BootstrapEnv names a bootstrap built already (by `make`, once for every
+// suite of a run: the Makefile's HARNESS_BOOTSTRAP) that BuildBootstrap
+// returns instead of building its own.
+const BootstrapEnv = "NODE_DRAINER_BOOTSTRAP"
+
 // BuildBootstrap builds the real function binary (as `make build` does, for
-// this machine's architecture) into dir and returns its path.
+// this machine's architecture) into dir and returns its path; with
+// $NODE_DRAINER_BOOTSTRAP set, it returns that one.
 func BuildBootstrap(ctx context.Context, dir string) (string, error) {
+	if b := os.Getenv(BootstrapEnv); b != "" {
+		if st, err := os.Stat(b); err != nil || st.Mode()&0o111 == 0 {
+			return "", fmt.Errorf("%s=%s: not an executable bootstrap (%v)", BootstrapEnv, b, err)
+		}
+		return b, nil
+	}
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
