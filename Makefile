@@ -129,8 +129,9 @@ test-matrix: ## the integration suite on each release of MATRIX (each control pl
 	done
 
 # hack/test.sh: the stages in this order, the tools built in the background
-# from the start, the real deploys beside integration, conformance and faults,
-# conformance beside integration; a table of the stages' times at the end.
+# from the start, the real deploys beside integration and conformance,
+# conformance beside integration, faults alone after them; a table of the
+# stages' times at the end.
 test: ## all tests: gofmt, vet, the size limits, unit, the simulation (5,000 seeds), golangci-lint, deploy checks, integration, the world's conformance and faults on the real harness, the real deploys (hack/test.sh)
 	MAKE='$(MAKE)' bash hack/test.sh
 

@@ -16,9 +16,10 @@
 #   deploy-test.
 # - The real deploys (deploy-test: terraform and SAM against the emulator; its
 #   minutes are mostly terraform waiting on the emulator) run in the
-#   background beside integration, conformance and faults, and conformance
-#   beside integration; a background stage's output is printed whole when it
-#   ends, so the log stays readable.
+#   background beside integration and conformance, and conformance beside
+#   integration; faults run alone after them (its scenes time heartbeats and
+#   held watches: a loaded machine is not what they are about). A background
+#   stage's output is printed whole when it ends, so the log stays readable.
 #
 # Each stage prints "== make test: STAGE" when it starts and a line with its
 # result and wall time when it ends; the run ends with a table of them (the
@@ -115,7 +116,7 @@ spawn deploy-test deploy-test
 spawn conformance conformance
 run integration integration
 reap conformance
-run faults faults
 reap deploy-test
+run faults faults
 reap tools
 finish 0
