@@ -14,6 +14,25 @@ locals {
   hook_rule_groups = { for k, v in { AutoScalingGroupName = var.asg_names } : k => v if !local.selects_by_tag }
 
   any_asg_arn = "arn:${local.partition}:autoscaling:${local.region}:${local.account}:autoScalingGroup:*:autoScalingGroupName/*"
+
+  # Each hook of node-drainer's names, in its NotificationMetadata, the
+  # deployments that put it (internal/discovery/marks.go); a removal takes
+  # only the hooks that name its own.
+  hook_mark = jsonencode({ "node-drainer" = [var.function_name] })
+
+  # The function's input about the hooks of tagged groups
+  # (internal/handler/stackhooks.go).
+  hooks_input = {
+    NodeDrainer         = "lifecycle-hooks"
+    AsgTagKey           = var.asg_tag_key
+    AsgTagValue         = var.asg_tag_value
+    TerminateHookName   = var.terminate_hook_name
+    LaunchHookName      = var.launch_hook_name
+    CreateTerminateHook = tostring(var.create_terminate_hook)
+    CreateLaunchHook    = tostring(var.create_launch_hook)
+    HeartbeatTimeout    = tostring(var.heartbeat_timeout)
+    Owner               = var.function_name
+  }
 }
 
 data "aws_iam_policy_document" "discovery" {
@@ -31,6 +50,16 @@ data "aws_iam_policy_document" "discovery" {
       variable = "autoscaling:ResourceTag/${var.asg_tag_key}"
       values   = [var.asg_tag_value]
     }
+  }
+
+  # The removal's mark on the function itself (a tag), which the sweep reads
+  # before and after putting hooks, so that none is put back once a destroy
+  # has begun (internal/handler/removal.go).
+  statement {
+    sid       = "RemovalMark"
+    effect    = "Allow"
+    actions   = ["lambda:GetFunction", "lambda:TagResource", "lambda:UntagResource"]
+    resources = [local.function_arn]
   }
 
   # The sweep marks a zombie node's instance Unhealthy (zombie_action replace only).
@@ -64,6 +93,23 @@ resource "aws_iam_role_policy" "discovery" {
   name   = "node-drainer-group-tag"
   role   = aws_iam_role.function.id
   policy = data.aws_iam_policy_document.discovery.json
+
+  # an apply that changes the tag changes this grant after the release
+  # invocation has removed the hooks of the groups leaving the deployment
+  depends_on = [aws_lambda_invocation.release]
+}
+
+# An update's first step, as template.yaml's LifecycleHooksRelease: when the
+# tag or the hook names change, the function removes the hooks of the groups
+# that leave the deployment while the grant on them is still the old one
+# (aws_iam_role_policy.discovery depends on this resource, so terraform
+# changes the grant after it). Its create and delete do nothing.
+resource "aws_lambda_invocation" "release" {
+  count = local.selects_by_tag ? 1 : 0
+
+  function_name   = aws_lambda_function.this.function_name
+  lifecycle_scope = "CRUD"
+  input           = jsonencode(merge(local.hooks_input, { Release = "true" }))
 }
 
 # The hooks the sweep put on tagged groups are no resource of this module:
@@ -83,16 +129,7 @@ resource "aws_lambda_invocation" "hooks" {
 
   function_name   = aws_lambda_function.this.function_name
   lifecycle_scope = "CRUD"
-  input = jsonencode({
-    NodeDrainer         = "lifecycle-hooks"
-    AsgTagKey           = var.asg_tag_key
-    AsgTagValue         = var.asg_tag_value
-    TerminateHookName   = var.terminate_hook_name
-    LaunchHookName      = var.launch_hook_name
-    CreateTerminateHook = tostring(var.create_terminate_hook)
-    CreateLaunchHook    = tostring(var.create_launch_hook)
-    HeartbeatTimeout    = tostring(var.heartbeat_timeout)
-  })
+  input           = jsonencode(local.hooks_input)
 
   # the grants the removal uses outlive it, and so do the lifecycle events'
   # targets (a removal that fails leaves hooks whose events still arrive)

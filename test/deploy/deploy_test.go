@@ -119,7 +119,10 @@ var wantActions = []string{
 	"events:PutEvents", // outcome events, on the one bus named (OutcomeEventBus only)
 	"kms:Decrypt",
 	"kms:GenerateDataKey",
+	"lambda:GetFunction", // the removal's mark on the function itself (internal/handler/removal.go)
 	"lambda:InvokeFunction",
+	"lambda:TagResource",
+	"lambda:UntagResource",
 	"logs:CreateLogStream",
 	"logs:PutLogEvents",
 	"secretsmanager:GetSecretValue",
