@@ -116,14 +116,17 @@ resource "aws_lambda_invocation" "release" {
 # the function removes them itself when the module is destroyed, as SAM's
 # Custom::LifecycleHooks does on a stack's delete. terraform invokes it with
 # this input and {"tf": {"action": "create" | "update" | "delete"}}: create
-# and update check the hook settings (an update also removes a renamed
-# hook's old name from the tagged groups), delete removes the function's
-# hooks (these names only, never another tool's) from every group carrying
-# the tag. A removal that fails fails the destroy, naming the group. The
-# sweep's rule depends on this resource, so a destroy removes the rule first
-# and no scheduled sweep puts the hooks back afterwards; this resource
-# depends on the lifecycle rules' targets, so those go after it. The listed
-# groups' hooks are the aws_autoscaling_lifecycle_hook resources of main.tf.
+# and update check the hook settings (an update also puts a renamed hook's
+# new name on the tagged groups, then removes the old one), delete marks the
+# function's removal (a tag on it, which every sweep reads before and after
+# putting hooks: none is put back) and removes the deployment's hooks
+# (these names only, and only those their NotificationMetadata marks this
+# deployment's: never another tool's or another deployment's) from every
+# group carrying the tag. A removal that fails fails the destroy, naming
+# the group. The sweep's rule depends on this resource, so a destroy
+# removes the rule first; this resource depends on the grant it uses and on
+# the lifecycle rules' targets, so those go after it. The listed groups'
+# hooks are the aws_autoscaling_lifecycle_hook resources of main.tf.
 resource "aws_lambda_invocation" "hooks" {
   count = local.selects_by_tag ? 1 : 0
 

@@ -28,15 +28,21 @@ import (
 //
 //	Create  the hooks on every listed group (a name that is no group fails
 //	        the stack, as the hook resource would have);
-//	Update  the same with the new properties, and the function's hooks the
-//	        old properties had and the new ones do not (a group no longer
-//	        listed, a hook renamed or turned off) removed;
-//	Delete  the function's hooks removed from the listed groups and from
+//	Update  the new properties' hooks on the listed and the tagged groups,
+//	        then what the old properties' deployment had that the new one
+//	        does not removed: a group still listed or tagged keeps its hook
+//	        (removing it would end the drain in flight under it);
+//	Delete  the deployment's hooks removed from the listed groups and from
 //	        the groups carrying the tag, which the sweep put there: an
 //	        uninstalled node-drainer leaves no hook that would hold every
 //	        scale-in for its heartbeat timeout.
 //
-// Only hooks of the names the properties give are ever touched (rule 9).
+// (stackhooks.go.) Only hooks of the names the properties give are ever
+// touched (rule 9), and a removal only those marked the deployment's
+// (internal/discovery/marks.go): another deployment's stay. A second
+// resource of the same properties and Release "true"
+// (LifecycleHooksRelease) serves an update's first step, before the
+// grants change: the hooks of the groups leaving the deployment removed.
 
 // terraform's module has its own hook resources for the groups it lists, and
 // an aws_lambda_invocation (lifecycle_scope CRUD) for the rest: the module's
