@@ -227,21 +227,29 @@ type fakeSelf struct {
 	name string
 	tags map[string]string
 	gone bool
-	// afterGet runs once, after a read has answered (the lock released):
+	// afterGet runs once, after a read of the tags has answered (the lock released):
 	// what happens elsewhere at that moment
 	afterGet func()
 }
 
 func (f *fakeSelf) arn() string { return "arn:aws:lambda:us-east-1:123456789012:function:" + f.name }
 
-func (f *fakeSelf) GetFunction(_ context.Context, in *lambda.GetFunctionInput, _ ...func(*lambda.Options)) (*lambda.GetFunctionOutput, error) {
+func (f *fakeSelf) GetFunctionConfiguration(_ context.Context, in *lambda.GetFunctionConfigurationInput, _ ...func(*lambda.Options)) (*lambda.GetFunctionConfigurationOutput, error) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.gone || (aws.ToString(in.FunctionName) != f.name && aws.ToString(in.FunctionName) != f.arn()) {
-		f.mu.Unlock()
 		return nil, &lambdatypes.ResourceNotFoundException{Message: aws.String("Function not found: " + aws.ToString(in.FunctionName))}
 	}
-	out := &lambda.GetFunctionOutput{Configuration: &lambdatypes.FunctionConfiguration{FunctionName: aws.String(f.name), FunctionArn: aws.String(f.arn())},
-		Tags: maps.Clone(f.tags)}
+	return &lambda.GetFunctionConfigurationOutput{FunctionName: aws.String(f.name), FunctionArn: aws.String(f.arn())}, nil
+}
+
+func (f *fakeSelf) ListTags(_ context.Context, in *lambda.ListTagsInput, _ ...func(*lambda.Options)) (*lambda.ListTagsOutput, error) {
+	f.mu.Lock()
+	if f.gone || aws.ToString(in.Resource) != f.arn() {
+		f.mu.Unlock()
+		return nil, &lambdatypes.ResourceNotFoundException{Message: aws.String("no such function " + aws.ToString(in.Resource))}
+	}
+	out := &lambda.ListTagsOutput{Tags: maps.Clone(f.tags)}
 	after := f.afterGet
 	f.afterGet = nil
 	f.mu.Unlock()

@@ -27,8 +27,11 @@ import (
 // that failed) takes the mark off.
 
 // SelfAPI is the part of Lambda the function reads and marks itself with.
+// (GetFunction's tags would come without a lambda:ListTags grant as none at
+// all: the mark is read with ListTags, which fails instead.)
 type SelfAPI interface {
-	GetFunction(ctx context.Context, in *lambda.GetFunctionInput, opts ...func(*lambda.Options)) (*lambda.GetFunctionOutput, error)
+	GetFunctionConfiguration(ctx context.Context, in *lambda.GetFunctionConfigurationInput, opts ...func(*lambda.Options)) (*lambda.GetFunctionConfigurationOutput, error)
+	ListTags(ctx context.Context, in *lambda.ListTagsInput, opts ...func(*lambda.Options)) (*lambda.ListTagsOutput, error)
 	TagResource(ctx context.Context, in *lambda.TagResourceInput, opts ...func(*lambda.Options)) (*lambda.TagResourceOutput, error)
 	UntagResource(ctx context.Context, in *lambda.UntagResourceInput, opts ...func(*lambda.Options)) (*lambda.UntagResourceOutput, error)
 }
@@ -37,43 +40,43 @@ type SelfAPI interface {
 // begun (its value: when).
 const removalTag = "node-drainer:removing"
 
-// self reads the function's own configuration and tags; gone: Lambda has
-// no such function (deleted). nil, false, nil: no client or no name (not
-// in Lambda): nothing to read.
-func (h *Handler) self(ctx context.Context) (out *lambda.GetFunctionOutput, gone bool, err error) {
+// self reads the function's ARN and tags now; gone: Lambda has no such
+// function (deleted). arn "": no client or no name (not in Lambda):
+// nothing to read.
+func (h *Handler) self(ctx context.Context) (arn *string, tags map[string]string, gone bool, err error) {
 	if h.c.Self == nil || h.cfg.FunctionName == "" {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
-	out, err = h.c.Self.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(h.cfg.FunctionName)})
+	conf, err := h.c.Self.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(h.cfg.FunctionName)})
+	var out *lambda.ListTagsOutput
+	if err == nil {
+		out, err = h.c.Self.ListTags(ctx, &lambda.ListTagsInput{Resource: conf.FunctionArn})
+	}
 	var nf *lambdatypes.ResourceNotFoundException
 	if errors.As(err, &nf) {
-		return nil, true, nil
+		return nil, nil, true, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("reading the function's removal mark: %w", err)
+		return nil, nil, false, fmt.Errorf("reading the function's removal mark: %w", err)
 	}
-	return out, false, nil
+	return conf.FunctionArn, out.Tags, false, nil
 }
 
 // removing reads now whether the deployment's removal has begun: the
 // function marked, or gone.
 func (h *Handler) removing(ctx context.Context) (bool, error) {
-	out, gone, err := h.self(ctx)
-	if err != nil || gone || out == nil {
-		return gone, err
-	}
-	_, marked := out.Tags[removalTag]
-	return marked, nil
+	_, tags, gone, err := h.self(ctx)
+	_, marked := tags[removalTag]
+	return gone || marked, err
 }
 
 // markRemoval puts the removal's mark on the function (on), or takes it off.
 func (h *Handler) markRemoval(ctx context.Context, on bool) error {
-	out, _, err := h.self(ctx)
-	if err != nil || out == nil || out.Configuration == nil {
+	arn, tags, _, err := h.self(ctx)
+	if err != nil || arn == nil {
 		return err
 	}
-	arn := out.Configuration.FunctionArn
-	_, marked := out.Tags[removalTag]
+	_, marked := tags[removalTag]
 	switch {
 	case on:
 		_, err = h.c.Self.TagResource(ctx, &lambda.TagResourceInput{Resource: arn, Tags: map[string]string{removalTag: h.now().UTC().Format(time.RFC3339)}})

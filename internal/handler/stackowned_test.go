@@ -201,6 +201,13 @@ func TestSweepPutsNoHookBackOnceRemoved(t *testing.T) {
 	if got := hp.hookNames("new-nodes"); len(got) != 0 {
 		t.Errorf("a sweep that raced the removal left %v on new-nodes; want no hook", got)
 	}
+	// a function already deleted (its removal done) is as marked
+	handle("installed again", terraformPayload(t, "create", hookProps()))
+	self.gone = true
+	handle("a sweep retried after the function was deleted", sweepEvent())
+	if got := hp.hookNames("new-nodes"); len(got) != 0 {
+		t.Errorf("a sweep of a deleted function left %v on new-nodes; want no hook", got)
+	}
 	if got := hp.hookNames("others"); !slices.Equal(got, []string{"nth-terminate"}) {
 		t.Errorf("another tool's hook: %v", got)
 	}
