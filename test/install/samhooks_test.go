@@ -122,7 +122,13 @@ func (r *samRun) uninstall(t *testing.T, ctx context.Context) {
 			_, _ = asc.DeleteAutoScalingGroup(context.WithoutCancel(ctx), &autoscaling.DeleteAutoScalingGroupInput{AutoScalingGroupName: aws.String(g), ForceDelete: aws.Bool(true)})
 		}()
 	}
-	putHook(t, ctx, tagged, ours)
+	// as the sweep puts it: naming the deployment (its function) in its
+	// NotificationMetadata, the mark a removal takes its own hooks by
+	if _, err := asc.PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{AutoScalingGroupName: aws.String(tagged), LifecycleHookName: aws.String(ours),
+		LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE"),
+		NotificationMetadata: aws.String(`{"node-drainer":["` + fmt.Sprint(p["Owner"]) + `"]}`)}); err != nil {
+		t.Fatal(err)
+	}
 	putHook(t, ctx, tagged, "another-tool-terminate")
 	putHook(t, ctx, other, ours)
 
