@@ -110,6 +110,9 @@ resource "aws_lambda_invocation" "release" {
   function_name   = aws_lambda_function.this.function_name
   lifecycle_scope = "CRUD"
   input           = jsonencode(merge(local.hooks_input, { Release = "true" }))
+
+  # the lifecycle events' targets outlive it, as they outlive the removal
+  depends_on = [aws_cloudwatch_event_target.this]
 }
 
 # The hooks the sweep put on tagged groups are no resource of this module:

@@ -227,6 +227,7 @@ type fakeSelf struct {
 	name string
 	tags map[string]string
 	gone bool
+	err  error // ListTags fails (a grant missing, Lambda throttling)
 	// afterGet runs once, after a read of the tags has answered (the lock released):
 	// what happens elsewhere at that moment
 	afterGet func()
@@ -248,6 +249,10 @@ func (f *fakeSelf) ListTags(_ context.Context, in *lambda.ListTagsInput, _ ...fu
 	if f.gone || aws.ToString(in.Resource) != f.arn() {
 		f.mu.Unlock()
 		return nil, &lambdatypes.ResourceNotFoundException{Message: aws.String("no such function " + aws.ToString(in.Resource))}
+	}
+	if f.err != nil {
+		f.mu.Unlock()
+		return nil, f.err
 	}
 	out := &lambda.ListTagsOutput{Tags: maps.Clone(f.tags)}
 	after := f.afterGet

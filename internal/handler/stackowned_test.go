@@ -2,7 +2,9 @@ package handler
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,5 +212,27 @@ func TestSweepPutsNoHookBackOnceRemoved(t *testing.T) {
 	}
 	if got := hp.hookNames("others"); !slices.Equal(got, []string{"nth-terminate"}) {
 		t.Errorf("another tool's hook: %v", got)
+	}
+}
+
+// A sweep that cannot read the removal's mark puts no hook (a reading that
+// fails acts on nothing) and says why; once it can, it puts them.
+func TestSweepPutsNoHookWhenTheMarkCannotBeRead(t *testing.T) {
+	e := newEnv()
+	tagMode(e)
+	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("new-nodes", "true")}
+	hp := &hookPutter{fakeASG: e.asg}
+	self := &fakeSelf{name: "node-drainer", err: errors.New("AccessDeniedException: lambda:ListTags")}
+	h := deployment(e, hp, "node-drainer", self)
+	out, _ := h.Handle(context.Background(), sweepEvent())
+	if len(hp.puts) != 0 || out.Sweep == nil || !strings.Contains(strings.Join(out.Sweep.Failed, "; "), "removal mark") {
+		t.Errorf("mark unreadable: puts %v, sweep %+v; want nothing put and the failure said", hp.puts, out.Sweep)
+	}
+	self.err = nil
+	if _, err := h.Handle(context.Background(), sweepEvent()); err != nil {
+		t.Fatal(err)
+	}
+	if got := hp.hookNames("new-nodes"); !slices.Equal(got, []string{"node-drainer-terminate"}) || aws.ToString(hp.have["new-nodes"][0].NotificationMetadata) != `{"node-drainer":["node-drainer"]}` {
+		t.Errorf("mark readable: new-nodes has %v (%+v); want our hook, marked ours", got, hp.have["new-nodes"])
 	}
 }
