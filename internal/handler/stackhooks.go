@@ -65,7 +65,7 @@ func (h *Handler) serveHooks(ctx context.Context, req cfn.Event) ([]string, erro
 		old, err := decodeHookProperties(req.OldResourceProperties)
 		if req.RequestType == cfn.RequestCreate || err != nil {
 			if !release {
-				err = s.put(ctx, props, nil)
+				err = s.put(ctx, props, nil, false)
 			}
 		} else {
 			err = s.update(ctx, old, props, release)
@@ -116,7 +116,7 @@ func (s *hooksServed) update(ctx context.Context, old, props hookProperties, rel
 	s.replaces = s.h.owner(old)
 	oldGroups, oldErr := s.groups(ctx, old)
 	if !release {
-		if err := s.put(ctx, props, oldGroups); err != nil {
+		if err := s.put(ctx, props, oldGroups, true); err != nil {
 			return err
 		}
 	}
@@ -164,7 +164,7 @@ func (s *hooksServed) taggedGroups(ctx context.Context, p hookProperties) ([]str
 // tagged groups too: a hook renamed is there before its old name goes. A
 // hook of ours with no mark is the deployment's where the old one had the
 // group (put before the marks), else left as it is.
-func (s *hooksServed) put(ctx context.Context, props hookProperties, had []string) error {
+func (s *hooksServed) put(ctx context.Context, props hookProperties, had []string, update bool) error {
 	hooks, err := props.hooks()
 	if err != nil {
 		return err
@@ -180,7 +180,7 @@ func (s *hooksServed) put(ctx context.Context, props hookProperties, had []strin
 	if err != nil {
 		return err
 	}
-	if had != nil {
+	if update {
 		tagged, err := s.taggedGroups(ctx, props)
 		if err != nil {
 			s.left(ctx, "the tagged groups without the new hooks", err)

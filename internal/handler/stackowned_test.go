@@ -236,3 +236,34 @@ func TestSweepPutsNoHookWhenTheMarkCannotBeRead(t *testing.T) {
 		t.Errorf("mark readable: new-nodes has %v (%+v); want our hook, marked ours", got, hp.have["new-nodes"])
 	}
 }
+
+// TestStackReleaseStep: the update's first step (LifecycleHooksRelease,
+// before the grants change) removes the hooks of the groups leaving the
+// deployment, and nothing else: no hook put, a renamed hook's old name
+// kept for the main step to remove once the new one is put, a group that
+// still carries the tag kept; its Create and Delete change nothing.
+func TestStackReleaseStep(t *testing.T) {
+	srv := newCFNServer(t)
+	e := newEnv()
+	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, taggedGroup("green", "true"), {AutoScalingGroupName: aws.String("red")}}
+	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
+		"blue": {markedBy("node-drainer-terminate", "node-drainer")}, "green": {markedBy("node-drainer-terminate", "node-drainer")},
+		"red": {markedBy("node-drainer-terminate", "node-drainer")},
+	}}
+	h := deployment(e, hp, "node-drainer", nil)
+	release := func(p map[string]any) map[string]any { p["Release"] = "true"; return p }
+	renamed := release(hookProps("red"))
+	renamed["TerminateHookName"] = "drainer-terminate"
+	for _, kind := range []cfn.RequestType{cfn.RequestCreate, cfn.RequestDelete} {
+		if r := cfnCall(t, h, srv, kind, release(hookProps("blue", "green", "red")), nil); r.Status != cfn.StatusSuccess || len(hp.calls) != 0 {
+			t.Fatalf("release step's %s: %s %q, calls %v; want nothing done", kind, r.Status, r.Reason, hp.calls)
+		}
+	}
+	// blue leaves; green moves to the tag; red stays, its hook renamed
+	if r := cfnCall(t, h, srv, cfn.RequestUpdate, renamed, release(hookProps("blue", "green", "red"))); r.Status != cfn.StatusSuccess {
+		t.Fatalf("release step's update: %s %q", r.Status, r.Reason)
+	}
+	if !slices.Equal(hp.calls, []string{"delete blue/node-drainer-terminate"}) {
+		t.Errorf("release step's update: calls %v; want blue's hook removed alone", hp.calls)
+	}
+}
