@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
@@ -41,16 +43,16 @@ type SelfAPI interface {
 const removalTag = "node-drainer:removing"
 
 // self reads the function's ARN and tags now; gone: Lambda has no such
-// function (deleted). arn "": no client or no name (not in Lambda):
+// function (deleted). arn nil: no client or no name (not in Lambda):
 // nothing to read.
 func (h *Handler) self(ctx context.Context) (arn *string, tags map[string]string, gone bool, err error) {
 	if h.c.Self == nil || h.cfg.FunctionName == "" {
 		return nil, nil, false, nil
 	}
-	conf, err := h.c.Self.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(h.cfg.FunctionName)})
+	arn, err = h.selfARN(ctx)
 	var out *lambda.ListTagsOutput
 	if err == nil {
-		out, err = h.c.Self.ListTags(ctx, &lambda.ListTagsInput{Resource: conf.FunctionArn})
+		out, err = h.c.Self.ListTags(ctx, &lambda.ListTagsInput{Resource: arn})
 	}
 	var nf *lambdatypes.ResourceNotFoundException
 	if errors.As(err, &nf) {
@@ -59,7 +61,26 @@ func (h *Handler) self(ctx context.Context) (arn *string, tags map[string]string
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("reading the function's removal mark: %w", err)
 	}
-	return conf.FunctionArn, out.Tags, false, nil
+	return arn, out.Tags, false, nil
+}
+
+// selfARN is the function's unqualified ARN: the invocation's (Lambda
+// gives it to every invocation), less its version or alias; without one
+// (not invoked by Lambda), Lambda's answer for the function's name.
+func (h *Handler) selfARN(ctx context.Context) (*string, error) {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && strings.HasPrefix(lc.InvokedFunctionArn, "arn:") {
+		if parts := strings.Split(lc.InvokedFunctionArn, ":"); len(parts) >= 7 {
+			return aws.String(strings.Join(parts[:7], ":")), nil
+		}
+	}
+	conf, err := h.c.Self.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(h.cfg.FunctionName)})
+	if err != nil {
+		return nil, err
+	}
+	if conf.FunctionArn == nil {
+		return nil, errors.New("lambda answered no function ARN")
+	}
+	return conf.FunctionArn, nil
 }
 
 // removing reads now whether the deployment's removal has begun: the

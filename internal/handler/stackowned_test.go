@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/cfn"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 )
@@ -265,5 +266,22 @@ func TestStackReleaseStep(t *testing.T) {
 	}
 	if !slices.Equal(hp.calls, []string{"delete blue/node-drainer-terminate"}) {
 		t.Errorf("release step's update: calls %v; want blue's hook removed alone", hp.calls)
+	}
+}
+
+// The function reads its mark at its own ARN as Lambda gives it to the
+// invocation, less the alias or version it was invoked by (tags are the
+// function's): a sweep invoked through an alias puts the hook as usual.
+func TestRemovalMarkReadAtTheInvokedARN(t *testing.T) {
+	e := newEnv()
+	tagMode(e)
+	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("new-nodes", "true")}
+	hp := &hookPutter{fakeASG: e.asg}
+	self := &fakeSelf{name: "node-drainer"}
+	h := deployment(e, hp, "node-drainer", self)
+	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{InvokedFunctionArn: self.arn() + ":live"})
+	out, err := h.Handle(ctx, sweepEvent())
+	if err != nil || !slices.Equal(hp.hookNames("new-nodes"), []string{"node-drainer-terminate"}) {
+		t.Errorf("sweep through an alias: %+v, %v; new-nodes has %v, want our hook (the mark read at the unqualified ARN)", out.Sweep, err, hp.hookNames("new-nodes"))
 	}
 }
