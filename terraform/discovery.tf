@@ -14,6 +14,25 @@ locals {
   hook_rule_groups = { for k, v in { AutoScalingGroupName = var.asg_names } : k => v if !local.selects_by_tag }
 
   any_asg_arn = "arn:${local.partition}:autoscaling:${local.region}:${local.account}:autoScalingGroup:*:autoScalingGroupName/*"
+
+  # Each hook of node-drainer's names, in its NotificationMetadata, the
+  # deployments that put it (internal/discovery/marks.go); a removal takes
+  # only the hooks that name its own.
+  hook_mark = jsonencode({ "node-drainer" = [var.function_name] })
+
+  # The function's input about the hooks of tagged groups
+  # (internal/handler/stackhooks.go).
+  hooks_input = {
+    NodeDrainer         = "lifecycle-hooks"
+    AsgTagKey           = var.asg_tag_key
+    AsgTagValue         = var.asg_tag_value
+    TerminateHookName   = var.terminate_hook_name
+    LaunchHookName      = var.launch_hook_name
+    CreateTerminateHook = tostring(var.create_terminate_hook)
+    CreateLaunchHook    = tostring(var.create_launch_hook)
+    HeartbeatTimeout    = tostring(var.heartbeat_timeout)
+    Owner               = var.function_name
+  }
 }
 
 data "aws_iam_policy_document" "discovery" {
@@ -31,6 +50,16 @@ data "aws_iam_policy_document" "discovery" {
       variable = "autoscaling:ResourceTag/${var.asg_tag_key}"
       values   = [var.asg_tag_value]
     }
+  }
+
+  # The removal's mark on the function itself (a tag), which the sweep reads
+  # before and after putting hooks, so that none is put back once a destroy
+  # has begun (internal/handler/removal.go).
+  statement {
+    sid       = "RemovalMark"
+    effect    = "Allow"
+    actions   = ["lambda:GetFunctionConfiguration", "lambda:ListTags", "lambda:TagResource", "lambda:UntagResource"]
+    resources = [local.function_arn]
   }
 
   # The sweep marks a zombie node's instance Unhealthy (zombie_action replace only).
@@ -64,35 +93,49 @@ resource "aws_iam_role_policy" "discovery" {
   name   = "node-drainer-group-tag"
   role   = aws_iam_role.function.id
   policy = data.aws_iam_policy_document.discovery.json
+
+  # an apply that changes the tag changes this grant after the release
+  # invocation has removed the hooks of the groups leaving the deployment
+  depends_on = [aws_lambda_invocation.release]
+}
+
+# An update's first step, as template.yaml's LifecycleHooksRelease: when the
+# tag or the hook names change, the function removes the hooks of the groups
+# that leave the deployment while the grant on them is still the old one
+# (aws_iam_role_policy.discovery depends on this resource, so terraform
+# changes the grant after it). Its create and delete do nothing.
+resource "aws_lambda_invocation" "release" {
+  count = local.selects_by_tag ? 1 : 0
+
+  function_name   = aws_lambda_function.this.function_name
+  lifecycle_scope = "CRUD"
+  input           = jsonencode(merge(local.hooks_input, { Release = "true" }))
+
+  # the lifecycle events' targets outlive it, as they outlive the removal
+  depends_on = [aws_cloudwatch_event_target.this]
 }
 
 # The hooks the sweep put on tagged groups are no resource of this module:
 # the function removes them itself when the module is destroyed, as SAM's
 # Custom::LifecycleHooks does on a stack's delete. terraform invokes it with
 # this input and {"tf": {"action": "create" | "update" | "delete"}}: create
-# and update check the hook settings (an update also removes a renamed
-# hook's old name from the tagged groups), delete removes the function's
-# hooks (these names only, never another tool's) from every group carrying
-# the tag. A removal that fails fails the destroy, naming the group. The
-# sweep's rule depends on this resource, so a destroy removes the rule first
-# and no scheduled sweep puts the hooks back afterwards; this resource
-# depends on the lifecycle rules' targets, so those go after it. The listed
-# groups' hooks are the aws_autoscaling_lifecycle_hook resources of main.tf.
+# and update check the hook settings (an update also puts a renamed hook's
+# new name on the tagged groups, then removes the old one), delete marks the
+# function's removal (a tag on it, which every sweep reads before and after
+# putting hooks: none is put back) and removes the deployment's hooks
+# (these names only, and only those their NotificationMetadata marks this
+# deployment's: never another tool's or another deployment's) from every
+# group carrying the tag. A removal that fails fails the destroy, naming
+# the group. The sweep's rule depends on this resource, so a destroy
+# removes the rule first; this resource depends on the grant it uses and on
+# the lifecycle rules' targets, so those go after it. The listed groups'
+# hooks are the aws_autoscaling_lifecycle_hook resources of main.tf.
 resource "aws_lambda_invocation" "hooks" {
   count = local.selects_by_tag ? 1 : 0
 
   function_name   = aws_lambda_function.this.function_name
   lifecycle_scope = "CRUD"
-  input = jsonencode({
-    NodeDrainer         = "lifecycle-hooks"
-    AsgTagKey           = var.asg_tag_key
-    AsgTagValue         = var.asg_tag_value
-    TerminateHookName   = var.terminate_hook_name
-    LaunchHookName      = var.launch_hook_name
-    CreateTerminateHook = tostring(var.create_terminate_hook)
-    CreateLaunchHook    = tostring(var.create_launch_hook)
-    HeartbeatTimeout    = tostring(var.heartbeat_timeout)
-  })
+  input           = jsonencode(local.hooks_input)
 
   # the grants the removal uses outlive it, and so do the lifecycle events'
   # targets (a removal that fails leaves hooks whose events still arrive)

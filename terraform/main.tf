@@ -176,9 +176,16 @@ resource "aws_autoscaling_lifecycle_hook" "terminate" {
   lifecycle_transition   = "autoscaling:EC2_INSTANCE_TERMINATING"
   heartbeat_timeout      = var.heartbeat_timeout
   default_result         = "CONTINUE"
+  # the deployment's mark, as the function puts it on the groups it hooks
+  # (internal/discovery/marks.go): the sweep finds the hook its own
+  notification_metadata = local.hook_mark
 
-  # the function and its permission exist before the first lifecycle action can arrive
-  depends_on = [aws_lambda_function.this, aws_cloudwatch_event_target.this]
+  # the function and its permission exist before the first lifecycle action
+  # can arrive; and the grant on the listed groups outlives the hook: an
+  # apply that drops a group destroys its hook before it narrows the grant
+  # (terraform destroys a dependent before it updates what it depends on),
+  # so the actions held under the hook can still be completed
+  depends_on = [aws_lambda_function.this, aws_cloudwatch_event_target.this, aws_iam_role_policy.function]
 }
 
 resource "aws_autoscaling_lifecycle_hook" "launch" {
@@ -189,8 +196,9 @@ resource "aws_autoscaling_lifecycle_hook" "launch" {
   lifecycle_transition   = "autoscaling:EC2_INSTANCE_LAUNCHING"
   heartbeat_timeout      = var.heartbeat_timeout
   default_result         = "CONTINUE"
+  notification_metadata  = local.hook_mark
 
-  depends_on = [aws_lambda_function.this, aws_cloudwatch_event_target.this]
+  depends_on = [aws_lambda_function.this, aws_cloudwatch_event_target.this, aws_iam_role_policy.function]
 }
 
 resource "aws_eks_access_entry" "function" {

@@ -132,12 +132,14 @@ func setup(ctx context.Context, log *slog.Logger) (*service, error) {
 		return nil, fmt.Errorf("loading AWS configuration: %w", err)
 	}
 	asg := autoscaling.NewFromConfig(awsCfg)
+	lambdaClient := awslambda.NewFromConfig(awsCfg)
 	clients := handler.Clients{
 		EC2:         ec2.NewFromConfig(awsCfg),
 		ASG:         asg,
 		AutoScaling: asg,
 		Hooks:       asg,
-		Lambda:      awslambda.NewFromConfig(awsCfg),
+		Lambda:      lambdaClient,
+		Self:        lambdaClient,
 	}
 	metrics := handler.WithMetrics(os.Stdout) // CloudWatch Logs extracts the EMF lines: no API call
 	outcomes := handler.WithOutcomes(outcomePublisher(cfg, awsCfg))

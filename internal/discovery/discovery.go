@@ -62,6 +62,10 @@ type Hook struct {
 	Transition       string
 	HeartbeatTimeout int32 // seconds
 	DefaultResult    string
+	// Owner is the deployment putting it, named in its mark (marks.go);
+	// "": put with no mark. Replaces: a former name of that deployment
+	// (its function renamed), whose mark it takes over.
+	Owner, Replaces string
 }
 
 // Wanted are node-drainer's hooks as the templates make them: the
@@ -154,15 +158,17 @@ func Ensure(ctx context.Context, api API, tag Tag, hooks []Hook, dryRun bool) (R
 	for i, g := range groups {
 		names[i] = aws.ToString(g.AutoScalingGroupName)
 	}
-	res.ensureAll(ctx, api, names, hooks, dryRun)
+	// a hook of ours with no mark on a tagged group was a sweep's before
+	// the marks
+	res.ensureAll(ctx, api, names, hooks, func(string) bool { return true }, dryRun)
 	return res, nil
 }
 
 // ensureAll puts the hooks on each group (ensureGroup), recording what it
 // put and, one group's failure not stopping the others, what failed.
-func (res *Result) ensureAll(ctx context.Context, api API, groups []string, hooks []Hook, dryRun bool) {
+func (res *Result) ensureAll(ctx context.Context, api API, groups []string, hooks []Hook, claim func(group string) bool, dryRun bool) {
 	for _, name := range groups {
-		put, err := ensureGroup(ctx, api, name, hooks, dryRun)
+		put, err := ensureGroup(ctx, api, name, hooks, claim(name), dryRun)
 		for _, h := range put {
 			res.Put = append(res.Put, name+"/"+h)
 		}
@@ -175,8 +181,9 @@ func (res *Result) ensureAll(ctx context.Context, api API, groups []string, hook
 // EnsureNamed puts hooks on each named group, as Ensure does on tagged ones
 // (the groups a deployment lists: SAM's Custom::LifecycleHooks). A name
 // that is no group is an error naming it, and then nothing is put
-// anywhere: the deployment is wrong, not one group.
-func EnsureNamed(ctx context.Context, api API, groups []string, hooks []Hook, dryRun bool) (Result, error) {
+// anywhere: the deployment is wrong, not one group. claim says of a group
+// whether a hook of ours there with no mark is the deployment's (marks.go).
+func EnsureNamed(ctx context.Context, api API, groups []string, hooks []Hook, claim func(group string) bool, dryRun bool) (Result, error) {
 	var res Result
 	if len(groups) == 0 || len(hooks) == 0 {
 		return res, nil
@@ -189,8 +196,18 @@ func EnsureNamed(ctx context.Context, api API, groups []string, hooks []Hook, dr
 		return res, fmt.Errorf("no auto scaling group named %s", strings.Join(missing, ", "))
 	}
 	res.Groups = len(groups)
-	res.ensureAll(ctx, api, groups, hooks, dryRun)
+	res.ensureAll(ctx, api, groups, hooks, claim, dryRun)
 	return res, nil
+}
+
+// EnsureOn puts hooks on each of groups, read as existing by the caller (a
+// tagged group's name), as EnsureNamed does; claim as there.
+func EnsureOn(ctx context.Context, api API, groups []string, hooks []Hook, claim func(group string) bool, dryRun bool) Result {
+	res := Result{Groups: len(groups)}
+	if len(hooks) > 0 {
+		res.ensureAll(ctx, api, groups, hooks, claim, dryRun)
+	}
+	return res
 }
 
 // existing lists which of the named groups exist (the describe takes 50
@@ -212,12 +229,16 @@ func existing(ctx context.Context, api autoscaling.DescribeAutoScalingGroupsAPIC
 	return found, nil
 }
 
-// Remove deletes, from each group, the hooks named that it has: node-drainer's
-// own (the caller names them), never another's. A group that no longer exists
-// has nothing to remove. It returns "<group>/<hook>" of each hook deleted (or,
-// with dryRun, that would be) and "<group>: <error>" of each group that
-// failed; one group's failure does not stop the others.
-func Remove(ctx context.Context, api API, groups, names []string, dryRun bool) (removed, failed []string) {
+// Remove takes, from each group, the hooks named that are owner's: those
+// whose mark names it (marks.go) or, where claim says so of the group,
+// that have no mark; never another's name, never a hook another deployment
+// alone put. A hook whose mark names other deployments too stays, put again
+// without owner's name ("<group>/<hook> kept for <others>"); the others are
+// deleted ("<group>/<hook>"). An owner "" takes every hook of the names
+// (no marks). A group that no longer exists has nothing to remove. It
+// returns what it did (or, with dryRun, would do) and "<group>: <error>" of
+// each group that failed; one group's failure does not stop the others.
+func Remove(ctx context.Context, api API, groups, names []string, owner string, claim func(group string) bool, dryRun bool) (removed, failed []string) {
 	if len(names) == 0 {
 		return nil, nil
 	}
@@ -231,20 +252,48 @@ func Remove(ctx context.Context, api API, groups, names []string, dryRun bool) (
 			continue
 		}
 		for _, h := range out.LifecycleHooks {
-			name := aws.ToString(h.LifecycleHookName)
-			if !slices.Contains(names, name) {
+			if !slices.Contains(names, aws.ToString(h.LifecycleHookName)) {
 				continue // the describe was asked for ours: never another's
 			}
-			if !dryRun {
-				if _, err := api.DeleteLifecycleHook(ctx, &autoscaling.DeleteLifecycleHookInput{AutoScalingGroupName: aws.String(g), LifecycleHookName: aws.String(name)}); err != nil && !isGone(err) {
-					failed = append(failed, g+": deleting lifecycle hook "+name+": "+err.Error())
-					continue
-				}
+			did, err := release(ctx, api, h, g, owner, claim(g), dryRun)
+			if err != nil {
+				failed = append(failed, g+": "+err.Error())
+			} else if did != "" {
+				removed = append(removed, did)
 			}
-			removed = append(removed, g+"/"+name)
 		}
 	}
 	return removed, failed
+}
+
+// release takes owner's part of hook h of group g (Remove); it says what it
+// did ("" nothing: not owner's).
+func release(ctx context.Context, api API, h astypes.LifecycleHook, g, owner string, claim, dryRun bool) (string, error) {
+	name := aws.ToString(h.LifecycleHookName)
+	owners, marked := Owners(h)
+	rest := slices.DeleteFunc(slices.Clone(owners), func(o string) bool { return o == owner })
+	switch {
+	case owner == "" || (!marked && claim):
+		rest = nil
+	case !marked || len(rest) == len(owners):
+		return "", nil
+	}
+	if len(rest) > 0 {
+		if !dryRun {
+			if _, err := api.PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{AutoScalingGroupName: aws.String(g), LifecycleHookName: h.LifecycleHookName,
+				LifecycleTransition: h.LifecycleTransition, HeartbeatTimeout: h.HeartbeatTimeout, DefaultResult: h.DefaultResult,
+				NotificationTargetARN: h.NotificationTargetARN, RoleARN: h.RoleARN, NotificationMetadata: aws.String(Mark(rest))}); err != nil && !isGone(err) {
+				return "", fmt.Errorf("putting lifecycle hook %s again without %s: %w", name, owner, err)
+			}
+		}
+		return g + "/" + name + " kept for " + strings.Join(rest, ", "), nil
+	}
+	if !dryRun {
+		if _, err := api.DeleteLifecycleHook(ctx, &autoscaling.DeleteLifecycleHookInput{AutoScalingGroupName: aws.String(g), LifecycleHookName: aws.String(name)}); err != nil && !isGone(err) {
+			return "", fmt.Errorf("deleting lifecycle hook %s: %w", name, err)
+		}
+	}
+	return g + "/" + name, nil
 }
 
 // isGone reports Auto Scaling's answer for a group or hook that does not
@@ -258,8 +307,9 @@ func isGone(err error) bool {
 	return strings.Contains(msg, "not found") || strings.Contains(msg, "does not exist") || strings.Contains(msg, "no lifecycle hook")
 }
 
-// ensureGroup puts the hooks group lacks; it returns their names.
-func ensureGroup(ctx context.Context, api API, group string, hooks []Hook, dryRun bool) ([]string, error) {
+// ensureGroup puts the hooks group lacks, or whose settings or mark are
+// not the ones wanted (Hook.metadata); it returns their names.
+func ensureGroup(ctx context.Context, api API, group string, hooks []Hook, claim, dryRun bool) ([]string, error) {
 	names := make([]string, len(hooks))
 	for i, h := range hooks {
 		names[i] = h.Name
@@ -272,8 +322,12 @@ func ensureGroup(ctx context.Context, api API, group string, hooks []Hook, dryRu
 	}
 	var put []string
 	for _, want := range hooks {
-		i := slices.IndexFunc(out.LifecycleHooks, func(h astypes.LifecycleHook) bool { return aws.ToString(h.LifecycleHookName) == want.Name })
-		if i >= 0 && matches(out.LifecycleHooks[i], want) {
+		var cur *astypes.LifecycleHook
+		if i := slices.IndexFunc(out.LifecycleHooks, func(h astypes.LifecycleHook) bool { return aws.ToString(h.LifecycleHookName) == want.Name }); i >= 0 {
+			cur = &out.LifecycleHooks[i]
+		}
+		meta, ok := want.metadata(cur, claim)
+		if !ok {
 			continue
 		}
 		if !dryRun {
@@ -283,6 +337,7 @@ func ensureGroup(ctx context.Context, api API, group string, hooks []Hook, dryRu
 				LifecycleTransition:  aws.String(want.Transition),
 				HeartbeatTimeout:     aws.Int32(want.HeartbeatTimeout),
 				DefaultResult:        aws.String(want.DefaultResult),
+				NotificationMetadata: meta,
 			}); err != nil {
 				return put, fmt.Errorf("putting lifecycle hook %s: %w", want.Name, err)
 			}

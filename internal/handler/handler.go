@@ -71,6 +71,9 @@ type Clients struct {
 	// sweep (ASG_TAG_KEY), and on listed groups for the stack's custom
 	// resource (stack.go), which also removes them; nil: it does not.
 	Hooks discovery.API
+	// Self is Lambda's view of the function itself, where the removal of
+	// its deployment is marked (removal.go); nil: no mark is written or read.
+	Self SelfAPI
 }
 
 // Handler handles invocations.

@@ -9,16 +9,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/cfn"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/node-drainer/node-drainer/internal/discovery"
 	"github.com/node-drainer/node-drainer/internal/event"
 )
 
@@ -32,15 +28,21 @@ import (
 //
 //	Create  the hooks on every listed group (a name that is no group fails
 //	        the stack, as the hook resource would have);
-//	Update  the same with the new properties, and the function's hooks the
-//	        old properties had and the new ones do not (a group no longer
-//	        listed, a hook renamed or turned off) removed;
-//	Delete  the function's hooks removed from the listed groups and from
+//	Update  the new properties' hooks on the listed and the tagged groups,
+//	        then what the old properties' deployment had that the new one
+//	        does not removed: a group still listed or tagged keeps its hook
+//	        (removing it would end the drain in flight under it);
+//	Delete  the deployment's hooks removed from the listed groups and from
 //	        the groups carrying the tag, which the sweep put there: an
 //	        uninstalled node-drainer leaves no hook that would hold every
 //	        scale-in for its heartbeat timeout.
 //
-// Only hooks of the names the properties give are ever touched (rule 9).
+// (stackhooks.go.) Only hooks of the names the properties give are ever
+// touched (rule 9), and a removal only those marked the deployment's
+// (internal/discovery/marks.go): another deployment's stay. A second
+// resource of the same properties and Release "true"
+// (LifecycleHooksRelease) serves an update's first step, before the
+// grants change: the hooks of the groups leaving the deployment removed.
 
 // terraform's module has its own hook resources for the groups it lists, and
 // an aws_lambda_invocation (lifecycle_scope CRUD) for the rest: the module's
@@ -52,19 +54,6 @@ import (
 
 // ActionHooks is the Action of a stack resource request.
 const ActionHooks Action = "lifecycle-hooks"
-
-// hookProperties are the Custom::LifecycleHooks resource's properties (as
-// CloudFormation sends them: every scalar a string).
-type hookProperties struct {
-	AsgNames            []string `json:"AsgNames"`
-	TerminateHookName   string   `json:"TerminateHookName"`
-	LaunchHookName      string   `json:"LaunchHookName"`
-	CreateTerminateHook string   `json:"CreateTerminateHook"`
-	CreateLaunchHook    string   `json:"CreateLaunchHook"`
-	HeartbeatTimeout    string   `json:"HeartbeatTimeout"`
-	AsgTagKey           string   `json:"AsgTagKey"`
-	AsgTagValue         string   `json:"AsgTagValue"`
-}
 
 // stackRequest reports whether payload is a CloudFormation custom resource
 // request (not an EventBridge event), and decodes it.
@@ -251,185 +240,6 @@ func answerStack(ctx context.Context, url string, r *cfn.Response) error {
 		return fmt.Errorf("%d attempt(s): %w", tries, last)
 	}
 	return err
-}
-
-// serveHooks does what a request asks; it returns what it changed
-// ("put <group>/<hook>", "removed <group>/<hook>").
-func (h *Handler) serveHooks(ctx context.Context, req cfn.Event) ([]string, error) {
-	if h.c.Hooks == nil {
-		return nil, errors.New("no Auto Scaling client to put lifecycle hooks with")
-	}
-	props, err := decodeHookProperties(req.ResourceProperties)
-	if err != nil {
-		return nil, err
-	}
-	s := &hooksServed{h: h}
-	switch req.RequestType {
-	case cfn.RequestCreate, cfn.RequestUpdate:
-		if err := s.put(ctx, props); err != nil {
-			return nil, err
-		}
-		if req.RequestType != cfn.RequestUpdate {
-			break
-		}
-		if old, err := decodeHookProperties(req.OldResourceProperties); err == nil {
-			s.dropUnlisted(ctx, old, props)
-			s.dropRenamed(ctx, old, props)
-		}
-	case cfn.RequestDelete:
-		s.removeAll(ctx, props)
-	default:
-		return nil, fmt.Errorf("request type %q is not one CloudFormation sends", req.RequestType)
-	}
-	if len(s.failed) > 0 {
-		return s.did, fmt.Errorf("lifecycle hooks: %s", strings.Join(s.failed, "; "))
-	}
-	return s.did, nil
-}
-
-// hooksServed is what a hooks request changed (did) and what it could not
-// (failed). The hooks are the stack's, as terraform's hook resources are:
-// put and removed in a dry run too (DRY_RUN concerns nodes and instances;
-// a dry run with no hooks would see no scale-in).
-type hooksServed struct {
-	h           *Handler
-	did, failed []string
-}
-
-// hooksDryRun: the stack's hooks are never a dry run's (hooksServed).
-const hooksDryRun = false
-
-// remove removes the hooks of those names from the groups, and returns
-// the removals that failed.
-func (s *hooksServed) remove(ctx context.Context, groups []string, names []string) []string {
-	removed, f := discovery.Remove(ctx, s.h.c.Hooks, groups, names, hooksDryRun)
-	for _, r := range removed {
-		s.did = append(s.did, "removed "+r)
-	}
-	return f
-}
-
-// put puts the hooks the properties ask for on every listed group.
-func (s *hooksServed) put(ctx context.Context, props hookProperties) error {
-	hooks, err := props.hooks()
-	if err != nil {
-		return err
-	}
-	res, err := discovery.EnsureNamed(ctx, s.h.c.Hooks, props.AsgNames, hooks, hooksDryRun)
-	if err != nil {
-		return err
-	}
-	for _, p := range res.Put {
-		s.did = append(s.did, "put "+p)
-	}
-	s.failed = append(s.failed, res.Failed...)
-	return nil
-}
-
-// dropUnlisted removes, from each group the old properties listed, the old
-// hooks it no longer has a reason for (a group no longer listed, a hook
-// renamed or turned off). One that cannot be removed does not fail the
-// update (a rollback would not remove it either: the grant on a group no
-// longer listed may be gone already); it is said, with what removes it.
-func (s *hooksServed) dropUnlisted(ctx context.Context, old, props hookProperties) {
-	for _, g := range old.AsgNames {
-		var drop []string
-		for _, n := range old.names() {
-			if !slices.Contains(props.AsgNames, g) || !slices.Contains(props.names(), n) {
-				drop = append(drop, n)
-			}
-		}
-		for _, f := range s.remove(ctx, []string{g}, drop) {
-			s.did = append(s.did, "left "+f)
-			s.h.log.ErrorContext(ctx, "a hook the stack no longer wants was left: remove it by hand (aws autoscaling delete-lifecycle-hook)",
-				"group", g, "hooks", drop, "error", f)
-		}
-	}
-}
-
-// dropRenamed removes a renamed hook's old name from the tagged groups,
-// where the sweep put it (the rules forward only the new names now). A hook
-// turned off keeps its name (its operator may manage it from now on: it is
-// not removed), and groups of a tag no longer chosen are out of the grant
-// (docs/deploy.md).
-func (s *hooksServed) dropRenamed(ctx context.Context, old, props hookProperties) {
-	named := []string{props.TerminateHookName, props.LaunchHookName}
-	drop := slices.DeleteFunc(old.names(), func(n string) bool { return slices.Contains(named, n) })
-	if len(drop) == 0 {
-		return
-	}
-	tagged, err := discovery.Tagged(ctx, s.h.c.Hooks, discovery.Tag{Key: props.AsgTagKey, Value: props.AsgTagValue})
-	if err != nil {
-		s.did = append(s.did, "left the tagged groups' "+strings.Join(drop, ", ")+": "+err.Error())
-	}
-	for _, g := range tagged {
-		for _, f := range s.remove(ctx, []string{aws.ToString(g.AutoScalingGroupName)}, drop) {
-			s.did = append(s.did, "left "+f)
-			s.h.log.ErrorContext(ctx, "a hook the deployment no longer wants was left on a tagged group: remove it by hand (aws autoscaling delete-lifecycle-hook)",
-				"group", aws.ToString(g.AutoScalingGroupName), "hooks", drop, "error", f)
-		}
-	}
-}
-
-// removeAll removes the function's hooks from the listed groups and from
-// the groups carrying the tag, which the sweep put there: an uninstalled
-// node-drainer leaves no hook that would hold every scale-in for its
-// heartbeat timeout.
-func (s *hooksServed) removeAll(ctx context.Context, props hookProperties) {
-	tagged, err := discovery.Tagged(ctx, s.h.c.Hooks, discovery.Tag{Key: props.AsgTagKey, Value: props.AsgTagValue})
-	if err != nil {
-		s.failed = append(s.failed, err.Error())
-	}
-	groups := slices.Clone(props.AsgNames)
-	for _, g := range tagged {
-		groups = append(groups, *g.AutoScalingGroupName)
-	}
-	slices.Sort(groups)
-	s.failed = append(s.failed, s.remove(ctx, slices.Compact(groups), props.names())...)
-}
-
-func decodeHookProperties(m map[string]any) (hookProperties, error) {
-	var p hookProperties
-	b, err := json.Marshal(m)
-	if err == nil {
-		err = json.Unmarshal(b, &p)
-	}
-	if err != nil {
-		return p, fmt.Errorf("the resource's properties: %w", err)
-	}
-	p.AsgNames = slices.DeleteFunc(p.AsgNames, func(s string) bool { return s == "" })
-	return p, nil
-}
-
-// wanted are the hooks the properties create (heartbeat: the timeout they
-// are put with).
-func (p hookProperties) wanted(heartbeat int32) []discovery.Hook {
-	return discovery.Wanted(p.TerminateHookName, p.CreateTerminateHook == "true", p.LaunchHookName, p.CreateLaunchHook == "true", heartbeat)
-}
-
-// names are the names of the hooks the properties create.
-func (p hookProperties) names() []string {
-	var n []string
-	for _, h := range p.wanted(0) {
-		n = append(n, h.Name)
-	}
-	return n
-}
-
-// hooks are the hooks the properties ask for, with the settings the sweep
-// gives tagged groups (ensureHooks).
-func (p hookProperties) hooks() ([]discovery.Hook, error) {
-	hb, err := strconv.ParseInt(p.HeartbeatTimeout, 10, 32)
-	if err != nil || hb < 30 || hb > 7200 {
-		return nil, fmt.Errorf("HeartbeatTimeout %q: want whole seconds from 30 to 7200", p.HeartbeatTimeout)
-	}
-	if p.CreateTerminateHook == "true" && p.TerminateHookName == "" {
-		return nil, errors.New("CreateTerminateHook without a TerminateHookName")
-	}
-	if p.CreateLaunchHook == "true" && p.LaunchHookName == "" {
-		return nil, errors.New("CreateLaunchHook without a LaunchHookName")
-	}
-	return p.wanted(int32(hb)), nil
 }
 
 // beforeMargin is ctx ending margin before its deadline (ctx itself, with

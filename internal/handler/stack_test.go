@@ -73,8 +73,8 @@ func TestStackResourceHooks(t *testing.T) {
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, {AutoScalingGroupName: aws.String("green")}, taggedGroup("tagged", "true"), taggedGroup("other", "false")}
 	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
-		"tagged": {{LifecycleHookName: aws.String("node-drainer-terminate")}, {LifecycleHookName: aws.String("nth-terminate")}},
-		"other":  {{LifecycleHookName: aws.String("node-drainer-terminate")}},
+		"tagged": {markedBy("node-drainer-terminate", "node-drainer"), {LifecycleHookName: aws.String("nth-terminate")}},
+		"other":  {markedBy("node-drainer-terminate", "node-drainer")},
 	}}
 	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil, WithClock(newMovingClock(func() time.Time { return e.now })))
 	call := func(kind cfn.RequestType, props, old map[string]any) cfn.Response {
@@ -180,7 +180,7 @@ func TestStackResourceLeftHook(t *testing.T) {
 	srv := newCFNServer(t)
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, {AutoScalingGroupName: aws.String("green")}}
-	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{"green": {{LifecycleHookName: aws.String("node-drainer-terminate")}}},
+	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{"green": {markedBy("node-drainer-terminate", "node-drainer")}},
 		deleteErr: errors.New("AccessDenied")}
 	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil)
 	out, err := h.Handle(context.Background(), stackPayload(t, srv.URL, cfn.RequestUpdate, hookProps("blue"), hookProps("blue", "green")))
@@ -221,8 +221,8 @@ func TestTerraformInvocationHooks(t *testing.T) {
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, taggedGroup("tagged", "true"), taggedGroup("other", "false")}
 	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
 		"blue":   {{LifecycleHookName: aws.String("node-drainer-terminate")}},
-		"tagged": {{LifecycleHookName: aws.String("node-drainer-terminate")}, {LifecycleHookName: aws.String("nth-terminate")}},
-		"other":  {{LifecycleHookName: aws.String("node-drainer-terminate")}},
+		"tagged": {markedBy("node-drainer-terminate", "node-drainer"), {LifecycleHookName: aws.String("nth-terminate")}},
+		"other":  {markedBy("node-drainer-terminate", "node-drainer")},
 	}}
 	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil, WithClock(newMovingClock(func() time.Time { return e.now })))
 	handle := func(payload []byte) (Outcome, error) {
@@ -261,7 +261,7 @@ func TestTerraformInvocationHooks(t *testing.T) {
 	}
 
 	hp.deleteErr = errors.New("AccessDenied")
-	hp.have["tagged"] = append(hp.have["tagged"], astypes.LifecycleHook{LifecycleHookName: aws.String("node-drainer-terminate")})
+	hp.have["tagged"] = append(hp.have["tagged"], markedBy("node-drainer-terminate", "node-drainer"))
 	if _, err := handle(terraformPayload(t, "delete", hookProps())); err == nil || !strings.Contains(err.Error(), "tagged") {
 		t.Errorf("a delete that cannot remove a hook: %v; want an error naming the group (terraform destroy fails on it)", err)
 	}
@@ -274,8 +274,8 @@ func TestHooksUpdateRenameOnTaggedGroups(t *testing.T) {
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("tagged", "true"), taggedGroup("other", "false")}
 	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
-		"tagged": {{LifecycleHookName: aws.String("node-drainer-terminate")}, {LifecycleHookName: aws.String("nth-terminate")}},
-		"other":  {{LifecycleHookName: aws.String("node-drainer-terminate")}},
+		"tagged": {markedBy("node-drainer-terminate", "node-drainer"), {LifecycleHookName: aws.String("nth-terminate")}},
+		"other":  {markedBy("node-drainer-terminate", "node-drainer")},
 	}}
 	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil)
 	update := func(old, props map[string]any) {

@@ -251,7 +251,7 @@ func (r *sweeper) ensureHooks(ctx context.Context) (discovery.Result, error) {
 		return discovery.Result{}, nil
 	}
 	hooks := discovery.Wanted(c.TerminateHookName, c.CreateTerminateHook, c.LaunchHookName, c.CreateLaunchHook, int32(c.HeartbeatTimeout/time.Second))
-	res, err := discovery.Ensure(ctx, r.h.c.Hooks, discovery.Tag{Key: c.ASGTagKey, Value: c.ASGTagValue}, hooks, c.DryRun)
+	res, err := r.h.ensureTagged(ctx, discovery.Tag{Key: c.ASGTagKey, Value: c.ASGTagValue}, hooks, c.DryRun) // removal.go
 	if len(res.Put) > 0 {
 		msg := "lifecycle hooks put on tagged groups"
 		if c.DryRun {

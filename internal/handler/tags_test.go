@@ -114,7 +114,8 @@ type hookPutter struct {
 	have      map[string][]astypes.LifecycleHook
 	puts      []string
 	deletes   []string
-	deleteErr error // DeleteLifecycleHook fails
+	calls     []string // "put <group>/<hook>", "delete <group>/<hook>", in turn
+	deleteErr error    // DeleteLifecycleHook fails
 }
 
 func (h *hookPutter) DescribeLifecycleHooks(_ context.Context, in *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
@@ -128,11 +129,16 @@ func (h *hookPutter) PutLifecycleHook(_ context.Context, in *autoscaling.PutLife
 	defer h.mu.Unlock()
 	g := aws.ToString(in.AutoScalingGroupName)
 	h.puts = append(h.puts, g+"/"+aws.ToString(in.LifecycleHookName)+"/"+aws.ToString(in.LifecycleTransition))
+	h.calls = append(h.calls, "put "+g+"/"+aws.ToString(in.LifecycleHookName))
 	if h.have == nil {
 		h.have = map[string][]astypes.LifecycleHook{}
 	}
+	// a put over a hook of that name changes it, as Auto Scaling does
+	h.have[g] = slices.DeleteFunc(h.have[g], func(x astypes.LifecycleHook) bool {
+		return aws.ToString(x.LifecycleHookName) == aws.ToString(in.LifecycleHookName)
+	})
 	h.have[g] = append(h.have[g], astypes.LifecycleHook{LifecycleHookName: in.LifecycleHookName, LifecycleTransition: in.LifecycleTransition,
-		HeartbeatTimeout: in.HeartbeatTimeout, DefaultResult: in.DefaultResult})
+		HeartbeatTimeout: in.HeartbeatTimeout, DefaultResult: in.DefaultResult, NotificationMetadata: in.NotificationMetadata})
 	return &autoscaling.PutLifecycleHookOutput{}, nil
 }
 
@@ -144,6 +150,7 @@ func (h *hookPutter) DeleteLifecycleHook(_ context.Context, in *autoscaling.Dele
 	}
 	g := aws.ToString(in.AutoScalingGroupName)
 	h.deletes = append(h.deletes, g+"/"+aws.ToString(in.LifecycleHookName))
+	h.calls = append(h.calls, "delete "+g+"/"+aws.ToString(in.LifecycleHookName))
 	h.have[g] = slices.DeleteFunc(h.have[g], func(x astypes.LifecycleHook) bool {
 		return aws.ToString(x.LifecycleHookName) == aws.ToString(in.LifecycleHookName)
 	})

@@ -36,7 +36,8 @@ var sarTypes = map[string]string{
 	"AWS::CloudWatch::Alarm":         "listed",
 	"AWS::CloudWatch::Dashboard":     "listed",
 	// a custom resource is a Lambda invocation by CloudFormation itself
-	"Custom::LifecycleHooks": "custom resource",
+	"Custom::LifecycleHooks":        "custom resource",
+	"Custom::LifecycleHooksRelease": "custom resource",
 	// not on the list as last published (the type is newer than it); only
 	// with CreateAccessEntry=true, which a SAR user can turn off
 	"AWS::EKS::AccessEntry": "not confirmed",

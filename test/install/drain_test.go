@@ -270,6 +270,7 @@ func runDeployed(ctx context.Context, fn deployedFunction, log io.Writer) (*lamb
 	// bounds how long the test waits
 	return lambdart.Start(ctx, lambdart.Options{
 		Bootstrap: fn.Bootstrap, Env: fnEnv, Timeout: fn.Timeout, FunctionName: fn.Name, MemoryMB: fn.MemoryMB, Log: log,
+		LambdaAPI: url, // its other Lambda requests (its own configuration and tags) reach the emulator
 	})
 }
 

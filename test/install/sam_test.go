@@ -240,7 +240,7 @@ func (r *samRun) transform(t *testing.T) string {
 	want := map[string]int{
 		"AWS::Lambda::Function": 1, "AWS::IAM::Role": 1, "AWS::Events::Rule": 8, "AWS::Lambda::Permission": 7,
 		"AWS::Lambda::EventInvokeConfig": 1, "AWS::SQS::Queue": 1, "AWS::SQS::QueuePolicy": 1, "AWS::Logs::LogGroup": 1,
-		"AWS::CloudWatch::Alarm": 5, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Policy": 4, "Custom::LifecycleHooks": 1, "AWS::EKS::AccessEntry": 1,
+		"AWS::CloudWatch::Alarm": 5, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Policy": 4, "Custom::LifecycleHooks": 1, "Custom::LifecycleHooksRelease": 1, "AWS::EKS::AccessEntry": 1,
 	}
 	if !mapsEqual(counts, want) {
 		t.Errorf("resource types of the transformed template:\ngot  %v\nwant %v", counts, want)
@@ -350,7 +350,9 @@ func (r *samRun) deploy(t *testing.T) *created {
 		t.Fatalf("CreateStack: %v", err)
 	}
 	r.stackID = *out.StackId
-	// the hooks' custom resource: the stack waits for its answer
+	// the hooks' custom resources: the stack waits for their answers (the
+	// release step's Create does nothing)
+	r.customRequest(t, ctx, "LifecycleHooksRelease", "Create", nil, r.cfnResponseURL())
 	r.hookRequest(t, ctx, "Create", nil, r.cfnResponseURL())
 	status, reason := r.waitStack(t, ctx, "CREATE_IN_PROGRESS")
 	if status != cftypes.StackStatusCreateComplete {
@@ -1127,7 +1129,7 @@ func (r *samRun) startFunction(t *testing.T, ctx context.Context, name string, l
 	rt, err := lambdart.Start(ctx, lambdart.Options{
 		Bootstrap: bootstrap, Env: append(fenv, harnessEnv...), Timeout: time.Duration(aws.ToInt32(fc.Timeout)) * time.Second,
 		FunctionName: aws.ToString(fc.FunctionName), MemoryMB: int(aws.ToInt32(fc.MemorySize)), Region: moto.Region,
-		AsyncRetries: asyncRetries, Log: log,
+		AsyncRetries: asyncRetries, Log: log, LambdaAPI: env.AWS.URL(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,14 @@ import (
 // the function's outcome; responseURL receives the answer.
 func (r *samRun) hookRequest(t *testing.T, ctx context.Context, kind string, old map[string]any, responseURL string) {
 	t.Helper()
+	r.customRequest(t, ctx, "LifecycleHooks", kind, old, responseURL)
+}
+
+// customRequest serves one request of kind to the stack's custom resource
+// id (of type Custom::<id>: LifecycleHooks, LifecycleHooksRelease), as
+// hookRequest does.
+func (r *samRun) customRequest(t *testing.T, ctx context.Context, id, kind string, old map[string]any, responseURL string) {
+	t.Helper()
 	cf := cloudformation.NewFromConfig(env.AWS.AWSConfig())
 	rs, err := cf.DescribeStackResources(ctx, &cloudformation.DescribeStackResourcesInput{StackName: aws.String(r.stackID)})
 	if err != nil {
@@ -59,18 +67,18 @@ func (r *samRun) hookRequest(t *testing.T, ctx context.Context, kind string, old
 	// and the access entry
 	r.eval.attrs["NodeDrainerFunction.Arn"] = aws.ToString(f.Configuration.FunctionArn)
 	r.eval.attrs["FunctionRole.Arn"] = aws.ToString(f.Configuration.Role)
-	raw := maps.Clone(r.props("LifecycleHooks"))
+	raw := maps.Clone(r.props(id))
 	delete(raw, "ServiceToken")
 	v, err := r.eval.resolve(raw)
 	if err != nil {
-		t.Fatalf("resolving LifecycleHooks: %v", err)
+		t.Fatalf("resolving %s: %v", id, err)
 	}
 	props, _ := cfnStrings(v).(map[string]any)
 	props["ServiceToken"] = aws.ToString(f.Configuration.FunctionArn)
 	req := map[string]any{
 		"RequestType": kind, "ServiceToken": props["ServiceToken"], "ResponseURL": responseURL, "StackId": r.stackID,
-		"RequestId": fmt.Sprintf("%s-%d", strings.ToLower(kind), time.Now().UnixNano()), "LogicalResourceId": "LifecycleHooks",
-		"ResourceType": "Custom::LifecycleHooks", "ResourceProperties": props,
+		"RequestId": fmt.Sprintf("%s-%d", strings.ToLower(kind), time.Now().UnixNano()), "LogicalResourceId": id,
+		"ResourceType": "Custom::" + id, "ResourceProperties": props,
 	}
 	if kind != "Create" {
 		req["PhysicalResourceId"] = "node-drainer-lifecycle-hooks"
@@ -89,7 +97,7 @@ func (r *samRun) hookRequest(t *testing.T, ctx context.Context, kind string, old
 	if err != nil {
 		t.Fatalf("%s request: %v", kind, err)
 	}
-	t.Logf("LifecycleHooks %s: the function answered %s (%s)", kind, out.Action, out.Detail)
+	t.Logf("%s %s: the function answered %s (%s)", id, kind, out.Action, out.Detail)
 	if out.Event != "stack-resource" || out.Action != "lifecycle-hooks" {
 		t.Fatalf("%s request: outcome %+v, want a stack resource's lifecycle-hooks", kind, out)
 	}
@@ -122,7 +130,13 @@ func (r *samRun) uninstall(t *testing.T, ctx context.Context) {
 			_, _ = asc.DeleteAutoScalingGroup(context.WithoutCancel(ctx), &autoscaling.DeleteAutoScalingGroupInput{AutoScalingGroupName: aws.String(g), ForceDelete: aws.Bool(true)})
 		}()
 	}
-	putHook(t, ctx, tagged, ours)
+	// as the sweep puts it: naming the deployment (its function) in its
+	// NotificationMetadata, the mark a removal takes its own hooks by
+	if _, err := asc.PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{AutoScalingGroupName: aws.String(tagged), LifecycleHookName: aws.String(ours),
+		LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE"),
+		NotificationMetadata: aws.String(`{"node-drainer":["` + fmt.Sprint(p["Owner"]) + `"]}`)}); err != nil {
+		t.Fatal(err)
+	}
 	putHook(t, ctx, tagged, "another-tool-terminate")
 	putHook(t, ctx, other, ours)
 

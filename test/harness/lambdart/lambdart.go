@@ -31,6 +31,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -76,6 +78,11 @@ type Options struct {
 	// (JSON, like Lambda's platform.start and platform.report); default
 	// discarded.
 	Log io.Writer
+	// LambdaAPI is the URL of a Lambda API (the AWS emulator) that answers
+	// the function's other Lambda requests on Endpoint, Invoke excepted:
+	// reading its own configuration and tags, as a deployed function does
+	// (its deployment's removal mark). Empty: they are answered 404.
+	LambdaAPI string
 }
 
 // Result is the outcome of a synchronous invocation.
@@ -208,6 +215,13 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", r.serveInvoke)
+	if o.LambdaAPI != "" {
+		target, err := url.Parse(o.LambdaAPI)
+		if err != nil {
+			return nil, fmt.Errorf("lambdart: LambdaAPI: %w", err)
+		}
+		mux.Handle("/", httputil.NewSingleHostReverseProxy(target))
+	}
 	r.api = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(r.apiDone)

@@ -95,6 +95,29 @@ func TestDiscoveryAgainstEmulator(t *testing.T) {
 	if err != nil || len(res.Put) != 0 || res.Groups != 3 {
 		t.Errorf("second ensure: %+v, %v; want nothing put", res, err)
 	}
+	// a deployment's hook carries its mark, which the emulator keeps: a
+	// second deployment adds its name, and each one's removal takes only
+	// its own
+	marked := hook
+	marked.Owner = "drainer-a"
+	second := hook
+	second.Owner = "drainer-b"
+	for _, h := range []discovery.Hook{marked, second} {
+		if res, err := discovery.Ensure(ctx, asc, tag, []discovery.Hook{h}, false); err != nil || len(res.Put) != 3 {
+			t.Fatalf("ensure for %s: %+v, %v; want the mark put on the 3 tagged groups", h.Owner, res, err)
+		}
+	}
+	removed, failed := discovery.Remove(ctx, asc, []string{"disc-a"}, []string{hook.Name}, "drainer-a", func(string) bool { return false }, false)
+	if !slices.Equal(removed, []string{"disc-a/node-drainer-terminate kept for drainer-b"}) || len(failed) != 0 {
+		t.Errorf("drainer-a's removal: %v, %v; want the hook kept for drainer-b", removed, failed)
+	}
+	removed, failed = discovery.Remove(ctx, asc, []string{"disc-a"}, []string{hook.Name}, "drainer-b", func(string) bool { return false }, false)
+	if !slices.Equal(removed, []string{"disc-a/node-drainer-terminate"}) || len(failed) != 0 {
+		t.Errorf("drainer-b's removal: %v, %v; want the hook deleted", removed, failed)
+	}
+	if _, err := discovery.Ensure(ctx, asc, tag, []discovery.Hook{hook}, false); err != nil {
+		t.Fatal(err)
+	}
 	for name, want := range map[string]bool{"disc-a": true, "disc-off": false, "disc-plain": false, "disc-gone": false} {
 		if got, err := discovery.Carries(ctx, asc, name, tag); err != nil || got != want {
 			t.Errorf("Carries(%s) = %v, %v; want %v", name, got, err, want)

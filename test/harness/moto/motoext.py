@@ -64,6 +64,9 @@ Extra HTTP endpoints, beside moto's own:
                                         url's Invoke API (url "" forgets it)
   POST /moto-api/reset                  moto's reset, which also clears the above
 
+A lifecycle hook keeps the NotificationMetadata it was put with (moto 5.2.1
+drops it); DescribeLifecycleHooks shows it.
+
 Usage: python3 motoext.py --host 127.0.0.1 --port-file FILE
 The server binds a free port and writes it to FILE once it listens. It exits
 when its standard input is closed, so it does not outlive its parent.
@@ -336,7 +339,28 @@ def _install_hibernation():
     InstanceResponse.stop_instances = stop_instances
 
 
+def _install_hook_metadata():
+    """A lifecycle hook keeps its NotificationMetadata, as Auto Scaling does.
+
+    moto 5.2.1 drops it at PutLifecycleHook (and DescribeLifecycleHooks shows
+    none); node-drainer's hooks carry their deployment's mark there.
+    """
+    put = AutoScalingResponse.put_lifecycle_hook
+
+    def put_lifecycle_hook(self):
+        result = put(self)
+        name = self._get_param("LifecycleHookName")
+        asg = self._get_param("AutoScalingGroupName")
+        hook = self.autoscaling_backend.lifecycle_hooks.get(f"{asg}_{name}")
+        if hook is not None:
+            hook.notification_metadata = self._get_param("NotificationMetadata")
+        return result
+
+    AutoScalingResponse.put_lifecycle_hook = put_lifecycle_hook
+
+
 _install_hibernation()
+_install_hook_metadata()
 EventsHandler.test_event_pattern = test_event_pattern
 AutoScalingResponse.complete_lifecycle_action = complete_lifecycle_action
 AutoScalingResponse.describe_warm_pool = describe_warm_pool

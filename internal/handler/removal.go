@@ -1,0 +1,147 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+
+	"github.com/node-drainer/node-drainer/internal/discovery"
+)
+
+// An uninstall removes the hooks the deployment put (stackhooks.go); a
+// sweep running at that moment, or queued, or retried by Lambda after it,
+// would put them back on the tagged groups, where they outlive the
+// function and hold every scale-in for their heartbeat timeout. So the
+// removal first marks the function itself (a tag, removalTag), and the
+// sweep reads the mark at the moment of putting: before, where a mark or a
+// function gone puts nothing, and again after it has put, where it takes
+// back what it put. Whichever order the two run in, no hook of the
+// deployment's is left: a hook put before the removal read the groups is
+// the removal's to take; one put after has the mark read after it. A
+// create or update of the deployment (installed again after a removal
+// that failed) takes the mark off.
+
+// SelfAPI is the part of Lambda the function reads and marks itself with.
+// (GetFunction's tags would come without a lambda:ListTags grant as none at
+// all: the mark is read with ListTags, which fails instead.)
+type SelfAPI interface {
+	GetFunctionConfiguration(ctx context.Context, in *lambda.GetFunctionConfigurationInput, opts ...func(*lambda.Options)) (*lambda.GetFunctionConfigurationOutput, error)
+	ListTags(ctx context.Context, in *lambda.ListTagsInput, opts ...func(*lambda.Options)) (*lambda.ListTagsOutput, error)
+	TagResource(ctx context.Context, in *lambda.TagResourceInput, opts ...func(*lambda.Options)) (*lambda.TagResourceOutput, error)
+	UntagResource(ctx context.Context, in *lambda.UntagResourceInput, opts ...func(*lambda.Options)) (*lambda.UntagResourceOutput, error)
+}
+
+// removalTag is the function's tag that marks its deployment's removal
+// begun (its value: when).
+const removalTag = "node-drainer:removing"
+
+// self reads the function's ARN and tags now; gone: Lambda has no such
+// function (deleted). arn nil: no client or no name (not in Lambda):
+// nothing to read.
+func (h *Handler) self(ctx context.Context) (arn *string, tags map[string]string, gone bool, err error) {
+	if h.c.Self == nil || h.cfg.FunctionName == "" {
+		return nil, nil, false, nil
+	}
+	arn, err = h.selfARN(ctx)
+	var out *lambda.ListTagsOutput
+	if err == nil {
+		out, err = h.c.Self.ListTags(ctx, &lambda.ListTagsInput{Resource: arn})
+	}
+	var nf *lambdatypes.ResourceNotFoundException
+	if errors.As(err, &nf) {
+		return nil, nil, true, nil
+	}
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("reading the function's removal mark: %w", err)
+	}
+	return arn, out.Tags, false, nil
+}
+
+// selfARN is the function's unqualified ARN: the invocation's (Lambda
+// gives it to every invocation), less its version or alias; without one
+// (not invoked by Lambda), Lambda's answer for the function's name.
+func (h *Handler) selfARN(ctx context.Context) (*string, error) {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && strings.HasPrefix(lc.InvokedFunctionArn, "arn:") {
+		if parts := strings.Split(lc.InvokedFunctionArn, ":"); len(parts) >= 7 {
+			return aws.String(strings.Join(parts[:7], ":")), nil
+		}
+	}
+	conf, err := h.c.Self.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(h.cfg.FunctionName)})
+	if err != nil {
+		return nil, err
+	}
+	if conf.FunctionArn == nil {
+		return nil, errors.New("lambda answered no function ARN")
+	}
+	return conf.FunctionArn, nil
+}
+
+// removing reads now whether the deployment's removal has begun: the
+// function marked, or gone.
+func (h *Handler) removing(ctx context.Context) (bool, error) {
+	_, tags, gone, err := h.self(ctx)
+	_, marked := tags[removalTag]
+	return gone || marked, err
+}
+
+// markRemoval puts the removal's mark on the function (on), or takes it off.
+func (h *Handler) markRemoval(ctx context.Context, on bool) error {
+	arn, tags, _, err := h.self(ctx)
+	if err != nil || arn == nil {
+		return err
+	}
+	_, marked := tags[removalTag]
+	switch {
+	case on:
+		_, err = h.c.Self.TagResource(ctx, &lambda.TagResourceInput{Resource: arn, Tags: map[string]string{removalTag: h.now().UTC().Format(time.RFC3339)}})
+	case marked:
+		_, err = h.c.Self.UntagResource(ctx, &lambda.UntagResourceInput{Resource: arn, TagKeys: []string{removalTag}})
+	}
+	if err != nil {
+		return fmt.Errorf("marking the function's removal: %w", err)
+	}
+	return nil
+}
+
+// ensureTagged is the sweep's discovery.Ensure, the hooks marked the
+// deployment's, unless its removal has begun: the mark is read before
+// putting and again after, and what was put is taken back when the mark
+// is there then (or cannot be read: a hook missing until the next sweep
+// is repaired, one left after an uninstall is not).
+func (h *Handler) ensureTagged(ctx context.Context, tag discovery.Tag, hooks []discovery.Hook, dryRun bool) (discovery.Result, error) {
+	for i := range hooks {
+		hooks[i].Owner = h.cfg.FunctionName
+	}
+	if removing, err := h.removing(ctx); err != nil || removing {
+		if err == nil {
+			h.log.InfoContext(ctx, "the deployment is being removed: no lifecycle hook put on tagged groups")
+		}
+		return discovery.Result{}, err
+	}
+	res, err := discovery.Ensure(ctx, h.c.Hooks, tag, hooks, dryRun)
+	if len(res.Put) == 0 || dryRun {
+		return res, err
+	}
+	removing, rerr := h.removing(ctx)
+	if !removing && rerr == nil {
+		return res, err
+	}
+	var groups, names []string
+	for _, g := range res.Tagged {
+		groups = append(groups, aws.ToString(g.AutoScalingGroupName))
+	}
+	for _, hk := range hooks {
+		names = append(names, hk.Name)
+	}
+	removed, failed := discovery.Remove(ctx, h.c.Hooks, groups, names, h.cfg.FunctionName, func(string) bool { return false }, false)
+	h.log.WarnContext(ctx, "the deployment's removal began while the sweep put hooks: taken back", "put", res.Put, "removed", removed, "failed", failed, "error", rerr)
+	res.Put, res.Failed = nil, append(res.Failed, failed...)
+	return res, errors.Join(err, rerr)
+}

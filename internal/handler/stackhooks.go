@@ -1,0 +1,315 @@
+package handler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/cfn"
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/node-drainer/node-drainer/internal/discovery"
+)
+
+// hookProperties are the Custom::LifecycleHooks resource's properties (as
+// CloudFormation sends them: every scalar a string).
+type hookProperties struct {
+	AsgNames            []string `json:"AsgNames"`
+	TerminateHookName   string   `json:"TerminateHookName"`
+	LaunchHookName      string   `json:"LaunchHookName"`
+	CreateTerminateHook string   `json:"CreateTerminateHook"`
+	CreateLaunchHook    string   `json:"CreateLaunchHook"`
+	HeartbeatTimeout    string   `json:"HeartbeatTimeout"`
+	AsgTagKey           string   `json:"AsgTagKey"`
+	AsgTagValue         string   `json:"AsgTagValue"`
+	// Owner is the deployment's name in its hooks' marks (its function's;
+	// empty: the function serving the request).
+	Owner string `json:"Owner"`
+	// Release "true": the resource that frees, on an update, the groups
+	// leaving the deployment, before their grants change (template.yaml's
+	// LifecycleHooksRelease, terraform's release invocation); nothing else.
+	Release string `json:"Release"`
+}
+
+// serveHooks does what a request asks; it returns what it changed
+// ("put <group>/<hook>", "removed <group>/<hook>").
+//
+//	Create  the hooks on every listed group, marked the deployment's;
+//	Update  the same with the new properties, on the listed and the tagged
+//	        groups, and then, of what the old properties' deployment had,
+//	        what the new one does not have removed (dropStale): a group
+//	        still listed or tagged keeps its hook, a renamed hook is put
+//	        under its new name before the old name goes;
+//	Delete  the removal marked on the function first (no sweep puts a hook
+//	        back), then the deployment's hooks removed from the listed and
+//	        the tagged groups: those its mark names, no other.
+func (h *Handler) serveHooks(ctx context.Context, req cfn.Event) ([]string, error) {
+	if h.c.Hooks == nil {
+		return nil, errors.New("no Auto Scaling client to put lifecycle hooks with")
+	}
+	props, err := decodeHookProperties(req.ResourceProperties)
+	if err != nil {
+		return nil, err
+	}
+	s := &hooksServed{h: h, owner: h.owner(props), tagged: map[discovery.Tag][]string{}}
+	release := props.Release == "true"
+	switch req.RequestType {
+	case cfn.RequestCreate, cfn.RequestUpdate:
+		if !release {
+			s.unmarkRemoval(ctx, props)
+		}
+		old, err := decodeHookProperties(req.OldResourceProperties)
+		if req.RequestType == cfn.RequestCreate || err != nil {
+			if !release {
+				err = s.put(ctx, props, nil, false)
+			}
+		} else {
+			err = s.update(ctx, old, props, release)
+		}
+		if err != nil {
+			return nil, err
+		}
+	case cfn.RequestDelete:
+		if !release {
+			s.removeAll(ctx, props)
+		}
+	default:
+		return nil, fmt.Errorf("request type %q is not one CloudFormation sends", req.RequestType)
+	}
+	if len(s.failed) > 0 {
+		return s.did, fmt.Errorf("lifecycle hooks: %s", strings.Join(s.failed, "; "))
+	}
+	return s.did, nil
+}
+
+// owner is the name of the properties' deployment in its hooks' marks.
+func (h *Handler) owner(p hookProperties) string {
+	if p.Owner != "" {
+		return p.Owner
+	}
+	return h.cfg.FunctionName
+}
+
+// hooksServed is what a hooks request changed (did) and what it could not
+// (failed). The hooks are the stack's, as terraform's hook resources are:
+// put and removed in a dry run too (DRY_RUN concerns nodes and instances;
+// a dry run with no hooks would see no scale-in).
+type hooksServed struct {
+	h           *Handler
+	owner       string
+	replaces    string // the old properties' owner, on an update
+	did, failed []string
+	tagged      map[discovery.Tag][]string // the groups carrying each tag, as read
+}
+
+// hooksDryRun: the stack's hooks are never a dry run's (hooksServed).
+const hooksDryRun = false
+
+// update serves an Update: the new deployment's hooks put (not by the
+// release step), then what the old one had that the new one does not
+// removed.
+func (s *hooksServed) update(ctx context.Context, old, props hookProperties, release bool) error {
+	s.replaces = s.h.owner(old)
+	oldGroups, oldErr := s.groups(ctx, old)
+	if !release {
+		if err := s.put(ctx, props, oldGroups, true); err != nil {
+			return err
+		}
+	}
+	newGroups, newErr := s.groups(ctx, props)
+	if err := errors.Join(oldErr, newErr); err != nil {
+		// a group not listed may still carry the tag: none is taken as leaving
+		s.left(ctx, "the tagged groups' hooks", err)
+		oldGroups = slices.DeleteFunc(oldGroups, func(g string) bool { return !slices.Contains(props.AsgNames, g) })
+	}
+	s.dropStale(ctx, old, props, oldGroups, newGroups, release)
+	return nil
+}
+
+// groups are the groups the properties' deployment has: listed, and
+// carrying its tag (read now; the error is the tag's reading).
+func (s *hooksServed) groups(ctx context.Context, p hookProperties) ([]string, error) {
+	tagged, err := s.taggedGroups(ctx, p)
+	all := append(slices.Clone(p.AsgNames), tagged...)
+	slices.Sort(all)
+	return slices.Compact(all), err
+}
+
+// taggedGroups are the groups carrying the properties' tag, read once a
+// request.
+func (s *hooksServed) taggedGroups(ctx context.Context, p hookProperties) ([]string, error) {
+	tag := discovery.Tag{Key: p.AsgTagKey, Value: p.AsgTagValue}
+	if names, ok := s.tagged[tag]; ok {
+		return names, nil
+	}
+	groups, err := discovery.Tagged(ctx, s.h.c.Hooks, tag)
+	if err != nil {
+		return nil, err
+	}
+	names := []string{}
+	for _, g := range groups {
+		names = append(names, aws.ToString(g.AutoScalingGroupName))
+	}
+	s.tagged[tag] = names
+	return names, nil
+}
+
+// put puts the hooks the properties ask for, marked the deployment's, on
+// every listed group (a name that is no group fails the request) and, on
+// an update (had: the groups the old properties' deployment had), on the
+// tagged groups too: a hook renamed is there before its old name goes. A
+// hook of ours with no mark is the deployment's where the old one had the
+// group (put before the marks), else left as it is.
+func (s *hooksServed) put(ctx context.Context, props hookProperties, had []string, update bool) error {
+	hooks, err := props.hooks()
+	if err != nil {
+		return err
+	}
+	for i := range hooks {
+		hooks[i].Owner = s.owner
+		if s.replaces != s.owner {
+			hooks[i].Replaces = s.replaces // the function renamed: its mark taken over
+		}
+	}
+	claim := func(g string) bool { return slices.Contains(had, g) }
+	res, err := discovery.EnsureNamed(ctx, s.h.c.Hooks, props.AsgNames, hooks, claim, hooksDryRun)
+	if err != nil {
+		return err
+	}
+	if update {
+		tagged, err := s.taggedGroups(ctx, props)
+		if err != nil {
+			s.left(ctx, "the tagged groups without the new hooks", err)
+		}
+		only := slices.DeleteFunc(slices.Clone(tagged), func(g string) bool { return slices.Contains(props.AsgNames, g) })
+		more := discovery.EnsureOn(ctx, s.h.c.Hooks, only, hooks, claim, hooksDryRun)
+		res.Put, res.Failed = append(res.Put, more.Put...), append(res.Failed, more.Failed...)
+	}
+	for _, p := range res.Put {
+		s.did = append(s.did, "put "+p)
+	}
+	s.failed = append(s.failed, res.Failed...)
+	return nil
+}
+
+// dropStale removes, of the hooks the old properties' deployment had on
+// its groups, those the new one does not have: from a group it no longer
+// lists nor tags, every old name; from a group it keeps, the old name of a
+// hook renamed (its new name put already). A hook turned off keeps its
+// name and is not removed from a group kept (its operator may manage it
+// from now on). Only hooks the deployment's mark names are removed (or
+// none marked: put before the marks). release: only the groups leaving.
+// One that cannot be removed does not fail the update (a rollback would
+// not remove it either: the grant on a group no longer listed may be gone);
+// it is said, with what removes it.
+func (s *hooksServed) dropStale(ctx context.Context, old, props hookProperties, oldGroups, newGroups []string, release bool) {
+	kept := []string{props.TerminateHookName, props.LaunchHookName}
+	for _, g := range oldGroups {
+		drop := old.names()
+		if slices.Contains(newGroups, g) {
+			if release {
+				continue
+			}
+			drop = slices.DeleteFunc(drop, func(n string) bool { return slices.Contains(kept, n) })
+		}
+		removed, failed := discovery.Remove(ctx, s.h.c.Hooks, []string{g}, drop, s.h.owner(old), func(string) bool { return true }, hooksDryRun)
+		for _, r := range removed {
+			s.did = append(s.did, "removed "+r)
+		}
+		for _, f := range failed {
+			s.left(ctx, f, errors.New("remove it by hand (aws autoscaling delete-lifecycle-hook)"))
+		}
+	}
+}
+
+// left says a hook left that the deployment no longer wants; the update
+// goes on.
+func (s *hooksServed) left(ctx context.Context, what string, why error) {
+	s.did = append(s.did, "left "+what+": "+why.Error())
+	s.h.log.ErrorContext(ctx, "a hook the deployment no longer wants may be left", "what", what, "error", why)
+}
+
+// removeAll removes the deployment's hooks from the listed groups and from
+// the groups carrying the tag, which the sweep put there: an uninstalled
+// node-drainer leaves no hook that would hold every scale-in for its
+// heartbeat timeout. The removal is marked on the function first, so that
+// no sweep puts a hook back (removal.go). Only the hooks the deployment's
+// mark names go: another deployment's, another tool's, one put by hand
+// stay.
+func (s *hooksServed) removeAll(ctx context.Context, props hookProperties) {
+	if props.AsgTagKey != "" { // else no sweep puts hooks: no mark (nor its grant)
+		if err := s.h.markRemoval(ctx, true); err != nil {
+			s.left(ctx, "the removal unmarked, a sweep may put a hook back", err)
+		}
+	}
+	groups, err := s.groups(ctx, props)
+	if err != nil {
+		s.failed = append(s.failed, err.Error())
+	}
+	removed, failed := discovery.Remove(ctx, s.h.c.Hooks, groups, props.names(), s.owner, func(string) bool { return false }, hooksDryRun)
+	for _, r := range removed {
+		s.did = append(s.did, "removed "+r)
+	}
+	s.failed = append(s.failed, failed...)
+}
+
+// unmarkRemoval takes off a removal's mark left by a removal that failed
+// (the deployment created or updated again); one that stays is said: the
+// sweep puts no hook while it is there.
+func (s *hooksServed) unmarkRemoval(ctx context.Context, props hookProperties) {
+	if props.AsgTagKey == "" {
+		return // no sweep puts hooks: no mark (nor its grant)
+	}
+	if err := s.h.markRemoval(ctx, false); err != nil {
+		s.did = append(s.did, "the removal's mark left: "+err.Error())
+		s.h.log.ErrorContext(ctx, "the function's removal mark could not be taken off: the sweep puts no hook while it is there", "error", err)
+	}
+}
+
+func decodeHookProperties(m map[string]any) (hookProperties, error) {
+	var p hookProperties
+	b, err := json.Marshal(m)
+	if err == nil {
+		err = json.Unmarshal(b, &p)
+	}
+	if err != nil {
+		return p, fmt.Errorf("the resource's properties: %w", err)
+	}
+	p.AsgNames = slices.DeleteFunc(p.AsgNames, func(s string) bool { return s == "" })
+	return p, nil
+}
+
+// wanted are the hooks the properties create (heartbeat: the timeout they
+// are put with).
+func (p hookProperties) wanted(heartbeat int32) []discovery.Hook {
+	return discovery.Wanted(p.TerminateHookName, p.CreateTerminateHook == "true", p.LaunchHookName, p.CreateLaunchHook == "true", heartbeat)
+}
+
+// names are the names of the hooks the properties create.
+func (p hookProperties) names() []string {
+	var n []string
+	for _, h := range p.wanted(0) {
+		n = append(n, h.Name)
+	}
+	return n
+}
+
+// hooks are the hooks the properties ask for, with the settings the sweep
+// gives tagged groups (ensureHooks).
+func (p hookProperties) hooks() ([]discovery.Hook, error) {
+	hb, err := strconv.ParseInt(p.HeartbeatTimeout, 10, 32)
+	if err != nil || hb < 30 || hb > 7200 {
+		return nil, fmt.Errorf("HeartbeatTimeout %q: want whole seconds from 30 to 7200", p.HeartbeatTimeout)
+	}
+	if p.CreateTerminateHook == "true" && p.TerminateHookName == "" {
+		return nil, errors.New("CreateTerminateHook without a TerminateHookName")
+	}
+	if p.CreateLaunchHook == "true" && p.LaunchHookName == "" {
+		return nil, errors.New("CreateLaunchHook without a LaunchHookName")
+	}
+	return p.wanted(int32(hb)), nil
+}

@@ -1,0 +1,287 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/cfn"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+)
+
+// deployment is a node-drainer deployment of function fn over the Auto
+// Scaling of hp (self: Lambda's view of the function; nil: none).
+func deployment(e *env, hp *hookPutter, fn string, self *fakeSelf) *Handler {
+	cfg := e.cfg
+	cfg.FunctionName = fn
+	c := Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}
+	if self != nil {
+		c.Self = self
+	}
+	return New(cfg, c, nil, WithClock(newMovingClock(func() time.Time { return e.now })))
+}
+
+// cfnCall sends h a custom resource request and returns its answer.
+func cfnCall(t *testing.T, h *Handler, srv *cfnServer, kind cfn.RequestType, props, old map[string]any) cfn.Response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if out, err := h.Handle(ctx, stackPayload(t, srv.URL, kind, props, old)); err != nil {
+		t.Fatalf("%s: %+v, %v", kind, out, err)
+	}
+	select {
+	case r := <-srv.answers:
+		return r
+	default:
+		t.Fatalf("%s: no answer", kind)
+		return cfn.Response{}
+	}
+}
+
+// hookNames are the names of the hooks on group, sorted.
+func (h *hookPutter) hookNames(group string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var n []string
+	for _, x := range h.have[group] {
+		n = append(n, aws.ToString(x.LifecycleHookName))
+	}
+	slices.Sort(n)
+	return n
+}
+
+// markedBy is a hook of ours as a deployment of function fn put it.
+func markedBy(name string, fn ...string) astypes.LifecycleHook {
+	m := `{"node-drainer":[`
+	for i, f := range fn {
+		if i > 0 {
+			m += ","
+		}
+		m += `"` + f + `"`
+	}
+	return astypes.LifecycleHook{LifecycleHookName: aws.String(name), LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"),
+		HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE"), NotificationMetadata: aws.String(m + "]}")}
+}
+
+// TestStackUpdateKeepsTheHooksStillOurs: a stack update removes only what
+// the old deployment had that the new one does not. A group moved from
+// AsgNames to the tag keeps its hook (removing it would end the drain in
+// flight under it, the instance terminated mid-drain); a renamed hook is
+// put under its new name on every group of the deployment, listed and
+// tagged, before the old name is removed from it, so that no group is
+// left without a hook of ours.
+func TestStackUpdateKeepsTheHooksStillOurs(t *testing.T) {
+	srv := newCFNServer(t)
+	e := newEnv()
+	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("blue", "true"), taggedGroup("green", "true"), {AutoScalingGroupName: aws.String("red")}}
+	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
+		"green": {markedBy("node-drainer-terminate", "node-drainer"), {LifecycleHookName: aws.String("nth-terminate")}}, // the sweep's
+	}}
+	h := deployment(e, hp, "node-drainer", nil)
+	if r := cfnCall(t, h, srv, cfn.RequestCreate, hookProps("blue", "red"), nil); r.Status != cfn.StatusSuccess {
+		t.Fatalf("create: %s %q", r.Status, r.Reason)
+	}
+	hp.deletes = nil
+	// blue goes from the list to the tag, which it carries
+	if r := cfnCall(t, h, srv, cfn.RequestUpdate, hookProps("red"), hookProps("blue", "red")); r.Status != cfn.StatusSuccess {
+		t.Fatalf("update: %s %q", r.Status, r.Reason)
+	}
+	if len(hp.deletes) != 0 || !slices.Equal(hp.hookNames("blue"), []string{"node-drainer-terminate"}) {
+		t.Errorf("blue moved to the tag: deleted %v, blue has %v; want its hook kept (a drain under it would end)", hp.deletes, hp.hookNames("blue"))
+	}
+
+	renamed := hookProps("red")
+	renamed["TerminateHookName"] = "drainer-terminate"
+	hp.calls = nil
+	if r := cfnCall(t, h, srv, cfn.RequestUpdate, renamed, hookProps("red")); r.Status != cfn.StatusSuccess {
+		t.Fatalf("rename: %s %q", r.Status, r.Reason)
+	}
+	for _, g := range []string{"blue", "green", "red"} {
+		want := []string{"drainer-terminate"}
+		if g == "green" {
+			want = []string{"drainer-terminate", "nth-terminate"}
+		}
+		if got := hp.hookNames(g); !slices.Equal(got, want) {
+			t.Errorf("after the rename %s has %v, want %v", g, got, want)
+		}
+		put, del := slices.Index(hp.calls, "put "+g+"/drainer-terminate"), slices.Index(hp.calls, "delete "+g+"/node-drainer-terminate")
+		if put < 0 || del < 0 || put > del {
+			t.Errorf("%s: calls %v; want the new name put before the old one is removed", g, hp.calls)
+		}
+	}
+}
+
+// TestStackDeleteRemovesOnlyWhatItPut: a stack's Delete removes only the
+// hooks its deployment put. A second stack listing the same group (a new
+// install beside the old one), whose Create failed and was rolled back or
+// which is deleted after succeeding, leaves the first one's hooks, on the
+// listed and the tagged groups; the first one's Delete then removes them,
+// never another tool's hook nor a hook of our name it did not put.
+func TestStackDeleteRemovesOnlyWhatItPut(t *testing.T) {
+	srv := newCFNServer(t)
+	e := newEnv()
+	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, taggedGroup("tagged", "true"), taggedGroup("by-hand", "true")}
+	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
+		"blue":    {{LifecycleHookName: aws.String("nth-terminate")}},
+		"tagged":  {markedBy("node-drainer-terminate", "drainer-a")},
+		"by-hand": {{LifecycleHookName: aws.String("node-drainer-terminate"), LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE")}},
+	}}
+	a, b := deployment(e, hp, "drainer-a", nil), deployment(e, hp, "drainer-b", nil)
+	ours := []string{"node-drainer-terminate", "nth-terminate"}
+	if r := cfnCall(t, a, srv, cfn.RequestCreate, hookProps("blue"), nil); r.Status != cfn.StatusSuccess || !slices.Equal(hp.hookNames("blue"), ours) {
+		t.Fatalf("a's create: %s %q, blue has %v", r.Status, r.Reason, hp.hookNames("blue"))
+	}
+	if r := cfnCall(t, b, srv, cfn.RequestCreate, hookProps("blue", "missing"), nil); r.Status != cfn.StatusFailed {
+		t.Fatalf("b's create with a missing group: %s", r.Status)
+	}
+	if r := cfnCall(t, b, srv, cfn.RequestDelete, hookProps("blue", "missing"), nil); r.Status != cfn.StatusSuccess {
+		t.Fatalf("b's rollback: %s %q", r.Status, r.Reason)
+	}
+	if !slices.Equal(hp.hookNames("blue"), ours) || len(hp.hookNames("tagged")) != 1 {
+		t.Errorf("b's create rolled back removed a's hooks: blue %v, tagged %v", hp.hookNames("blue"), hp.hookNames("tagged"))
+	}
+	if r := cfnCall(t, b, srv, cfn.RequestCreate, hookProps("blue"), nil); r.Status != cfn.StatusSuccess {
+		t.Fatalf("b's create: %s %q", r.Status, r.Reason)
+	}
+	if r := cfnCall(t, b, srv, cfn.RequestDelete, hookProps("blue"), nil); r.Status != cfn.StatusSuccess {
+		t.Fatalf("b's delete: %s %q", r.Status, r.Reason)
+	}
+	if !slices.Equal(hp.hookNames("blue"), ours) || len(hp.hookNames("tagged")) != 1 {
+		t.Errorf("b's delete removed a's hooks: blue %v, tagged %v", hp.hookNames("blue"), hp.hookNames("tagged"))
+	}
+	if r := cfnCall(t, a, srv, cfn.RequestDelete, hookProps("blue"), nil); r.Status != cfn.StatusSuccess {
+		t.Fatalf("a's delete: %s %q", r.Status, r.Reason)
+	}
+	if got := hp.hookNames("blue"); !slices.Equal(got, []string{"nth-terminate"}) || len(hp.hookNames("tagged")) != 0 {
+		t.Errorf("a's delete left blue %v, tagged %v; want nth's hook alone, nothing on tagged", got, hp.hookNames("tagged"))
+	}
+	if len(hp.hookNames("by-hand")) != 1 {
+		t.Errorf("a hook of our name no deployment put was removed: by-hand has %v", hp.hookNames("by-hand"))
+	}
+}
+
+// TestSweepPutsNoHookBackOnceRemoved: once its deployment's removal has
+// begun (the mark the Delete writes on the function first), a sweep puts
+// no hook of ours back: one that runs after the removal (queued, retried
+// by Lambda), and one that read the mark before the removal began and puts
+// after it has removed the hooks (it reads the mark again once it has put,
+// and takes back what it put). Another tool's hook is never touched.
+func TestSweepPutsNoHookBackOnceRemoved(t *testing.T) {
+	e := newEnv()
+	tagMode(e)
+	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("new-nodes", "true"), taggedGroup("others", "true")}
+	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{"others": {{LifecycleHookName: aws.String("nth-terminate")}}}}
+	self := &fakeSelf{name: "node-drainer"}
+	h := deployment(e, hp, "node-drainer", self)
+	handle := func(what string, payload []byte) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if out, err := h.Handle(ctx, payload); err != nil {
+			t.Fatalf("%s: %+v, %v", what, out, err)
+		}
+	}
+	handle("the first sweep", sweepEvent())
+	if got := hp.hookNames("new-nodes"); !slices.Equal(got, []string{"node-drainer-terminate"}) {
+		t.Fatalf("the first sweep put %v on new-nodes", got)
+	}
+	handle("the removal", terraformPayload(t, "delete", hookProps()))
+	handle("a sweep after the removal", sweepEvent())
+	if got := hp.hookNames("new-nodes"); len(got) != 0 {
+		t.Errorf("after the removal and a sweep, new-nodes has %v; want no hook", got)
+	}
+
+	handle("installed again", terraformPayload(t, "create", hookProps()))
+	hp.have["new-nodes"] = nil
+	// the removal runs right after the sweep has read the mark
+	self.afterGet = func() { handle("the removal during the sweep", terraformPayload(t, "delete", hookProps())) }
+	handle("a sweep during the removal", sweepEvent())
+	if got := hp.hookNames("new-nodes"); len(got) != 0 {
+		t.Errorf("a sweep that raced the removal left %v on new-nodes; want no hook", got)
+	}
+	// a function already deleted (its removal done) is as marked
+	handle("installed again", terraformPayload(t, "create", hookProps()))
+	self.gone = true
+	handle("a sweep retried after the function was deleted", sweepEvent())
+	if got := hp.hookNames("new-nodes"); len(got) != 0 {
+		t.Errorf("a sweep of a deleted function left %v on new-nodes; want no hook", got)
+	}
+	if got := hp.hookNames("others"); !slices.Equal(got, []string{"nth-terminate"}) {
+		t.Errorf("another tool's hook: %v", got)
+	}
+}
+
+// A sweep that cannot read the removal's mark puts no hook (a reading that
+// fails acts on nothing) and says why; once it can, it puts them.
+func TestSweepPutsNoHookWhenTheMarkCannotBeRead(t *testing.T) {
+	e := newEnv()
+	tagMode(e)
+	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("new-nodes", "true")}
+	hp := &hookPutter{fakeASG: e.asg}
+	self := &fakeSelf{name: "node-drainer", err: errors.New("AccessDeniedException: lambda:ListTags")}
+	h := deployment(e, hp, "node-drainer", self)
+	out, _ := h.Handle(context.Background(), sweepEvent())
+	if len(hp.puts) != 0 || out.Sweep == nil || !strings.Contains(strings.Join(out.Sweep.Failed, "; "), "removal mark") {
+		t.Errorf("mark unreadable: puts %v, sweep %+v; want nothing put and the failure said", hp.puts, out.Sweep)
+	}
+	self.err = nil
+	if _, err := h.Handle(context.Background(), sweepEvent()); err != nil {
+		t.Fatal(err)
+	}
+	if got := hp.hookNames("new-nodes"); !slices.Equal(got, []string{"node-drainer-terminate"}) || aws.ToString(hp.have["new-nodes"][0].NotificationMetadata) != `{"node-drainer":["node-drainer"]}` {
+		t.Errorf("mark readable: new-nodes has %v (%+v); want our hook, marked ours", got, hp.have["new-nodes"])
+	}
+}
+
+// TestStackReleaseStep: the update's first step (LifecycleHooksRelease,
+// before the grants change) removes the hooks of the groups leaving the
+// deployment, and nothing else: no hook put, a renamed hook's old name
+// kept for the main step to remove once the new one is put, a group that
+// still carries the tag kept; its Create and Delete change nothing.
+func TestStackReleaseStep(t *testing.T) {
+	srv := newCFNServer(t)
+	e := newEnv()
+	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, taggedGroup("green", "true"), {AutoScalingGroupName: aws.String("red")}}
+	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
+		"blue": {markedBy("node-drainer-terminate", "node-drainer")}, "green": {markedBy("node-drainer-terminate", "node-drainer")},
+		"red": {markedBy("node-drainer-terminate", "node-drainer")},
+	}}
+	h := deployment(e, hp, "node-drainer", nil)
+	release := func(p map[string]any) map[string]any { p["Release"] = "true"; return p }
+	renamed := release(hookProps("red"))
+	renamed["TerminateHookName"] = "drainer-terminate"
+	for _, kind := range []cfn.RequestType{cfn.RequestCreate, cfn.RequestDelete} {
+		if r := cfnCall(t, h, srv, kind, release(hookProps("blue", "green", "red")), nil); r.Status != cfn.StatusSuccess || len(hp.calls) != 0 {
+			t.Fatalf("release step's %s: %s %q, calls %v; want nothing done", kind, r.Status, r.Reason, hp.calls)
+		}
+	}
+	// blue leaves; green moves to the tag; red stays, its hook renamed
+	if r := cfnCall(t, h, srv, cfn.RequestUpdate, renamed, release(hookProps("blue", "green", "red"))); r.Status != cfn.StatusSuccess {
+		t.Fatalf("release step's update: %s %q", r.Status, r.Reason)
+	}
+	if !slices.Equal(hp.calls, []string{"delete blue/node-drainer-terminate"}) {
+		t.Errorf("release step's update: calls %v; want blue's hook removed alone", hp.calls)
+	}
+}
+
+// The function reads its mark at its own ARN as Lambda gives it to the
+// invocation, less the alias or version it was invoked by (tags are the
+// function's): a sweep invoked through an alias puts the hook as usual.
+func TestRemovalMarkReadAtTheInvokedARN(t *testing.T) {
+	e := newEnv()
+	tagMode(e)
+	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("new-nodes", "true")}
+	hp := &hookPutter{fakeASG: e.asg}
+	self := &fakeSelf{name: "node-drainer"}
+	h := deployment(e, hp, "node-drainer", self)
+	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{InvokedFunctionArn: self.arn() + ":live"})
+	out, err := h.Handle(ctx, sweepEvent())
+	if err != nil || !slices.Equal(hp.hookNames("new-nodes"), []string{"node-drainer-terminate"}) {
+		t.Errorf("sweep through an alias: %+v, %v; new-nodes has %v, want our hook (the mark read at the unqualified ARN)", out.Sweep, err, hp.hookNames("new-nodes"))
+	}
+}
