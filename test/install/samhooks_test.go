@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
@@ -103,28 +102,31 @@ func (r *samRun) cfnResponseURL() string {
 
 // uninstall serves the stack's Delete to its custom resource (before the
 // emulator deletes the stack, as CloudFormation deletes the resource before
-// the function it depends on) with a tagged group carrying node-drainer's
-// hook (as the sweep puts it) and another tool's, and a group tagged with
-// another value carrying a hook of node-drainer's name: the answer is
-// SUCCESS; node-drainer's hooks are gone from the listed and the tagged
-// groups; the other tool's hook and the other group's are kept.
-func (r *samRun) uninstall(t *testing.T, ctx context.Context) {
+// the function it depends on): the answer is SUCCESS, node-drainer's hooks
+// are gone from the listed and the tagged groups; another tool's hook on
+// them and the hook of our name on a group tagged with another value are
+// kept. With fn, the deployed function's sweep then runs once (the function
+// still exists: the rules and the function go after the resource), whose
+// effect uninstall_clean_sam reads after the stack's delete.
+// With sc nil the groups are made here: a tagged group with node-drainer's
+// hook (put by the test, as the sweep puts it) and another tool's, and a
+// group tagged with another value carrying a hook of node-drainer's name.
+func (r *samRun) uninstall(t *testing.T, ctx context.Context, sc *uninstallScene, fn *deployedFunction) {
 	t.Helper()
-	asc := autoscaling.NewFromConfig(env.AWS.AWSConfig())
-	p := r.resolved(t, "LifecycleHooks")
-	key, value, ours := fmt.Sprint(p["AsgTagKey"]), fmt.Sprint(p["AsgTagValue"]), fmt.Sprint(p["TerminateHookName"])
-	tagged, other := "sam-uninstall-tagged", "sam-uninstall-other"
-	for g, v := range map[string]string{tagged: value, other: "not-" + value} {
-		if _, err := env.CreateASG(ctx, harness.ASGSpec{Name: g, Size: 0, Tags: map[string]string{key: v}}); err != nil {
-			t.Fatal(err)
+	if sc == nil {
+		p := r.resolved(t, "LifecycleHooks")
+		sc = &uninstallScene{key: fmt.Sprint(p["AsgTagKey"]), value: fmt.Sprint(p["AsgTagValue"]), ours: []string{fmt.Sprint(p["TerminateHookName"])},
+			listed: samASGs, tagged: "sam-uninstall-tagged", foreign: "sam-uninstall-other"}
+		for g, v := range map[string]string{sc.tagged: sc.value, sc.foreign: "not-" + sc.value} {
+			if _, err := env.CreateASG(ctx, harness.ASGSpec{Name: g, Size: 0, Tags: map[string]string{sc.key: v}}); err != nil {
+				t.Fatal(err)
+			}
 		}
-		defer func() {
-			_, _ = asc.DeleteAutoScalingGroup(context.WithoutCancel(ctx), &autoscaling.DeleteAutoScalingGroupInput{AutoScalingGroupName: aws.String(g), ForceDelete: aws.Bool(true)})
-		}()
+		deleteGroupsAtEnd(t, ctx, sc.tagged, sc.foreign)
+		putHook(t, ctx, sc.tagged, sc.ours[0])
+		putHook(t, ctx, sc.tagged, otherToolHook)
+		putHook(t, ctx, sc.foreign, sc.ours[0])
 	}
-	putHook(t, ctx, tagged, ours)
-	putHook(t, ctx, tagged, "another-tool-terminate")
-	putHook(t, ctx, other, ours)
 
 	answers := make(chan map[string]any, 2)
 	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, req *http.Request) {
@@ -143,14 +145,17 @@ func (r *samRun) uninstall(t *testing.T, ctx context.Context) {
 		t.Fatal("the Delete request was never answered")
 	}
 	for _, a := range samASGs {
-		if h := hookNames(t, ctx, a); len(h) != 0 {
+		if h := slices.DeleteFunc(hookNames(t, ctx, a), func(n string) bool { return n == otherToolHook }); len(h) != 0 {
 			t.Errorf("listed group %s still has %v after the stack's Delete", a, h)
 		}
 	}
-	if h := hookNames(t, ctx, tagged); !slices.Equal(h, []string{"another-tool-terminate"}) {
+	if h := hookNames(t, ctx, sc.tagged); !slices.Equal(h, []string{otherToolHook}) {
 		t.Errorf("tagged group: %v after the stack's Delete, want another tool's hook alone", h)
 	}
-	if h := hookNames(t, ctx, other); !slices.Equal(h, []string{ours}) {
-		t.Errorf("a group tagged %s=%s (not ours): %v, want its hook kept", key, "not-"+value, h)
+	if h := hookNames(t, ctx, sc.foreign); !slices.Equal(h, sc.ours[:1]) {
+		t.Errorf("a group tagged %s=%s (not ours): %v, want its hook kept", sc.key, "not-"+sc.value, h)
+	}
+	if fn != nil {
+		sweepDeployed(t, ctx, *fn)
 	}
 }
