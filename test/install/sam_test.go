@@ -137,11 +137,10 @@ func runSAM(t *testing.T) *created {
 	}
 	switch {
 	case drained:
-		pathT := t
 		step(t, "uninstall_clean_sam", func(t *testing.T) string {
 			ctx := samCtx(t, 10*time.Minute)
 			fn := r.deployed(t, ctx)
-			sc := prepareUninstall(t, pathT, ctx, "sam", fn, samASGs)
+			sc := prepareUninstall(t, t, ctx, "sam", fn, samASGs)
 			r.delete(t, sc, &fn)
 			checkUninstallClean(t, ctx, sc)
 			return ""

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/node-drainer/node-drainer/test/harness"
@@ -135,6 +136,7 @@ func (r *samRun) uninstall(t *testing.T, ctx context.Context, sc *uninstallScene
 		answers <- a
 	}))
 	defer srv.Close()
+	r.deleteDependents(t, ctx)
 	r.hookRequest(t, ctx, "Delete", nil, srv.URL)
 	select {
 	case a := <-answers:
@@ -158,4 +160,71 @@ func (r *samRun) uninstall(t *testing.T, ctx context.Context, sc *uninstallScene
 	if fn != nil {
 		sweepDeployed(t, ctx, *fn)
 	}
+}
+
+// deleteDependents deletes what CloudFormation deletes before the stack's
+// LifecycleHooks: the resources that depend on it (DependsOn, Ref,
+// Fn::GetAtt), an order the emulator's DeleteStack, one step, does not
+// play. The test knows how to delete an event rule (a template that orders
+// the sweep's rule before the removal); another type fails it.
+func (r *samRun) deleteDependents(t *testing.T, ctx context.Context) {
+	t.Helper()
+	eb := eventbridge.NewFromConfig(env.AWS.AWSConfig())
+	for _, id := range slices.Sorted(maps.Keys(r.resources())) {
+		res := r.resources()[id]
+		if id == "LifecycleHooks" || !dependsOn(res, "LifecycleHooks") {
+			continue
+		}
+		if on, err := r.eval.active(res); err != nil || !on {
+			continue
+		}
+		if res["Type"] != "AWS::Events::Rule" {
+			t.Fatalf("%s (%v) depends on LifecycleHooks: CloudFormation deletes it first, and test/install does not know how", id, res["Type"])
+		}
+		name, bus := r.eval.refs[id], fmt.Sprint(r.resolved(t, id)["EventBusName"])
+		in := &eventbridge.ListTargetsByRuleInput{Rule: aws.String(name)}
+		if bus != "<nil>" && bus != "" {
+			in.EventBusName = aws.String(bus)
+		}
+		tg, err := eb.ListTargetsByRule(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, x := range tg.Targets {
+			ids = append(ids, aws.ToString(x.Id))
+		}
+		if len(ids) > 0 {
+			if _, err := eb.RemoveTargets(ctx, &eventbridge.RemoveTargetsInput{Rule: aws.String(name), EventBusName: in.EventBusName, Ids: ids}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := eb.DeleteRule(ctx, &eventbridge.DeleteRuleInput{Name: aws.String(name), EventBusName: in.EventBusName}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s (rule %s) depends on LifecycleHooks: deleted before its Delete, as CloudFormation orders it", id, name)
+	}
+}
+
+// dependsOn says whether a template resource depends on the resource id:
+// DependsOn, Ref or Fn::GetAtt.
+func dependsOn(res map[string]any, id string) bool {
+	switch d := res["DependsOn"].(type) {
+	case string:
+		if d == id {
+			return true
+		}
+	case []any:
+		if slices.Contains(d, any(id)) {
+			return true
+		}
+	}
+	b, _ := json.Marshal(res["Properties"])
+	s := string(b)
+	for _, form := range []string{`{"Ref":"` + id + `"}`, `"Fn::GetAtt":["` + id + `"`, `"` + id + `.`, "${" + id + "}", "${" + id + "."} {
+		if strings.Contains(s, form) {
+			return true
+		}
+	}
+	return false
 }

@@ -131,14 +131,19 @@ func deleteGroupsAtEnd(t *testing.T, ctx context.Context, groups ...string) {
 	t.Cleanup(func() {
 		ctx := context.WithoutCancel(ctx)
 		ids := map[string]bool{}
-		if out, err := asc.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: groups}); err == nil {
-			for _, g := range out.AutoScalingGroups {
-				for _, i := range g.Instances {
-					ids[aws.ToString(i.InstanceId)] = true
-				}
+		out, err := asc.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: groups})
+		if err != nil {
+			t.Logf("describing %v: %v", groups, err)
+			return
+		}
+		var present []string // a group deleted already is not deleted again
+		for _, g := range out.AutoScalingGroups {
+			present = append(present, aws.ToString(g.AutoScalingGroupName))
+			for _, i := range g.Instances {
+				ids[aws.ToString(i.InstanceId)] = true
 			}
 		}
-		for _, g := range groups {
+		for _, g := range present {
 			if _, err := asc.DeleteAutoScalingGroup(ctx, &autoscaling.DeleteAutoScalingGroupInput{
 				AutoScalingGroupName: aws.String(g), ForceDelete: aws.Bool(true)}); err != nil {
 				t.Logf("deleting %s: %v", g, err)

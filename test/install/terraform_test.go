@@ -169,6 +169,10 @@ func terraformPath(t *testing.T) *created {
 	})
 	if sc != nil && destroyed {
 		step(t, "uninstall_clean_terraform", func(t *testing.T) string {
+			// the scene's groups go with this step (pathT's cleanup, at
+			// the end of TestDeploy, is for a destroy that stopped
+			// before): SAM's uninstall_clean reads every tagged group
+			deleteGroupsAtEnd(t, ctx, sc.tagged, sc.foreign)
 			checkUninstallClean(t, ctx, sc)
 			return ""
 		})
