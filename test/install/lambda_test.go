@@ -7,13 +7,17 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/node-drainer/node-drainer/test/harness"
 )
 
 // lambdaService runs the functions terraform deploys when the emulator's
@@ -33,6 +37,33 @@ type lambdaService struct {
 	// atDelete is what the function's rules were when terraform invoked it
 	// to remove the hooks (tf.action delete), by function name
 	atDelete map[string]rulesAtDelete
+	// sweepAfter names the functions whose removal (tf.action delete) is
+	// followed by one sweep of the same function, before terraform is
+	// answered (the function still exists then), with the group whose
+	// hooks are read between the two (hooksAtRemoval)
+	sweepAfter map[string]string
+	// hooksAtRemoval are that group's hooks right after the removal, by
+	// function name
+	hooksAtRemoval map[string][]string
+}
+
+// sweepAfterDelete has the service run one sweep of the function right
+// after it served the function's removal of the hooks (terraform's delete),
+// as a sweep Lambda retries, or the schedule started in those seconds,
+// would run; the hooks of group are read in between.
+func (s *lambdaService) sweepAfterDelete(name, group string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweepAfter[name] = group
+}
+
+// hooksAfterRemoval are the hooks of sweepAfterDelete's group right after
+// the function's removal of the hooks, before the sweep.
+func (s *lambdaService) hooksAfterRemoval(name string) ([]string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.hooksAtRemoval[name]
+	return h, ok
 }
 
 // rulesAtDelete: at the removal, the sweep's rule must be gone (no sweep
@@ -74,9 +105,10 @@ func (s *lambdaService) ran(name string) int {
 // serveLambda starts the service for as long as t runs; the function's log
 // goes to t's.
 func serveLambda(t *testing.T, ctx context.Context) *lambdaService {
-	s := &lambdaService{runs: map[string]int{}, atDelete: map[string]rulesAtDelete{}}
+	s := &lambdaService{runs: map[string]int{}, atDelete: map[string]rulesAtDelete{}, sweepAfter: map[string]string{}, hooksAtRemoval: map[string][]string{}}
 	lc := lambda.NewFromConfig(env.AWS.AWSConfig())
 	eb := eventbridge.NewFromConfig(env.AWS.AWSConfig())
+	asc := autoscaling.NewFromConfig(env.AWS.AWSConfig())
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
@@ -106,6 +138,30 @@ func serveLambda(t *testing.T, ctx context.Context) *lambdaService {
 		s.runs[name]++
 		s.mu.Unlock()
 		t.Logf("Lambda Invoke of %s (%s): %s %s", name, payload, res.FunctionError, res.Payload)
+		s.mu.Lock()
+		group, sweep := s.sweepAfter[name]
+		s.mu.Unlock()
+		if sweep && tf.TF.Action == "delete" {
+			if hs, err := asc.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(group)}); err == nil {
+				names := []string{}
+				for _, h := range hs.LifecycleHooks {
+					names = append(names, aws.ToString(h.LifecycleHookName))
+				}
+				sort.Strings(names)
+				s.mu.Lock()
+				s.hooksAtRemoval[name] = names
+				s.mu.Unlock()
+			}
+			ev, err := harness.EventFile("sweep.json", nil)
+			if err == nil {
+				var sw invokedResult
+				sw, err = invokeDeployed(ctx, lc, name, ev, testWriter{t})
+				t.Logf("a sweep of %s after its removal of the hooks: %s %s", name, sw.FunctionError, sw.Payload)
+			}
+			if err != nil {
+				t.Logf("the sweep of %s after its removal: %v", name, err)
+			}
+		}
 		if res.FunctionError != "" {
 			w.Header().Set("X-Amz-Function-Error", res.FunctionError)
 		}

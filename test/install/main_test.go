@@ -7,7 +7,7 @@
 //
 // `make deploy-test` runs it and prints one line of results:
 //
-//	terraform_apply=ok terraform_drain=ok rbac_follows_config=ok metrics_every_level=ok terraform_destroy=ok terraform_upgrade=ok terraform_compose=ok sam_transform=ok sam_deploy=ok sam_drain=ok deploy_paths_equal=ok tag_discovery=ok outcome_events=ok
+//	terraform_apply=ok terraform_drain=ok rbac_follows_config=ok metrics_every_level=ok terraform_destroy=ok uninstall_clean_terraform=ok terraform_upgrade=ok terraform_compose=ok sam_transform=ok sam_deploy=ok sam_drain=ok metrics_every_level_sam=ok uninstall_clean_sam=ok deploy_paths_equal=ok tag_discovery=ok outcome_events=ok
 //
 // tag_discovery is ok when both paths' tag discovery passed (tags_test.go):
 // a node group tagged after the deploy gets its hook from the function's
@@ -19,15 +19,22 @@
 // and for delete_terminated_nodes false (rbac_test.go). metrics_every_level
 // re-applies terraform's with log_level WARN, then ERROR, drains a node with
 // each, and applies Lambda's log-level filter rule to the function's real
-// output: the drain's metrics line is kept (metrics_test.go). outcome_events
-// is ok when each path, deployed with a bus and a target (an SQS queue in the
-// emulator, which sends no rule's events to SNS), routes the drain's
-// outcome events to the target as one line each (outcomes_test.go).
+// output: the drain's metrics line is kept (metrics_test.go);
+// metrics_every_level_sam does the same with SAM's stack updated to
+// LogLevel WARN, then ERROR (samupdate_test.go). outcome_events is ok when
+// each path, updated with a bus and a target (an SQS queue in the emulator,
+// which sends no rule's events to SNS), routes the drain's outcome events
+// to the target as one line each (outcomes_test.go; SAM's through
+// UpdateStack). uninstall_clean_terraform and uninstall_clean_sam read back,
+// after terraform destroy and the stack's delete, that no hook of ours is
+// left on any listed or tagged group (another tool's kept), no Lease of
+// ours and no mark of ours on any node (uninstall_test.go).
 //
 // and exits non-zero when any is not ok (sam_deploy may be partial:<types>,
 // the resource types the emulator's CloudFormation skips and the test
-// checked on the transformed template instead). A step that -run leaves
-// out is not-run.
+// checked on the transformed template instead; tag_discovery and
+// outcome_events are partial:<path> when one path alone ran them, which
+// -require-all does not accept). A step that -run leaves out is not-run.
 package install
 
 import (
@@ -62,11 +69,15 @@ func TestMain(m *testing.M) {
 
 // reported are the steps of the results line, in order.
 var reported = []string{
-	"terraform_apply", "terraform_drain", "rbac_follows_config", "metrics_every_level", "terraform_destroy", "terraform_upgrade",
-	"terraform_compose",
-	"sam_transform", "sam_deploy", "sam_drain",
+	"terraform_apply", "terraform_drain", "rbac_follows_config", "metrics_every_level", "terraform_destroy", "uninstall_clean_terraform",
+	"terraform_upgrade", "terraform_compose",
+	"sam_transform", "sam_deploy", "sam_drain", "metrics_every_level_sam", "uninstall_clean_sam",
 	"deploy_paths_equal", "tag_discovery", "outcome_events",
 }
+
+// ofBothPaths are the reported steps bothPaths sets: partial:<path> (one
+// path alone checked) is not all good.
+var ofBothPaths = map[string]bool{"tag_discovery": true, "outcome_events": true}
 
 // results holds each reported step's value: "ok", "partial:<what>" (only
 // sam_deploy) or "failed".
@@ -104,6 +115,8 @@ func (r *stepResults) report(w io.Writer, all bool) bool {
 			good = good && !all
 		case v != "ok" && !strings.HasPrefix(v, "partial:"):
 			good = false
+		case v != "ok" && ofBothPaths[name]:
+			good = good && !all
 		}
 		parts = append(parts, name+"="+v)
 	}

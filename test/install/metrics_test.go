@@ -25,49 +25,28 @@ import (
 // the chosen level, would drop the metrics line.
 var metricsLevels = []string{"WARN", "ERROR"}
 
-// checkMetricsEveryLevel sets the module's log_level to each of
-// metricsLevels and applies, then drains a node of the scene with the
-// function as deployed (instances 2, 3, ... of the scene: 0 is
-// terraform_drain's) and applies Lambda's application log-level filter
+// checkMetricsEveryLevel updates the deployment (update: the path's own
+// update, returning the function as deployed and the level of Lambda's
+// application log-level filter it was given) to each of metricsLevels, then
+// drains a node of the scene with the function as deployed (instances
+// first, first+1, ...: the others are drained by the path's other steps or
+// take the pods) and applies Lambda's application log-level filter
 // (internal/logging.LambdaKeeps), at the level the deployed function gives
 // it, to the function's real output: the drain's metrics line must be kept.
-func checkMetricsEveryLevel(t *testing.T, ctx context.Context, tf *terraformRoot, s *drainScene, fn deployedFunction) {
+func checkMetricsEveryLevel(t *testing.T, ctx context.Context, s *drainScene, first int, update func(level string) (fn deployedFunction, filter string)) {
 	t.Helper()
-	if len(s.Instances) < 2+len(metricsLevels) {
-		t.Fatalf("the scene has %d instances, want %d", len(s.Instances), 2+len(metricsLevels))
+	if len(s.Instances) < first+len(metricsLevels) {
+		t.Fatalf("the scene has %d instances, want %d", len(s.Instances), first+len(metricsLevels))
 	}
 	for i, level := range metricsLevels {
-		if err := tf.writeOverride(tfSetup{manageRBAC: tf.manageRBAC, leaseNamespace: deployLeaseNamespace, logLevel: level}); err != nil {
-			t.Fatal(err)
+		deployed, filter := update(level)
+		if t.Failed() {
+			return
 		}
-		if err := tf.run(ctx, "apply", "-auto-approve", "-input=false", "-no-color"); err != nil {
-			t.Fatal(err)
-		}
-		lc := lambda.NewFromConfig(env.AWS.AWSConfig())
-		f, err := lc.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(fn.Name)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		deployed := fn
-		deployed.Env = f.Configuration.Environment.Variables
 		if got := deployed.Env["LOG_LEVEL"]; got != level {
-			t.Fatalf("log_level %s applied: the function's LOG_LEVEL is %q", level, got)
+			t.Fatalf("log level %s deployed: the function's LOG_LEVEL is %q", level, got)
 		}
-		filter := ""
-		if lcfg := f.Configuration.LoggingConfig; lcfg != nil {
-			filter = string(lcfg.ApplicationLogLevel)
-		}
-		if filter == "" {
-			// the emulator drops LoggingConfig (HARNESS.md): the module's own
-			// application_log_level, read from the module that was applied
-			spec, err := deploy.LoadTerraform(filepath.Join(tf.work, "terraform"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			filter = spec.Function["application_log_level"]
-			t.Logf("DROPPED BY THE EMULATOR: the function has no LoggingConfig; the module's application_log_level is %q", filter)
-		}
-		out := drainInstance(t, ctx, s, deployed, 2+i, "-"+strings.ToLower(level))
+		out := drainInstance(t, ctx, s, deployed, first+i, "-"+strings.ToLower(level))
 		if t.Failed() {
 			return
 		}
@@ -76,6 +55,41 @@ func checkMetricsEveryLevel(t *testing.T, ctx context.Context, tf *terraformRoot
 		} else {
 			t.Logf("LOG_LEVEL %s: the drain's metrics line is kept by Lambda's filter at %s", level, filter)
 		}
+	}
+}
+
+// terraformLevel is terraform's update for checkMetricsEveryLevel: the
+// module's log_level set to level and applied; the filter is the function's
+// LoggingConfig, or, as the emulator drops it (HARNESS.md), the module's own
+// application_log_level, read from the module that was applied.
+func terraformLevel(t *testing.T, ctx context.Context, tf *terraformRoot, fn deployedFunction) func(level string) (deployedFunction, string) {
+	return func(level string) (deployedFunction, string) {
+		t.Helper()
+		if err := tf.writeOverride(tfSetup{manageRBAC: tf.manageRBAC, leaseNamespace: deployLeaseNamespace, logLevel: level}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tf.run(ctx, "apply", "-auto-approve", "-input=false", "-no-color"); err != nil {
+			t.Fatal(err)
+		}
+		f, err := lambda.NewFromConfig(env.AWS.AWSConfig()).GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(fn.Name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deployed := fn
+		deployed.Env = f.Configuration.Environment.Variables
+		filter := ""
+		if lcfg := f.Configuration.LoggingConfig; lcfg != nil {
+			filter = string(lcfg.ApplicationLogLevel)
+		}
+		if filter == "" {
+			spec, err := deploy.LoadTerraform(filepath.Join(tf.work, "terraform"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			filter = spec.Function["application_log_level"]
+			t.Logf("DROPPED BY THE EMULATOR: the function has no LoggingConfig; the module's application_log_level is %q", filter)
+		}
+		return deployed, filter
 	}
 }
 

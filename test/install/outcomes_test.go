@@ -16,7 +16,10 @@ import (
 // an update of the deployment).
 func redeployed(t *testing.T, ctx context.Context, fn deployedFunction) deployedFunction {
 	t.Helper()
-	f, err := lambda.NewFromConfig(env.AWS.AWSConfig()).GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(fn.Name)})
+	// stringEnvironment: the emulator's CloudFormation answers a Number
+	// parameter's variable as a number (sam_test.go)
+	lc := lambda.NewFromConfig(env.AWS.AWSConfig(), func(o *lambda.Options) { o.APIOptions = append(o.APIOptions, stringEnvironment) })
+	f, err := lc.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(fn.Name)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,6 +54,15 @@ func checkOutcomeEvents(t *testing.T, ctx context.Context, bus string, deploy fu
 	if len(rules.Rules) != 1 || aws.ToString(rules.Rules[0].Name) != fn.Name+"-outcomes" {
 		t.Fatalf("rules on %s: %+v, want %s-outcomes alone", bus, rules.Rules, fn.Name)
 	}
+	tg, err := eb.ListTargetsByRule(ctx, &eventbridge.ListTargetsByRuleInput{Rule: rules.Rules[0].Name, EventBusName: aws.String(bus)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tg.Targets) != 1 || aws.ToString(tg.Targets[0].Arn) != queueARN || tg.Targets[0].InputTransformer == nil {
+		t.Fatalf("targets of %s: %+v, want the queue %s alone, with an input transformer", aws.ToString(rules.Rules[0].Name), tg.Targets, queueARN)
+	}
+	t.Logf("rule %s on %s: pattern %s, target %s, input template %s", aws.ToString(rules.Rules[0].Name), bus, aws.ToString(rules.Rules[0].EventPattern),
+		queueARN, aws.ToString(tg.Targets[0].InputTransformer.InputTemplate))
 	out := drainInstance(t, ctx, s, fn, i, "-outcomes")
 	if t.Failed() {
 		return

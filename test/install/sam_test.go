@@ -130,11 +130,23 @@ func runSAM(t *testing.T) *created {
 		}
 		return ""
 	})
-	if deployed && step(t, "sam_drain", r.drain) {
+	drained := deployed && step(t, "sam_drain", r.drain)
+	if drained {
 		step(t, "tag_discovery_sam", r.tagDiscovery)
+		t.Run("sam_updates", r.updates)
 	}
-	if r.stackID != "" {
-		t.Run("sam_delete", r.delete)
+	switch {
+	case drained:
+		step(t, "uninstall_clean_sam", func(t *testing.T) string {
+			ctx := samCtx(t, 10*time.Minute)
+			fn := r.deployed(t, ctx)
+			sc := prepareUninstall(t, t, ctx, "sam", fn, samASGs)
+			r.delete(t, sc, &fn)
+			checkUninstallClean(t, ctx, sc)
+			return ""
+		})
+	case r.stackID != "":
+		t.Run("sam_delete", func(t *testing.T) { r.delete(t, nil, nil) })
 	}
 	if !deployed {
 		return nil
@@ -1137,11 +1149,16 @@ func (r *samRun) startFunction(t *testing.T, ctx context.Context, name string, l
 	return rt
 }
 
-// delete deletes the stack and checks that nothing it made is left.
-func (r *samRun) delete(t *testing.T) {
+// delete deletes the stack, after its custom resource's Delete (sc: what
+// it must remove and leave; nil: made here, our hook put by the test; fn:
+// the deployed function, whose sweep then runs once before the stack's
+// delete, as a sweep started in those seconds or retried by Lambda would),
+// checks that nothing it made is left, and deletes the lease namespace, as
+// docs/deploy.md tells SAM's users (`kubectl delete namespace`).
+func (r *samRun) delete(t *testing.T, sc *uninstallScene, fn *deployedFunction) {
 	ctx := samCtx(t, 5*time.Minute)
 	cfg := env.AWS.AWSConfig()
-	r.uninstall(t, ctx)
+	r.uninstall(t, ctx, sc, fn)
 	if r.mapped != "" {
 		env.Auth.RemoveMapping(r.mapped)
 	}
@@ -1206,7 +1223,9 @@ func (r *samRun) delete(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, h := range hs.LifecycleHooks {
-			left = append(left, "hook "+a+"/"+aws.ToString(h.LifecycleHookName))
+			if aws.ToString(h.LifecycleHookName) != otherToolHook {
+				left = append(left, "hook "+a+"/"+aws.ToString(h.LifecycleHookName))
+			}
 		}
 	}
 	if len(left) > 0 {
@@ -1214,6 +1233,7 @@ func (r *samRun) delete(t *testing.T) {
 	} else {
 		t.Log("DeleteStack: DELETE_COMPLETE, no function, role, rule, queue, log group, alarm or hook left")
 	}
+	deleteLeaseNamespace(t, ctx, r.params["LeaseNamespace"])
 	// sam deploy's artifact bucket is not the stack's (SAM keeps its managed
 	// bucket); the test removes its own
 	s3c := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })

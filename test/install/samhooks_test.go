@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/node-drainer/node-drainer/test/harness"
@@ -111,34 +112,38 @@ func (r *samRun) cfnResponseURL() string {
 
 // uninstall serves the stack's Delete to its custom resource (before the
 // emulator deletes the stack, as CloudFormation deletes the resource before
-// the function it depends on) with a tagged group carrying node-drainer's
-// hook (as the sweep puts it) and another tool's, and a group tagged with
-// another value carrying a hook of node-drainer's name: the answer is
-// SUCCESS; node-drainer's hooks are gone from the listed and the tagged
-// groups; the other tool's hook and the other group's are kept.
-func (r *samRun) uninstall(t *testing.T, ctx context.Context) {
+// the function it depends on): the answer is SUCCESS, node-drainer's hooks
+// are gone from the listed and the tagged groups; another tool's hook on
+// them and the hook of our name on a group tagged with another value are
+// kept. With fn, the deployed function's sweep then runs once (the function
+// still exists: the rules and the function go after the resource), whose
+// effect uninstall_clean_sam reads after the stack's delete.
+// With sc nil the groups are made here: a tagged group with node-drainer's
+// hook (put by the test, as the sweep puts it) and another tool's, and a
+// group tagged with another value carrying a hook of node-drainer's name.
+func (r *samRun) uninstall(t *testing.T, ctx context.Context, sc *uninstallScene, fn *deployedFunction) {
 	t.Helper()
-	asc := autoscaling.NewFromConfig(env.AWS.AWSConfig())
-	p := r.resolved(t, "LifecycleHooks")
-	key, value, ours := fmt.Sprint(p["AsgTagKey"]), fmt.Sprint(p["AsgTagValue"]), fmt.Sprint(p["TerminateHookName"])
-	tagged, other := "sam-uninstall-tagged", "sam-uninstall-other"
-	for g, v := range map[string]string{tagged: value, other: "not-" + value} {
-		if _, err := env.CreateASG(ctx, harness.ASGSpec{Name: g, Size: 0, Tags: map[string]string{key: v}}); err != nil {
+	if sc == nil {
+		p := r.resolved(t, "LifecycleHooks")
+		sc = &uninstallScene{key: fmt.Sprint(p["AsgTagKey"]), value: fmt.Sprint(p["AsgTagValue"]), ours: []string{fmt.Sprint(p["TerminateHookName"])},
+			listed: samASGs, tagged: "sam-uninstall-tagged", foreign: "sam-uninstall-other"}
+		for g, v := range map[string]string{sc.tagged: sc.value, sc.foreign: "not-" + sc.value} {
+			if _, err := env.CreateASG(ctx, harness.ASGSpec{Name: g, Size: 0, Tags: map[string]string{sc.key: v}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		deleteGroupsAtEnd(t, ctx, sc.tagged, sc.foreign)
+		// as the sweep puts it: naming the deployment (its function) in its
+		// NotificationMetadata, the mark a removal takes its own hooks by
+		if _, err := autoscaling.NewFromConfig(env.AWS.AWSConfig()).PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{
+			AutoScalingGroupName: aws.String(sc.tagged), LifecycleHookName: aws.String(sc.ours[0]),
+			LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE"),
+			NotificationMetadata: aws.String(`{"node-drainer":["` + fmt.Sprint(p["Owner"]) + `"]}`)}); err != nil {
 			t.Fatal(err)
 		}
-		defer func() {
-			_, _ = asc.DeleteAutoScalingGroup(context.WithoutCancel(ctx), &autoscaling.DeleteAutoScalingGroupInput{AutoScalingGroupName: aws.String(g), ForceDelete: aws.Bool(true)})
-		}()
+		putHook(t, ctx, sc.tagged, otherToolHook)
+		putHook(t, ctx, sc.foreign, sc.ours[0])
 	}
-	// as the sweep puts it: naming the deployment (its function) in its
-	// NotificationMetadata, the mark a removal takes its own hooks by
-	if _, err := asc.PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{AutoScalingGroupName: aws.String(tagged), LifecycleHookName: aws.String(ours),
-		LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE"),
-		NotificationMetadata: aws.String(`{"node-drainer":["` + fmt.Sprint(p["Owner"]) + `"]}`)}); err != nil {
-		t.Fatal(err)
-	}
-	putHook(t, ctx, tagged, "another-tool-terminate")
-	putHook(t, ctx, other, ours)
 
 	answers := make(chan map[string]any, 2)
 	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, req *http.Request) {
@@ -147,6 +152,7 @@ func (r *samRun) uninstall(t *testing.T, ctx context.Context) {
 		answers <- a
 	}))
 	defer srv.Close()
+	r.deleteDependents(t, ctx)
 	r.hookRequest(t, ctx, "Delete", nil, srv.URL)
 	select {
 	case a := <-answers:
@@ -157,14 +163,84 @@ func (r *samRun) uninstall(t *testing.T, ctx context.Context) {
 		t.Fatal("the Delete request was never answered")
 	}
 	for _, a := range samASGs {
-		if h := hookNames(t, ctx, a); len(h) != 0 {
+		if h := slices.DeleteFunc(hookNames(t, ctx, a), func(n string) bool { return n == otherToolHook }); len(h) != 0 {
 			t.Errorf("listed group %s still has %v after the stack's Delete", a, h)
 		}
 	}
-	if h := hookNames(t, ctx, tagged); !slices.Equal(h, []string{"another-tool-terminate"}) {
+	if h := hookNames(t, ctx, sc.tagged); !slices.Equal(h, []string{otherToolHook}) {
 		t.Errorf("tagged group: %v after the stack's Delete, want another tool's hook alone", h)
 	}
-	if h := hookNames(t, ctx, other); !slices.Equal(h, []string{ours}) {
-		t.Errorf("a group tagged %s=%s (not ours): %v, want its hook kept", key, "not-"+value, h)
+	if h := hookNames(t, ctx, sc.foreign); !slices.Equal(h, sc.ours[:1]) {
+		t.Errorf("a group tagged %s=%s (not ours): %v, want its hook kept", sc.key, "not-"+sc.value, h)
 	}
+	if fn != nil {
+		sweepDeployed(t, ctx, *fn)
+	}
+}
+
+// deleteDependents deletes what CloudFormation deletes before the stack's
+// LifecycleHooks: the resources that depend on it (DependsOn, Ref,
+// Fn::GetAtt), an order the emulator's DeleteStack, one step, does not
+// play. The test knows how to delete an event rule (a template that orders
+// the sweep's rule before the removal); another type fails it.
+func (r *samRun) deleteDependents(t *testing.T, ctx context.Context) {
+	t.Helper()
+	eb := eventbridge.NewFromConfig(env.AWS.AWSConfig())
+	for _, id := range slices.Sorted(maps.Keys(r.resources())) {
+		res := r.resources()[id]
+		if id == "LifecycleHooks" || !dependsOn(res, "LifecycleHooks") {
+			continue
+		}
+		if on, err := r.eval.active(res); err != nil || !on {
+			continue
+		}
+		if res["Type"] != "AWS::Events::Rule" {
+			t.Fatalf("%s (%v) depends on LifecycleHooks: CloudFormation deletes it first, and test/install does not know how", id, res["Type"])
+		}
+		name, bus := r.eval.refs[id], fmt.Sprint(r.resolved(t, id)["EventBusName"])
+		in := &eventbridge.ListTargetsByRuleInput{Rule: aws.String(name)}
+		if bus != "<nil>" && bus != "" {
+			in.EventBusName = aws.String(bus)
+		}
+		tg, err := eb.ListTargetsByRule(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, x := range tg.Targets {
+			ids = append(ids, aws.ToString(x.Id))
+		}
+		if len(ids) > 0 {
+			if _, err := eb.RemoveTargets(ctx, &eventbridge.RemoveTargetsInput{Rule: aws.String(name), EventBusName: in.EventBusName, Ids: ids}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := eb.DeleteRule(ctx, &eventbridge.DeleteRuleInput{Name: aws.String(name), EventBusName: in.EventBusName}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s (rule %s) depends on LifecycleHooks: deleted before its Delete, as CloudFormation orders it", id, name)
+	}
+}
+
+// dependsOn says whether a template resource depends on the resource id:
+// DependsOn, Ref or Fn::GetAtt.
+func dependsOn(res map[string]any, id string) bool {
+	switch d := res["DependsOn"].(type) {
+	case string:
+		if d == id {
+			return true
+		}
+	case []any:
+		if slices.Contains(d, any(id)) {
+			return true
+		}
+	}
+	b, _ := json.Marshal(res["Properties"])
+	s := string(b)
+	for _, form := range []string{`{"Ref":"` + id + `"}`, `"Fn::GetAtt":["` + id + `"`, `"` + id + `.`, "${" + id + "}", "${" + id + "."} {
+		if strings.Contains(s, form) {
+			return true
+		}
+	}
+	return false
 }

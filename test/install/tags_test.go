@@ -10,7 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/node-drainer/node-drainer/internal/node"
 	"github.com/node-drainer/node-drainer/test/harness"
 )
 
@@ -100,23 +102,6 @@ func checkTagDiscovery(t *testing.T, ctx context.Context, prefix string, fn depl
 	}
 }
 
-// leftBySweep creates a node group carrying fn's tag (no instances), runs
-// the deployed function's sweep, which puts fn's terminate hook on it, and
-// puts another tool's hook beside it: what an uninstall must clean up, and
-// what it must leave. The group is deleted when t ends.
-func leftBySweep(t *testing.T, ctx context.Context, name string, fn deployedFunction) {
-	t.Helper()
-	if _, err := env.CreateASG(ctx, harness.ASGSpec{Name: name, Size: 0, Tags: map[string]string{fn.Env["ASG_TAG_KEY"]: fn.Env["ASG_TAG_VALUE"]}}); err != nil {
-		t.Fatal(err)
-	}
-	deleteGroupsAtEnd(t, ctx, name)
-	sweepDeployed(t, ctx, fn)
-	putHook(t, ctx, name, "other-tool-hook")
-	if got := hookNames(t, ctx, name); !slices.Equal(got, []string{fn.TerminateHook, "other-tool-hook"}) {
-		t.Fatalf("hooks on the tagged group %s after the sweep: %v; want %s (the sweep's) and other-tool-hook", name, got, fn.TerminateHook)
-	}
-}
-
 // sweepDeployed runs the deployed function's sweep once (the scheduled
 // event, invoked as the schedule would). The sweep also reconciles the rest
 // of the harness's cluster: a failure there is logged, and the callers
@@ -136,14 +121,47 @@ func sweepDeployed(t *testing.T, ctx context.Context, fn deployedFunction) {
 	}
 }
 
-// deleteGroupsAtEnd deletes the groups, with their instances, when t ends.
+// deleteGroupsAtEnd deletes the groups, with their instances, when t ends,
+// and the nodes of those instances, as the cloud node controller deletes a
+// node whose instance terminated (the harness has none: a kubelet of kwok
+// goes on heartbeating, and a sweep would wait for a terminated instance's
+// live kubelet to stop before it releases the node).
 func deleteGroupsAtEnd(t *testing.T, ctx context.Context, groups ...string) {
 	asc := autoscaling.NewFromConfig(env.AWS.AWSConfig())
 	t.Cleanup(func() {
-		for _, g := range groups {
-			if _, err := asc.DeleteAutoScalingGroup(context.WithoutCancel(ctx), &autoscaling.DeleteAutoScalingGroupInput{
+		ctx := context.WithoutCancel(ctx)
+		ids := map[string]bool{}
+		out, err := asc.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: groups})
+		if err != nil {
+			t.Logf("describing %v: %v", groups, err)
+			return
+		}
+		var present []string // a group deleted already is not deleted again
+		for _, g := range out.AutoScalingGroups {
+			present = append(present, aws.ToString(g.AutoScalingGroupName))
+			for _, i := range g.Instances {
+				ids[aws.ToString(i.InstanceId)] = true
+			}
+		}
+		for _, g := range present {
+			if _, err := asc.DeleteAutoScalingGroup(ctx, &autoscaling.DeleteAutoScalingGroupInput{
 				AutoScalingGroupName: aws.String(g), ForceDelete: aws.Bool(true)}); err != nil {
 				t.Logf("deleting %s: %v", g, err)
+			}
+		}
+		if len(ids) == 0 {
+			return
+		}
+		nodes, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Logf("listing the nodes of %v: %v", groups, err)
+			return
+		}
+		for _, n := range nodes.Items {
+			if ids[node.ProviderInstanceID(n.Spec.ProviderID)] {
+				if err := env.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil {
+					t.Logf("deleting the node %s of a deleted group's instance: %v", n.Name, err)
+				}
 			}
 		}
 	})

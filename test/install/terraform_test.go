@@ -56,6 +56,7 @@ func init() { paths["terraform"] = terraformPath }
 var tfASGs = []string{"tf-nodes", "tf-nodes-b"}
 
 func terraformPath(t *testing.T) *created {
+	pathT := t
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	defer tfInstalled.set(nil) // no fresh install for the upgrade to compare with, unless set below
@@ -114,7 +115,7 @@ func terraformPath(t *testing.T) *created {
 		if !drained {
 			t.Fatal("terraform_drain failed: the deploy is not known to drain")
 		}
-		checkMetricsEveryLevel(t, ctx, tf, scene, fn)
+		checkMetricsEveryLevel(t, ctx, scene, 2, terraformLevel(t, ctx, tf, fn))
 		return ""
 	})
 	step(t, "outcome_events_terraform", func(t *testing.T) string {
@@ -132,14 +133,18 @@ func terraformPath(t *testing.T) *created {
 		}, scene, 2+len(metricsLevels))
 		return ""
 	})
+	var sc *uninstallScene
 	step(t, "terraform_destroy", func(t *testing.T) string {
-		// a tagged group the sweep put the terminate hook on: the destroy
-		// removes that hook (the module's aws_lambda_invocation runs the
-		// function's removal), and keeps another tool's
-		const left = "tf-tagged-left"
-		leftBySweep(t, ctx, left, fn)
+		// a tagged group the sweep put the terminate hook on, another
+		// tool's hook on it and on the listed groups (uninstall_test.go):
+		// the destroy removes our hooks (the module's aws_lambda_invocation
+		// runs the function's removal), and keeps another tool's
+		sc = prepareUninstall(t, pathT, ctx, "tf", fn, tfASGs)
 		ran := lambdaSvc.ran(fn.Name)
 		destroyed = true
+		// a sweep Lambda runs after the removal (one retried, or started
+		// by the schedule in those seconds): it must put no hook back
+		lambdaSvc.sweepAfterDelete(fn.Name, sc.tagged)
 		if err := tf.run(ctx, "destroy", "-auto-approve", "-input=false", "-no-color"); err != nil {
 			t.Fatal(err)
 		}
@@ -147,8 +152,10 @@ func terraformPath(t *testing.T) *created {
 		if lambdaSvc.ran(fn.Name) == ran {
 			t.Errorf("terraform destroy did not invoke the function (its hooks resource, lifecycle_scope CRUD)")
 		}
-		if got := hookNames(t, ctx, left); !slices.Equal(got, []string{"other-tool-hook"}) {
-			t.Errorf("hooks on the tagged group %s after terraform destroy: %v; want only other-tool-hook (the sweep's %s removed)", left, got, fn.TerminateHook)
+		// the removal itself (what the sweep after it does is
+		// uninstall_clean_terraform's)
+		if got, ok := lambdaSvc.hooksAfterRemoval(fn.Name); !ok || !slices.Equal(got, []string{otherToolHook}) {
+			t.Errorf("hooks on the tagged group %s right after the destroy's removal: %v (read %v); want only %s (the sweep's %s removed)", sc.tagged, got, ok, otherToolHook, fn.TerminateHook)
 		}
 		// the order of the destroy: the sweep's rule gone before the
 		// removal, the terminate hook's rule and target still there
@@ -160,6 +167,16 @@ func terraformPath(t *testing.T) *created {
 		}
 		return ""
 	})
+	if sc != nil && destroyed {
+		step(t, "uninstall_clean_terraform", func(t *testing.T) string {
+			// the scene's groups go with this step (pathT's cleanup, at
+			// the end of TestDeploy, is for a destroy that stopped
+			// before): SAM's uninstall_clean reads every tagged group
+			deleteGroupsAtEnd(t, ctx, sc.tagged, sc.foreign)
+			checkUninstallClean(t, ctx, sc)
+			return ""
+		})
+	}
 	return got
 }
 
@@ -785,8 +802,8 @@ func (r *terraformRoot) assertNothingLeft(t *testing.T, ctx context.Context, fn 
 		t.Errorf("rules left after destroy: %v %+v", err, rules)
 	}
 	for _, asg := range r.asgs {
-		if hooks, err := autoscaling.NewFromConfig(cfg).DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(asg)}); err != nil || len(hooks.LifecycleHooks) != 0 {
-			t.Errorf("lifecycle hooks left on %s after destroy: %v %+v", asg, err, hooks)
+		if hooks := hookNames(t, ctx, asg); len(slices.DeleteFunc(hooks, func(h string) bool { return h == otherToolHook })) != 0 {
+			t.Errorf("lifecycle hooks left on %s after destroy: %v", asg, hooks)
 		}
 	}
 	if lg, err := cloudwatchlogs.NewFromConfig(cfg).DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String("/aws/lambda/" + fn.Name)}); err != nil || len(lg.LogGroups) != 0 {
