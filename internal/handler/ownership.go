@@ -75,13 +75,14 @@ const (
 	// so, or is empty when the EC2 reading said it (the instance is not
 	// the cluster's).
 	verdictNotOurs
-	// verdictUnreadable: whether it is ours cannot be read (the group's
-	// tags, or EC2 for a launch); nothing is done, the error is returned
-	// and a retry reads again.
+	// verdictUnreadable: whether a launch hook is ours cannot be read (the
+	// group's tags, or EC2); nothing is done, the error is returned and a
+	// retry reads again.
 	verdictUnreadable
-	// verdictHeartbeatRetry: the hook is ours by name but EC2 is
-	// unreadable and nothing else says the group is ours: heartbeated, so
-	// that Lambda's retry finds it alive, and the error returned.
+	// verdictHeartbeatRetry: the terminate hook is ours by name but the
+	// group's tags or EC2 are unreadable and nothing else says the group
+	// is ours: heartbeated, so that Lambda's retry finds it alive, and the
+	// error returned.
 	verdictHeartbeatRetry
 	// verdictNoNodeRetry: EC2 unreadable, the group ours by its tag alone,
 	// and no node of the instance found in this cluster: it may be another
@@ -132,7 +133,10 @@ type ownership struct {
 //     EC2's view, so that it is still heartbeated and completed in time —
 //     but in a group ours by its tag alone only once a node of it is found
 //     in this cluster; otherwise it is heartbeated and left for a retry. A
-//     launch hook waits for the retry.
+//     launch hook waits for the retry;
+//   - when the group's tags cannot be read (Auto Scaling throttling): the
+//     same, a terminate hook heartbeated and left for a retry, a launch
+//     hook waiting for it.
 func whoseHook(cfg config.Config, f hookFacts) ownership {
 	tagged, stop := byGroup(cfg, f)
 	switch {
@@ -183,8 +187,13 @@ func byGroup(cfg config.Config, f hookFacts) (tagged bool, stop *ownership) {
 		own = notOurs("ASG " + asg + " is not in ASG_NAMES, and there is no Auto Scaling client to read its tags")
 	case !f.tags.read:
 		own = ownership{need: needGroupTags}
-	case f.tags.err != nil:
+	case f.tags.err != nil && f.kind == event.KindLaunch:
 		own = ownership{verdict: verdictUnreadable, err: f.tags.err}
+	case f.tags.err != nil:
+		// a terminate hook ours by name in a group that cannot be told
+		// (Auto Scaling throttling): heartbeated for Lambda's retry, as
+		// when EC2 is unreadable (withoutEC2)
+		own = ownership{verdict: verdictHeartbeatRetry, err: f.tags.err}
 	case f.tags.carries:
 		return true, nil
 	default:

@@ -36,22 +36,24 @@ func tagMode(e *env) {
 // A terminate hook of a group chosen by tag: the group's tags are read at
 // the moment of acting; tagged, the node is drained and the hook completed;
 // not tagged (or tagged with another value), nothing is done and the hook is
-// left; unreadable, the invocation fails with nothing done (its retry reads
-// again).
+// left; unreadable (Auto Scaling throttling), the invocation fails with
+// nothing done but a heartbeat, so that Lambda's retry, which reads again,
+// finds the hook (ours by name) alive — as when EC2 is unreadable.
 func TestTerminateOfTaggedGroup(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		groups  []astypes.AutoScalingGroup
-		err     error
-		action  Action
-		results []lifecycle.Result
-		wantErr bool
+		name      string
+		groups    []astypes.AutoScalingGroup
+		err       error
+		action    Action
+		results   []lifecycle.Result
+		wantErr   bool
+		heartbeat bool
 	}{
-		{"tagged: drained, completed", []astypes.AutoScalingGroup{taggedGroup(asgName, "true")}, nil, ActionDrained, []lifecycle.Result{lifecycle.Continue}, false},
-		{"tag with another value: ignored", []astypes.AutoScalingGroup{taggedGroup(asgName, "false")}, nil, ActionIgnored, nil, false},
-		{"untagged: ignored", []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String(asgName)}}, nil, ActionIgnored, nil, false},
-		{"another group tagged: ignored", []astypes.AutoScalingGroup{taggedGroup("other", "true")}, nil, ActionIgnored, nil, false},
-		{"tags unreadable: error, nothing done", nil, errors.New("throttled"), "", nil, true},
+		{"tagged: drained, completed", []astypes.AutoScalingGroup{taggedGroup(asgName, "true")}, nil, ActionDrained, []lifecycle.Result{lifecycle.Continue}, false, false},
+		{"tag with another value: ignored", []astypes.AutoScalingGroup{taggedGroup(asgName, "false")}, nil, ActionIgnored, nil, false, false},
+		{"untagged: ignored", []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String(asgName)}}, nil, ActionIgnored, nil, false, false},
+		{"another group tagged: ignored", []astypes.AutoScalingGroup{taggedGroup("other", "true")}, nil, ActionIgnored, nil, false, false},
+		{"tags unreadable: error, heartbeated for the retry, nothing else done", nil, errors.New("throttled"), "", nil, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(aNode()...)
@@ -75,8 +77,8 @@ func TestTerminateOfTaggedGroup(t *testing.T) {
 				if w := e.writes(); len(w) > 0 {
 					t.Errorf("a group not ours: the cluster was written: %v", w)
 				}
-				if e.asg.heartbeats > 0 {
-					t.Errorf("%d heartbeats on a hook not ours", e.asg.heartbeats)
+				if e.asg.heartbeats > 0 != tc.heartbeat {
+					t.Errorf("%d heartbeats, want heartbeated %v", e.asg.heartbeats, tc.heartbeat)
 				}
 			}
 		})
