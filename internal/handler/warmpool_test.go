@@ -198,3 +198,65 @@ func TestLaunchIntoWarmPool(t *testing.T) {
 		t.Fatalf("outcome %s %q, error %v, completed %v: want completed at once with CONTINUE", out.Action, out.Detail, err, e.asg.results())
 	}
 }
+
+// A scale-in into the warm pool whose event was lost, in a group with hooks
+// for both ways into its pool (our terminate hook beside another tool's
+// launch hook, or beside ours): Warmed:Pending:Wait does not say which
+// action holds the instance. The sweep asks Auto Scaling (a heartbeat of
+// our hook answers only for an action of it that holds the instance) and
+// takes the one that answers: the scale-in is drained and completed, a
+// launch into the pool completed at once; another tool's action is left,
+// nothing done to the node (rules 3, 14).
+func TestSweepAsksWhichWarmPoolAction(t *testing.T) {
+	const otherLaunch = "karpenter-launch"
+	for _, tc := range []struct {
+		name     string
+		launch   string   // the group's launch hook
+		inactive []string // hooks with no action on the instance
+		drained  bool     // the node drained
+		hook     string   // the hook completed ("": none)
+		result   lifecycle.Result
+	}{
+		{name: "scale-in, another tool's launch hook: drained", launch: otherLaunch, inactive: []string{otherLaunch},
+			drained: true, hook: "node-drainer-terminate", result: lifecycle.Continue},
+		{name: "another tool's launch into the pool: left alone", launch: otherLaunch, inactive: []string{"node-drainer-terminate"}},
+		{name: "scale-in, our launch hook: drained", launch: "node-drainer-launch", inactive: []string{"node-drainer-launch"},
+			drained: true, hook: "node-drainer-terminate", result: lifecycle.Continue},
+		{name: "our launch into the pool: completed at once, nothing drained", launch: "node-drainer-launch", inactive: []string{"node-drainer-terminate"},
+			hook: "node-drainer-launch", result: lifecycle.Continue},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(newNode(idA), pod(idA, "apps", "web-1"))
+			e.ec2.readings[idA] = []reading{{state: instance.StateRunning, tagged: true, group: asgName}}
+			inGroup(e, astypes.LifecycleStateWarmedPendingWait)
+			e.asg.hooks = []astypes.LifecycleHook{
+				{LifecycleHookName: aws.String("node-drainer-terminate"), LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300)},
+				{LifecycleHookName: aws.String(tc.launch), LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_LAUNCHING"), HeartbeatTimeout: aws.Int32(300)}}
+			e.asg.inactive = map[string]bool{}
+			for _, h := range tc.inactive {
+				e.asg.inactive[h] = true
+			}
+			out, err := e.handle(t, sweepEvent(), 5*time.Second)
+			if err != nil || out.Sweep == nil {
+				t.Fatalf("outcome %+v, error %v", out, err)
+			}
+			if drained := !e.podExists("apps", "web-1"); drained != tc.drained {
+				t.Errorf("drained %v, want %v (%s; notes %v)", drained, tc.drained, out.Detail, out.Sweep.Notes)
+			}
+			var hooks []string
+			for _, c := range e.asg.completed {
+				hooks = append(hooks, aws.ToString(c.LifecycleHookName)+"/"+aws.ToString(c.LifecycleActionResult))
+			}
+			var want []string
+			if tc.hook != "" {
+				want = []string{tc.hook + "/" + string(tc.result)}
+			}
+			if !reflect.DeepEqual(hooks, want) {
+				t.Errorf("completed %v, want %v (%s; notes %v)", hooks, want, out.Detail, out.Sweep.Notes)
+			}
+			if !tc.drained && !unmarked(e.node(t, idA)) {
+				t.Errorf("the node of an action not ours to drain was marked (%s)", out.Detail)
+			}
+		})
+	}
+}
