@@ -1,8 +1,10 @@
 package handler
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -258,5 +260,82 @@ func TestSweepAsksWhichWarmPoolAction(t *testing.T) {
 				t.Errorf("the node of an action not ours to drain was marked (%s)", out.Detail)
 			}
 		})
+	}
+}
+
+// An instance drained into a Running warm pool comes back (no event says
+// so: it never stopped) and is scaled in again before a sweep lifts the
+// first trip's hold, the second event lost. The sweep takes the second
+// action: its drain counts DRAIN_TIMEOUT from now, not from the first
+// trip's hold, whose action was completed (rule 16 counts a drain's own
+// start): the node is drained and the hook completed with CONTINUE, not
+// failed at once with nothing evicted.
+func TestSweepDoesNotCountAnEarlierTripsHold(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		state astypes.LifecycleState // the second scale-in's wait
+	}{
+		{"scaled in into the pool again", astypes.LifecycleStateWarmedPendingWait},
+		{"scaled in for good", astypes.LifecycleStateTerminatingWait},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(newNode(idA), pod(idA, "apps", "web-1"))
+			e.ec2.readings[idA] = []reading{{state: instance.StateRunning, tagged: true, group: asgName}}
+			// the first trip: drained into the pool, completed
+			first := envelope("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action", time.Now(), map[string]string{
+				"LifecycleActionToken": token, "AutoScalingGroupName": asgName, "LifecycleHookName": "node-drainer-terminate",
+				"EC2InstanceId": idA, "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING", "Origin": "AutoScalingGroup", "Destination": "WarmPool"})
+			if out, err := e.handle(t, first, 2*time.Second); err != nil || out.Action != ActionDrained {
+				t.Fatalf("first trip: outcome %s %q, error %v", out.Action, out.Detail, err)
+			}
+			if !node.Holds(e.node(t, idA), node.CauseTerminate) {
+				t.Fatal("the first trip's hold is not on the node")
+			}
+			ageHolds(t, e, time.Hour) // it was an hour ago, more than DRAIN_TIMEOUT
+			// back from the pool; a pod on it again; scaled in again, the event lost
+			if _, err := e.kube.CoreV1().Pods("apps").Create(t.Context(), pod(idA, "apps", "web-2"), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			inGroup(e, tc.state)
+			e.asg.hooks = []astypes.LifecycleHook{{LifecycleHookName: aws.String("node-drainer-terminate"),
+				LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300)}}
+			out, err := e.handle(t, sweepEvent(), 5*time.Second)
+			if err != nil || out.Sweep == nil || !slices.Equal(out.Sweep.Hooks, []string{idA}) {
+				t.Fatalf("sweep: outcome %+v, error %v: want the second action taken", out, err)
+			}
+			if e.podExists("apps", "web-2") {
+				t.Errorf("the second drain evicted nothing (%s; notes %v)", out.Detail, out.Sweep.Notes)
+			}
+			if got := e.asg.results(); !reflect.DeepEqual(got, []lifecycle.Result{lifecycle.Continue, lifecycle.Continue}) {
+				t.Errorf("completions %v, want CONTINUE for each trip (notes %v)", got, out.Sweep.Notes)
+			}
+		})
+	}
+}
+
+// ageHolds moves the times idA's node's record says back by d, as if its
+// holds had been placed d earlier.
+func ageHolds(t *testing.T, e *env, d time.Duration) {
+	t.Helper()
+	n := e.node(t, idA)
+	s, ok := node.Marks(n)
+	if !ok {
+		t.Fatal("no record on the node")
+	}
+	for c, h := range s.Causes {
+		h.Since = h.Since.Add(-d)
+		if h.Over != nil {
+			over := h.Over.Add(-d)
+			h.Over = &over
+		}
+		s.Causes[c] = h
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Annotations[node.AnnotationOwned] = string(b)
+	if _, err := e.kube.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
