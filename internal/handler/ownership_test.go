@@ -73,6 +73,8 @@ func TestWhoseHook(t *testing.T) {
 			want{verdict: verdictUnreadable, err: errTags}},
 		{"group lacks the tag: not ours", byTag(base), hookFacts{attempt: 1, canReadTags: true, tags: tagReading{read: true}},
 			want{verdict: verdictNotOurs, why: "ASG workers is not in ASG_NAMES and does not carry the tag node-drainer=on"}},
+		{"group carries the tag but names another cluster: not ours", byTag(base), hookFacts{attempt: 1, canReadTags: true, tags: tagReading{read: true, elsewhere: "kubernetes.io/cluster/c2"}},
+			want{verdict: verdictNotOurs, why: "ASG workers carries the tag node-drainer=on but names another cluster (kubernetes.io/cluster/c2)"}},
 		{"group carries the tag: EC2 read next", byTag(base), hookFacts{attempt: 1, canReadTags: true, tags: carries},
 			want{need: needEC2, tagged: true}},
 		{"listed group read before the tag: tags never read", byTag(listed(base)), hookFacts{attempt: 1, canReadTags: true},
