@@ -67,15 +67,16 @@ func (r *sweeper) swept(h sweep.Hook) (*invocation, error) {
 		log: r.h.log.With("sweep", true, "event", ev), rep: newReport(r.h.now(), r.h.now)}, nil
 }
 
-// ask says which of the actions a hook found waiting in Warmed:Pending:Wait
-// may be holds the instance (sweep.Hook.Ask): the group has hooks for both
-// ways into its warm pool, and the state does not tell a scale-in from a
-// launch. A heartbeat of a hook answers only for an action of that hook
-// that holds the instance ("No active Lifecycle Action found" otherwise),
-// so each action of ours is asked in turn, h first, then h.Else; ok false:
-// none holds it (another tool's hook does), and nothing was done. The
-// heartbeat is the one the path would send at once anyway (rule 16). Any
-// other answer is an error: the next sweep asks again.
+// ask finds which action of ours, if any, holds an instance waiting in
+// Warmed:Pending:Wait (sweep.Hook.Ask): the group has hooks for both ways
+// into its warm pool, and the state does not tell a scale-in from a launch.
+// A heartbeat of a hook answers only for an action of that hook that holds
+// the instance ("No active Lifecycle Action found" otherwise), so each
+// action of ours is asked in turn, h first, then h.Else; ok false: none
+// holds it (another tool's hook does), and nothing was done. The heartbeat
+// is the one the path sends at once anyway (rule 16); a dry run asks too,
+// and then completes what it found at once, as any dry run does. Any other
+// answer is an error: the next sweep asks again.
 func (r *sweeper) ask(ctx context.Context, h sweep.Hook) (held sweep.Hook, ok bool, err error) {
 	for c := &h; c != nil; c = c.Else {
 		hctx, cancel := context.WithTimeout(ctx, askLimit)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/event"
@@ -164,13 +165,13 @@ func (t *terminateHook) finish(ctx context.Context, result lifecycle.Result, n *
 // the node stays with the instance, held, and should it be scaled in again
 // before that hold is lifted, the new drain counts DRAIN_TIMEOUT from its
 // own start, not from this one's (resumeStart, rule 16). A failure is
-// logged: the hook is completed already.
+// logged (a node gone has nothing to record): the hook is completed already.
 func (t *terminateHook) holdOver(ctx context.Context, n *corev1.Node) {
 	rctx, cancel := t.reserved(ctx)
 	defer cancel()
 	lctx, lcancel := context.WithTimeout(rctx, holdOverLimit)
 	defer lcancel()
-	if err := node.EndHold(lctx, t.h.c.Kube, n.Name, node.CauseTerminate, t.h.now(), t.h.cfg.DryRun); err != nil {
+	if err := node.EndHold(lctx, t.h.c.Kube, n.Name, node.CauseTerminate, t.h.now(), t.h.cfg.DryRun); err != nil && !apierrors.IsNotFound(err) {
 		t.log.WarnContext(ctx, "the drain's hold not recorded as over", "error", err)
 	}
 }
