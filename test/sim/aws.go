@@ -393,7 +393,9 @@ func (a *asgWorld) proceed(groupName, id, result string) {
 		m.state = "Warmed:Running"
 		a.mu.Unlock()
 		a.w.tracef("world: ASG %s: %s Warmed:Running (in the warm pool, its node kept)", groupName, id)
-		a.w.after(time.Duration(60+a.w.roll("pool/"+id)*540)*time.Second, func() { a.backFromPool(id) })
+		if back := time.Duration(60+a.w.roll("pool/"+id)*540) * time.Second; a.w.now()+back < poolReturnsUntil {
+			a.w.after(back, func() { a.backFromPool(id) })
+		}
 		return
 	}
 	launching := m.state == "Pending:Wait"
@@ -409,6 +411,12 @@ func (a *asgWorld) proceed(groupName, id, result string) {
 	a.w.shutDown(id)
 }
 
+// poolReturnsUntil ends the warm pool's sequels: an instance comes back
+// from the pool before it, or stays there for the rest of the day (its
+// hold then kept, as it should be), so that every return has its launch
+// hook and a sweep before the day's last invariants are checked.
+const poolReturnsUntil = 35 * time.Minute
+
 // backFromPool takes an instance out of the warm pool into service, through
 // the launch hooks (no EC2 event: it never stopped); sometimes it is scaled
 // in again soon after, before a sweep may have lifted its first trip's hold.
@@ -422,7 +430,7 @@ func (a *asgWorld) backFromPool(id string) {
 	}
 	a.w.tracef("world: ASG: %s leaves the warm pool", id)
 	a.transition(id, "autoscaling:EC2_INSTANCE_LAUNCHING")
-	if a.w.roll("pool-again/"+id) < 0.5 {
+	if a.w.roll("pool-again/"+id) < 0.5 && a.w.now() < poolReturnsUntil-10*time.Minute {
 		a.w.after(time.Duration(20+a.w.roll("pool-again-when/"+id)*160)*time.Second, func() {
 			a.mu.Lock()
 			_, m := a.find(id)
