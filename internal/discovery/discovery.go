@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -38,16 +39,79 @@ type API interface {
 	DeleteLifecycleHook(ctx context.Context, in *autoscaling.DeleteLifecycleHookInput, opts ...func(*autoscaling.Options)) (*autoscaling.DeleteLifecycleHookOutput, error)
 }
 
-// Tag is the tag that selects groups.
-type Tag struct{ Key, Value string }
+// Tag is the tag that selects groups, and the cluster whose groups it
+// selects. Two deployments may share the tag (two clusters in one account
+// and region): a group carrying it that names another cluster in its own
+// tags, and not this one, is that cluster's, and is not selected — else
+// each deployment would put its hooks on the other's groups, where no one
+// owns them when their names differ, and every scale-in would wait out
+// their timeout.
+type Tag struct {
+	Key, Value string
+	// ClusterTagKey (kubernetes.io/cluster/<name>) and ClusterName (EKS's
+	// eks:cluster-name) name this cluster; both empty: not looked at.
+	ClusterTagKey, ClusterName string
+}
 
 func (t Tag) String() string { return t.Key + "=" + t.Value }
 
-// On reports whether g carries the tag with its value.
+// On reports whether g carries the tag with its value and is not another
+// cluster's (Elsewhere).
 func (t Tag) On(g astypes.AutoScalingGroup) bool {
+	return t.Carried(g) && t.Elsewhere(g) == ""
+}
+
+// Carried reports whether g carries the tag with its value.
+func (t Tag) Carried(g astypes.AutoScalingGroup) bool {
 	return t.Key != "" && slices.ContainsFunc(g.Tags, func(tag astypes.TagDescription) bool {
 		return aws.ToString(tag.Key) == t.Key && aws.ToString(tag.Value) == t.Value
 	})
+}
+
+// Elsewhere names the tag by which g is another cluster's ("" when none
+// says so, or when g names this cluster too).
+func (t Tag) Elsewhere(g astypes.AutoScalingGroup) string {
+	if t.ClusterTagKey == "" && t.ClusterName == "" {
+		return ""
+	}
+	tags := make(map[string]string, len(g.Tags))
+	for _, tag := range g.Tags {
+		tags[aws.ToString(tag.Key)] = aws.ToString(tag.Value)
+	}
+	for _, k := range []string{t.ClusterTagKey, ClusterTagPrefix + t.ClusterName} {
+		if _, ours := tags[k]; ours && k != "" && k != ClusterTagPrefix {
+			return ""
+		}
+	}
+	if v, ok := tags[EKSClusterNameTag]; ok && t.ClusterName != "" && v == t.ClusterName {
+		return ""
+	}
+	return OtherCluster(tags, t.ClusterTagKey, t.ClusterName)
+}
+
+// The tags that name a cluster on an instance or a group: Kubernetes' (EKS,
+// kops, kubeadm with the AWS cloud provider; terraform-aws-eks puts it on
+// its groups), and EKS managed node groups'.
+const (
+	ClusterTagPrefix  = "kubernetes.io/cluster/"
+	EKSClusterNameTag = "eks:cluster-name"
+)
+
+// OtherCluster names the tag among tags by which they are another
+// cluster's than the one clusterTagKey and clusterName name ("" when none
+// says so): kubernetes.io/cluster/<name> other than clusterTagKey, or
+// eks:cluster-name naming another cluster.
+func OtherCluster(tags map[string]string, clusterTagKey, clusterName string) string {
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		v := tags[k]
+		switch {
+		case strings.HasPrefix(k, ClusterTagPrefix) && k != clusterTagKey:
+			return k
+		case k == EKSClusterNameTag && clusterName != "" && v != clusterName:
+			return k + "=" + v
+		}
+	}
+	return ""
 }
 
 // Lifecycle transitions of the hooks.
@@ -84,46 +148,68 @@ func Wanted(terminate string, createTerminate bool, launch string, createLaunch 
 }
 
 // Tagged lists the groups carrying tag (every page of a describe filtered
-// by it), each checked again for the tag.
+// by it), each checked again for the tag, less those of another cluster
+// (Tag.Elsewhere).
 func Tagged(ctx context.Context, api autoscaling.DescribeAutoScalingGroupsAPIClient, tag Tag) ([]astypes.AutoScalingGroup, error) {
+	groups, _, err := tagged(ctx, api, tag)
+	return groups, err
+}
+
+// tagged is Tagged, and says which groups carrying the tag it left as
+// another cluster's ("<group>: <its tag naming the cluster>").
+func tagged(ctx context.Context, api autoscaling.DescribeAutoScalingGroupsAPIClient, tag Tag) (groups []astypes.AutoScalingGroup, elsewhere []string, err error) {
 	if tag.Key == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	p := autoscaling.NewDescribeAutoScalingGroupsPaginator(api, &autoscaling.DescribeAutoScalingGroupsInput{
 		MaxRecords: aws.Int32(100),
 		Filters:    []astypes.Filter{{Name: aws.String("tag:" + tag.Key), Values: []string{tag.Value}}},
 	})
-	var groups []astypes.AutoScalingGroup
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("describing auto scaling groups tagged %s: %w", tag, err)
+			return nil, nil, fmt.Errorf("describing auto scaling groups tagged %s: %w", tag, err)
 		}
 		for _, g := range out.AutoScalingGroups {
-			if tag.On(g) {
+			switch other := tag.Elsewhere(g); {
+			case !tag.Carried(g):
+			case other != "":
+				elsewhere = append(elsewhere, aws.ToString(g.AutoScalingGroupName)+": "+other)
+			default:
 				groups = append(groups, g)
 			}
 		}
 	}
-	return groups, nil
+	return groups, elsewhere, nil
 }
 
-// Carries reads the named group now and reports whether it carries tag (a
-// group that does not exist does not).
+// Carries reads the named group now and reports whether it carries tag and
+// is not another cluster's (a group that does not exist does not).
 func Carries(ctx context.Context, api autoscaling.DescribeAutoScalingGroupsAPIClient, name string, tag Tag) (bool, error) {
+	carries, _, err := Selects(ctx, api, name, tag)
+	return carries, err
+}
+
+// Selects is Carries, and says, of a group carrying the tag that is another
+// cluster's, by which of its tags (elsewhere; carries is false then).
+func Selects(ctx context.Context, api autoscaling.DescribeAutoScalingGroupsAPIClient, name string, tag Tag) (carries bool, elsewhere string, err error) {
 	if tag.Key == "" || name == "" {
-		return false, nil
+		return false, "", nil
 	}
 	out, err := api.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
 	if err != nil {
-		return false, fmt.Errorf("reading the tags of auto scaling group %s: %w", name, err)
+		return false, "", fmt.Errorf("reading the tags of auto scaling group %s: %w", name, err)
 	}
 	for _, g := range out.AutoScalingGroups {
-		if aws.ToString(g.AutoScalingGroupName) == name && tag.On(g) {
-			return true, nil
+		if aws.ToString(g.AutoScalingGroupName) != name || !tag.Carried(g) {
+			continue
 		}
+		if other := tag.Elsewhere(g); other != "" {
+			return false, other, nil
+		}
+		return true, "", nil
 	}
-	return false, nil
+	return false, "", nil
 }
 
 // Result is what Ensure found and did.
@@ -134,6 +220,9 @@ type Result struct {
 	Groups int      // tagged groups looked at
 	Put    []string // "<group>/<hook>": hooks created, or corrected
 	Failed []string // "<group>: <error>"
+	// Elsewhere are the groups carrying the tag that name another cluster
+	// ("<group>: <its tag naming it>"): another deployment's, left to it
+	Elsewhere []string
 }
 
 // Ensure puts each of hooks on every group carrying tag that lacks it, or
@@ -146,11 +235,11 @@ func Ensure(ctx context.Context, api API, tag Tag, hooks []Hook, dryRun bool) (R
 	if tag.Key == "" || len(hooks) == 0 {
 		return res, nil
 	}
-	groups, err := Tagged(ctx, api, tag)
+	groups, elsewhere, err := tagged(ctx, api, tag)
 	if err != nil {
 		return res, err
 	}
-	res.Tagged, res.Groups = groups, len(groups)
+	res.Tagged, res.Groups, res.Elsewhere = groups, len(groups), elsewhere
 	if res.Tagged == nil {
 		res.Tagged = []astypes.AutoScalingGroup{} // read, none tagged
 	}

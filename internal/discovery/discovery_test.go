@@ -343,3 +343,43 @@ func TestMarksShareAndRelease(t *testing.T) {
 		t.Errorf("a claimed unmarked hook: removed %v", removed)
 	}
 }
+
+// A group carrying the tag that names another cluster in its own tags, and
+// not this one, is that cluster's: not selected (two deployments sharing
+// the tag). One naming this cluster, or none, is; without a cluster to
+// compare with, every group carrying the tag is.
+func TestTagElsewhere(t *testing.T) {
+	tag := Tag{Key: "node-drainer.io/enabled", Value: "true", ClusterTagKey: "kubernetes.io/cluster/prod", ClusterName: "prod"}
+	group := func(kv ...string) astypes.AutoScalingGroup {
+		g := astypes.AutoScalingGroup{AutoScalingGroupName: aws.String("g")}
+		kv = append([]string{tag.Key, tag.Value}, kv...)
+		for i := 0; i < len(kv); i += 2 {
+			g.Tags = append(g.Tags, astypes.TagDescription{Key: aws.String(kv[i]), Value: aws.String(kv[i+1])})
+		}
+		return g
+	}
+	for _, tc := range []struct {
+		name      string
+		tag       Tag
+		g         astypes.AutoScalingGroup
+		elsewhere string
+	}{
+		{"names no cluster", tag, group(), ""},
+		{"names this cluster", tag, group("kubernetes.io/cluster/prod", "owned"), ""},
+		{"names another cluster", tag, group("kubernetes.io/cluster/staging", "owned"), "kubernetes.io/cluster/staging"},
+		{"another EKS cluster's managed node group", tag, group("eks:cluster-name", "staging"), "eks:cluster-name=staging"},
+		{"this EKS cluster's, another's tag too", tag, group("eks:cluster-name", "prod", "kubernetes.io/cluster/staging", "owned"), ""},
+		{"custom cluster tag key, the cluster's by its name", Tag{Key: tag.Key, Value: tag.Value, ClusterTagKey: "team", ClusterName: "prod"},
+			group("kubernetes.io/cluster/prod", "owned"), ""},
+		{"no cluster to compare with", Tag{Key: tag.Key, Value: tag.Value}, group("kubernetes.io/cluster/staging", "owned"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.tag.Elsewhere(tc.g); got != tc.elsewhere {
+				t.Errorf("elsewhere %q, want %q", got, tc.elsewhere)
+			}
+			if on := tc.tag.On(tc.g); on != (tc.elsewhere == "") {
+				t.Errorf("selected %v, want %v", on, tc.elsewhere == "")
+			}
+		})
+	}
+}

@@ -151,6 +151,9 @@ type fakeASG struct {
 	heartbeatErr error
 	describeErr  error // DescribeAutoScalingGroups fails
 	describes    int   // DescribeAutoScalingGroups calls
+	// inactive names hooks with no action holding any instance: their
+	// heartbeats and completions fail as Auto Scaling's do
+	inactive map[string]bool
 }
 
 func (f *fakeASG) CompleteLifecycleAction(_ context.Context, in *autoscaling.CompleteLifecycleActionInput, _ ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
@@ -158,6 +161,9 @@ func (f *fakeASG) CompleteLifecycleAction(_ context.Context, in *autoscaling.Com
 	defer f.mu.Unlock()
 	if f.completeErr != nil {
 		return nil, f.completeErr
+	}
+	if f.inactive[aws.ToString(in.LifecycleHookName)] {
+		return nil, notActive()
 	}
 	f.completed = append(f.completed, in)
 	return &autoscaling.CompleteLifecycleActionOutput{}, nil
@@ -168,6 +174,9 @@ func (f *fakeASG) RecordLifecycleActionHeartbeat(_ context.Context, in *autoscal
 	defer f.mu.Unlock()
 	f.heartbeats++
 	f.beaten = append(f.beaten, aws.ToString(in.InstanceId))
+	if f.inactive[aws.ToString(in.LifecycleHookName)] {
+		return nil, notActive()
+	}
 	return &autoscaling.RecordLifecycleActionHeartbeatOutput{}, f.heartbeatErr
 }
 

@@ -3,8 +3,6 @@ package handler
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/node-drainer/node-drainer/internal/config"
@@ -37,7 +35,10 @@ type hookFacts struct {
 type tagReading struct {
 	read    bool
 	carries bool
-	err     error
+	// elsewhere: the group carries the tag but names another cluster, by
+	// this tag of its own (discovery.Tag.Elsewhere)
+	elsewhere string
+	err       error
 }
 
 // ec2Reading is the reading of the instance (handler.ours): this cluster's
@@ -75,13 +76,14 @@ const (
 	// so, or is empty when the EC2 reading said it (the instance is not
 	// the cluster's).
 	verdictNotOurs
-	// verdictUnreadable: whether it is ours cannot be read (the group's
-	// tags, or EC2 for a launch); nothing is done, the error is returned
-	// and a retry reads again.
+	// verdictUnreadable: whether a launch hook is ours cannot be read (the
+	// group's tags, or EC2); nothing is done, the error is returned and a
+	// retry reads again.
 	verdictUnreadable
-	// verdictHeartbeatRetry: the hook is ours by name but EC2 is
-	// unreadable and nothing else says the group is ours: heartbeated, so
-	// that Lambda's retry finds it alive, and the error returned.
+	// verdictHeartbeatRetry: the terminate hook is ours by name but the
+	// group's tags or EC2 are unreadable and nothing else says the group
+	// is ours: heartbeated, so that Lambda's retry finds it alive, and the
+	// error returned.
 	verdictHeartbeatRetry
 	// verdictNoNodeRetry: EC2 unreadable, the group ours by its tag alone,
 	// and no node of the instance found in this cluster: it may be another
@@ -132,7 +134,10 @@ type ownership struct {
 //     EC2's view, so that it is still heartbeated and completed in time —
 //     but in a group ours by its tag alone only once a node of it is found
 //     in this cluster; otherwise it is heartbeated and left for a retry. A
-//     launch hook waits for the retry.
+//     launch hook waits for the retry;
+//   - when the group's tags cannot be read (Auto Scaling throttling): the
+//     same, a terminate hook heartbeated and left for a retry, a launch
+//     hook waiting for it.
 func whoseHook(cfg config.Config, f hookFacts) ownership {
 	tagged, stop := byGroup(cfg, f)
 	switch {
@@ -147,7 +152,7 @@ func whoseHook(cfg config.Config, f hookFacts) ownership {
 	}
 	asg := f.act.ASG
 	if other := otherCluster(cfg, f.ec2.inst); tagged && !cfg.ListsASG(asg) && other != "" {
-		why := fmt.Sprintf("instance %s carries %s: another cluster's, in group %s which carries %s=%s here too; its lifecycle action is left to that cluster's node-drainer (give each deployment its own ASG_TAG_VALUE or hook names)",
+		why := fmt.Sprintf("instance %s carries %s: another cluster's, in group %s which carries %s=%s here too; its lifecycle action is left to that cluster's node-drainer (give each deployment its own ASG_TAG_VALUE, or tag each group with its cluster's kubernetes.io/cluster/<name>)",
 			f.ec2.inst.ID, other, asg, cfg.ASGTagKey, cfg.ASGTagValue)
 		return ownership{verdict: verdictOthers, tagged: tagged, why: why}
 	}
@@ -183,10 +188,18 @@ func byGroup(cfg config.Config, f hookFacts) (tagged bool, stop *ownership) {
 		own = notOurs("ASG " + asg + " is not in ASG_NAMES, and there is no Auto Scaling client to read its tags")
 	case !f.tags.read:
 		own = ownership{need: needGroupTags}
-	case f.tags.err != nil:
+	case f.tags.err != nil && f.kind == event.KindLaunch:
 		own = ownership{verdict: verdictUnreadable, err: f.tags.err}
+	case f.tags.err != nil:
+		// a terminate hook ours by name in a group that cannot be told
+		// (Auto Scaling throttling): heartbeated for Lambda's retry, as
+		// when EC2 is unreadable (withoutEC2)
+		own = ownership{verdict: verdictHeartbeatRetry, err: f.tags.err}
 	case f.tags.carries:
 		return true, nil
+	case f.tags.elsewhere != "":
+		own = notOurs("ASG " + asg + " carries the tag " + groupTag(cfg).String() + " but names another cluster (" + f.tags.elsewhere +
+			"): another deployment's group, its lifecycle actions left to it")
 	default:
 		own = notOurs("ASG " + asg + " is not in ASG_NAMES and does not carry the tag " + groupTag(cfg).String())
 	}
@@ -214,32 +227,23 @@ func withoutEC2(cfg config.Config, f hookFacts, tagged bool) ownership {
 
 func notOurs(why string) ownership { return ownership{verdict: verdictNotOurs, why: why} }
 
-// groupTag is the tag that makes a group ours (ASG_TAG_KEY=ASG_TAG_VALUE).
+// groupTag is the tag that makes a group ours (ASG_TAG_KEY=ASG_TAG_VALUE),
+// unless the group names another cluster than this one (discovery.Tag).
 func groupTag(cfg config.Config) discovery.Tag {
-	return discovery.Tag{Key: cfg.ASGTagKey, Value: cfg.ASGTagValue}
+	return discovery.Tag{Key: cfg.ASGTagKey, Value: cfg.ASGTagValue, ClusterTagKey: cfg.ClusterTagKey, ClusterName: cfg.ClusterName}
 }
 
 // otherCluster names the tag by which an instance is another cluster's
 // ("" when none says so): kubernetes.io/cluster/<name> other than
 // CLUSTER_TAG_KEY, or EKS's eks:cluster-name naming another cluster.
 func otherCluster(cfg config.Config, inst instance.Instance) string {
-	for _, k := range slices.Sorted(maps.Keys(inst.Tags)) {
-		v := inst.Tags[k]
-		switch {
-		case strings.HasPrefix(k, clusterTagPrefix) && k != cfg.ClusterTagKey:
-			return k
-		case k == eksClusterNameTag && cfg.ClusterName != "" && v != cfg.ClusterName:
-			return k + "=" + v
-		}
-	}
-	return ""
+	return discovery.OtherCluster(inst.Tags, cfg.ClusterTagKey, cfg.ClusterName)
 }
 
-// The tags that name an instance's cluster: Kubernetes' (EKS, kops,
-// kubeadm with the AWS cloud provider), and EKS managed node groups'.
+// The tags that name an instance's cluster (discovery's).
 const (
-	clusterTagPrefix  = "kubernetes.io/cluster/"
-	eksClusterNameTag = "eks:cluster-name"
+	clusterTagPrefix  = discovery.ClusterTagPrefix
+	eksClusterNameTag = discovery.EKSClusterNameTag
 )
 
 // actionOf is the lifecycle action an event (or the sweep) names.
@@ -266,7 +270,7 @@ func (k *hook) whose(ctx context.Context) (inst instance.Instance, ok bool, err 
 			// it is the verdict's: the event's retry, a minute later, reads
 			// again
 			f.tags.read = true
-			f.tags.carries, f.tags.err = discovery.Carries(ctx, k.h.c.AutoScaling, act.ASG, groupTag(k.h.cfg))
+			f.tags.carries, f.tags.elsewhere, f.tags.err = discovery.Selects(ctx, k.h.c.AutoScaling, act.ASG, groupTag(k.h.cfg))
 			continue
 		case needEC2:
 			f.ec2.read = true

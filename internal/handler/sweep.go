@@ -181,6 +181,9 @@ func (r *sweeper) summarize(sum *SweepSummary, rd *sweep.Readings, plan sweep.Pl
 		sum.Notes = append(sum.Notes, "no Auto Scaling client: hooks left waiting are not looked for")
 	}
 	sum.Tagged, sum.HooksPut, sum.Failed = ensured.Groups, ensured.Put, append(sum.Failed, ensured.Failed...)
+	for _, g := range ensured.Elsewhere {
+		sum.Notes = append(sum.Notes, "tagged group "+g+": another cluster's (another deployment's), no hook put")
+	}
 	if ensureErr != nil {
 		sum.Failed = append(sum.Failed, "putting hooks on tagged groups: "+ensureErr.Error())
 	}
@@ -231,7 +234,7 @@ func (r *sweeper) sweepConfig() sweep.Config {
 	}
 	return sweep.Config{
 		ShardNodes:    shardNodes,
-		ClusterTagKey: c.ClusterTagKey, ASGNames: c.ASGNames, GroupTag: discovery.Tag{Key: c.ASGTagKey, Value: c.ASGTagValue}, HookNames: c.OwnedHooks(), LeaseNamespace: c.LeaseNamespace,
+		ClusterTagKey: c.ClusterTagKey, ASGNames: c.ASGNames, GroupTag: groupTag(c), HookNames: c.OwnedHooks(), LeaseNamespace: c.LeaseNamespace,
 		ZombieAfter: c.ZombieAfter, ZombieReplace: c.ZombieAction == config.ZombieReplace,
 		ZombieMaxPerSweep: c.ZombieMaxPerSweep, ZombieMaxASGShare: c.ZombieMaxASGShare,
 		Clock: r.h.clock,
@@ -251,7 +254,7 @@ func (r *sweeper) ensureHooks(ctx context.Context) (discovery.Result, error) {
 		return discovery.Result{}, nil
 	}
 	hooks := discovery.Wanted(c.TerminateHookName, c.CreateTerminateHook, c.LaunchHookName, c.CreateLaunchHook, int32(c.HeartbeatTimeout/time.Second))
-	res, err := r.h.ensureTagged(ctx, discovery.Tag{Key: c.ASGTagKey, Value: c.ASGTagValue}, hooks, c.DryRun) // removal.go
+	res, err := r.h.ensureTagged(ctx, groupTag(c), hooks, c.DryRun) // removal.go
 	if len(res.Put) > 0 {
 		msg := "lifecycle hooks put on tagged groups"
 		if c.DryRun {

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/node-drainer/node-drainer/internal/event"
@@ -65,3 +66,31 @@ func (r *sweeper) swept(h sweep.Hook) (*invocation, error) {
 		out: Outcome{Event: ev.Kind, Instance: h.Action.InstanceID, DryRun: r.h.cfg.DryRun},
 		log: r.h.log.With("sweep", true, "event", ev), rep: newReport(r.h.now(), r.h.now)}, nil
 }
+
+// ask finds which action of ours, if any, holds an instance waiting in
+// Warmed:Pending:Wait (sweep.Hook.Ask): the group has hooks for both ways
+// into its warm pool, and the state does not tell a scale-in from a launch.
+// A heartbeat of a hook answers only for an action of that hook that holds
+// the instance ("No active Lifecycle Action found" otherwise), so each
+// action of ours is asked in turn, h first, then h.Else; ok false: none
+// holds it (another tool's hook does), and nothing was done. The heartbeat
+// is the one the path sends at once anyway (rule 16); a dry run asks too,
+// and then completes what it found at once, as any dry run does. Any other
+// answer is an error: the next sweep asks again.
+func (r *sweeper) ask(ctx context.Context, h sweep.Hook) (held sweep.Hook, ok bool, err error) {
+	for c := &h; c != nil; c = c.Else {
+		hctx, cancel := context.WithTimeout(ctx, askLimit)
+		err := lifecycle.Heartbeat(hctx, r.h.c.ASG, actionOf(c.Action))
+		cancel()
+		switch {
+		case err == nil:
+			return *c, true, nil
+		case !lifecycle.IsNotActive(err):
+			return h, false, fmt.Errorf("asking Auto Scaling which action holds the instance in the warm pool: %w", err)
+		}
+	}
+	return h, false, nil
+}
+
+// askLimit bounds each heartbeat of ask.
+const askLimit = 5 * time.Second

@@ -141,17 +141,35 @@ func (it *sweepItems) path(list *[]string, id string, sub *invocation, fn func(*
 // when it is left for the next sweep (keepForNextSweep).
 func (it *sweepItems) hooks(hooks []sweep.Hook) {
 	for _, h := range hooks {
-		sub, err := it.swept(h)
-		if err != nil {
-			it.note(&it.sum.Hooks, h.Action.InstanceID, err)
-			continue
-		}
 		var keep func() string
 		if h.Taken {
 			keep = func() string { return it.keepForNextSweep(it.ctx, h) }
 		}
-		it.doOr(nil, h.Action.InstanceID, it.path(&it.sum.Hooks, h.Action.InstanceID, sub, func(sub *invocation) error { return sub.dispatch(it.ctx) }), keep)
+		it.doOr(nil, h.Action.InstanceID, func() error { return it.take(h) }, keep)
 	}
+}
+
+// take runs a lifecycle action found waiting on its path, once Auto
+// Scaling has said which action holds the instance when the plan could not
+// tell (sweep.Hook.Ask).
+func (it *sweepItems) take(h sweep.Hook) error {
+	id := h.Action.InstanceID
+	if h.Ask {
+		held, ok, err := it.ask(it.ctx, h)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			it.remark("%s: %s: no action of our hooks for either way into the warm pool holds it (another tool's): left to its owner", id, ActionLeftAlone)
+			return nil
+		}
+		h = held
+	}
+	sub, err := it.swept(h)
+	if err != nil {
+		return err
+	}
+	return it.path(&it.sum.Hooks, id, sub, func(sub *invocation) error { return sub.dispatch(it.ctx) })()
 }
 
 // orphans deletes the attachments to nodes the cluster no longer has.

@@ -15,6 +15,7 @@ import (
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
 )
@@ -36,22 +37,24 @@ func tagMode(e *env) {
 // A terminate hook of a group chosen by tag: the group's tags are read at
 // the moment of acting; tagged, the node is drained and the hook completed;
 // not tagged (or tagged with another value), nothing is done and the hook is
-// left; unreadable, the invocation fails with nothing done (its retry reads
-// again).
+// left; unreadable (Auto Scaling throttling), the invocation fails with
+// nothing done but a heartbeat, so that Lambda's retry, which reads again,
+// finds the hook (ours by name) alive — as when EC2 is unreadable.
 func TestTerminateOfTaggedGroup(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		groups  []astypes.AutoScalingGroup
-		err     error
-		action  Action
-		results []lifecycle.Result
-		wantErr bool
+		name      string
+		groups    []astypes.AutoScalingGroup
+		err       error
+		action    Action
+		results   []lifecycle.Result
+		wantErr   bool
+		heartbeat bool
 	}{
-		{"tagged: drained, completed", []astypes.AutoScalingGroup{taggedGroup(asgName, "true")}, nil, ActionDrained, []lifecycle.Result{lifecycle.Continue}, false},
-		{"tag with another value: ignored", []astypes.AutoScalingGroup{taggedGroup(asgName, "false")}, nil, ActionIgnored, nil, false},
-		{"untagged: ignored", []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String(asgName)}}, nil, ActionIgnored, nil, false},
-		{"another group tagged: ignored", []astypes.AutoScalingGroup{taggedGroup("other", "true")}, nil, ActionIgnored, nil, false},
-		{"tags unreadable: error, nothing done", nil, errors.New("throttled"), "", nil, true},
+		{"tagged: drained, completed", []astypes.AutoScalingGroup{taggedGroup(asgName, "true")}, nil, ActionDrained, []lifecycle.Result{lifecycle.Continue}, false, false},
+		{"tag with another value: ignored", []astypes.AutoScalingGroup{taggedGroup(asgName, "false")}, nil, ActionIgnored, nil, false, false},
+		{"untagged: ignored", []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String(asgName)}}, nil, ActionIgnored, nil, false, false},
+		{"another group tagged: ignored", []astypes.AutoScalingGroup{taggedGroup("other", "true")}, nil, ActionIgnored, nil, false, false},
+		{"tags unreadable: error, heartbeated for the retry, nothing else done", nil, errors.New("throttled"), "", nil, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(aNode()...)
@@ -75,8 +78,8 @@ func TestTerminateOfTaggedGroup(t *testing.T) {
 				if w := e.writes(); len(w) > 0 {
 					t.Errorf("a group not ours: the cluster was written: %v", w)
 				}
-				if e.asg.heartbeats > 0 {
-					t.Errorf("%d heartbeats on a hook not ours", e.asg.heartbeats)
+				if e.asg.heartbeats > 0 != tc.heartbeat {
+					t.Errorf("%d heartbeats, want heartbeated %v", e.asg.heartbeats, tc.heartbeat)
 				}
 			}
 		})
@@ -298,5 +301,60 @@ func TestTaggedGroupEC2Unreadable(t *testing.T) {
 				t.Error("the action left for a retry was not heartbeated")
 			}
 		})
+	}
+}
+
+// Two deployments choose groups by one tag and use different hook names:
+// each puts its hooks only on the tagged groups that are its cluster's, or
+// name no cluster, never on a group that names another cluster in its own
+// tags (kubernetes.io/cluster/<other>, or eks:cluster-name naming
+// another): there its hook would have no owner, and every scale-in and
+// launch would wait its whole heartbeat timeout (rule 3).
+func TestTwoDeploymentsOneTagOtherHookNames(t *testing.T) {
+	withTags := func(g astypes.AutoScalingGroup, kv ...string) astypes.AutoScalingGroup {
+		for i := 0; i < len(kv); i += 2 {
+			g.Tags = append(g.Tags, astypes.TagDescription{Key: aws.String(kv[i]), Value: aws.String(kv[i+1]), ResourceId: g.AutoScalingGroupName})
+		}
+		return g
+	}
+	e := newEnv()
+	tagMode(e)
+	e.asg.groups = []astypes.AutoScalingGroup{
+		withTags(taggedGroup("prod-nodes", "true"), clusterTag, "owned"),
+		withTags(taggedGroup("staging-nodes", "true"), "kubernetes.io/cluster/staging", "owned"),
+		withTags(taggedGroup("staging-managed", "true"), "eks:cluster-name", "staging"),
+		taggedGroup("untold", "true"), // names no cluster: both put theirs
+	}
+	hp := &hookPutter{fakeASG: e.asg}
+	staging := e.cfg
+	staging.ClusterName, staging.ClusterTagKey = "staging", "kubernetes.io/cluster/staging"
+	staging.TerminateHookName, staging.LaunchHookName = "staging-terminate", "staging-launch"
+	for _, cfg := range []config.Config{e.cfg, staging} {
+		h := New(cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil, WithClock(newMovingClock(func() time.Time { return e.now })))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		out, err := h.Handle(ctx, sweepEvent())
+		cancel()
+		if err != nil {
+			t.Fatalf("%s's sweep: %v (%+v)", cfg.ClusterName, err, out.Sweep)
+		}
+	}
+	want := []string{
+		"prod-nodes/node-drainer-terminate/autoscaling:EC2_INSTANCE_TERMINATING",
+		"untold/node-drainer-terminate/autoscaling:EC2_INSTANCE_TERMINATING",
+		"staging-nodes/staging-terminate/autoscaling:EC2_INSTANCE_TERMINATING",
+		"staging-managed/staging-terminate/autoscaling:EC2_INSTANCE_TERMINATING",
+		"untold/staging-terminate/autoscaling:EC2_INSTANCE_TERMINATING",
+	}
+	if !slices.Equal(hp.puts, want) {
+		t.Errorf("hooks put %v, want %v", hp.puts, want)
+	}
+	// a hook of ours left on the other's group (put by an older release):
+	// its action is the other deployment's group's, not ours to complete
+	e.ec2.readings[idA], e.ec2.calls = []reading{{state: instance.StateRunning, tags: map[string]string{"kubernetes.io/cluster/staging": "owned"}}}, 0
+	out, err := e.handle(t, hookEvent(false, "staging-nodes", idA), 2*time.Second)
+	if err != nil || out.Action != ActionIgnored || !strings.Contains(out.Detail, "names another cluster (kubernetes.io/cluster/staging)") ||
+		len(e.asg.results()) > 0 || e.asg.heartbeats > 0 || e.ec2.calls > 0 {
+		t.Errorf("event on the other's group: %s %q, error %v, completions %v, %d heartbeats, %d EC2 calls: want it ignored by the group's tags alone",
+			out.Action, out.Detail, err, e.asg.results(), e.asg.heartbeats, e.ec2.calls)
 	}
 }

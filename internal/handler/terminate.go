@@ -7,8 +7,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
+	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lease"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
@@ -151,10 +153,31 @@ func (t *terminateHook) finish(ctx context.Context, result lifecycle.Result, n *
 	done := t.act.Token
 	if err != nil {
 		done = "" // not completed: Lambda's retry of this event must find the lease free
+	} else if n != nil && t.ev.Lifecycle.Destination == event.LocationWarmPool {
+		t.holdOver(ctx, n)
 	}
 	t.giveUpLease(ctx, t.claim, done)
 	return err
 }
+
+// holdOver records on the node of an instance sent into a warm pool, once
+// its action is completed, that the drain's hold is over (node.EndHold):
+// the node stays with the instance, held, and should it be scaled in again
+// before that hold is lifted, the new drain counts DRAIN_TIMEOUT from its
+// own start, not from this one's (resumeStart, rule 16). A failure is
+// logged (a node gone has nothing to record): the hook is completed already.
+func (t *terminateHook) holdOver(ctx context.Context, n *corev1.Node) {
+	rctx, cancel := t.reserved(ctx)
+	defer cancel()
+	lctx, lcancel := context.WithTimeout(rctx, holdOverLimit)
+	defer lcancel()
+	if err := node.EndHold(lctx, t.h.c.Kube, n.Name, node.CauseTerminate, t.h.now(), t.h.cfg.DryRun); err != nil && !apierrors.IsNotFound(err) {
+		t.log.WarnContext(ctx, "the drain's hold not recorded as over", "error", err)
+	}
+}
+
+// holdOverLimit bounds holdOver.
+const holdOverLimit = 2 * time.Second
 
 // drainFailed completes the hook with the failure result: the drain's
 // deadline (DRAIN_TIMEOUT) is reached, or the last continuation's budget.
@@ -208,7 +231,8 @@ const leaseHandOverLimit = 2 * time.Second
 // its drain from the node's own record: the terminate mark an earlier
 // invocation placed. DRAIN_TIMEOUT then counts from there and does not
 // restart at every sweep or retry (rule 16). A node that cannot be read, or
-// carries no such mark, or one from before notBefore, leaves the start now.
+// carries no such mark, or one from before notBefore, or one whose action is
+// over (Hold.Over: an earlier trip into a warm pool), leaves the start now.
 func (t *terminateHook) resumeStart(ctx context.Context, inst instance.Instance, notBefore time.Time) {
 	lctx, cancel := context.WithTimeout(ctx, resumeLookupLimit)
 	defer cancel()
@@ -217,7 +241,9 @@ func (t *terminateHook) resumeStart(ctx context.Context, inst instance.Instance,
 		return
 	}
 	marks, _ := node.Marks(n)
-	if h, ok := marks.Causes[node.CauseTerminate]; ok && !h.Since.IsZero() && h.Since.Before(t.started) && !h.Since.Before(notBefore) {
+	// a hold whose action is over (an earlier trip into a warm pool) is not
+	// this drain's start
+	if h, ok := marks.Causes[node.CauseTerminate]; ok && h.Over == nil && !h.Since.IsZero() && h.Since.Before(t.started) && !h.Since.Before(notBefore) {
 		t.log.InfoContext(ctx, "drain resumed from the node's mark", "since", h.Since.UTC().Format(time.RFC3339))
 		t.started = h.Since
 	}

@@ -1,8 +1,10 @@
 package handler
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +198,144 @@ func TestLaunchIntoWarmPool(t *testing.T) {
 	out, err := e.handle(t, payload, 2*time.Second)
 	if err != nil || out.Action != ActionCompleted || !reflect.DeepEqual(e.asg.results(), []lifecycle.Result{lifecycle.Continue}) {
 		t.Fatalf("outcome %s %q, error %v, completed %v: want completed at once with CONTINUE", out.Action, out.Detail, err, e.asg.results())
+	}
+}
+
+// A scale-in into the warm pool whose event was lost, in a group with hooks
+// for both ways into its pool (our terminate hook beside another tool's
+// launch hook, or beside ours): Warmed:Pending:Wait does not say which
+// action holds the instance. The sweep asks Auto Scaling (a heartbeat of
+// our hook answers only for an action of it that holds the instance) and
+// takes the one that answers: the scale-in is drained and completed, a
+// launch into the pool completed at once; another tool's action is left,
+// nothing done to the node (rules 3, 14).
+func TestSweepAsksWhichWarmPoolAction(t *testing.T) {
+	const otherLaunch = "karpenter-launch"
+	for _, tc := range []struct {
+		name     string
+		launch   string   // the group's launch hook
+		inactive []string // hooks with no action on the instance
+		drained  bool     // the node drained
+		hook     string   // the hook completed ("": none)
+		result   lifecycle.Result
+	}{
+		{name: "scale-in, another tool's launch hook: drained", launch: otherLaunch, inactive: []string{otherLaunch},
+			drained: true, hook: "node-drainer-terminate", result: lifecycle.Continue},
+		{name: "another tool's launch into the pool: left alone", launch: otherLaunch, inactive: []string{"node-drainer-terminate"}},
+		{name: "scale-in, our launch hook: drained", launch: "node-drainer-launch", inactive: []string{"node-drainer-launch"},
+			drained: true, hook: "node-drainer-terminate", result: lifecycle.Continue},
+		{name: "our launch into the pool: completed at once, nothing drained", launch: "node-drainer-launch", inactive: []string{"node-drainer-terminate"},
+			hook: "node-drainer-launch", result: lifecycle.Continue},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(newNode(idA), pod(idA, "apps", "web-1"))
+			e.ec2.readings[idA] = []reading{{state: instance.StateRunning, tagged: true, group: asgName}}
+			inGroup(e, astypes.LifecycleStateWarmedPendingWait)
+			e.asg.hooks = []astypes.LifecycleHook{
+				{LifecycleHookName: aws.String("node-drainer-terminate"), LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300)},
+				{LifecycleHookName: aws.String(tc.launch), LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_LAUNCHING"), HeartbeatTimeout: aws.Int32(300)}}
+			e.asg.inactive = map[string]bool{}
+			for _, h := range tc.inactive {
+				e.asg.inactive[h] = true
+			}
+			out, err := e.handle(t, sweepEvent(), 5*time.Second)
+			if err != nil || out.Sweep == nil {
+				t.Fatalf("outcome %+v, error %v", out, err)
+			}
+			if drained := !e.podExists("apps", "web-1"); drained != tc.drained {
+				t.Errorf("drained %v, want %v (%s; notes %v)", drained, tc.drained, out.Detail, out.Sweep.Notes)
+			}
+			var hooks []string
+			for _, c := range e.asg.completed {
+				hooks = append(hooks, aws.ToString(c.LifecycleHookName)+"/"+aws.ToString(c.LifecycleActionResult))
+			}
+			var want []string
+			if tc.hook != "" {
+				want = []string{tc.hook + "/" + string(tc.result)}
+			}
+			if !reflect.DeepEqual(hooks, want) {
+				t.Errorf("completed %v, want %v (%s; notes %v)", hooks, want, out.Detail, out.Sweep.Notes)
+			}
+			if !tc.drained && !unmarked(e.node(t, idA)) {
+				t.Errorf("the node of an action not ours to drain was marked (%s)", out.Detail)
+			}
+		})
+	}
+}
+
+// An instance drained into a Running warm pool comes back (no event says
+// so: it never stopped) and is scaled in again before a sweep lifts the
+// first trip's hold, the second event lost. The sweep takes the second
+// action: its drain counts DRAIN_TIMEOUT from now, not from the first
+// trip's hold, whose action was completed (rule 16 counts a drain's own
+// start): the node is drained and the hook completed with CONTINUE, not
+// failed at once with nothing evicted.
+func TestSweepDoesNotCountAnEarlierTripsHold(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		state astypes.LifecycleState // the second scale-in's wait
+	}{
+		{"scaled in into the pool again", astypes.LifecycleStateWarmedPendingWait},
+		{"scaled in for good", astypes.LifecycleStateTerminatingWait},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(newNode(idA), pod(idA, "apps", "web-1"))
+			e.ec2.readings[idA] = []reading{{state: instance.StateRunning, tagged: true, group: asgName}}
+			// the first trip: drained into the pool, completed
+			first := envelope("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action", time.Now(), map[string]string{
+				"LifecycleActionToken": token, "AutoScalingGroupName": asgName, "LifecycleHookName": "node-drainer-terminate",
+				"EC2InstanceId": idA, "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING", "Origin": "AutoScalingGroup", "Destination": "WarmPool"})
+			if out, err := e.handle(t, first, 2*time.Second); err != nil || out.Action != ActionDrained {
+				t.Fatalf("first trip: outcome %s %q, error %v", out.Action, out.Detail, err)
+			}
+			if !node.Holds(e.node(t, idA), node.CauseTerminate) {
+				t.Fatal("the first trip's hold is not on the node")
+			}
+			ageHolds(t, e, time.Hour) // it was an hour ago, more than DRAIN_TIMEOUT
+			// back from the pool; a pod on it again; scaled in again, the event lost
+			if _, err := e.kube.CoreV1().Pods("apps").Create(t.Context(), pod(idA, "apps", "web-2"), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			inGroup(e, tc.state)
+			e.asg.hooks = []astypes.LifecycleHook{{LifecycleHookName: aws.String("node-drainer-terminate"),
+				LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300)}}
+			out, err := e.handle(t, sweepEvent(), 5*time.Second)
+			if err != nil || out.Sweep == nil || !slices.Equal(out.Sweep.Hooks, []string{idA}) {
+				t.Fatalf("sweep: outcome %+v, error %v: want the second action taken", out, err)
+			}
+			if e.podExists("apps", "web-2") {
+				t.Errorf("the second drain evicted nothing (%s; notes %v)", out.Detail, out.Sweep.Notes)
+			}
+			if got := e.asg.results(); !reflect.DeepEqual(got, []lifecycle.Result{lifecycle.Continue, lifecycle.Continue}) {
+				t.Errorf("completions %v, want CONTINUE for each trip (notes %v)", got, out.Sweep.Notes)
+			}
+		})
+	}
+}
+
+// ageHolds moves the times idA's node's record says back by d, as if its
+// holds had been placed d earlier.
+func ageHolds(t *testing.T, e *env, d time.Duration) {
+	t.Helper()
+	n := e.node(t, idA)
+	s, ok := node.Marks(n)
+	if !ok {
+		t.Fatal("no record on the node")
+	}
+	for c, h := range s.Causes {
+		h.Since = h.Since.Add(-d)
+		if h.Over != nil {
+			over := h.Over.Add(-d)
+			h.Over = &over
+		}
+		s.Causes[c] = h
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Annotations[node.AnnotationOwned] = string(b)
+	if _, err := e.kube.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -83,6 +83,13 @@ type Hold struct {
 	Since   time.Time  `json:"since"`
 	Expires *time.Time `json:"expires,omitempty"`
 	Wants   Changes    `json:"wants"`
+	// Over is when the action that placed the hold ended (its lifecycle
+	// action completed) while the node stays: a terminate hold of an
+	// instance sent into a warm pool. Nothing counts from it any more: a
+	// later action of the cause begins anew (Mark.Renew), and a drain
+	// resumed from the node's record does not take its Since (nil: the
+	// action may still run).
+	Over *time.Time `json:"over,omitempty"`
 }
 
 // Expired reports whether the hold lapsed by now.
@@ -191,8 +198,8 @@ func apply(ctx context.Context, c kubernetes.Interface, name string, read *corev
 		}
 		wants := Changes{m.Cordon, m.ExcludeLB, m.Draining, m.OutOfService}
 		h, held := s.Causes[m.Cause]
-		if !held || h.Since.Before(m.Renew) {
-			h.Since = now
+		if !held || h.Since.Before(m.Renew) || h.Over != nil {
+			h.Since, h.Over = now, nil // an action over is not this one
 		}
 		h.Wants = h.Wants.or(wants)
 		if !m.Expires.IsZero() && (h.Expires == nil || m.Expires.After(*h.Expires)) {
@@ -257,6 +264,25 @@ func ReleaseHolds(ctx context.Context, c kubernetes.Interface, name string, hold
 		return Changes{}, fmt.Errorf("unmarking node %s (%s): %w", name, strings.Join(causes, ", "), err)
 	}
 	return undone, nil
+}
+
+// EndHold records on the node that the action that placed cause's hold is
+// over (Hold.Over): the hold and its marks stay, but nothing counts from it
+// any more. A hold already over, or none, is left as it is.
+func EndHold(ctx context.Context, c kubernetes.Interface, name string, cause Cause, now time.Time, dryRun bool) error {
+	err := update(ctx, c, name, nil, dryRun, nil, func(_ *corev1.Node, s *State) bool {
+		h, held := s.Causes[cause]
+		if !held || h.Over != nil {
+			return false
+		}
+		h.Over = &now
+		s.Causes[cause] = h
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("recording on node %s that its %s action is over: %w", name, cause, err)
+	}
+	return nil
 }
 
 // update reads the node, lets change edit it and its State, and writes both

@@ -230,6 +230,37 @@ func TestRenewAndReleaseHolds(t *testing.T) {
 	}
 }
 
+// EndHold records that a hold's action is over and keeps the hold and its
+// marks; the next mark of the cause begins it anew, whatever its Renew, and
+// nothing is over any more.
+func TestEndHold(t *testing.T) {
+	c := fake.NewClientset(newNode(nodeName, ""))
+	ctx := context.Background()
+	old := now.Add(-time.Hour)
+	hold := func() Hold { s, _ := Marks(get(t, c, nodeName)); return s.Causes[CauseTerminate] }
+	if err := EndHold(ctx, c, nodeName, CauseTerminate, now, false); err != nil || Holds(get(t, c, nodeName), CauseTerminate) {
+		t.Fatalf("no hold: %v, or one made", err)
+	}
+	if _, err := ApplyTo(ctx, c, get(t, c, nodeName), drainMark, old, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := EndHold(ctx, c, nodeName, CauseTerminate, now.Add(-time.Minute), true); err != nil || hold().Over != nil {
+		t.Fatalf("a dry run recorded the end: %+v, %v", hold(), err)
+	}
+	if err := EndHold(ctx, c, nodeName, CauseTerminate, now.Add(-time.Minute), false); err != nil {
+		t.Fatal(err)
+	}
+	if h, n := hold(), get(t, c, nodeName); h.Over == nil || !h.Over.Equal(now.Add(-time.Minute)) || !h.Since.Equal(old) || !n.Spec.Unschedulable {
+		t.Fatalf("hold %+v, cordoned %v: want it over, kept, its marks in place", h, n.Spec.Unschedulable)
+	}
+	if _, err := ApplyTo(ctx, c, get(t, c, nodeName), drainMark, now, false); err != nil {
+		t.Fatal(err)
+	}
+	if h := hold(); h.Over != nil || !h.Since.Equal(now) {
+		t.Errorf("a new action's mark on a hold over: %+v, want it begun anew at %s", h, now)
+	}
+}
+
 // Expired advisory causes go with the next release of any cause.
 func TestReleaseDropsExpiredCauses(t *testing.T) {
 	c := fake.NewClientset(newNode(nodeName, ""))

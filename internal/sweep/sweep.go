@@ -344,24 +344,6 @@ func waiting(i astypes.Instance) bool {
 	return s == stateTerminatingWait || s == statePendingWait || s == stateWarmedPendingWait
 }
 
-// warmTransition is the transition of the action that holds an instance in
-// Warmed:Pending:Wait, which Auto Scaling uses for both ways into a warm
-// pool (a launch into it, and a scale-in with ReuseOnScaleIn): the one
-// transition the group's hooks, anyone's, are for; none when they are for
-// both (which of them holds it is not guessed).
-func warmTransition(hooks []astypes.LifecycleHook) (event.LifecycleTransition, bool) {
-	var ts []event.LifecycleTransition
-	for _, h := range hooks {
-		if t := event.LifecycleTransition(aws.ToString(h.LifecycleTransition)); !slices.Contains(ts, t) {
-			ts = append(ts, t)
-		}
-	}
-	if len(ts) != 1 {
-		return "", false
-	}
-	return ts[0], true
-}
-
 // readInstances reads EC2's view of what may be wrong, never of every
 // instance: the cluster's instances that are not running (one filtered
 // call, small when all is well), then, by id, the instances of the nodes
@@ -433,16 +415,6 @@ func ownedByDaemonSet(p corev1.Pod) bool {
 	return c != nil && c.Kind == "DaemonSet"
 }
 
-// Hook is a lifecycle action left waiting, to be handled as if its event had
-// come.
-type Hook struct {
-	Kind   event.Kind // KindTerminate or KindLaunch
-	Action event.LifecycleAction
-	// Taken: an invocation took the action before (the instance's Lease is
-	// there, lapsed): the function owes it a completion before it times out.
-	Taken bool
-}
-
 // Zombie is a Node NotReady on an instance EC2 reports running.
 type Zombie struct {
 	Node       string
@@ -489,57 +461,7 @@ func (r *Readings) Plan(cfg Config) Plan {
 	var p Plan
 	held, taken := r.leaseHolds()
 	busy := map[string]bool{} // instances the plan acts on already
-	for _, g := range r.Groups {
-		for _, gi := range g.all() {
-			id := aws.ToString(gi.InstanceId)
-			kind, transition := event.KindTerminate, event.TransitionTerminating
-			var into event.LifecycleLocation
-			switch string(gi.LifecycleState) {
-			case stateTerminatingWait:
-			case statePendingWait:
-				kind, transition = event.KindLaunch, event.TransitionLaunching
-			case stateWarmedPendingWait:
-				into = event.LocationWarmPool
-				t, ok := warmTransition(g.Hooks)
-				switch {
-				case !ok:
-					p.Notes = append(p.Notes, fmt.Sprintf("%s waits in %s, where a launch and a scale-in into the warm pool both wait, and %s has hooks for both: which one holds it is not guessed", id, gi.LifecycleState, g.Name))
-					continue
-				case t == event.TransitionLaunching:
-					kind, transition = event.KindLaunch, t
-				}
-			default:
-				continue
-			}
-			if held[id] {
-				p.Held = append(p.Held, id)
-				busy[id] = true
-				continue
-			}
-			var hooks []string
-			for _, h := range g.Hooks {
-				name := aws.ToString(h.LifecycleHookName)
-				if aws.ToString(h.LifecycleTransition) == string(transition) && slices.Contains(cfg.HookNames, name) {
-					hooks = append(hooks, name)
-				}
-			}
-			switch len(hooks) {
-			case 0:
-				p.Notes = append(p.Notes, fmt.Sprintf("%s waits in %s with no hook of ours (TERMINATE_HOOK_NAME, LAUNCH_HOOK_NAME, HOOK_NAMES): left to its owner", id, gi.LifecycleState))
-				continue
-			case 1:
-			default:
-				p.Notes = append(p.Notes, fmt.Sprintf("%s waits in %s on hooks %s, all of them ours: none is guessed; name one hook per transition in TERMINATE_HOOK_NAME, LAUNCH_HOOK_NAME and HOOK_NAMES", id, gi.LifecycleState, strings.Join(hooks, ", ")))
-				continue
-			}
-			busy[id] = true
-			if cfg.Shard != nil {
-				continue // shard 0's to take: here only left alone
-			}
-			p.Hooks = append(p.Hooks, Hook{Kind: kind, Action: event.LifecycleAction{
-				AutoScalingGroupName: g.Name, HookName: hooks[0], InstanceID: id, Transition: transition, Destination: into}, Taken: taken[id]})
-		}
-	}
+	r.planHooks(cfg, &p, held, taken, busy)
 	groupOf := r.groupOf()
 	attached := map[string]bool{}
 	for _, va := range r.Attachments {

@@ -195,32 +195,52 @@ func TestPlan(t *testing.T) {
 				}
 			},
 		},
-		"an instance entering a warm pool is taken by the one transition its group's hooks are for": {
+		"an instance entering a warm pool is taken by the one transition its group's hooks are for, or asked of Auto Scaling": {
 			r: func() Readings {
 				launchOnly := groupOf("launch-only", nil, asgInstance("i-2", "Warmed:Pending:Wait", "Healthy"))
 				launchOnly.Hooks = []astypes.LifecycleHook{{LifecycleHookName: aws.String("ours"), LifecycleTransition: aws.String(string(event.TransitionLaunching))}}
 				both := groupOf("both", []string{"term"}, asgInstance("i-3", "Warmed:Pending:Wait", "Healthy"))
 				both.Hooks = append(both.Hooks, astypes.LifecycleHook{LifecycleHookName: aws.String("ours"), LifecycleTransition: aws.String(string(event.TransitionLaunching))})
-				groups := []Group{groupOf("terminate-only", []string{"term"}, asgInstance("i-1", "Warmed:Pending:Wait", "Healthy")), launchOnly, both}
+				// another tool's launch hook beside our terminate hook
+				theirs := groupOf("theirs", []string{"term"}, asgInstance("i-4", "Warmed:Pending:Wait", "Healthy"))
+				theirs.Hooks = append(theirs.Hooks, astypes.LifecycleHook{LifecycleHookName: aws.String("karpenter-launch"), LifecycleTransition: aws.String(string(event.TransitionLaunching))})
+				// another tool's terminate hook beside our launch hook
+				theirsT := groupOf("theirs-terminate", []string{"karpenter-terminate"}, asgInstance("i-5", "Warmed:Pending:Wait", "Healthy"))
+				theirsT.Hooks = append(theirsT.Hooks, astypes.LifecycleHook{LifecycleHookName: aws.String("ours"), LifecycleTransition: aws.String(string(event.TransitionLaunching))})
+				groups := []Group{groupOf("terminate-only", []string{"term"}, asgInstance("i-1", "Warmed:Pending:Wait", "Healthy")), launchOnly, both, theirs, theirsT}
 				for i := range groups { // Auto Scaling lists them in the pool, apart
 					groups[i].Pool, groups[i].Instances = groups[i].Instances, nil
 				}
-				return Readings{Groups: groups, Instances: map[string]instance.Instance{"i-1": running("i-1"), "i-2": running("i-2"), "i-3": running("i-3")}}
+				return Readings{Groups: groups, Instances: map[string]instance.Instance{"i-1": running("i-1"), "i-2": running("i-2"), "i-3": running("i-3"),
+					"i-4": running("i-4"), "i-5": running("i-5")}}
 			}(),
 			want: func(t *testing.T, p Plan) {
-				if len(p.Hooks) != 2 {
-					t.Fatalf("hooks %+v: want i-1's and i-2's", p.Hooks)
+				if len(p.Hooks) != 5 || len(p.Notes) != 0 {
+					t.Fatalf("hooks %+v, notes %v: want every instance's action, none left", p.Hooks, p.Notes)
 				}
 				for i, want := range []struct {
-					id   string
-					kind event.Kind
-				}{{"i-1", event.KindTerminate}, {"i-2", event.KindLaunch}} {
-					if h := p.Hooks[i]; h.Action.InstanceID != want.id || h.Kind != want.kind || h.Action.Destination != event.LocationWarmPool {
-						t.Errorf("hook %d: %+v, want %s's %s into the warm pool", i, h, want.id, want.kind)
+					id       string
+					kind     event.Kind
+					hook     string
+					ask      bool
+					elseHook string
+				}{{"i-1", event.KindTerminate, "term", false, ""}, {"i-2", event.KindLaunch, "ours", false, ""},
+					{"i-3", event.KindTerminate, "term", true, "ours"}, {"i-4", event.KindTerminate, "term", true, ""},
+					{"i-5", event.KindLaunch, "ours", true, ""}} {
+					h := p.Hooks[i]
+					if h.Action.InstanceID != want.id || h.Kind != want.kind || h.Action.HookName != want.hook || h.Action.Destination != event.LocationWarmPool || h.Ask != want.ask {
+						t.Errorf("hook %d: %+v, want %s's %s on %s into the warm pool, asked %v", i, h, want.id, want.kind, want.hook, want.ask)
 					}
-				}
-				if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "i-3") || !strings.Contains(p.Notes[0], "not guessed") {
-					t.Errorf("notes %v: want i-3 left, not guessed", p.Notes)
+					elseHook := ""
+					if h.Else != nil {
+						elseHook = h.Else.Action.HookName
+						if h.Else.Kind != event.KindLaunch || h.Else.Action.InstanceID != want.id || h.Else.Action.Destination != event.LocationWarmPool {
+							t.Errorf("hook %d: else %+v, want %s's launch into the warm pool", i, h.Else, want.id)
+						}
+					}
+					if elseHook != want.elseHook {
+						t.Errorf("hook %d: else %q, want %q", i, elseHook, want.elseHook)
+					}
 				}
 			},
 		},

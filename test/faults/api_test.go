@@ -26,6 +26,7 @@ func scenarios() []scenario {
 		{"daemonset-lookup-5xx", daemonSetLookup5xx},
 		{"node-lookup-5xx", nodeLookup5xx},
 		{"aws-5xx-throttle", awsFaults},
+		{"group-tags-throttled", groupTagsThrottled},
 		// 2
 		{"health-closed-changes-nothing", healthClosedOnly},
 		{"health-closed-undoes", healthClosedUndoes},
@@ -191,6 +192,37 @@ func nodeLookup5xx(x *X) {
 	apiTerminate(x, fp.Options{}, 90*time.Second, 2*time.Minute, nil, func(p *fp.Proxy) {
 		p.Add(fp.Rule{Name: "node 503", Method: "GET", Path: nodePath, Fault: fp.ServerError, For: 6 * time.Second})
 	})
+}
+
+// groupTagsThrottled: a terminate hook of ours in a group chosen by its tag
+// alone; Auto Scaling throttles every reading of the group's tags for a
+// while. The invocation fails with nothing done but a heartbeat, so that
+// Lambda's retry finds the hook alive (as when EC2 is unreadable); the
+// retry, once the throttling is over, drains the node and completes the
+// hook once.
+func groupTagsThrottled(x *X) {
+	groupTag := "node-drainer.io/" + x.name
+	x.scene(sceneOpts{nodes: 2, groupTags: map[string]string{groupTag: "true"}})
+	x.web("web", 2, -1, -1)
+	p, awsEnv := x.awsProxy(fp.Options{})
+	throttled := p.Add(fp.Rule{Body: "Action=DescribeAutoScalingGroups", Fault: fp.Throttle}) // past the SDK's retries
+	rt := x.function(60*time.Second, append(awsEnv, "ASG_TAG_KEY="+groupTag)...)
+	x.observe(nil)
+	x.hookAfterDrain = true
+	payload := x.terminating("token-" + x.name)
+	_, err := x.invoke(rt, payload)
+	x.expect(err != nil, "the invocation with the group's tags unreadable did not fail: Lambda would not retry it")
+	ok, _ := x.completions()
+	x.expect(len(ok) == 0, "the hook was completed with the group's tags unreadable")
+	beats := 0
+	for _, c := range x.lifecycleCalls("RecordLifecycleActionHeartbeat") {
+		if c.OK() {
+			beats++
+		}
+	}
+	x.expect(beats > 0, "the hook was not heartbeated for Lambda's retry")
+	throttled.End() // Lambda retries a minute later: the throttling is over
+	x.drainThenComplete(rt, payload, 2*time.Minute)
 }
 
 // awsFaults: EC2 and autoscaling answer 503 and Throttling to their first

@@ -33,7 +33,41 @@ func sweepScenarios() []scenario {
 		{"sweep-hook-unknown-age-held", sweepHookUnknownAgeHeld},
 		{"sweep-40-stuck-hooks", sweep40StuckHooks},
 		{"shared-group-tag-two-deployments", sharedTagTwoDeployments},
+		{"shared-group-tag-other-hook-names", sharedTagOtherHookNames},
 	}
+}
+
+// sharedTagOtherHookNames: two deployments choose groups by one tag and use
+// different hook names. Cluster A's group names its cluster in its own tags
+// (kubernetes.io/cluster/testenv, as terraform-aws-eks and eksctl tag
+// theirs). Both sweep: B (cluster staging, hooks staging-*) must put no
+// hook on A's group — it would have no owner there, and every scale-in
+// would wait its whole heartbeat timeout — and A puts its own. A scale-in
+// then waits on A's hook alone, which A drains and completes once.
+func sharedTagOtherHookNames(x *X) {
+	groupTag := "node-drainer.io/" + x.name // this scene's alone: the sweeps put hooks on every group carrying it
+	x.scene(sceneOpts{nodes: 2, groupTags: map[string]string{groupTag: "true"}, noHooks: true})
+	x.web("web", 2, -1, -1)
+	x.observe(nil)
+	byTag := "ASG_TAG_KEY=" + groupTag
+	b := x.function(60*time.Second, byTag, "CLUSTER_NAME=staging", "CLUSTER_TAG_KEY=kubernetes.io/cluster/staging",
+		"TERMINATE_HOOK_NAME=staging-terminate", "LAUNCH_HOOK_NAME=staging-launch")
+	a := x.function(60*time.Second, byTag)
+	for _, rt := range []*lambdart.Runtime{b, a} {
+		if out, ok := x.sweep(rt); ok {
+			x.t.Logf("sweep: hooks put %v, notes %v", out.Sweep.HooksPut, out.Sweep.Notes)
+		}
+	}
+	out, err := autoscaling.NewFromConfig(env.AWS.AWSConfig()).DescribeLifecycleHooks(x.ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(x.asg)})
+	x.must(err)
+	var names []string
+	for _, h := range out.LifecycleHooks {
+		names = append(names, aws.ToString(h.LifecycleHookName))
+	}
+	slices.Sort(names)
+	x.expect(slices.Equal(names, []string{harness.TerminateHook}), "the group's hooks %v: want A's %s alone, none of B's", names, harness.TerminateHook)
+	x.hookAfterDrain = true
+	x.drainThenComplete(a, x.terminating("token-"+x.name), 60*time.Second)
 }
 
 // sharedTagTwoDeployments: two clusters in one account and region, each with

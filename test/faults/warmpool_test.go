@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"time"
@@ -31,7 +32,90 @@ func warmPoolScenarios() []scenario {
 		{"warm-pool-return-sweep", warmPoolSweep},
 		{"warm-pool-launch-into-pool", warmPoolLaunchInto},
 		{"warm-pool-scale-in-sweep", warmPoolScaleInSweep},
+		{"warm-pool-scale-in-sweep-two-hooks", warmPoolScaleInSweepTwoHooks},
+		{"warm-pool-back-scale-in-sweep", warmPoolBackScaleInSweep},
 	}
+}
+
+// otherToolsLaunchHook is another tool's launch hook on a warm-pool group.
+const otherToolsLaunchHook = "other-tool-launch"
+
+// warmPoolScaleInSweepTwoHooks: a warm-pool group with our terminate hook
+// and another tool's launch hook (common on warm pools): Warmed:Pending:Wait
+// holds both a scale-in into the pool and a launch into it. The target is
+// scaled in into the pool, its event lost; another instance launches into
+// the pool under the other tool's hook. The sweep must ask Auto Scaling
+// which action holds each (a heartbeat of our hook answers only for an
+// action of it), drain the target and complete its action once, and leave
+// the other instance, its node and the other tool's hook alone.
+func warmPoolScaleInSweepTwoHooks(x *X) {
+	x.scene(sceneOpts{nodes: 2, clusterTag: x.swTag(), noHooks: true})
+	x.warmPool("Running")
+	asc := autoscaling.NewFromConfig(env.AWS.AWSConfig())
+	for name, transition := range map[string]string{harness.TerminateHook: "autoscaling:EC2_INSTANCE_TERMINATING", otherToolsLaunchHook: "autoscaling:EC2_INSTANCE_LAUNCHING"} {
+		_, err := asc.PutLifecycleHook(x.ctx, &autoscaling.PutLifecycleHookInput{
+			AutoScalingGroupName: aws.String(x.asg), LifecycleHookName: aws.String(name),
+			LifecycleTransition: aws.String(transition), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE"),
+		})
+		x.must(err)
+	}
+	x.web("web", 2, -1, -1)
+	x.observe(nil)
+	x.terminating("token-" + x.name) // its event is lost
+	x.must(env.AWS.SetLifecycleState(x.ctx, x.asg, x.target.ID, "Warmed:Pending:Wait"))
+	other := x.insts[1]
+	x.must(env.AWS.RegisterLifecycleAction(x.ctx, moto.LifecycleAction{ASG: x.asg, Hook: otherToolsLaunchHook, InstanceID: other.ID,
+		Token: "token-other-" + x.name, Transition: "autoscaling:EC2_INSTANCE_LAUNCHING"}))
+	x.must(env.AWS.SetLifecycleState(x.ctx, x.asg, other.ID, "Warmed:Pending:Wait"))
+	rt := x.sweepFunction(60 * time.Second)
+	if out, ok := x.sweep(rt); ok {
+		x.expect(slices.Contains(out.Sweep.Hooks, x.target.ID) && !slices.Contains(out.Sweep.Hooks, other.ID),
+			"the sweep's hooks %v: want the target's scale-in taken, the other tool's launch left (%s; notes %v)", out.Sweep.Hooks, out.Detail, out.Sweep.Notes)
+	}
+	x.hookAfterDrain = true
+	got := x.waitHook(60*time.Second, rt)
+	x.setDrained()
+	x.checkHook("CONTINUE", got)
+	x.expect(x.drained == "yes", "the node was not drained")
+	calls, err := env.AWS.LifecycleCalls(x.ctx)
+	x.must(err)
+	for _, c := range calls {
+		if c.Params["LifecycleHookName"] == otherToolsLaunchHook {
+			x.violate("the other tool's hook was called: %s on %s", c.Operation, c.Params["InstanceId"])
+		}
+	}
+	n := x.getNode(other.PrivateDNSName)
+	x.expect(!n.Spec.Unschedulable && !node.Holds(n, node.CauseTerminate), "the node of the instance launching into the pool under another tool's hook was marked: %+v", n.Spec)
+}
+
+// warmPoolBackScaleInSweep: an instance drained into a Running warm pool
+// (no event says it is back: it never stopped) is back in service and
+// scaled in again before a sweep lifts the first trip's hold, that event
+// lost, with DRAIN_TIMEOUT passed since the first trip. The sweep's drain
+// must count from its own start, not the first trip's hold, whose action
+// is over: the hook completed with CONTINUE, not with the failure result
+// (ABANDON here) at once.
+func warmPoolBackScaleInSweep(x *X) {
+	x.scene(sceneOpts{nodes: 2, clusterTag: x.swTag()})
+	const drainTimeout = 20 * time.Second
+	rt := x.sweepFunction(60*time.Second, "DRAIN_TIMEOUT="+drainTimeout.String(), "LIFECYCLE_RESULT_ON_FAILURE=ABANDON")
+	x.intoWarmPool(rt, "Running")
+	first, _ := x.completions()
+	x.must(env.AWS.SetLifecycleState(x.ctx, x.asg, x.target.ID, "InService"))
+	time.Sleep(drainTimeout)               // the first trip's hold is older than DRAIN_TIMEOUT
+	x.terminating("token-again-" + x.name) // scaled in again, its event lost
+	x.must(env.AWS.SetLifecycleState(x.ctx, x.asg, x.target.ID, "Warmed:Pending:Wait"))
+	if out, ok := x.sweep(rt); ok {
+		x.expect(slices.Contains(out.Sweep.Hooks, x.target.ID), "the sweep did not take the second scale-in: %s (notes %v)", out.Detail, out.Sweep.Notes)
+	}
+	ctx, cancel := context.WithTimeout(x.ctx, 2*time.Minute)
+	_ = rt.WaitIdle(ctx)
+	cancel()
+	ok, all := x.completions()
+	if !x.expect(len(first) == 1 && len(ok) == 2 && len(all) == 2, "completions: %d after the first trip, %d (%d ok) in all; want 1, then 2", len(first), len(all), len(ok)) {
+		return
+	}
+	x.expect(ok[1].Params["LifecycleActionResult"] == "CONTINUE", "the second scale-in completed with %s: its drain counted from the first trip's hold", ok[1].Params["LifecycleActionResult"])
 }
 
 // warmPoolLaunchInto: a new instance launches into the warm pool; the launch

@@ -24,6 +24,7 @@ import (
 
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/handler"
+	"github.com/node-drainer/node-drainer/internal/instance"
 )
 
 const clusterTag = "kubernetes.io/cluster/sim"
@@ -37,7 +38,8 @@ type stateAt struct {
 
 type ec2Inst struct {
 	id, dns   string
-	hibernate bool // configured for hibernation
+	group     string // the Auto Scaling group that launched it (its aws:autoscaling:groupName tag)
+	hibernate bool   // configured for hibernation
 	hist      []stateAt
 }
 
@@ -50,9 +52,9 @@ type ec2World struct {
 	newUnseen int
 }
 
-func (e *ec2World) add(id, dns string, hibernate bool, state string) {
+func (e *ec2World) add(id, dns, group string, hibernate bool, state string) {
 	e.mu.Lock()
-	e.insts[id] = &ec2Inst{id: id, dns: dns, hibernate: hibernate, hist: []stateAt{{e.w.now(), state, ""}}}
+	e.insts[id] = &ec2Inst{id: id, dns: dns, group: group, hibernate: hibernate, hist: []stateAt{{e.w.now(), state, ""}}}
 	e.mu.Unlock()
 }
 
@@ -119,6 +121,9 @@ func (e *ec2World) seen(inv *invocation, id string) (ec2types.Instance, bool) {
 		Placement:          &ec2types.Placement{AvailabilityZone: aws.String("us-east-1a")},
 		Tags:               []ec2types.Tag{{Key: aws.String(clusterTag), Value: aws.String("owned")}},
 		HibernationOptions: &ec2types.HibernationOptions{Configured: aws.Bool(i.hibernate)},
+	}
+	if i.group != "" {
+		out.Tags = append(out.Tags, ec2types.Tag{Key: aws.String(instance.TagGroupName), Value: aws.String(i.group)})
 	}
 	if s.reason != "" {
 		out.StateReason = &ec2types.StateReason{Code: aws.String(s.reason)}
@@ -210,6 +215,9 @@ type action struct {
 	group, instance string
 	hook            hookDef
 	token           string
+	// origin and dest are the event's Origin and Destination in a group
+	// with a warm pool ("" without one)
+	origin, dest    string
 	start           time.Duration
 	expires, global time.Duration
 	done            bool
@@ -226,6 +234,9 @@ type group struct {
 	name    string
 	hooks   []hookDef
 	members map[string]*member
+	// warm: the group has a warm pool of running instances that takes
+	// instances back on scale-in (ReuseOnScaleIn)
+	warm bool
 }
 
 type asgWorld struct {
@@ -253,9 +264,9 @@ func (a *asgWorld) hooks() []hookDef {
 	return hs
 }
 
-func (a *asgWorld) addGroup(name string) {
+func (a *asgWorld) addGroup(name string, warm bool) {
 	a.mu.Lock()
-	a.groups[name] = &group{name: name, hooks: a.hooks(), members: map[string]*member{}}
+	a.groups[name] = &group{name: name, hooks: a.hooks(), members: map[string]*member{}, warm: warm}
 	a.mu.Unlock()
 }
 
@@ -279,13 +290,18 @@ func (a *asgWorld) find(id string) (*group, *member) {
 func (a *asgWorld) transition(id, transition string) {
 	a.mu.Lock()
 	g, m := a.find(id)
-	if g == nil || (transition == "autoscaling:EC2_INSTANCE_TERMINATING" && strings.HasPrefix(m.state, "Terminating")) {
+	if g == nil || (transition == "autoscaling:EC2_INSTANCE_TERMINATING" && (strings.HasPrefix(m.state, "Terminating") || strings.HasPrefix(m.state, "Warmed:"))) {
 		a.mu.Unlock()
 		return
 	}
-	wait := "Terminating:Wait"
-	if transition == "autoscaling:EC2_INSTANCE_LAUNCHING" {
+	wait, origin, dest := "Terminating:Wait", "", ""
+	switch {
+	case transition == "autoscaling:EC2_INSTANCE_LAUNCHING" && m.state == "Warmed:Running":
+		wait, origin, dest = "Pending:Wait", "WarmPool", "AutoScalingGroup" // back from the warm pool
+	case transition == "autoscaling:EC2_INSTANCE_LAUNCHING":
 		wait = "Pending:Wait"
+	case g.warm:
+		wait, origin, dest = "Warmed:Pending:Wait", "AutoScalingGroup", "WarmPool" // scaled in into the warm pool
 	}
 	m.state, m.actions = wait, nil
 	hb := time.Duration(a.w.Plan.HeartbeatSecs) * time.Second
@@ -295,7 +311,7 @@ func (a *asgWorld) transition(id, transition string) {
 			continue
 		}
 		a.tokens++
-		ac := &action{group: g.name, instance: id, hook: h, token: fmt.Sprintf("token-%d", a.tokens), start: a.w.now(),
+		ac := &action{group: g.name, instance: id, hook: h, token: fmt.Sprintf("token-%d", a.tokens), start: a.w.now(), origin: origin, dest: dest,
 			expires: a.w.now() + hb, global: a.w.now() + min(100*hb, 48*time.Hour)}
 		m.actions = append(m.actions, ac)
 		started = append(started, ac)
@@ -381,6 +397,15 @@ func (a *asgWorld) proceed(groupName, id, result string) {
 	a.mu.Lock()
 	g := a.groups[groupName]
 	m := g.members[id]
+	if m.state == "Warmed:Pending:Wait" { // into the warm pool, whatever the result: it keeps running there
+		m.state = "Warmed:Running"
+		a.mu.Unlock()
+		a.w.tracef("world: ASG %s: %s Warmed:Running (in the warm pool, its node kept)", groupName, id)
+		if back := time.Duration(60+a.w.roll("pool/"+id)*540) * time.Second; a.w.now()+back < poolReturnsUntil {
+			a.w.after(back, func() { a.backFromPool(id) })
+		}
+		return
+	}
 	launching := m.state == "Pending:Wait"
 	if launching && result == "CONTINUE" {
 		m.state = "InService"
@@ -392,6 +417,39 @@ func (a *asgWorld) proceed(groupName, id, result string) {
 	a.mu.Unlock()
 	a.w.tracef("world: ASG %s: %s terminating (%s)", groupName, id, result)
 	a.w.shutDown(id)
+}
+
+// poolReturnsUntil ends the warm pool's sequels: an instance comes back
+// from the pool before it, or stays there for the rest of the day (its
+// hold then kept, as it should be), so that every return has its launch
+// hook and a sweep before the day's last invariants are checked.
+const poolReturnsUntil = 35 * time.Minute
+
+// backFromPool takes an instance out of the warm pool into service, through
+// the launch hooks (no EC2 event: it never stopped); sometimes it is scaled
+// in again soon after, before a sweep may have lifted its first trip's hold.
+func (a *asgWorld) backFromPool(id string) {
+	a.mu.Lock()
+	_, m := a.find(id)
+	inPool := m != nil && m.state == "Warmed:Running"
+	a.mu.Unlock()
+	if !inPool || a.w.ec2.truth(id) != "running" {
+		return
+	}
+	a.w.tracef("world: ASG: %s leaves the warm pool", id)
+	a.transition(id, "autoscaling:EC2_INSTANCE_LAUNCHING")
+	if a.w.roll("pool-again/"+id) < 0.5 && a.w.now() < poolReturnsUntil-10*time.Minute {
+		a.w.after(time.Duration(20+a.w.roll("pool-again-when/"+id)*160)*time.Second, func() {
+			a.mu.Lock()
+			_, m := a.find(id)
+			inService := m != nil && m.state == "InService" // a scale-in picks an instance in service
+			a.mu.Unlock()
+			if inService {
+				a.w.tracef("world: ASG: %s scaled in again", id)
+				a.transition(id, "autoscaling:EC2_INSTANCE_TERMINATING")
+			}
+		})
+	}
 }
 
 // complete is CompleteLifecycleAction.
@@ -518,9 +576,15 @@ func (c asgClient) DescribeAutoScalingGroups(_ context.Context, in *autoscaling.
 		}
 		ag := astypes.AutoScalingGroup{AutoScalingGroupName: aws.String(n),
 			Tags: []astypes.TagDescription{{Key: aws.String(clusterTag), Value: aws.String("owned"), ResourceId: aws.String(n)}}}
+		if g.warm {
+			ag.WarmPoolConfiguration = &astypes.WarmPoolConfiguration{PoolState: astypes.WarmPoolStateRunning,
+				InstanceReusePolicy: &astypes.InstanceReusePolicy{ReuseOnScaleIn: aws.Bool(true)}}
+		}
 		ids := make([]string, 0, len(g.members))
-		for id := range g.members {
-			ids = append(ids, id)
+		for id, m := range g.members {
+			if !strings.HasPrefix(m.state, "Warmed:") { // the warm pool's, listed by DescribeWarmPool
+				ids = append(ids, id)
+			}
 		}
 		sort.Strings(ids)
 		for _, id := range ids {
@@ -530,6 +594,35 @@ func (c asgClient) DescribeAutoScalingGroups(_ context.Context, in *autoscaling.
 		out = append(out, ag)
 	}
 	return &autoscaling.DescribeAutoScalingGroupsOutput{AutoScalingGroups: out}, nil
+}
+
+func (c asgClient) DescribeWarmPool(_ context.Context, in *autoscaling.DescribeWarmPoolInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeWarmPoolOutput, error) {
+	if err := c.w.lambda.gate(c.inv, "autoscaling DescribeWarmPool"); err != nil {
+		return nil, err
+	}
+	if err := c.w.awsFault(c.inv, "DescribeWarmPool"); err != nil {
+		return nil, err
+	}
+	a := c.w.asg
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	g := a.groups[aws.ToString(in.AutoScalingGroupName)]
+	if g == nil {
+		return nil, &smithy.GenericAPIError{Code: "ValidationError", Message: "Group not found"}
+	}
+	var ids []string
+	for id, m := range g.members {
+		if strings.HasPrefix(m.state, "Warmed:") {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	out := &autoscaling.DescribeWarmPoolOutput{}
+	for _, id := range ids {
+		out.Instances = append(out.Instances, astypes.Instance{InstanceId: aws.String(id), LifecycleState: astypes.LifecycleState(g.members[id].state),
+			HealthStatus: aws.String("Healthy"), AvailabilityZone: aws.String("us-east-1a")})
+	}
+	return out, nil
 }
 
 func (c asgClient) SetInstanceHealth(_ context.Context, in *autoscaling.SetInstanceHealthInput, _ ...func(*autoscaling.Options)) (*autoscaling.SetInstanceHealthOutput, error) {
@@ -587,10 +680,14 @@ func hookEvent(ac *action) []byte {
 	if ac.hook.transition == "autoscaling:EC2_INSTANCE_LAUNCHING" {
 		dt = "EC2 Instance-launch Lifecycle Action"
 	}
-	return envelope("aws.autoscaling", dt, time.Now(), map[string]string{
+	detail := map[string]string{
 		"LifecycleActionToken": ac.token, "AutoScalingGroupName": ac.group, "LifecycleHookName": ac.hook.name,
 		"EC2InstanceId": ac.instance, "LifecycleTransition": ac.hook.transition,
-	})
+	}
+	if ac.dest != "" {
+		detail["Origin"], detail["Destination"] = ac.origin, ac.dest
+	}
+	return envelope("aws.autoscaling", dt, time.Now(), detail)
 }
 
 func stateEvent(id, state string) []byte {

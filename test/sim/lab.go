@@ -52,9 +52,9 @@ func NewLab(nodes int) *Lab {
 	w.asg = &asgWorld{w: w, groups: map[string]*group{}}
 	w.lambda = &lambdaWorld{w: w, cfg: cfg, seq: map[string]int{}, log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 	w.bridge = bridge{w}
-	w.asg.addGroup(LabGroup)
+	w.asg.addGroup(LabGroup, false)
 	for i := range nodes {
-		w.ec2.add(instanceID(i), nodeName(i), i == 0, "running")
+		w.ec2.add(instanceID(i), nodeName(i), LabGroup, i == 0, "running")
 		w.asg.addMember(LabGroup, instanceID(i), "InService")
 		w.kube.join(i, LabGroup, false)
 	}

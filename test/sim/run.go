@@ -52,16 +52,16 @@ func Run(seed int64, log *slog.Logger) Result {
 	w.lambda = &lambdaWorld{w: w, cfg: cfg, seq: map[string]int{}, log: log}
 	w.bridge = bridge{w}
 
-	w.asg.addGroup("nodes")
+	w.asg.addGroup("nodes", w.Plan.WarmPool)
 	for i := range w.Plan.Nodes {
-		w.ec2.add(instanceID(i), nodeName(i), i == 0, "running")
+		w.ec2.add(instanceID(i), nodeName(i), "nodes", i == 0, "running")
 		w.asg.addMember("nodes", instanceID(i), "InService")
 		w.kube.join(i, "nodes", false)
 	}
 	if w.Plan.SkippedGroup {
 		i := w.Plan.Nodes
-		w.asg.addGroup("managed")
-		w.ec2.add(instanceID(i), nodeName(i), false, "running")
+		w.asg.addGroup("managed", false)
+		w.ec2.add(instanceID(i), nodeName(i), "managed", false, "running")
 		w.asg.addMember("managed", instanceID(i), "InService")
 		w.kube.join(i, "managed", true)
 	}
@@ -198,7 +198,7 @@ func (w *World) happen(h Happening) {
 			})
 		}
 	case "launch":
-		w.ec2.add(id, name, false, "pending")
+		w.ec2.add(id, name, "nodes", false, "pending")
 		w.asg.addMember("nodes", id, "Pending")
 		w.asg.transition(id, "autoscaling:EC2_INSTANCE_LAUNCHING")
 		w.after(15*time.Second, func() {

@@ -165,6 +165,13 @@ type Plan struct {
 	Web          int    // replicas of web (PDB: maxUnavailable 1)
 	DBs          int    // single-replica stateful pods, each with a ReadWriteOnce volume (PDB minAvailable 1 each)
 	Unmanaged    bool   // one pod no controller owns
+	// WarmPool: the node group has a warm pool of running instances that
+	// takes them back on scale-in (ReuseOnScaleIn): a scaled-in instance
+	// waits in Warmed:Pending:Wait (the group has hooks for both
+	// transitions: the sweep asks which action holds it), keeps running in
+	// the pool with its node, comes back through the launch hook minutes
+	// later, and is sometimes scaled in again soon after
+	WarmPool bool
 
 	// faults
 	APIFault     float64 // probability a request fails (5xx, 429, timeout, conflict)
@@ -296,6 +303,7 @@ func NewPlan(seed int64) Plan {
 		p.Events = append(p.Events, h)
 	}
 	sort.SliceStable(p.Events, func(i, j int) bool { return p.Events[i].At < p.Events[j].At })
+	p.WarmPool = chance(0.25) // drawn last: the plans drawn before warm pools came stay as they were
 	return p
 }
 
@@ -310,7 +318,7 @@ func (p Plan) String() string {
 	for _, e := range p.Events {
 		evs = append(evs, e.String())
 	}
-	return fmt.Sprintf("nodes=%d skippedGroup=%v/%s web=%d dbs=%d unmanaged=%v lambdaTimeout=%s concurrency=%d heartbeat=%ds default=%s otherHook=%v extraHook=%v apiFault=%.2f outages=%v refusals=%v controller=%v\n  env: %s\n  events: %s",
-		p.Nodes, p.SkippedGroup, p.SkippedOwner, p.Web, p.DBs, p.Unmanaged, p.LambdaTimeout, p.Concurrency, p.HeartbeatSecs, p.DefaultResult,
+	return fmt.Sprintf("nodes=%d skippedGroup=%v/%s warmPool=%v web=%d dbs=%d unmanaged=%v lambdaTimeout=%s concurrency=%d heartbeat=%ds default=%s otherHook=%v extraHook=%v apiFault=%.2f outages=%v refusals=%v controller=%v\n  env: %s\n  events: %s",
+		p.Nodes, p.SkippedGroup, p.SkippedOwner, p.WarmPool, p.Web, p.DBs, p.Unmanaged, p.LambdaTimeout, p.Concurrency, p.HeartbeatSecs, p.DefaultResult,
 		p.OtherHook, p.ExtraOwnedHook, p.APIFault, p.Outages, p.Refusals, p.ControllerUp, strings.Join(env, " "), strings.Join(evs, ", "))
 }
