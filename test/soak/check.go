@@ -105,7 +105,7 @@ func (d *day) lifecycleCalls() {
 		d.mu.Lock()
 		mine := d.mine[i]
 		d.mu.Unlock()
-		if c.Params["AutoScalingGroupName"] != d.name || mine {
+		if g := c.Params["AutoScalingGroupName"]; (g != d.name && g != d.skippedGroup()) || mine {
 			continue
 		}
 		hook := c.Params["LifecycleHookName"]
@@ -230,7 +230,13 @@ func forwarded(r fp.Request) bool {
 func (d *day) requests() {
 	reqs := d.api.Requests()
 	for _, r := range reqs[d.seenAPI:] {
-		if r.Method != "DELETE" || !forwarded(r) {
+		if r.Method == "GET" || !forwarded(r) {
+			continue
+		}
+		if on := d.writeNode(r); on != "" {
+			d.owned(r, on)
+		}
+		if r.Method != "DELETE" {
 			continue
 		}
 		if m := podPath.FindStringSubmatch(r.Path); m != nil {
@@ -253,9 +259,55 @@ func (d *day) requests() {
 	d.seenAPI = len(reqs)
 }
 
+var evictionPath = regexp.MustCompile(`^/api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction$`)
+
+// writeNode is the node a write of the function concerns ("": none).
+func (d *day) writeNode(r fp.Request) string {
+	if m := evictionPath.FindStringSubmatch(r.Path); m != nil {
+		if s, ok := d.obs.podNode(m[1] + "/" + m[2]); ok {
+			return s.node
+		}
+	} else if m := podPath.FindStringSubmatch(r.Path); m != nil {
+		if s, ok := d.obs.podNode(m[1] + "/" + m[2]); ok {
+			return s.node
+		}
+	} else if m := vaPath.FindStringSubmatch(r.Path); m != nil {
+		return d.obs.vaNode(m[1])
+	} else if m := nodePath.FindStringSubmatch(strings.TrimSuffix(r.Path, "/status")); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// owned checks a write on one of the day's nodes (I6): none on the
+// skipped owner's, but a managed node group's node is released once its
+// instance is down, and its marks lifted when it runs again.
+func (d *day) owned(r fp.Request, on string) {
+	id, ok := d.dayNode(on)
+	if !ok {
+		return
+	}
+	d.check(6)
+	if in, ok := d.inst(d.plan.Nodes); !ok || !d.plan.SkippedGroup || in.ID != id {
+		return
+	}
+	if d.plan.SkippedOwner == "managed-nodegroup" {
+		d.mu.Lock()
+		down := false
+		for _, e := range d.ec2[id] {
+			down = down || (!e.at.After(r.Time) && e.state != "running" && e.state != "pending")
+		}
+		d.mu.Unlock()
+		if down {
+			return
+		}
+	}
+	d.violate(6, "%s %s on %s, a %s node", r.Method, r.Path, on, d.plan.SkippedOwner)
+}
+
 // dayNode is the instance of one of the day's nodes.
 func (d *day) dayNode(name string) (string, bool) {
-	for _, in := range d.insts {
+	for _, in := range d.instances() {
 		if in.PrivateDNSName == name {
 			return in.ID, true
 		}
@@ -330,7 +382,7 @@ func (d *day) terminated(name string) {
 
 // final checks what must hold once the day is over (I7, I8, I9).
 func (d *day) final() {
-	for _, in := range d.insts {
+	for _, in := range d.instances() {
 		d.mu.Lock()
 		k, _ := at(d.kubelet[in.PrivateDNSName], time.Now())
 		e, _ := at(d.ec2[in.ID], time.Now())
@@ -352,7 +404,7 @@ func (d *day) final() {
 
 // bounded: at most 10 invocations about one instance within a minute (I8).
 func (d *day) bounded(invs []lambdart.Invocation) {
-	for _, in := range d.insts {
+	for _, in := range d.instances() {
 		var starts []time.Time
 		for _, inv := range invs {
 			if !inv.Start.IsZero() && strings.Contains(string(inv.Payload), in.ID) {

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/node-drainer/node-drainer/internal/config"
+	"github.com/node-drainer/node-drainer/internal/node"
 	"github.com/node-drainer/node-drainer/test/harness"
 	fp "github.com/node-drainer/node-drainer/test/harness/faultproxy"
 	"github.com/node-drainer/node-drainer/test/harness/lambdart"
@@ -54,6 +55,7 @@ type day struct {
 	ec2        map[string][]stamp // the states the soak gave each instance, in order
 	kubelet    map[string][]stamp // node: "up"/"down"
 	member     map[string]string  // instance: InService, Terminating, Pending, Gone
+	group      map[string]string  // instance: its group, when not the day's (the skipped owner's)
 	mine       map[int]bool       // indexes of moto's lifecycle calls the soak made itself
 	seenCalls  int                // moto's lifecycle calls looked at so far
 	seenAPI    int                // the apiserver proxy's requests looked at so far
@@ -70,6 +72,7 @@ type stamp struct {
 // action is a lifecycle action the soak's Auto Scaling started.
 type action struct {
 	token, hook, id string
+	group           string
 	terminate, ours bool
 	start, lastHB   time.Time
 	done, expired   bool
@@ -86,7 +89,7 @@ type dueCheck struct {
 func newDay(ctx context.Context, env *harness.Env, bootstrap string, seed int64) *day {
 	return &day{env: env, bootstrap: bootstrap, seed: seed, plan: sim.NewPlan(seed), name: fmt.Sprintf("soak-%d", seed), ctx: ctx,
 		insts: map[int]harness.Instance{}, events: map[string]int{}, faults: map[string]int{}, draws: map[string]int{},
-		ec2: map[string][]stamp{}, kubelet: map[string][]stamp{}, member: map[string]string{}, mine: map[int]bool{}}
+		ec2: map[string][]stamp{}, kubelet: map[string][]stamp{}, member: map[string]string{}, group: map[string]string{}, mine: map[int]bool{}}
 }
 
 // since is the time since the day began.
@@ -101,6 +104,10 @@ func (d *day) tracef(format string, args ...any) {
 		fmt.Fprintf(Live, "seed %d %s\n", d.seed, line)
 	}
 }
+
+// OnViolation, when set, is called at each violation (SOAK_FIRST stops
+// the soak at the first).
+var OnViolation func()
 
 // Live, when set, receives every day's trace as it happens.
 var Live io.Writer
@@ -127,11 +134,14 @@ func (d *day) check(i int) {
 }
 
 func (d *day) violate(i int, format string, args ...any) {
-	v := Violation{Inv: i, At: time.Since(d.t0), What: fmt.Sprintf(format, args...)}
+	v := Violation{Inv: i, At: time.Since(d.t0), When: time.Now(), What: fmt.Sprintf(format, args...)}
 	d.mu.Lock()
 	d.violations = append(d.violations, v)
 	d.mu.Unlock()
 	d.tracef("VIOLATION %s", v)
+	if OnViolation != nil {
+		OnViolation()
+	}
 }
 
 // after runs f after d on the day's clock (its own goroutine) unless the
@@ -163,8 +173,9 @@ func (d *day) functionEnv() ([]string, error) {
 		}
 		env[k] = v
 	}
+	env["ADVISORY_MARK_TTL"] = advisoryMarkTTL
 	env["CLUSTER_TAG_KEY"] = "kubernetes.io/cluster/" + d.name
-	env["ASG_NAMES"] = d.name
+	env["ASG_NAMES"] = d.name + "," + d.skippedGroup()
 	env["CLUSTER_NAME"] = harness.ClusterName
 	cfg, err := config.FromEnv(func(k string) string { return env[k] })
 	if err != nil {
@@ -209,6 +220,9 @@ func (d *day) setUp() error {
 		d.setKubelet(in.PrivateDNSName, true)
 		d.member[in.ID] = "InService"
 	}
+	if err := d.skipped(ctx); err != nil {
+		return err
+	}
 	if err := d.workloads(ctx); err != nil {
 		return err
 	}
@@ -216,6 +230,68 @@ func (d *day) setUp() error {
 		return err
 	}
 	return d.startFunction(env)
+}
+
+// skippedGroup is the group of the skipped owner's node (Plan.SkippedGroup).
+func (d *day) skippedGroup() string { return d.name + "-owned" }
+
+// skipped adds, for Plan.SkippedGroup, one more instance in a group of its
+// own whose node a skipped owner (Plan.SkippedOwner) manages: its index is
+// Plan.Nodes.
+func (d *day) skipped(ctx context.Context) error {
+	if !d.plan.SkippedGroup {
+		return nil
+	}
+	insts, err := d.env.CreateASG(ctx, harness.ASGSpec{Name: d.skippedGroup(), Size: 1, Hooks: true,
+		ClusterTag: "kubernetes.io/cluster/" + d.name, Hibernation: true})
+	if err != nil {
+		return err
+	}
+	labels := map[string]string{"pool": d.name, node.LabelEKSNodeGroup: d.skippedGroup()}
+	if d.plan.SkippedOwner == "karpenter" {
+		labels = map[string]string{"pool": d.name, node.LabelKarpenterNodePool: "default"}
+	}
+	in := insts[0]
+	if err := d.env.AddNodeFor(ctx, in, labels); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.insts[d.plan.Nodes] = in
+	d.group[in.ID] = d.skippedGroup()
+	d.mu.Unlock()
+	d.setEC2(in.ID, "running", "")
+	d.setKubelet(in.PrivateDNSName, true)
+	d.member[in.ID] = "InService"
+	return nil
+}
+
+// inst is the instance of the plan's node i.
+func (d *day) inst(i int) (harness.Instance, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	in, ok := d.insts[i]
+	return in, ok
+}
+
+// instances are the day's instances (launched ones too).
+func (d *day) instances() []harness.Instance {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]harness.Instance, 0, len(d.insts))
+	for _, in := range d.insts {
+		out = append(out, in)
+	}
+	return out
+}
+
+// groupOf is the group of an instance.
+func (d *day) groupOf(id string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if g, ok := d.group[id]; ok {
+		return g
+	}
+	return d.name
 }
 
 // hooks sets the group's hooks as the plan has them: the template's
@@ -246,9 +322,12 @@ func (d *day) hooks(ctx context.Context) error {
 	return nil
 }
 
-// terminateHooks are the group's terminate hooks.
-func (d *day) terminateHooks() []string {
+// terminateHooks are the terminate hooks of the group of id.
+func (d *day) terminateHooks(id string) []string {
 	names := []string{harness.TerminateHook}
+	if d.groupOf(id) != d.name {
+		return names // the template's
+	}
 	if d.plan.ExtraOwnedHook {
 		names = append(names, extraHook)
 	}
@@ -348,7 +427,7 @@ func (d *day) tearDown() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_ = d.env.Client.CoreV1().Namespaces().Delete(ctx, d.name, metav1.DeleteOptions{})
-	for _, in := range d.insts {
+	for _, in := range d.instances() {
 		_ = d.env.Client.CoreV1().Nodes().Delete(ctx, in.PrivateDNSName, metav1.DeleteOptions{})
 	}
 }

@@ -47,7 +47,12 @@ func (d *day) play() error {
 		d.after(scaled(h.At), func() { d.happen(h) })
 		last = max(last, h.At+h.For)
 	}
-	end := d.t0.Add(scaled(last) + settleAfter)
+	lastAt := scaled(last)
+	for _, h := range d.advisories() {
+		d.after(scaled(h.At), func() { d.advise(h) })
+		lastAt = max(lastAt, scaled(h.At)+max(spotNotice, retireAfter)+scaled(90*time.Second))
+	}
+	end := d.t0.Add(lastAt + settleAfter)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {

@@ -44,6 +44,7 @@ const numInv = 12
 type Violation struct {
 	Inv  int
 	At   time.Duration // since the day began
+	When time.Time
 	What string
 }
 
@@ -61,6 +62,8 @@ type Tally struct {
 	Events     map[string]int
 	Faults     map[string]int
 	Failed     []int64 // the seeds of the days that broke an invariant
+	First      time.Time
+	FirstSeed  int64 // the day of the first violation
 	Errors     []string
 }
 
@@ -71,9 +74,14 @@ func NewTally() *Tally { return &Tally{Events: map[string]int{}, Faults: map[str
 func (t *Tally) Add(r *Result) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if r.Err != nil {
+	if r.Err != nil && len(r.Violations) == 0 {
 		t.Errors = append(t.Errors, fmt.Sprintf("seed %d: %v", r.Seed, r.Err))
 		return
+	}
+	for _, v := range r.Violations {
+		if t.First.IsZero() || v.When.Before(t.First) {
+			t.First, t.FirstSeed = v.When, r.Seed
+		}
 	}
 	t.Days++
 	for i := range t.Checks {
@@ -97,8 +105,10 @@ func (t *Tally) Lines(minutes float64) []string {
 	defer t.mu.Unlock()
 	sum := func(m map[string]int) int {
 		n := 0
-		for _, v := range m {
-			n += v
+		for k, v := range m {
+			if k != "sweep" && !strings.HasPrefix(k, "not-played:") {
+				n += v
+			}
 		}
 		return n
 	}
@@ -113,8 +123,8 @@ func (t *Tally) Lines(minutes float64) []string {
 	for i := 1; i <= numInv; i++ {
 		checks = append(checks, fmt.Sprintf("soak_checks_I%d=%d", i, t.Checks[i]))
 	}
-	out = append(out, fmt.Sprintf("soak_days=%d soak_events=%d soak_faults=%d soak_minutes=%.1f %s soak_violations=%d soak_errors=%d",
-		t.Days, sum(t.Events), sum(t.Faults), minutes, strings.Join(checks, " "), t.Violations, len(t.Errors)))
+	out = append(out, fmt.Sprintf("soak_days=%d soak_events=%d soak_sweeps=%d soak_faults=%d soak_minutes=%.1f %s soak_violations=%d soak_errors=%d",
+		t.Days, sum(t.Events), t.Events["sweep"], sum(t.Faults), minutes, strings.Join(checks, " "), t.Violations, len(t.Errors)))
 	return out
 }
 

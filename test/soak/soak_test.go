@@ -51,12 +51,17 @@ func TestSoak(t *testing.T) {
 	if os.Getenv("SOAK_TRACE") == "1" {
 		Live = os.Stdout
 	}
+	soak, stopSoak := context.WithCancel(context.Background())
+	defer stopSoak()
+	if os.Getenv("SOAK_FIRST") == "1" {
+		OnViolation = stopSoak
+	}
 	began := time.Now()
 	deadline := began.Add(time.Duration(minutes) * time.Minute)
 	tally := NewTally()
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
-	for i := 0; time.Now().Before(deadline); i++ {
+	for i := 0; time.Now().Before(deadline) && soak.Err() == nil; i++ {
 		seed, ok := seeds(i)
 		if !ok {
 			break
@@ -68,17 +73,23 @@ func TestSoak(t *testing.T) {
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+			ctx, cancel := context.WithTimeout(soak, 40*time.Minute)
 			defer cancel()
 			r := PlayDay(ctx, env, bootstrap, seed)
 			report(t, r)
 			tally.Add(r)
 		})
-		time.Sleep(20 * time.Second) // the days' busy set-ups apart
+		select { // the days' busy set-ups apart
+		case <-time.After(20 * time.Second):
+		case <-soak.Done():
+		}
 	}
 	wg.Wait()
 	for _, l := range tally.Lines(time.Since(began).Minutes()) {
 		fmt.Println(l)
+	}
+	if !tally.First.IsZero() {
+		fmt.Printf("soak_first_violation_minutes=%.1f soak_first_violation_seed=%d\n", tally.First.Sub(began).Minutes(), tally.FirstSeed)
 	}
 	for _, e := range tally.Errors {
 		t.Errorf("harness: %s", e)

@@ -57,9 +57,9 @@ func (d *day) ec2State(id string) string {
 
 // happen plays one event of the plan.
 func (d *day) happen(h sim.Happening) {
-	in, ok := d.insts[h.Node]
+	in, ok := d.inst(h.Node)
 	if !ok {
-		d.count(d.events, "not-played:"+h.What+"(skipped group)")
+		d.count(d.events, "not-played:"+h.What)
 		return
 	}
 	id, name := in.ID, in.PrivateDNSName
@@ -108,10 +108,11 @@ func (d *day) transition(id string) {
 	d.member[id] = "Terminating"
 	d.mu.Unlock()
 	in := d.instance(id)
-	for _, hook := range d.terminateHooks() {
+	group := d.groupOf(id)
+	for _, hook := range d.terminateHooks(id) {
 		tok := token()
-		ac := &action{token: tok, hook: hook, id: id, terminate: true, ours: d.ours(hook), start: time.Now()}
-		if err := d.env.AWS.RegisterLifecycleAction(d.ctx, moto.LifecycleAction{ASG: d.name, Hook: hook, InstanceID: id, Token: tok}); err != nil {
+		ac := &action{token: tok, hook: hook, id: id, group: group, terminate: true, ours: d.ours(hook), start: time.Now()}
+		if err := d.env.AWS.RegisterLifecycleAction(d.ctx, moto.LifecycleAction{ASG: group, Hook: hook, InstanceID: id, Token: tok}); err != nil {
 			d.tracef("harness: registering %s's action of %s: %v", hook, id, err)
 			continue
 		}
@@ -119,7 +120,7 @@ func (d *day) transition(id string) {
 		d.actions = append(d.actions, ac)
 		d.mu.Unlock()
 		ev, err := harness.EventFile("asg-terminate.json", map[string]string{
-			"AutoScalingGroupName": d.name, "LifecycleHookName": hook, "EC2InstanceId": in.ID, "LifecycleActionToken": tok})
+			"AutoScalingGroupName": group, "LifecycleHookName": hook, "EC2InstanceId": in.ID, "LifecycleActionToken": tok})
 		if err == nil {
 			d.emit("hook/"+tok, ev)
 		}
@@ -127,11 +128,11 @@ func (d *day) transition(id string) {
 			d.after(scaled(time.Duration(5+d.roll("other-when/"+tok)*115)*time.Second), func() { d.completeAs(ac, "CONTINUE", "another tool") })
 		}
 	}
-	d.tracef("world: ASG %s: %s Terminating:Wait", d.name, id)
+	d.tracef("world: ASG %s: %s Terminating:Wait", group, id)
 }
 
 func (d *day) instance(id string) harness.Instance {
-	for _, in := range d.insts {
+	for _, in := range d.instances() {
 		if in.ID == id {
 			return in
 		}
@@ -160,7 +161,7 @@ func (d *day) completeAs(ac *action, result, who string) {
 		return
 	}
 	asc := autoscaling.NewFromConfig(d.env.AWS.AWSConfig())
-	_, err = asc.CompleteLifecycleAction(d.ctx, &autoscaling.CompleteLifecycleActionInput{AutoScalingGroupName: aws.String(d.name),
+	_, err = asc.CompleteLifecycleAction(d.ctx, &autoscaling.CompleteLifecycleActionInput{AutoScalingGroupName: aws.String(ac.group),
 		LifecycleHookName: aws.String(ac.hook), LifecycleActionToken: aws.String(ac.token), LifecycleActionResult: aws.String(result)})
 	after, _ := d.env.AWS.LifecycleCalls(d.ctx)
 	for i := len(before); i < len(after); i++ {
@@ -381,7 +382,7 @@ func (d *day) launch(h sim.Happening) {
 		d.mu.Unlock()
 		d.setEC2(in.ID, "running", "")
 		tok := token()
-		ac := &action{token: tok, hook: harness.LaunchHook, id: in.ID, ours: true, start: time.Now()}
+		ac := &action{token: tok, hook: harness.LaunchHook, id: in.ID, group: d.name, ours: true, start: time.Now()}
 		if err := d.env.AWS.RegisterLifecycleAction(d.ctx, moto.LifecycleAction{ASG: d.name, Hook: harness.LaunchHook, InstanceID: in.ID, Token: tok,
 			Transition: "autoscaling:EC2_INSTANCE_LAUNCHING"}); err != nil {
 			d.tracef("harness: %v", err)
