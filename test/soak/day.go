@@ -376,8 +376,11 @@ func (d *day) workloads(ctx context.Context) error {
 			return err
 		}
 	}
-	want := d.plan.Web + d.plan.DBs + d.plan.Nodes
+	want := d.plan.Web + d.plan.DBs + d.plan.Nodes // a DaemonSet pod on each node
 	if d.plan.Unmanaged {
+		want++
+	}
+	if d.plan.SkippedGroup {
 		want++
 	}
 	_, err := d.env.WaitPodsRunning(ctx, d.name, "", want, 3*time.Minute)

@@ -5,12 +5,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/node-drainer/node-drainer/test/harness"
@@ -87,7 +85,7 @@ func (d *day) happen(h sim.Happening) {
 			})
 		}
 	case "launch":
-		d.launch(h)
+		d.launch()
 	default:
 		d.count(d.events, "not-played:"+h.What)
 		return
@@ -350,7 +348,7 @@ func (d *day) bind(name string) {
 
 // launch: Auto Scaling launches one more instance into the group (its
 // launch hook's action waits), which joins as a node.
-func (d *day) launch(h sim.Happening) {
+func (d *day) launch() {
 	asc := autoscaling.NewFromConfig(d.env.AWS.AWSConfig())
 	out, err := asc.DescribeAutoScalingGroups(d.ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{d.name}})
 	if err != nil || len(out.AutoScalingGroups) != 1 {
@@ -466,18 +464,4 @@ func (d *day) sweep(stop <-chan struct{}) {
 			return
 		}
 	}
-}
-
-// describe says what moto says of an instance (for the trace).
-func (d *day) describe(id string) string {
-	out, err := ec2.NewFromConfig(d.env.AWS.AWSConfig()).DescribeInstances(d.ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
-	if err != nil || len(out.Reservations) == 0 || len(out.Reservations[0].Instances) == 0 {
-		return fmt.Sprintf("? (%v)", err)
-	}
-	i := out.Reservations[0].Instances[0]
-	s := string(i.State.Name)
-	if i.StateReason != nil {
-		s += " " + aws.ToString(i.StateReason.Code)
-	}
-	return strings.TrimSpace(s)
 }
