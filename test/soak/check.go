@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -9,6 +10,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/node-drainer/node-drainer/internal/node"
 	fp "github.com/node-drainer/node-drainer/test/harness/faultproxy"
@@ -214,6 +218,33 @@ var (
 	nodePath = regexp.MustCompile(`^/api/v1/nodes/([^/]+)$`)
 )
 
+// deleteOptions are the grace period and the UID precondition of a
+// deletion or an eviction as the function sent them (JSON or protobuf).
+func deleteOptions(r fp.Request) (*int64, string) {
+	var o *metav1.DeleteOptions
+	if obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(r.Body, nil, nil); err == nil {
+		switch v := obj.(type) {
+		case *metav1.DeleteOptions:
+			o = v
+		case *policyv1.Eviction:
+			o = v.DeleteOptions
+		}
+	} else {
+		var v metav1.DeleteOptions
+		if json.Unmarshal(r.Body, &v) == nil {
+			o = &v
+		}
+	}
+	if o == nil {
+		return nil, ""
+	}
+	uid := ""
+	if o.Preconditions != nil && o.Preconditions.UID != nil {
+		uid = string(*o.Preconditions.UID)
+	}
+	return o.GracePeriodSeconds, uid
+}
+
 // forwarded says whether the proxy let a request reach the apiserver.
 func forwarded(r fp.Request) bool {
 	switch r.Fault {
@@ -240,11 +271,12 @@ func (d *day) requests() {
 			continue
 		}
 		if m := podPath.FindStringSubmatch(r.Path); m != nil {
-			s, ok := d.obs.podNode(m[1] + "/" + m[2])
+			grace, uid := deleteOptions(r)
+			s, ok := d.obs.podNode(m[1]+"/"+m[2], uid, r.Time)
 			if !ok || s.node == "" {
 				continue
 			}
-			if strings.Contains(string(r.Body), `"gracePeriodSeconds":0`) {
+			if grace != nil && *grace == 0 {
 				d.forced(r.Time, "pod "+s.key+" deleted with grace 0", s.node)
 			}
 			d.podDeleted(r.Time, s)
@@ -263,12 +295,13 @@ var evictionPath = regexp.MustCompile(`^/api/v1/namespaces/([^/]+)/pods/([^/]+)/
 
 // writeNode is the node a write of the function concerns ("": none).
 func (d *day) writeNode(r fp.Request) string {
-	if m := evictionPath.FindStringSubmatch(r.Path); m != nil {
-		if s, ok := d.obs.podNode(m[1] + "/" + m[2]); ok {
-			return s.node
-		}
-	} else if m := podPath.FindStringSubmatch(r.Path); m != nil {
-		if s, ok := d.obs.podNode(m[1] + "/" + m[2]); ok {
+	m := evictionPath.FindStringSubmatch(r.Path)
+	if m == nil {
+		m = podPath.FindStringSubmatch(r.Path)
+	}
+	if m != nil {
+		_, uid := deleteOptions(r)
+		if s, ok := d.obs.podNode(m[1]+"/"+m[2], uid, r.Time); ok {
 			return s.node
 		}
 	} else if m := vaPath.FindStringSubmatch(r.Path); m != nil {

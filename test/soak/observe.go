@@ -111,11 +111,20 @@ func (o *observer) sawVA(obj any) {
 	o.mu.Unlock()
 }
 
-// podNode is the node the pod ns/name was last seen bound to.
-func (o *observer) podNode(key string) (*podSeen, bool) {
+// podNode is what was seen of the pod ns/name at t: the incarnation of
+// that UID when one is given, else the last bound by then.
+func (o *observer) podNode(key, uid string, t time.Time) (*podSeen, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	s, ok := o.pods[key]
+	for _, u := range o.uids {
+		if u.key == key && !u.bound.IsZero() && !u.bound.After(t) && (s == nil || s.bound.After(t) || u.bound.After(s.bound)) {
+			s, ok = u, true
+		}
+	}
+	if u, found := o.uids[uid]; uid != "" && found {
+		s, ok = u, true
+	}
 	if !ok {
 		return nil, false
 	}
