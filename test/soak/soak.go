@@ -106,7 +106,7 @@ func (t *Tally) Lines(minutes float64) []string {
 	sum := func(m map[string]int) int {
 		n := 0
 		for k, v := range m {
-			if k != "sweep" && !strings.HasPrefix(k, "not-played:") {
+			if k != "sweep" && !strings.HasPrefix(k, "not-played:") && !strings.HasPrefix(k, "no-op:") {
 				n += v
 			}
 		}

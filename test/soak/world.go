@@ -62,6 +62,13 @@ func (d *day) happen(h sim.Happening) {
 	}
 	id, name := in.ID, in.PrivateDNSName
 	d.tracef("world: %s (%s, %s)", h, id, name)
+	d.mu.Lock()
+	member := d.member[id]
+	d.mu.Unlock()
+	if member == "Gone" || ((h.What == "stop" || h.What == "hibernate") && (member != "InService" || d.ec2State(id) != "running")) {
+		d.count(d.events, "no-op:"+h.What) // its instance is gone, or not one a user stops
+		return
+	}
 	switch h.What {
 	case "scale-in", "duplicate-scale-in":
 		d.transition(id)
