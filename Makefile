@@ -16,7 +16,7 @@ DIST := dist
 # go.mod holds.
 PRODUCT_GO := GOWORK=off $(GO)
 
-.PHONY: help build package dist tools tools-nth providers unit integration conformance faults dashboard deploy-check deploy-test test-matrix test tools-all harness-bootstrap vet golangci size fmt-check bench bench-scale demo lint lint-deploy fuzz clean build-NodeDrainerFunction
+.PHONY: help build package dist tools tools-nth providers unit integration conformance faults soak dashboard deploy-check deploy-test test-matrix test tools-all harness-bootstrap vet golangci size fmt-check bench bench-scale demo lint lint-deploy fuzz clean build-NodeDrainerFunction
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -72,7 +72,7 @@ $(HARNESS_BOOTSTRAP): $(PRODUCT_SRC)
 
 harness-bootstrap: $(HARNESS_BOOTSTRAP) ## the function binary the harness suites share (bin/harness/bootstrap)
 
-integration faults deploy-test demo bench bench-scale: export NODE_DRAINER_BOOTSTRAP := $(HARNESS_BOOTSTRAP)
+integration faults soak deploy-test demo bench bench-scale: export NODE_DRAINER_BOOTSTRAP := $(HARNESS_BOOTSTRAP)
 
 providers: ## build the terraform providers into the tools cache as a filesystem mirror (cached; ~10 min the first time)
 	bash hack/tools/providers.sh
@@ -85,10 +85,18 @@ unit: ## tests that need nothing but Go (no harness, no tools build), with cover
 	$(PRODUCT_GO) test -count=1 -timeout 10m -cover $(UNIT_PKGS)
 
 integration: tools $(HARNESS_BOOTSTRAP) ## end-to-end scenarios and harness tests on the real control plane (test/)
-	$(GO) test -count=1 -timeout 60m $$($(GO) list ./test/... | grep -v -e /test/deploy -e /test/faults -e /test/install -e /test/sim -e /test/conformance)
+	$(GO) test -count=1 -timeout 60m $$($(GO) list ./test/... | grep -v -e /test/deploy -e /test/faults -e /test/install -e /test/sim -e /test/conformance -e /test/soak)
 
 conformance: tools ## the simulation's world held to the real harness: each behaviour asserted on both sides; prints conformance_behaviours= conformance_mismatches=
 	$(GO) test -count=1 -timeout 20m -v -run '^TestConformance$$' ./test/conformance/ | grep -E '^(==|!=|XX) |^conformance_|^(--- )?(FAIL|ok|PASS)'; exit $${PIPESTATUS[0]}
+
+# SOAK_MINUTES of random days of the simulation's plans on the real harness
+# (SOAK_PARALLEL at once); SEED=N (on the command line) plays one day again.
+SOAK_MINUTES ?= 30
+SOAK_PARALLEL ?= 2
+soak: tools $(HARNESS_BOOTSTRAP) ## the simulation's random days on the real harness with the real bootstrap: soak_days= soak_events= soak_faults= soak_checks_I1..= soak_violations=; SEED=N replays a day
+	SOAK_MINUTES=$(SOAK_MINUTES) SOAK_PARALLEL=$(SOAK_PARALLEL) $(if $(filter command line environment,$(origin SEED)),SOAK_SEED=$(SEED)) \
+		$(GO) test -count=1 -timeout $$(( $(SOAK_MINUTES) + 60 ))m -v -run '^TestSoak$$' ./test/soak/ | grep -vE '^=== RUN|^harness: '; exit $${PIPESTATUS[0]}
 
 faults: tools $(HARNESS_BOOTSTRAP) ## fault-injection suite on the real harness: one line per scenario, then faults_survived=N/M
 	$(GO) test -count=1 -timeout 30m -parallel 4 -v -run TestFaults ./test/faults/

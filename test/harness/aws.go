@@ -264,6 +264,10 @@ type ASGSpec struct {
 	// Tags are more tags of the group (not propagated to its instances),
 	// such as the one that selects node groups (ASG_TAG_KEY).
 	Tags map[string]string
+	// Hibernation launches the group's instances hibernation-configured
+	// (their launch template's HibernationOptions), so Hibernate works on
+	// any of them.
+	Hibernation bool
 }
 
 // Hook names the scenes' ASGs use.
@@ -281,10 +285,11 @@ func (e *Env) CreateASG(ctx context.Context, s ASGSpec) ([]Instance, error) {
 		s.ClusterTag = "kubernetes.io/cluster/" + ClusterName
 	}
 	lt := s.Name + "-lt"
-	_, err := ec2c.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
-		LaunchTemplateName: aws.String(lt),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String("ami-12c6146b"), InstanceType: ec2types.InstanceTypeM5Large},
-	})
+	data := &ec2types.RequestLaunchTemplateData{ImageId: aws.String("ami-12c6146b"), InstanceType: ec2types.InstanceTypeM5Large}
+	if s.Hibernation {
+		data.HibernationOptions = &ec2types.LaunchTemplateHibernationOptionsRequest{Configured: aws.Bool(true)}
+	}
+	_, err := ec2c.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String(lt), LaunchTemplateData: data})
 	if err != nil {
 		return nil, fmt.Errorf("creating launch template: %w", err)
 	}

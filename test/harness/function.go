@@ -52,6 +52,9 @@ type FunctionOptions struct {
 	Timeout   time.Duration // the function timeout (default 60 s)
 	Env       []string      // extra configuration, NAME=value
 	Log       io.Writer     // the function's logs
+	// AsyncRetries is how many more times Lambda runs a failed
+	// asynchronous invocation (lambdart.Options.AsyncRetries; 0: none).
+	AsyncRetries int
 }
 
 // StartFunction runs the bootstrap under the Lambda runtime emulator, as the
@@ -71,6 +74,7 @@ func (e *Env) StartFunction(ctx context.Context, o FunctionOptions) (*lambdart.R
 		FunctionName: "node-drainer",
 		MemoryMB:     256,
 		Log:          o.Log,
+		AsyncRetries: o.AsyncRetries,
 	})
 }
 

@@ -71,6 +71,10 @@ func (w *World) roll(key string) float64 {
 	return hashFloat(w.Seed, key, n)
 }
 
+// Draw is the seed's draw in [0, 1) for key: what the world draws for a
+// thing, for a player of the seed's plan outside the world (test/soak).
+func Draw(seed int64, key string) float64 { return hashFloat(seed, key, 0) }
+
 func hashFloat(seed int64, key string, n uint64) float64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d|%s|%d", seed, key, n)
