@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go"
+	"github.com/node-drainer/node-drainer/test/harness"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -106,18 +107,6 @@ func newPod(ns, name, node string, lbl map[string]string) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: lbl}, Spec: podSpec(node)}
 }
 
-func ready(p *corev1.Pod) bool {
-	if p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // runningPod creates a pod bound to node and waits until it runs, Ready.
 func runningPod(ctx context.Context, s Side, ns, name, node string, lbl map[string]string) (*corev1.Pod, error) {
 	if _, err := s.Kube().CoreV1().Pods(ns).Create(ctx, newPod(ns, name, node, lbl), metav1.CreateOptions{}); err != nil {
@@ -129,7 +118,7 @@ func runningPod(ctx context.Context, s Side, ns, name, node string, lbl map[stri
 		if p, err = s.Kube().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
 			return err
 		}
-		if !ready(p) {
+		if !harness.PodReady(p) {
 			return fmt.Errorf("pod %s %s, not Ready", name, p.Status.Phase)
 		}
 		return nil
@@ -1004,7 +993,7 @@ func silentKubelet(ctx context.Context, s Side, ns string) error {
 		if err != nil {
 			return err
 		}
-		if ready(p) {
+		if harness.PodReady(p) {
 			return errors.New("its pod still Ready")
 		}
 		return nil

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/node-drainer/node-drainer/test/harness"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -187,7 +188,7 @@ func (o *observer) pod(old, p *corev1.Pod) {
 	switch {
 	case old == nil:
 		return // a new pod: "running" follows
-	case !ready(old) && ready(p):
+	case !harness.PodReady(old) && harness.PodReady(p):
 		what = "running and ready on " + short(p.Spec.NodeName)
 	case old.DeletionTimestamp == nil && p.DeletionTimestamp != nil:
 		what = gone(p, "terminating on ")
@@ -236,7 +237,7 @@ func (o *observer) count(p *corev1.Pod) string {
 	}
 	n := 0
 	for _, q := range o.pods {
-		if q.Labels["app"] == o.app && ready(q) {
+		if q.Labels["app"] == o.app && harness.PodReady(q) {
 			n++
 		}
 	}
@@ -298,18 +299,6 @@ func (o *observer) vaGone(va *storagev1.VolumeAttachment) {
 		o.mu.Unlock()
 		o.tl.printf("volume %s: detached from %s (VolumeAttachment %s gone)", vaPV(va), short(va.Spec.NodeName), shortVA(va.Name))
 	}
-}
-
-func ready(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // disruption is the reason the apiserver or a controller recorded in the

@@ -139,8 +139,8 @@ func (d *demo) waitMoved(ctx context.Context, ns, pod, pv, old string, timeout t
 			return false, nil
 		}
 		node = p.Spec.NodeName
-		if node == "" || node == old || !ready(p) {
-			last = fmt.Sprintf("pod %s on %s, phase %s, ready %v", pod, short(node), p.Status.Phase, ready(p))
+		if node == "" || node == old || !harness.PodReady(p) {
+			last = fmt.Sprintf("pod %s on %s, phase %s, ready %v", pod, short(node), p.Status.Phase, harness.PodReady(p))
 			return false, nil
 		}
 		vas, err := d.env.Client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})

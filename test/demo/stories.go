@@ -320,7 +320,7 @@ func (d *demo) picture(ctx context.Context) string {
 			if r := disruption(&p); r != "" {
 				deleting += " disruption=" + r
 			}
-			fmt.Fprintf(&b, "pod %s: node=%s phase=%s ready=%v%s\n", p.Name, short(p.Spec.NodeName), p.Status.Phase, ready(&p), deleting)
+			fmt.Fprintf(&b, "pod %s: node=%s phase=%s ready=%v%s\n", p.Name, short(p.Spec.NodeName), p.Status.Phase, harness.PodReady(&p), deleting)
 		}
 	}
 	if vas, err := d.env.Client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{}); err == nil {

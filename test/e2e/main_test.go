@@ -364,14 +364,9 @@ func pdbFloor(ctx context.Context, ns, selector string) (stop func() int) {
 
 func readyPods(pods []corev1.Pod) int {
 	n := 0
-	for _, p := range pods {
-		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
-			continue
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				n++
-			}
+	for i := range pods {
+		if harness.PodReady(&pods[i]) {
+			n++
 		}
 	}
 	return n

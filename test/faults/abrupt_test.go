@@ -445,7 +445,7 @@ func deadKubeletTerminate(x *X) {
 	err = wait.PollUntilContextTimeout(x.ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
 		n := 0
 		for _, p := range x.podsOn(x.insts[1].PrivateDNSName) {
-			if isReady(&p) && p.Labels["app"] == "web" {
+			if harness.PodReady(&p) && p.Labels["app"] == "web" {
 				n++
 			}
 		}

@@ -560,11 +560,11 @@ func (x *X) observe(floors map[string]int) *observer {
 		ready := map[string]int{}
 		for _, obj := range pods {
 			p := obj.(*corev1.Pod)
-			if p.Spec.NodeName == o.node && !staysOnNode(p) {
+			if p.Spec.NodeName == o.node && !harness.StaysOnNode(p) {
 				left++
 			}
 			for s, fl := range o.floors {
-				if fl.selector.Matches(labels.Set(p.Labels)) && isReady(p) {
+				if fl.selector.Matches(labels.Set(p.Labels)) && harness.PodReady(p) {
 					ready[s]++
 				}
 			}
@@ -622,30 +622,6 @@ func (x *X) checkFloors() {
 // setDrained sets drained=yes/no from the observer.
 func (x *X) setDrained() {
 	x.drained = map[bool]string{true: "yes", false: "no"}[!x.obs.drainedTime().IsZero()]
-}
-
-func staysOnNode(p *corev1.Pod) bool {
-	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-		return true
-	}
-	for _, r := range p.OwnerReferences {
-		if r.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	return false
-}
-
-func isReady(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // ---- marks ----

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/node-drainer/node-drainer/internal/node"
+	"github.com/node-drainer/node-drainer/test/harness"
 )
 
 // observer watches the day's pods and Nodes and every VolumeAttachment,
@@ -86,7 +87,7 @@ func (o *observer) sawPod(obj any, deleted bool) {
 	defer o.mu.Unlock()
 	s := o.uids[string(p.UID)]
 	if s == nil {
-		s = &podSeen{key: key, uid: string(p.UID), app: p.Labels["app"], stays: stays(p)}
+		s = &podSeen{key: key, uid: string(p.UID), app: p.Labels["app"], stays: harness.StaysOnNode(p)}
 		o.uids[s.uid] = s
 	}
 	o.pods[key] = s
@@ -172,7 +173,7 @@ func (o *observer) healthy(app string) int {
 	n := 0
 	for _, obj := range o.pod.List() {
 		p := obj.(*corev1.Pod)
-		if p.Labels["app"] == app && ready(p) {
+		if p.Labels["app"] == app && harness.PodReady(p) {
 			n++
 		}
 	}
@@ -202,28 +203,4 @@ func marks(n *corev1.Node) []string {
 		}
 	}
 	return out
-}
-
-func stays(p *corev1.Pod) bool {
-	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-		return true
-	}
-	for _, r := range p.OwnerReferences {
-		if r.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	return false
-}
-
-func ready(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
