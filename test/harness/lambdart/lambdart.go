@@ -81,7 +81,9 @@ type Options struct {
 	// LambdaAPI is the URL of a Lambda API (the AWS emulator) that answers
 	// the function's other Lambda requests on Endpoint, Invoke excepted:
 	// reading its own configuration and tags, as a deployed function does
-	// (its deployment's removal mark). Empty: they are answered 404.
+	// (its deployment's removal mark). Empty: the runtime answers them for
+	// its own function, as Lambda does (its configuration; its tags, kept
+	// in memory, none at the start); for any other function, 404.
 	LambdaAPI string
 }
 
@@ -153,6 +155,9 @@ type Runtime struct {
 	stopOnce sync.Once
 	loopDone chan struct{}
 	apiDone  chan struct{}
+
+	tagsMu sync.Mutex
+	tags   map[string]string // the function's tags, without LambdaAPI
 }
 
 // invocation is an attempt in flight; its record is guarded by Runtime.mu.
@@ -221,6 +226,10 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 			return nil, fmt.Errorf("lambdart: LambdaAPI: %w", err)
 		}
 		mux.Handle("/", httputil.NewSingleHostReverseProxy(target))
+	} else {
+		r.tags = map[string]string{}
+		mux.HandleFunc("GET /2015-03-31/functions/{name}/configuration", r.serveConfiguration)
+		mux.HandleFunc("/2017-03-31/tags/{arn}", r.serveTags)
 	}
 	r.api = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -595,6 +604,61 @@ func (r *Runtime) serveInvoke(w http.ResponseWriter, req *http.Request) {
 }
 
 // apiError writes an error as Lambda's REST-JSON API does.
+// serveConfiguration answers GetFunctionConfiguration for the function.
+func (r *Runtime) serveConfiguration(w http.ResponseWriter, req *http.Request) {
+	if name := req.PathValue("name"); name != r.opts.FunctionName && name != r.arn {
+		apiError(w, http.StatusNotFound, "ResourceNotFoundException", "Function not found: "+name)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"FunctionName": r.opts.FunctionName, "FunctionArn": r.arn, "Runtime": "provided.al2023"})
+}
+
+// serveTags answers ListTags, TagResource and UntagResource for the
+// function's ARN.
+func (r *Runtime) serveTags(w http.ResponseWriter, req *http.Request) {
+	if arn := req.PathValue("arn"); arn != r.arn {
+		apiError(w, http.StatusNotFound, "ResourceNotFoundException", "Function not found: "+arn)
+		return
+	}
+	r.tagsMu.Lock()
+	defer r.tagsMu.Unlock()
+	switch req.Method {
+	case http.MethodGet:
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"Tags": r.tags})
+	case http.MethodPost:
+		var in struct{ Tags map[string]string }
+		if err := json.NewDecoder(req.Body).Decode(&in); err != nil {
+			apiError(w, http.StatusBadRequest, "InvalidParameterValueException", err.Error())
+			return
+		}
+		for k, v := range in.Tags {
+			r.tags[k] = v
+		}
+		w.WriteHeader(http.StatusNoContent)
+	case http.MethodDelete:
+		for _, k := range req.URL.Query()["tagKeys"] {
+			delete(r.tags, k)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		apiError(w, http.StatusMethodNotAllowed, "InvalidRequestContentException", req.Method)
+	}
+}
+
+// Tags are the function's tags as the runtime keeps them (without
+// LambdaAPI).
+func (r *Runtime) Tags() map[string]string {
+	r.tagsMu.Lock()
+	defer r.tagsMu.Unlock()
+	out := map[string]string{}
+	for k, v := range r.tags {
+		out[k] = v
+	}
+	return out
+}
+
 func apiError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("X-Amzn-Errortype", code)
 	w.Header().Set("Content-Type", "application/json")

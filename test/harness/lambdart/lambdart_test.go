@@ -367,3 +367,37 @@ func TestInitFailure(t *testing.T) {
 		t.Fatalf("invocations: %+v", invs)
 	}
 }
+
+// The runtime answers its own function's configuration and tags as Lambda
+// does (what a function reads and marks itself with), and 404 for another
+// function.
+func TestOwnTagsAndConfiguration(t *testing.T) {
+	ctx := testContext(t)
+	r, _ := start(t, lambdart.Options{FunctionName: "drainer", AsyncRetries: 0})
+	client := awslambda.New(awslambda.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(r.Endpoint()),
+		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+	})
+	conf, err := client.GetFunctionConfiguration(ctx, &awslambda.GetFunctionConfigurationInput{FunctionName: aws.String("drainer")})
+	if err != nil || aws.ToString(conf.FunctionArn) != r.FunctionARN() {
+		t.Fatalf("configuration: %+v, %v", conf, err)
+	}
+	arn := aws.String(r.FunctionARN())
+	if out, err := client.ListTags(ctx, &awslambda.ListTagsInput{Resource: arn}); err != nil || len(out.Tags) != 0 {
+		t.Fatalf("tags at the start: %+v, %v", out, err)
+	}
+	if _, err := client.TagResource(ctx, &awslambda.TagResourceInput{Resource: arn, Tags: map[string]string{"a": "1", "b": "2"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.UntagResource(ctx, &awslambda.UntagResourceInput{Resource: arn, TagKeys: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := client.ListTags(ctx, &awslambda.ListTagsInput{Resource: arn}); err != nil || len(out.Tags) != 1 || out.Tags["b"] != "2" {
+		t.Fatalf("tags after tag and untag: %+v, %v", out, err)
+	}
+	var nf *types.ResourceNotFoundException
+	if _, err := client.ListTags(ctx, &awslambda.ListTagsInput{Resource: aws.String(r.FunctionARN() + "-other")}); !errors.As(err, &nf) {
+		t.Fatalf("another function's tags: %v, want ResourceNotFoundException", err)
+	}
+}
