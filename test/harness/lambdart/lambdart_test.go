@@ -256,11 +256,7 @@ func TestAsyncRetries(t *testing.T) {
 func TestInvokeAPIWithSDK(t *testing.T) {
 	ctx := testContext(t)
 	r, _ := start(t, lambdart.Options{FunctionName: "drainer", AsyncRetries: 0})
-	client := awslambda.New(awslambda.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(r.Endpoint()),
-		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-	})
+	client := sdkClient(r)
 
 	out, err := client.Invoke(ctx, &awslambda.InvokeInput{
 		FunctionName: aws.String("drainer"), Payload: []byte(`{"action":"echo","message":"sync"}`),
@@ -374,11 +370,7 @@ func TestInitFailure(t *testing.T) {
 func TestOwnTagsAndConfiguration(t *testing.T) {
 	ctx := testContext(t)
 	r, _ := start(t, lambdart.Options{FunctionName: "drainer", AsyncRetries: 0})
-	client := awslambda.New(awslambda.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(r.Endpoint()),
-		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-	})
+	client := sdkClient(r)
 	conf, err := client.GetFunctionConfiguration(ctx, &awslambda.GetFunctionConfigurationInput{FunctionName: aws.String("drainer")})
 	if err != nil || aws.ToString(conf.FunctionArn) != r.FunctionARN() {
 		t.Fatalf("configuration: %+v, %v", conf, err)
@@ -400,4 +392,13 @@ func TestOwnTagsAndConfiguration(t *testing.T) {
 	if _, err := client.ListTags(ctx, &awslambda.ListTagsInput{Resource: aws.String(r.FunctionARN() + "-other")}); !errors.As(err, &nf) {
 		t.Fatalf("another function's tags: %v, want ResourceNotFoundException", err)
 	}
+}
+
+// sdkClient is an SDK Lambda client of the runtime's API.
+func sdkClient(r *lambdart.Runtime) *awslambda.Client {
+	return awslambda.New(awslambda.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(r.Endpoint()),
+		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+	})
 }
