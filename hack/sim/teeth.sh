@@ -4,38 +4,60 @@
 # seed, the invariant, and how long the search took. Run from the repository
 # root on a clean tree (each revert is undone before the next).
 # Usage: hack/sim/teeth.sh [SEEDS] [name...]
+#        hack/sim/teeth.sh --check   (every revert still applies to the tree;
+#                                     make size runs it: a refactor that moves
+#                                     a fix must move its revert here too)
 set -u
+check=
+if [ "${1:-}" = --check ]; then check=1; shift; fi
 SEEDS=${1:-10000}; shift || true
 cases=(
-  "admission-refusal|internal/drain/drain.go|s/\t\tcase refused(err):/\t\tcase false \&\& refused(err):/"
-  "not-drained-retried|internal/handler/graceful.go|s/^\t\t\t\terr = errNotDrained$/\t\t\t\treturn found, false, nil/"
-  "admission-refusal+not-drained-retried|internal/drain/drain.go|s/\t\tcase refused(err):/\t\tcase false \&\& refused(err):/"
+  "admission-refusal|internal/drain/evict.go|/^\tcase refused(err):$/{N;s/^\tcase refused(err):\n\t\treturn e.refused/\tcase false \&\& refused(err):\n\t\treturn e.refused/}"
+  "not-drained-retried|internal/handler/terminate.go|s/^\t\terr = errNotDrained$/\t\treturn found, false, nil/"
+  "admission-refusal+not-drained-retried|internal/drain/evict.go|/^\tcase refused(err):$/{N;s/^\tcase refused(err):\n\t\treturn e.refused/\tcase false \&\& refused(err):\n\t\treturn e.refused/}"
   "timeout-retriable|internal/cluster/retry.go|s/if errors.As(err, \&urlErr) \&\& urlErr.Timeout() {/if false \&\& errors.As(err, \&urlErr) \&\& urlErr.Timeout() {/"
   "other-tools-hooks|internal/config/config.go|s/return name != \"\" \&\& (name == c.TerminateHookName/return name != \"\" || (name == c.TerminateHookName/"
   "late-bound-pods|internal/drain/drain.go|s/if !r.Done() || d.opts.DryRun || ctx.Err() != nil {/if true || !r.Done() || d.opts.DryRun || ctx.Err() != nil {/"
-  "unknown-age-heartbeat|internal/handler/graceful.go|s/r.attempt > 1 || r.fromSweep || r.ev.Time.IsZero()/r.attempt > 1 || r.ev.Time.IsZero()/"
-  "dead-kubelet-lease|internal/handler/graceful.go|s/^\trenewed, err := node.KubeletRenewed(ctx, r.h.c.Kube, name)/\treturn true\n\trenewed, err := node.KubeletRenewed(ctx, r.h.c.Kube, name)/"
-  "not-forced-is-not-drained|internal/handler/graceful.go|s/^\t\t\t\terr = errNotForced$/\t\t\t\terr = nil/"
+  "unknown-age-heartbeat|internal/handler/hook.go|s/k.attempt > 1 || k.fromSweep || k.ev.Time.IsZero()/k.attempt > 1 || k.ev.Time.IsZero()/"
+  "dead-kubelet-lease|internal/handler/drainnode.go|s/^\trenewed, err := node.KubeletRenewed(ctx, r.h.c.Kube, name)/\treturn true\n\trenewed, err := node.KubeletRenewed(ctx, r.h.c.Kube, name)/"
+  "not-forced-is-not-drained|internal/handler/terminate.go|s/^\t\t\terr = errNotForced$/\t\t\terr = nil/"
   "hibernated-not-down|internal/instance/instance.go|s/if i.ID == \"\" || i.SeenAt.IsZero() || i.Hibernated {/if i.ID == \"\" || i.SeenAt.IsZero() {/"
   "heartbeat-retry|internal/lifecycle/lifecycle.go|s/next = retryAfter(interval)/next = interval/"
-  "continuation-without-ec2|internal/handler/graceful.go|s/known := r.h.cfg.ListsASG(act.ASG) || r.attempt > 1 || r.fromSweep/known := r.h.cfg.ListsASG(act.ASG)/"
-  "dead-node-read-again|internal/handler/graceful.go|s/ \&\& r.stillDead(ctx, n.Name) {/ {/"
+  "continuation-without-ec2|internal/handler/ownership.go|s/known := cfg.ListsASG(f.act.ASG) || tagged || f.attempt > 1 || f.fromSweep/known := cfg.ListsASG(f.act.ASG) || tagged/"
+  "dead-node-read-again|internal/handler/drainnode.go|s/ \&\& r.stillDead(ctx, n.Name) {/ {/"
   "consistent-pod-list|internal/drain/run.go|s/^\t\t\to.ResourceVersion = \"\"$//"
-  "completion-retried|internal/handler/graceful.go|s/for b := cluster.Backoff(); err != nil \&\& awsRetryable(err); {/for b := cluster.Backoff(); false \&\& err != nil \&\& awsRetryable(err); {/"
-  "hook-gone-ends-drain|internal/handler/graceful.go|s/if gone != nil \&\& lifecycle.IsNotActive(err) {/if false \&\& gone != nil \&\& lifecycle.IsNotActive(err) {/"
+  "completion-retried|internal/handler/hook.go|s/for b := cluster.Backoff(); err != nil \&\& awsRetryable(err); {/for b := cluster.Backoff(); false \&\& err != nil \&\& awsRetryable(err); {/"
+  "hook-gone-ends-drain|internal/handler/hook.go|s/if gone != nil \&\& lifecycle.IsNotActive(err) {/if false \&\& gone != nil \&\& lifecycle.IsNotActive(err) {/"
   "guard-reads-ec2-last|internal/handler/guard.go|s/\tif err == nil \&\& r.h.now().Sub(described) >= volume.GuardFresh {/\tif false \&\& err == nil \&\& r.h.now().Sub(described) >= volume.GuardFresh {/"
   "guard-verdict-fresh|internal/volume/verdict.go|s/\tif v.no == nil \&\& !v.at.IsZero() \&\& cluster.Clock(ctx).Since(v.at) < GuardFresh {/\tif v.no == nil \&\& !v.at.IsZero() {/"
-  "pods-listed-after-volumes|internal/handler/graceful.go|s/^const listFresh = 500 \* time.Millisecond/const listFresh = 500 * time.Hour/"
-  "pod-gone-ends-pdb-wait|internal/drain/run.go|s/\t\tif r.gone(p) {/\t\tif false \&\& r.gone(p) {/"
-  "handover-names-every-holder|internal/handler/graceful.go|s/\t\tholders = append(slices.Clone(r.predecessors), holders...)/\t\tholders = append(slices.Clone(r.predecessors), holders...)[:max(len(r.predecessors), 1)]/"
+  "pods-listed-after-volumes|internal/handler/drainnode.go|s/^const listFresh = 500 \* time.Millisecond/const listFresh = 500 * time.Hour/"
+  "pod-gone-ends-pdb-wait|internal/drain/budget.go|s/\t\tif r.gone(p) {/\t\tif false \&\& r.gone(p) {/"
+  "handover-names-every-holder|internal/handler/terminate.go|s/\t\tholders = append(slices.Clone(t.predecessors), holders...)/\t\tholders = append(slices.Clone(t.predecessors), holders...)[:max(len(t.predecessors), 1)]/"
   "watch-hears-deletions|internal/cluster/watch.go|s/\t\t\t\tDeleteFunc: changed,/\t\t\t\tDeleteFunc: nil,/"
 )
 # watch-hears-deletions is no fix of a bug found: it makes the pods' informer deaf
 # to deletions, the kind of watch bug only the liveness invariant (I11) sees
 # a case that reverts a second fix with its first: name -> file|expression
 declare -A also=(
-  ["admission-refusal+not-drained-retried"]="internal/handler/graceful.go|s/^\t\t\t\terr = errNotDrained$/\t\t\t\treturn found, false, nil/"
+  ["admission-refusal+not-drained-retried"]="internal/handler/terminate.go|s/^\t\terr = errNotDrained$/\t\treturn found, false, nil/"
 )
+if [ -n "$check" ]; then
+  bad=0
+  for c in "${cases[@]}"; do
+    IFS='|' read -r name file expr <<<"$c"
+    if [ ! -f "$file" ] || sed "$expr" "$file" | cmp -s - "$file"; then
+      echo "teeth $name: the revert does not apply to $file (the fix moved?)"; bad=1
+    fi
+  done
+  for name in "${!also[@]}"; do
+    IFS='|' read -r file expr <<<"${also[$name]}"
+    if [ ! -f "$file" ] || sed "$expr" "$file" | cmp -s - "$file"; then
+      echo "teeth $name: its second revert does not apply to $file"; bad=1
+    fi
+  done
+  [ $bad = 0 ] && echo "teeth: all ${#cases[@]} reverts apply"
+  exit $bad
+fi
 for c in "${cases[@]}"; do
   IFS='|' read -r name file expr <<<"$c"
   file2= expr2=
