@@ -3,6 +3,7 @@ package harness_test
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -166,6 +167,71 @@ func TestHarnessIsReal(t *testing.T) {
 		begin = time.Now()
 		waitAttachment(t, ctx, c, nodeName, pv, false)
 		t.Logf("attachment on the dead node gone %s after the out-of-service taint", time.Since(begin).Round(time.Second))
+	})
+
+	t.Run("a kubelet whose runtime is down: NotReady with its Lease renewed, tainted not-ready, Ready again once back", func(t *testing.T) {
+		insts, err := env.CreateASG(ctx, harness.ASGSpec{Name: "harness-runtime", Size: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := insts[0].PrivateDNSName
+		if err := env.AddNodeFor(ctx, insts[0], nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.WaitNodeReady(ctx, name, true, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.RuntimeDown(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		lease, err := c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// the node lifecycle controller's not-ready taint, while the
+		// condition stays the kubelet's False (not the controller's Unknown)
+		// and the Lease is renewed (kwok renews it every 10 s)
+		err = wait.PollUntilContextTimeout(ctx, time.Second, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+			n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if st := readyStatus(n); st != corev1.ConditionFalse {
+				return false, fmt.Errorf("node %s Ready=%s, want False (the kubelet's report kept)", name, st)
+			}
+			for _, tn := range n.Spec.Taints {
+				if tn.Key == corev1.TaintNodeNotReady && tn.Effect == corev1.TaintEffectNoExecute {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			t.Fatalf("the not-ready taint on %s: %v", name, err)
+		}
+		err = wait.PollUntilContextTimeout(ctx, time.Second, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			again, err := c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if st := readyStatus(n); st != corev1.ConditionFalse {
+				return false, fmt.Errorf("node %s Ready=%s while its Lease is renewed, want False", name, st)
+			}
+			return again.Spec.RenewTime.After(lease.Spec.RenewTime.Time), nil
+		})
+		if err != nil {
+			t.Errorf("the Lease of %s renewed while its runtime is down: %v", name, err)
+		}
+		if err := env.RuntimeUp(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.WaitNodeReady(ctx, name, true, time.Minute); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	t.Run("token webhook: malformed, expired and non-GetCallerIdentity tokens get 401", func(t *testing.T) {
@@ -339,4 +405,13 @@ func defaultK8sVersion(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+func readyStatus(n *corev1.Node) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
 }

@@ -20,6 +20,17 @@ var ownStages embed.FS
 
 const kwokPodDeleteStage = "pod-fast-pod-delete.yaml"
 
+// kwokNodeInitializeStage is kwok's stage that reports a node Ready
+// whenever it is not: the harness runs it with one more selector, so that
+// a node annotated RuntimeDownAnnotation stays NotReady (RuntimeDown).
+const kwokNodeInitializeStage = "node-fast-node-initialize.yaml"
+
+// RuntimeDownAnnotation marks a node whose kubelet runs but reports
+// NotReady, its container runtime down (RuntimeDown): kwok's
+// node-initialize stage leaves its conditions alone, and kwok goes on
+// renewing its Lease.
+const RuntimeDownAnnotation = "harness.node-drainer.io/runtime-down"
+
 // KubeletStoppedAnnotation marks the pods of a node whose kubelet the harness
 // stopped; the pod-delete stage does not finish their deletion.
 const KubeletStoppedAnnotation = "harness.node-drainer.io/kubelet-stopped"
@@ -89,6 +100,11 @@ func (e *Env) runKwok(ctx context.Context, name, value string, leaseSeconds int,
 		if !all && !strings.HasPrefix(filepath.Base(s), "node-") {
 			continue
 		}
+		if filepath.Base(s) == kwokNodeInitializeStage {
+			if s, err = e.leaveRuntimeDown(s, name); err != nil {
+				return err
+			}
+		}
 		args = append(args, "--config="+s)
 	}
 	if !replaced {
@@ -99,4 +115,21 @@ func (e *Env) runKwok(ctx context.Context, name, value string, leaseSeconds int,
 		return err
 	}
 	return p.waitHealthy(ctx, "http://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz", componentStartWait, nil)
+}
+
+// leaveRuntimeDown writes kwok's node-initialize stage (path) with one more
+// selector: not a node annotated RuntimeDownAnnotation. It returns the
+// copy's path.
+func (e *Env) leaveRuntimeDown(path, name string) (string, error) {
+	body, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	const at = "    matchExpressions:\n"
+	if strings.Count(string(body), at) != 1 {
+		return "", fmt.Errorf("kwok stage %s: no single selector to add to; rebuild the tools (hack/tools/build.sh)", path)
+	}
+	notDown := at + "    - key: '.metadata.annotations[\"" + RuntimeDownAnnotation + "\"]'\n      operator: 'DoesNotExist'\n"
+	out := filepath.Join(e.Dir, name+"-"+kwokNodeInitializeStage)
+	return out, os.WriteFile(out, []byte(strings.Replace(string(body), at, notDown, 1)), 0o600)
 }

@@ -139,6 +139,42 @@ func (e *Env) StartKubelet(ctx context.Context, node string) error {
 	return e.markKubeletPods(ctx, node, false)
 }
 
+// RuntimeDown has the node's kubelet report NotReady while it runs and
+// renews its Lease, as a kubelet whose container runtime is down does
+// (reason KubeletNotReady): the node annotated RuntimeDownAnnotation, which
+// kwok's node-initialize stage leaves alone, then its Ready condition
+// written False. Its pods keep running; the node lifecycle controller does
+// the rest (the not-ready taint, the pods not ready).
+func (e *Env) RuntimeDown(ctx context.Context, name string) error {
+	patch := []byte(`{"metadata":{"annotations":{"` + RuntimeDownAnnotation + `":"true"}}}`)
+	if _, err := e.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("annotating node %s: %w", name, err)
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := e.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		for i, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				n.Status.Conditions[i] = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse,
+					Reason: "KubeletNotReady", Message: "container runtime is down", LastHeartbeatTime: now, LastTransitionTime: now}
+			}
+		}
+		_, err = e.Client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// RuntimeUp gives a RuntimeDown node back to kwok, which reports it Ready
+// again.
+func (e *Env) RuntimeUp(ctx context.Context, name string) error {
+	patch := []byte(`{"metadata":{"annotations":{"` + RuntimeDownAnnotation + `":null}}}`)
+	_, err := e.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
 // markKubeletPods sets (or removes) KubeletStoppedAnnotation on every pod
 // bound to the node.
 func (e *Env) markKubeletPods(ctx context.Context, node string, stopped bool) error {
