@@ -69,6 +69,7 @@ var Behaviours = []Behaviour{
 	{"PDB maxUnavailable over pods no controller owns allows nothing", pdbBarePodsMaxUnavailable},
 	{"node Leases are renewed while kubelets run", leasesRenewed},
 	{"silent kubelet: node Unknown, unreachable NoExecute taint, pods not ready", silentKubelet},
+	{"kubelet reporting NotReady with its Lease renewed: node False (not Unknown), not-ready NoExecute taint, its pods left Ready", runtimeDown},
 	{"out-of-service taint on a NotReady node: its pods evicted by the taint and removed by the pod GC", outOfServiceRemovesPods},
 	{"autoscaling/CompleteLifecycleAction ends the wait", completeEndsWait},
 	{"autoscaling/second CompleteLifecycleAction refused: no active action", completeTwice},
@@ -995,6 +996,50 @@ func silentKubelet(ctx context.Context, s Side, ns string) error {
 		}
 		if harness.PodReady(p) {
 			return errors.New("its pod still Ready")
+		}
+		return nil
+	})
+}
+
+// runtimeDown: a kubelet that runs and reports NotReady (its container
+// runtime down) keeps its Lease fresh, so the node lifecycle controller
+// leaves its condition False (it writes Unknown only for a silent kubelet)
+// and taints it not-ready:NoExecute. It marks the pods not ready only on a
+// transition it makes itself or on a pod's update: the pods stay Ready
+// (healthy for their PDBs) until the taint's 300 s evict them.
+func runtimeDown(ctx context.Context, s Side, ns string) error {
+	n := s.Unwell()
+	if _, err := runningPod(ctx, s, ns, "p", n, nil); err != nil {
+		return err
+	}
+	if err := s.RuntimeDown(ctx, n); err != nil {
+		return err
+	}
+	return eventually(ctx, s, 60*time.Second, func() error {
+		node, err := s.Kube().CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var cond corev1.ConditionStatus
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				cond = c.Status
+			}
+		}
+		if cond != corev1.ConditionFalse {
+			return fmt.Errorf("node Ready=%s, want False", cond)
+		}
+		if !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
+			return t.Key == corev1.TaintNodeNotReady && t.Effect == corev1.TaintEffectNoExecute
+		}) {
+			return fmt.Errorf("taints %v: want %s:NoExecute", node.Spec.Taints, corev1.TaintNodeNotReady)
+		}
+		p, err := s.Kube().CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !harness.PodReady(p) {
+			return errors.New("its pod not Ready")
 		}
 		return nil
 	})

@@ -39,6 +39,12 @@ type Side interface {
 	// Spare is a node of its own for a behaviour that stops its kubelet.
 	Spare() string
 	StopKubelet(ctx context.Context, node string) error
+	// Unwell is a node of its own for the behaviour whose kubelet reports
+	// NotReady while it runs (RuntimeDown).
+	Unwell() string
+	// RuntimeDown has the node's kubelet report NotReady from now on while
+	// it runs and renews its Lease (its container runtime down).
+	RuntimeDown(ctx context.Context, node string) error
 	// Namespace makes a namespace pods can be created in.
 	Namespace(ctx context.Context, name string) error
 	// Sleep waits d on the side's clock.
@@ -64,7 +70,9 @@ type simSide struct {
 	next int // the next node of the lab's for an AWS behaviour
 }
 
-const simNodes = 12
+// simNodes: two for the pods, a spare, nine for the AWS behaviours
+// (node), the last for Unwell.
+const simNodes = 13
 
 func newSimSide() *simSide { return &simSide{lab: sim.NewLab(simNodes), next: 3} }
 
@@ -81,6 +89,16 @@ func (s *simSide) StopKubelet(_ context.Context, node string) error {
 	}
 	return fmt.Errorf("no node %s", node)
 }
+func (s *simSide) Unwell() string { return s.lab.Nodes()[simNodes-1] }
+func (s *simSide) RuntimeDown(_ context.Context, node string) error {
+	for i, n := range s.lab.Nodes() {
+		if n == node {
+			s.lab.RuntimeDown(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("no node %s", node)
+}
 func (s *simSide) Namespace(ctx context.Context, name string) error {
 	_, err := s.Kube().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	return err
@@ -91,7 +109,7 @@ func (s *simSide) ASG() sim.ASGAPI               { return s.lab.ASG() }
 func (s *simSide) EC2() sim.EC2API               { return s.lab.EC2() }
 
 func (s *simSide) node() (int, error) {
-	if s.next >= simNodes {
+	if s.next >= simNodes-1 {
 		return 0, fmt.Errorf("the lab has no instance left")
 	}
 	s.next++
@@ -130,7 +148,7 @@ type realSide struct {
 
 func newRealSide(ctx context.Context, e *harness.Env) (*realSide, error) {
 	r := &realSide{e: e}
-	for i := range 3 {
+	for i := range 4 { // two for the pods, the spare, the unwell one
 		name := fmt.Sprintf("ip-10-9-0-%d.ec2.internal", 10+i)
 		if _, err := e.AddNode(ctx, harness.NodeSpec{Name: name, InstanceID: fmt.Sprintf("i-0c0f%013d", i), Zone: harness.Zone}); err != nil {
 			return nil, err
@@ -146,6 +164,10 @@ func (r *realSide) Nodes() []string            { return r.nodes[:2] }
 func (r *realSide) Spare() string              { return r.nodes[2] }
 func (r *realSide) StopKubelet(ctx context.Context, node string) error {
 	return r.e.StopKubelet(ctx, node)
+}
+func (r *realSide) Unwell() string { return r.nodes[3] }
+func (r *realSide) RuntimeDown(ctx context.Context, node string) error {
+	return r.e.RuntimeDown(ctx, node)
 }
 func (r *realSide) Namespace(ctx context.Context, name string) error {
 	return r.e.Namespace(ctx, name)

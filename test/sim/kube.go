@@ -57,9 +57,11 @@ type simNode struct {
 	skipped bool // a skipped owner's (eks.amazonaws.com/nodegroup)
 	alive   bool // a kubelet runs on it
 	unready bool // its kubelet runs but reports NotReady (a container runtime down): its Lease stays fresh
-	diedAt  time.Duration
-	bornAt  time.Duration // when its kubelet last started
-	uid     ktypes.UID
+	// unreadyAt: since when it reports NotReady
+	unreadyAt time.Duration
+	diedAt    time.Duration
+	bornAt    time.Duration // when its kubelet last started
+	uid       ktypes.UID
 }
 
 // kube is the simulated apiserver (client-go's tracker behind reactors that
@@ -1233,13 +1235,27 @@ func (k *kube) revive(name string) {
 	}
 }
 
+// taintEvict: the taint eviction controller deletes the pods of node that
+// do not tolerate its NoExecute taint (not-ready or unreachable; the
+// default toleration of 300 s over), a DaemonSet's pods tolerate it.
+func (k *kube) taintEvict(node, taint string, pods []corev1.Pod) {
+	for _, p := range pods {
+		if p.Spec.NodeName == node && p.DeletionTimestamp == nil && !daemon(p) {
+			t, grace := metav1.Now(), int64(30)
+			p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &t, &grace
+			_ = k.update(gvrPods, &p, p.Namespace)
+			k.w.tracef("world: taint manager evicts %s from %s %s", p.Name, taint, node)
+		}
+	}
+}
+
 // unwell has a node's kubelet report NotReady while it runs (and renews
 // its Lease), for d; its pods keep running.
 func (k *kube) unwell(name string, d time.Duration) {
 	k.mu.Lock()
 	n := k.nodes[name]
 	if n != nil {
-		n.unready = true
+		n.unready, n.unreadyAt = true, k.w.now()
 	}
 	k.mu.Unlock()
 	k.bump()
@@ -1445,12 +1461,20 @@ func (k *kube) reconcileNodes() {
 				}
 			}
 		case n.alive && n.unready && ready:
+			// the kubelet's False, kept by the node controller (the Lease is
+			// fresh), which taints the node not-ready (its pods are left
+			// Ready: no pod update, no MarkPodsNotReady; conformance)
 			setReady(obj, corev1.ConditionFalse)
+			obj.Spec.Taints = append(obj.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: time.Now()}})
 			_ = k.update(gvrNodes, obj, "")
 			k.w.tracef("world: kubelet of %s reports NotReady (its Lease renewed)", n.name)
+		case n.alive && n.unready && !ready && now-n.unreadyAt >= 300*time.Second:
+			k.taintEvict(n.name, "not-ready", pods)
 		case n.alive && !n.unready && !ready:
 			setReady(obj, corev1.ConditionTrue)
-			obj.Spec.Taints = slices.DeleteFunc(obj.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnreachable })
+			obj.Spec.Taints = slices.DeleteFunc(obj.Spec.Taints, func(t corev1.Taint) bool {
+				return t.Key == corev1.TaintNodeUnreachable || t.Key == corev1.TaintNodeNotReady
+			})
 			_ = k.update(gvrNodes, obj, "")
 			k.w.tracef("world: node controller: %s Ready", n.name)
 			for _, p := range pods {
@@ -1460,14 +1484,7 @@ func (k *kube) reconcileNodes() {
 				}
 			}
 		case !n.alive && !ready && now-n.diedAt >= 340*time.Second:
-			for _, p := range pods {
-				if p.Spec.NodeName == n.name && p.DeletionTimestamp == nil && !daemon(p) {
-					t, grace := metav1.Now(), int64(30)
-					p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &t, &grace
-					_ = k.update(gvrPods, &p, p.Namespace)
-					k.w.tracef("world: taint manager evicts %s from unreachable %s", p.Name, n.name)
-				}
-			}
+			k.taintEvict(n.name, "unreachable", pods)
 		}
 		if i := slices.IndexFunc(obj.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService }); i >= 0 {
 			k.outOfService(n.name, &obj.Spec.Taints[i], !node.Ready(obj), pods)

@@ -142,6 +142,14 @@ func (l *Lab) StopKubelet(i int) {
 	l.w.kube.die(nodeName(i))
 }
 
+// RuntimeDown has node i's kubelet report NotReady while it runs and
+// renews its Lease (its container runtime down), for a day.
+func (l *Lab) RuntimeDown(i int) {
+	l.w.act.Lock()
+	defer l.w.act.Unlock()
+	l.w.kube.unwell(nodeName(i), 24*time.Hour)
+}
+
 // RefuseEvictions has an admission policy refuse the eviction of pods whose
 // names start with prefix, with code (422, 403 or 500, as the plan's
 // refusals), from now until it is lifted.
