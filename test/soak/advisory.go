@@ -29,18 +29,19 @@ const spotNotice = 2 * time.Minute
 // the instance is retired (stopped), within SCHEDULED_CHANGE_LEAD_TIME.
 const retireAfter = 2 * time.Minute
 
-func (d *day) advisories() []sim.Happening {
+// advisories are the advisories of seed's day (plan is its plan).
+func advisories(seed int64, plan sim.Plan) []sim.Happening {
 	kinds := []string{"spot", "rebalance", "health"}
 	var out []sim.Happening
 	for i := range 2 {
 		key := fmt.Sprintf("soak/advisory/%d", i)
-		if sim.Draw(d.seed, key) >= 0.5 {
+		if sim.Draw(seed, key) >= 0.5 {
 			continue
 		}
 		out = append(out, sim.Happening{
-			What: kinds[int(sim.Draw(d.seed, key+"/kind")*3)],
-			At:   time.Duration(5+sim.Draw(d.seed, key+"/at")*1200) * time.Second,
-			Node: int(sim.Draw(d.seed, key+"/node") * float64(d.plan.Nodes)),
+			What: kinds[int(sim.Draw(seed, key+"/kind")*3)],
+			At:   time.Duration(5+sim.Draw(seed, key+"/at")*1200) * time.Second,
+			Node: int(sim.Draw(seed, key+"/node") * float64(plan.Nodes)),
 		})
 	}
 	return out

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/node-drainer/node-drainer/test/harness"
+	"github.com/node-drainer/node-drainer/test/sim"
+	"github.com/node-drainer/node-drainer/test/soak/pick"
 )
 
 // settleAfter is how long a day runs past its last event's end (and its
@@ -42,17 +44,13 @@ func (d *day) play() error {
 			d.api.Down(scaled(o.To - o.From))
 		})
 	}
-	var last time.Duration
 	for _, h := range d.plan.Events {
 		d.after(scaled(h.At), func() { d.happen(h) })
-		last = max(last, h.At+h.For)
 	}
-	lastAt := scaled(last)
-	for _, h := range d.advisories() {
+	for _, h := range advisories(d.seed, d.plan) {
 		d.after(scaled(h.At), func() { d.advise(h) })
-		lastAt = max(lastAt, scaled(h.At)+max(spotNotice, retireAfter)+scaled(90*time.Second))
 	}
-	end := d.t0.Add(lastAt + settleAfter)
+	end := d.t0.Add(lastEnd(d.seed, d.plan) + settleAfter)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -70,6 +68,46 @@ func (d *day) play() error {
 	d.final()
 	d.faultCounts()
 	return nil
+}
+
+// lastEnd is when the day's last event and its sequels end, on the
+// soak's clock from the day's start.
+func lastEnd(seed int64, plan sim.Plan) time.Duration {
+	var last time.Duration
+	for _, h := range plan.Events {
+		last = max(last, h.At+h.For)
+	}
+	end := scaled(last)
+	for _, h := range advisories(seed, plan) {
+		end = max(end, scaled(h.At)+max(spotNotice, retireAfter)+scaled(90*time.Second))
+	}
+	return end
+}
+
+// setUpTime and tailTime are what a day takes besides its events and
+// settleAfter, about: its scene built (a group, nodes, workloads running,
+// the function started) and its last actions and invocations waited for.
+const (
+	setUpTime = time.Minute
+	tailTime  = time.Minute
+)
+
+// Describe is what the soak knows of seed's day before it plays it: the
+// kinds it plays (its plan's events, the soak's advisories, an outage of
+// the apiserver) and how long it should take.
+func Describe(seed int64) pick.Day {
+	plan := sim.NewPlan(seed)
+	var kinds []string
+	for _, h := range plan.Events {
+		kinds = append(kinds, h.What)
+	}
+	for _, h := range advisories(seed, plan) {
+		kinds = append(kinds, h.What)
+	}
+	if len(plan.Outages) > 0 {
+		kinds = append(kinds, "api:outage")
+	}
+	return pick.Day{Seed: seed, Kinds: kinds, Length: setUpTime + lastEnd(seed, plan) + settleAfter + tailTime}
 }
 
 // settled: no action waits, no invocation is queued or runs, no check is

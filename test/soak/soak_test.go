@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/node-drainer/node-drainer/test/harness"
+	"github.com/node-drainer/node-drainer/test/soak/pick"
 )
 
 var (
@@ -33,17 +34,27 @@ func envInt(name string, def int) int {
 }
 
 // TestSoak plays random days for SOAK_MINUTES (SOAK_PARALLEL at once), or
-// the one day of SOAK_SEED, and fails when a day broke an invariant.
+// the one day of SOAK_SEED, and fails when a day broke an invariant. A day
+// starts only when it should end before SOAK_MINUTES are over (Describe's
+// length); of the seeds ahead, the chooser takes first the days that play
+// what no day has played yet (pick).
 // SOAK_BOOTSTRAP plays them with that bootstrap instead of the tree's.
 func TestSoak(t *testing.T) {
 	minutes := envInt("SOAK_MINUTES", 30)
-	parallel := envInt("SOAK_PARALLEL", 2)
-	var seeds func(i int) (int64, bool)
+	parallel := envInt("SOAK_PARALLEL", 12)
+	began := time.Now()
+	deadline := began.Add(time.Duration(minutes) * time.Minute)
+	// next is the day to play next, when one fits before the deadline: the
+	// chooser's (pick) from a random seed on, or the one day of SOAK_SEED
+	var next func(i int) (int64, bool)
 	if s, err := strconv.ParseInt(os.Getenv("SOAK_SEED"), 10, 64); err == nil {
-		seeds = func(i int) (int64, bool) { return s, i == 0 }
+		next = func(i int) (int64, bool) { return s, i == 0 }
 	} else {
-		base := int64(1 + rand.IntN(1<<30))
-		seeds = func(i int) (int64, bool) { return base + int64(i), true }
+		days := pick.New(int64(1+rand.IntN(1<<30)), 4*parallel, Describe)
+		next = func(int) (int64, bool) {
+			d, ok := days.Next(time.Until(deadline))
+			return d.Seed, ok
+		}
 	}
 	if b := os.Getenv("SOAK_BOOTSTRAP"); b != "" {
 		bootstrap = b // a bootstrap built apart (a fix reverted: docs/testing.md, the soak's teeth)
@@ -56,18 +67,13 @@ func TestSoak(t *testing.T) {
 	if os.Getenv("SOAK_FIRST") == "1" {
 		OnViolation = stopSoak
 	}
-	began := time.Now()
-	deadline := began.Add(time.Duration(minutes) * time.Minute)
 	tally := NewTally()
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 	for i := 0; time.Now().Before(deadline) && soak.Err() == nil; i++ {
-		seed, ok := seeds(i)
-		if !ok {
-			break
-		}
 		sem <- struct{}{}
-		if !time.Now().Before(deadline) {
+		seed, ok := next(i)
+		if !ok {
 			<-sem
 			break
 		}
@@ -83,8 +89,8 @@ func TestSoak(t *testing.T) {
 			report(t, r)
 			tally.Add(r)
 		})
-		select { // the days' busy set-ups apart
-		case <-time.After(20 * time.Second):
+		select { // the days' set-ups apart (each creates a group, nodes and workloads at once)
+		case <-time.After(5 * time.Second):
 		case <-soak.Done():
 		}
 	}

@@ -91,6 +91,9 @@ func (d *day) happen(h sim.Happening) {
 				}
 			})
 		}
+	case "unready": // the kubelet runs, its runtime does not: NotReady with a fresh Lease, then scaled in
+		d.runtimeDown(name, scaled(h.For))
+		d.after(scaled(time.Duration(45+d.roll("unready-scale-in/"+id)*60)*time.Second), func() { d.transition(id) })
 	case "launch":
 		d.launch()
 	default:
@@ -341,6 +344,22 @@ func (d *day) kubeletUp(name string) {
 	}
 	d.setKubelet(name, true)
 	d.tracef("world: kubelet of %s back", name)
+}
+
+// runtimeDown has the kubelet of node name report NotReady while it runs
+// and renews its Lease (its container runtime down), for wait: the kubelet is
+// up all along, for the checks.
+func (d *day) runtimeDown(name string, wait time.Duration) {
+	if err := d.env.RuntimeDown(d.ctx, name); err != nil {
+		d.tracef("harness: %v", err)
+		return
+	}
+	d.tracef("world: %s reports NotReady (its container runtime down), its Lease renewed", name)
+	d.after(wait, func() {
+		if err := d.env.RuntimeUp(d.ctx, name); err == nil {
+			d.tracef("world: %s's container runtime back", name)
+		}
+	})
 }
 
 // bind binds a pod to the node (a controller's or a user's, mid-drain).
