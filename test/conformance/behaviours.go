@@ -74,6 +74,8 @@ var Behaviours = []Behaviour{
 	{"autoscaling/CompleteLifecycleAction ends the wait", completeEndsWait},
 	{"autoscaling/second CompleteLifecycleAction refused: no active action", completeTwice},
 	{"autoscaling/CompleteLifecycleAction by instance id, no token", completeByInstance},
+	{"autoscaling/ABANDON of one terminate hook ends the instance's other actions: their completion refused", abandonEndsOthers},
+	{"autoscaling/CONTINUE of one terminate hook leaves the other's action waiting", continueLeavesOthers},
 	{"autoscaling/CompleteLifecycleAction with a wrong token refused", completeWrongToken},
 	{"autoscaling/RecordLifecycleActionHeartbeat accepted while waiting", heartbeatAccepted},
 	{"autoscaling/RecordLifecycleActionHeartbeat after completion refused", heartbeatAfterComplete},
@@ -972,33 +974,39 @@ func silentKubelet(ctx context.Context, s Side, ns string) error {
 		return err
 	}
 	return eventually(ctx, s, 120*time.Second, func() error {
-		node, err := s.Kube().CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		var cond corev1.ConditionStatus
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				cond = c.Status
-			}
-		}
-		if cond != corev1.ConditionUnknown {
-			return fmt.Errorf("node Ready=%s, want Unknown", cond)
-		}
-		if !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
-			return t.Key == corev1.TaintNodeUnreachable && t.Effect == corev1.TaintEffectNoExecute
-		}) {
-			return fmt.Errorf("taints %v: want %s:NoExecute", node.Spec.Taints, corev1.TaintNodeUnreachable)
-		}
-		p, err := s.Kube().CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if harness.PodReady(p) {
-			return errors.New("its pod still Ready")
-		}
-		return nil
+		return nodeIs(ctx, s, n, corev1.ConditionUnknown, corev1.TaintNodeUnreachable, ns, false)
 	})
+}
+
+// nodeIs checks node n's Ready condition is ready, it is tainted
+// taint:NoExecute, and pod p in ns is Ready or not (podReady).
+func nodeIs(ctx context.Context, s Side, n string, ready corev1.ConditionStatus, taint, ns string, podReady bool) error {
+	node, err := s.Kube().CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	var cond corev1.ConditionStatus
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			cond = c.Status
+		}
+	}
+	if cond != ready {
+		return fmt.Errorf("node Ready=%s, want %s", cond, ready)
+	}
+	if !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == taint && t.Effect == corev1.TaintEffectNoExecute
+	}) {
+		return fmt.Errorf("taints %v: want %s:NoExecute", node.Spec.Taints, taint)
+	}
+	p, err := s.Kube().CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if harness.PodReady(p) != podReady {
+		return fmt.Errorf("its pod Ready=%v, want %v", harness.PodReady(p), podReady)
+	}
+	return nil
 }
 
 // runtimeDown: a kubelet that runs and reports NotReady (its container
@@ -1016,32 +1024,7 @@ func runtimeDown(ctx context.Context, s Side, ns string) error {
 		return err
 	}
 	return eventually(ctx, s, 60*time.Second, func() error {
-		node, err := s.Kube().CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		var cond corev1.ConditionStatus
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				cond = c.Status
-			}
-		}
-		if cond != corev1.ConditionFalse {
-			return fmt.Errorf("node Ready=%s, want False", cond)
-		}
-		if !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
-			return t.Key == corev1.TaintNodeNotReady && t.Effect == corev1.TaintEffectNoExecute
-		}) {
-			return fmt.Errorf("taints %v: want %s:NoExecute", node.Spec.Taints, corev1.TaintNodeNotReady)
-		}
-		p, err := s.Kube().CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if !harness.PodReady(p) {
-			return errors.New("its pod not Ready")
-		}
-		return nil
+		return nodeIs(ctx, s, n, corev1.ConditionFalse, corev1.TaintNodeNotReady, ns, true)
 	})
 }
 
@@ -1218,6 +1201,44 @@ func completeByInstance(ctx context.Context, s Side, _ string) error {
 		return err
 	}
 	return complete(ctx, s, group, id, "", "ABANDON")
+}
+
+// OtherHook is the second terminate hook of TerminatingTwo, another tool's.
+const OtherHook = "app-flush"
+
+// abandonEndsOthers: AWS's user guide (lifecycle hooks, default result):
+// for a terminating instance "ABANDON stops any remaining actions, such as
+// other lifecycle hooks, and CONTINUE lets any other lifecycle hooks
+// complete". A completion of the other hook's action after an ABANDON is
+// refused as for any action no longer active.
+func abandonEndsOthers(ctx context.Context, s Side, _ string) error {
+	group, id, token, other, err := s.TerminatingTwo(ctx)
+	if err != nil {
+		return err
+	}
+	if err := complete(ctx, s, group, id, token, "ABANDON"); err != nil {
+		return err
+	}
+	return wantNoActive(completeHook(ctx, s, group, OtherHook, id, other, "CONTINUE"), "the other hook's completion after an ABANDON")
+}
+
+// continueLeavesOthers: the same with CONTINUE, the other's action waits
+// on, and its completion is accepted.
+func continueLeavesOthers(ctx context.Context, s Side, _ string) error {
+	group, id, token, other, err := s.TerminatingTwo(ctx)
+	if err != nil {
+		return err
+	}
+	if err := complete(ctx, s, group, id, token, "CONTINUE"); err != nil {
+		return err
+	}
+	return completeHook(ctx, s, group, OtherHook, id, other, "CONTINUE")
+}
+
+func completeHook(ctx context.Context, s Side, group, hook, id, token, result string) error {
+	_, err := s.ASG().CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{AutoScalingGroupName: aws.String(group),
+		LifecycleHookName: aws.String(hook), InstanceId: aws.String(id), LifecycleActionToken: aws.String(token), LifecycleActionResult: aws.String(result)})
+	return err
 }
 
 func completeWrongToken(ctx context.Context, s Side, _ string) error {

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/node-drainer/node-drainer/test/harness"
+	"github.com/node-drainer/node-drainer/test/harness/moto"
 	"github.com/node-drainer/node-drainer/test/sim"
 )
 
@@ -56,6 +57,10 @@ type Side interface {
 	// Terminating is an instance whose terminate hook's action waits
 	// (Terminating:Wait): its group, id and the action's token.
 	Terminating(ctx context.Context) (group, id, token string, err error)
+	// TerminatingTwo is Terminating in a group with a second terminate
+	// hook (OtherHook, another tool's), whose action waits too (other: its
+	// token).
+	TerminatingTwo(ctx context.Context) (group, id, token, other string, err error)
 	// Stopped is an instance its user stopped (hibernate: hibernated).
 	Stopped(ctx context.Context, hibernate bool) (id string, err error)
 	// RefuseEviction has admission refuse the eviction of pod in ns with
@@ -70,9 +75,9 @@ type simSide struct {
 	next int // the next node of the lab's for an AWS behaviour
 }
 
-// simNodes: two for the pods, a spare, nine for the AWS behaviours
+// simNodes: two for the pods, a spare, eleven for the AWS behaviours
 // (node), the last for Unwell.
-const simNodes = 13
+const simNodes = 15
 
 func newSimSide() *simSide { return &simSide{lab: sim.NewLab(simNodes), next: 3} }
 
@@ -123,6 +128,15 @@ func (s *simSide) Terminating(context.Context) (string, string, string, error) {
 	}
 	tok, err := s.lab.StartTerminating(i)
 	return sim.LabGroup, s.lab.InstanceID(i), tok, err
+}
+
+func (s *simSide) TerminatingTwo(context.Context) (string, string, string, string, error) {
+	i, err := s.node()
+	if err != nil {
+		return "", "", "", "", err
+	}
+	group, tok, other, err := s.lab.StartTerminatingTwo(i, OtherHook)
+	return group, s.lab.InstanceID(i), tok, other, err
 }
 
 func (s *simSide) Stopped(_ context.Context, hibernate bool) (string, error) {
@@ -232,6 +246,25 @@ func (r *realSide) Terminating(ctx context.Context) (string, string, string, err
 	tok := "token-" + group
 	_, err = r.e.StartTerminating(ctx, group, inst, tok)
 	return group, inst.ID, tok, err
+}
+
+func (r *realSide) TerminatingTwo(ctx context.Context) (string, string, string, string, error) {
+	group, inst, err := r.instance(ctx)
+	if err != nil {
+		return "", "", "", "", err
+	}
+	_, err = autoscaling.NewFromConfig(r.e.AWS.AWSConfig()).PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{
+		AutoScalingGroupName: aws.String(group), LifecycleHookName: aws.String(OtherHook),
+		LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300)})
+	if err != nil {
+		return "", "", "", "", err
+	}
+	tok, other := "token-"+group, "token-other-"+group
+	if _, err := r.e.StartTerminating(ctx, group, inst, tok); err != nil {
+		return "", "", "", "", err
+	}
+	err = r.e.AWS.RegisterLifecycleAction(ctx, moto.LifecycleAction{ASG: group, Hook: OtherHook, InstanceID: inst.ID, Token: other})
+	return group, inst.ID, tok, other, err
 }
 
 func (r *realSide) Stopped(ctx context.Context, hibernate bool) (string, error) {

@@ -359,7 +359,8 @@ func (a *asgWorld) watchExpiry(ac *action) {
 	})
 }
 
-// finish ends an action; when the instance's last one ends it goes on.
+// finish ends an action; when the instance's last one ends it goes on. An
+// ABANDON ends the instance's other actions with it.
 func (a *asgWorld) finish(ac *action, result string) {
 	a.mu.Lock()
 	if ac.done {
@@ -373,6 +374,16 @@ func (a *asgWorld) finish(ac *action, result string) {
 	if m == nil { // gone meanwhile (terminated outside the group)
 		a.mu.Unlock()
 		return
+	}
+	if result == "ABANDON" {
+		// "ABANDON stops any remaining actions, such as other lifecycle
+		// hooks" (AWS's user guide; conformance): the others end with it
+		for _, o := range m.actions {
+			if !o.done {
+				o.done, o.result = true, "ABANDON"
+				a.w.tracef("world: ASG: hook %s of %s ended by %s's ABANDON", o.hook.name, o.instance, ac.hook.name)
+			}
+		}
 	}
 	outcome := "CONTINUE"
 	for _, o := range m.actions {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
@@ -118,6 +119,43 @@ func (l *Lab) StartTerminating(i int) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no terminate action of %s", id)
+}
+
+// StartTerminatingTwo moves node i's instance into a group of its own with
+// a second terminate hook, other (another tool's; nothing completes it),
+// and has Auto Scaling start terminating it: the group, and the tokens of
+// the terminate hook's action and of other's.
+func (l *Lab) StartTerminatingTwo(i int, other string) (name, token, otherToken string, err error) {
+	id := instanceID(i)
+	name = LabGroup + "-" + id
+	l.w.asg.mu.Lock()
+	g := l.w.asg.groups[LabGroup]
+	m := g.members[id]
+	delete(g.members, id)
+	two := &group{name: name, hooks: append(slices.Clone(g.hooks), hookDef{name: other, transition: "autoscaling:EC2_INSTANCE_TERMINATING"}),
+		members: map[string]*member{id: m}}
+	l.w.asg.groups[name] = two
+	l.w.asg.mu.Unlock()
+	if m == nil {
+		return "", "", "", fmt.Errorf("no instance %s in the lab's group", id)
+	}
+	l.w.act.Lock()
+	l.w.asg.transition(id, "autoscaling:EC2_INSTANCE_TERMINATING")
+	l.w.act.Unlock()
+	l.w.asg.mu.Lock()
+	defer l.w.asg.mu.Unlock()
+	for _, ac := range m.actions {
+		switch ac.hook.name {
+		case "node-drainer-terminate":
+			token = ac.token
+		case other:
+			otherToken = ac.token
+		}
+	}
+	if token == "" || otherToken == "" {
+		return "", "", "", fmt.Errorf("no two terminate actions of %s", id)
+	}
+	return name, token, otherToken, nil
 }
 
 // Stopping stops node i's instance as a user does (hibernate: as a

@@ -8,7 +8,8 @@ and RecordLifecycleActionHeartbeat (HTTP 500, NotImplementedError). This script
 adds them to moto.autoscaling.responses.AutoScalingResponse with the semantics of
 real AWS: an action must be active (the test harness registers it, as a real Auto
 Scaling group would create it when an instance starts terminating or launching),
-the group and the hook must exist, and a completed action is gone.
+the group and the hook must exist, and a completed action is gone; an ABANDON
+ends the instance's other actions too, as AWS documents.
 
 It also adds EKS access entries and access policy associations, which moto
 5.2.1 answers with 404 (the terraform module creates an access entry):
@@ -129,6 +130,15 @@ class Store:
                 }
             )
 
+    def end_others(self, action):
+        """Ends the other active actions of action's instance and transition."""
+        with self.lock:
+            self.actions = [
+                a for a in self.actions
+                if not (a["asg"] == action["asg"] and a["instanceId"] == action["instanceId"]
+                        and a.get("transition") == action.get("transition"))
+            ]
+
     def find(self, params, remove):
         """Returns the active action the call names, or raises ValidationError."""
         asg = params.get("AutoScalingGroupName", "")
@@ -169,6 +179,10 @@ def _lifecycle_call(response, operation, complete):
         STORE.record(operation, params, err.message)
         raise
     STORE.record(operation, params, "ok")
+    if complete and params.get("LifecycleActionResult") == "ABANDON":
+        # "ABANDON stops any remaining actions, such as other lifecycle
+        # hooks" (the Auto Scaling user guide, lifecycle hooks' default result)
+        STORE.end_others(action)
     if complete:
         _set_lifecycle_state(params["AutoScalingGroupName"], params.get("InstanceId") or action["instanceId"],
                              _after(action["transition"], params.get("LifecycleActionResult")))
