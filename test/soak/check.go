@@ -129,7 +129,7 @@ func (d *day) lifecycleCalls() {
 			continue
 		}
 		d.mu.Lock()
-		again := ac.done && ac.result != "instance gone"
+		again := ac.done && ac.result != "instance gone" && ac.result != "abandoned"
 		d.mu.Unlock()
 		if again {
 			d.violate(2, "%s of %s completed again", hook, ac.id)

@@ -87,7 +87,7 @@ func (d *day) happen(h sim.Happening) {
 		if h.For > 0 {
 			d.after(scaled(h.For), func() {
 				if d.ec2State(id) == "running" {
-					d.kubeletUp(name)
+					d.kubeletUp(id, name)
 				}
 			})
 		}
@@ -187,13 +187,19 @@ func (d *day) completeAs(ac *action, result, who string) {
 	}
 }
 
-// actionDone: ac ended; once every action of its instance has (or one
-// ended with ABANDON), Auto Scaling terminates it.
+// actionDone: ac ended (an ABANDON ends the instance's other actions
+// with it); once every action of its instance has, Auto Scaling
+// terminates it.
 func (d *day) actionDone(ac *action, result string) {
 	d.mu.Lock()
 	ac.done, ac.doneAt, ac.result = true, time.Now(), result
 	all := true
 	for _, o := range d.actions {
+		if o.id == ac.id && o.terminate == ac.terminate && !o.done && result == "ABANDON" {
+			// "ABANDON stops any remaining actions, such as other lifecycle
+			// hooks": moto (motoext) ends them too
+			o.done, o.doneAt, o.result = true, time.Now(), "abandoned"
+		}
 		if o.id == ac.id && !o.done {
 			all = false
 		}
@@ -296,10 +302,7 @@ func (d *day) stop(id, name string, h sim.Happening) {
 
 // start starts a stopped instance again; its kubelet comes back.
 func (d *day) start(id, name string) {
-	d.mu.Lock()
-	gone := d.member[id] == "Gone"
-	d.mu.Unlock()
-	if d.ec2State(id) != "stopped" || gone {
+	if d.ec2State(id) != "stopped" || d.gone(id) {
 		return
 	}
 	if err := d.env.SetInstanceState(d.ctx, id, "running"); err != nil {
@@ -311,9 +314,17 @@ func (d *day) start(id, name string) {
 	d.after(scaled(10*time.Second), func() {
 		d.stateEvent(id, "running")
 		if d.ec2State(id) == "running" {
-			d.kubeletUp(name)
+			d.kubeletUp(id, name)
 		}
 	})
+}
+
+// gone says that Auto Scaling terminates id (shutDown): no kubelet of it
+// comes back, whatever was due.
+func (d *day) gone(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.member[id] == "Gone"
 }
 
 func (d *day) kubeletDown(name string) {
@@ -334,15 +345,27 @@ func (d *day) kubeletDown(name string) {
 	d.tracef("world: kubelet of %s stops", name)
 }
 
-func (d *day) kubeletUp(name string) {
-	if _, err := d.env.Client.CoreV1().Nodes().Get(d.ctx, name, metav1.GetOptions{}); err != nil {
+// kubeletUp has the kubelet of instance id's node name run again, unless
+// Auto Scaling terminates the instance (before or meanwhile: then it is
+// stopped again, and the checks never see it up).
+func (d *day) kubeletUp(id, name string) {
+	if _, err := d.env.Client.CoreV1().Nodes().Get(d.ctx, name, metav1.GetOptions{}); err != nil || d.gone(id) {
 		return
 	}
 	if err := d.env.StartKubelet(d.ctx, name); err != nil {
 		d.tracef("harness: %v", err)
 		return
 	}
-	d.setKubelet(name, true)
+	d.mu.Lock()
+	gone := d.member[id] == "Gone"
+	if !gone {
+		d.kubelet[name] = append(d.kubelet[name], stamp{at: time.Now(), state: "up"})
+	}
+	d.mu.Unlock()
+	if gone {
+		_ = d.env.StopKubelet(d.ctx, name)
+		return
+	}
 	d.tracef("world: kubelet of %s back", name)
 }
 
