@@ -99,7 +99,7 @@ SOAK_MINUTES ?= 30
 SOAK_PARALLEL ?= 12
 soak: tools $(HARNESS_BOOTSTRAP) ## the simulation's random days on the real harness with the real bootstrap: soak_days= soak_events= soak_faults= soak_checks_I1..= soak_violations=; SEED=N replays a day
 	SOAK_MINUTES=$(SOAK_MINUTES) SOAK_PARALLEL=$(SOAK_PARALLEL) $(if $(filter command line environment,$(origin SEED)),SOAK_SEED=$(SEED)) \
-		$(GO) test -count=1 -timeout $$(( $(SOAK_MINUTES) + 60 ))m -v -run '^TestSoak$$' ./test/soak/ | grep -vE '^=== RUN|^harness: '; exit $${PIPESTATUS[0]}
+		$(GO) test -count=1 -timeout $$(( $(SOAK_MINUTES) + 60 ))m -v -run '^TestSoak$$' ./test/soak/ | grep --line-buffered -vE '^=== RUN|^harness: '; exit $${PIPESTATUS[0]}
 
 faults: tools $(HARNESS_BOOTSTRAP) ## fault-injection suite on the real harness: one line per scenario, then faults_survived=N/M
 	$(GO) test -count=1 -timeout 30m -parallel 4 -v -run TestFaults ./test/faults/
