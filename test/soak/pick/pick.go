@@ -6,7 +6,10 @@
 // `make soak SEED=N`.
 package pick
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Day is what the chooser knows of a seed's day before it is played.
 type Day struct {
@@ -23,6 +26,10 @@ type Chooser struct {
 	window   int
 	describe func(seed int64) Day
 	chosen   map[string]int
+	// Prefer, when set, narrows the choice to days that play one of these
+	// kinds (a fix reverted that only such a day can show): seeds are read
+	// further ahead, up to a hundred windows, to find them.
+	Prefer []string
 }
 
 // New is a chooser of the seeds from first on, window of them considered
@@ -39,9 +46,16 @@ func (c *Chooser) Next(left time.Duration) (Day, bool) {
 		c.ahead = append(c.ahead, c.describe(c.next))
 		c.next++
 	}
+	for range 100 * c.window {
+		if len(c.Prefer) == 0 || slices.ContainsFunc(c.ahead, c.preferred) {
+			break
+		}
+		c.ahead = append(c.ahead, c.describe(c.next))
+		c.next++
+	}
 	best, bestNew := -1, -1
 	for i, d := range c.ahead {
-		if d.Length > left {
+		if d.Length > left || (len(c.Prefer) > 0 && !c.preferred(d)) {
 			continue
 		}
 		if n := c.unplayed(d); n > bestNew {
@@ -68,4 +82,9 @@ func (c *Chooser) unplayed(d Day) int {
 		}
 	}
 	return len(seen)
+}
+
+// preferred says whether d plays a kind of Prefer.
+func (c *Chooser) preferred(d Day) bool {
+	return slices.ContainsFunc(d.Kinds, func(k string) bool { return slices.Contains(c.Prefer, k) })
 }

@@ -58,3 +58,20 @@ func TestNextOnlyWhatFits(t *testing.T) {
 		t.Fatalf("with 10 minutes left: %+v %v, want seed 1 (crash, not played)", d, ok)
 	}
 }
+
+func TestNextPrefers(t *testing.T) {
+	c := New(1, 2, days(map[int64]Day{
+		7:  {Kinds: []string{"unready"}, Length: 5 * time.Minute},
+		40: {Kinds: []string{"unready", "crash"}, Length: 5 * time.Minute},
+	}))
+	c.Prefer = []string{"unready"}
+	for _, want := range []int64{7, 40} {
+		d, ok := c.Next(time.Hour)
+		if !ok || d.Seed != want {
+			t.Fatalf("preferring unready: %+v %v, want seed %d (read ahead past the window)", d, ok, want)
+		}
+	}
+	if d, ok := c.Next(time.Hour); ok {
+		t.Fatalf("no more unready day within 100 windows, yet %+v picked", d)
+	}
+}
