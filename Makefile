@@ -57,8 +57,12 @@ tools: ## build the harness's control plane, kwok (cached; ~8 min the first time
 # Every tool `make test` uses, into the tools cache: hack/test.sh starts this
 # first, in the background (each script locks its own tool, so a stage that
 # needs one waits for its build, never starts another).
-tools-all: ## build every tool make test uses (control plane, kwok, golangci-lint, tflint, actionlint, terraform-docs, the providers; cached)
-	@for t in build golangci-lint tflint actionlint terraform-docs providers; do \
+# In the order make test's stages ask for them: the control plane (integration,
+# conformance, and deploy-test, which starts right after vet), the providers
+# (deploy-test: built last, they held it back 16 minutes in a cold run), then
+# golangci-lint, tflint, actionlint, terraform-docs (golangci, deploy-check).
+tools-all: ## build every tool make test uses (control plane, kwok, the providers, golangci-lint, tflint, actionlint, terraform-docs; cached)
+	@for t in build providers golangci-lint tflint actionlint terraform-docs; do \
 	  s=$$(date +%s); bash hack/tools/$$t.sh >/dev/null || exit 1; echo "tools: $$t ready in $$(($$(date +%s) - s)) s"; \
 	done
 
