@@ -985,13 +985,7 @@ func nodeIs(ctx context.Context, s Side, n string, ready corev1.ConditionStatus,
 	if err != nil {
 		return err
 	}
-	var cond corev1.ConditionStatus
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			cond = c.Status
-		}
-	}
-	if cond != ready {
+	if cond := harness.NodeReadyStatus(node); cond != ready {
 		return fmt.Errorf("node Ready=%s, want %s", cond, ready)
 	}
 	if !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
@@ -1050,10 +1044,8 @@ func outOfServiceRemovesPods(ctx context.Context, s Side, ns string) error {
 		if err != nil {
 			return err
 		}
-		for _, c := range obj.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				return errors.New("node still Ready")
-			}
+		if harness.NodeReadyStatus(obj) == corev1.ConditionTrue {
+			return errors.New("node still Ready")
 		}
 		return nil
 	}); err != nil {

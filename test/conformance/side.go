@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -86,23 +87,21 @@ func (s *simSide) Kube() kubernetes.Interface { return s.lab.Kube() }
 func (s *simSide) Nodes() []string            { return s.lab.Nodes()[:2] }
 func (s *simSide) Spare() string              { return s.lab.Nodes()[2] }
 func (s *simSide) StopKubelet(_ context.Context, node string) error {
-	for i, n := range s.lab.Nodes() {
-		if n == node {
-			s.lab.StopKubelet(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("no node %s", node)
+	return s.onNode(node, s.lab.StopKubelet)
 }
 func (s *simSide) Unwell() string { return s.lab.Nodes()[simNodes-1] }
 func (s *simSide) RuntimeDown(_ context.Context, node string) error {
-	for i, n := range s.lab.Nodes() {
-		if n == node {
-			s.lab.RuntimeDown(i)
-			return nil
-		}
+	return s.onNode(node, s.lab.RuntimeDown)
+}
+
+// onNode calls f with the lab's index of node.
+func (s *simSide) onNode(node string, f func(i int)) error {
+	i := slices.Index(s.lab.Nodes(), node)
+	if i < 0 {
+		return fmt.Errorf("no node %s", node)
 	}
-	return fmt.Errorf("no node %s", node)
+	f(i)
+	return nil
 }
 func (s *simSide) Namespace(ctx context.Context, name string) error {
 	_, err := s.Kube().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})

@@ -196,7 +196,7 @@ func TestHarnessIsReal(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			if st := readyStatus(n); st != corev1.ConditionFalse {
+			if st := harness.NodeReadyStatus(n); st != corev1.ConditionFalse {
 				return false, fmt.Errorf("node %s Ready=%s, want False (the kubelet's report kept)", name, st)
 			}
 			for _, tn := range n.Spec.Taints {
@@ -218,7 +218,7 @@ func TestHarnessIsReal(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			if st := readyStatus(n); st != corev1.ConditionFalse {
+			if st := harness.NodeReadyStatus(n); st != corev1.ConditionFalse {
 				return false, fmt.Errorf("node %s Ready=%s while its Lease is renewed, want False", name, st)
 			}
 			return again.Spec.RenewTime.After(lease.Spec.RenewTime.Time), nil
@@ -405,13 +405,4 @@ func defaultK8sVersion(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(out))
-}
-
-func readyStatus(n *corev1.Node) corev1.ConditionStatus {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status
-		}
-	}
-	return ""
 }

@@ -29,3 +29,15 @@ func StaysOnNode(p *corev1.Pod) bool {
 	}
 	return false
 }
+
+// NodeReadyStatus is the status of the node's Ready condition: True,
+// False (its kubelet says so), Unknown (the node controller's, for a silent
+// kubelet); "" without one.
+func NodeReadyStatus(n *corev1.Node) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
+}

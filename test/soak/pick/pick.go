@@ -18,8 +18,8 @@ type Day struct {
 	Length time.Duration // how long it is expected to take
 }
 
-// Chooser picks days from the seeds First, First+1, ... looking Ahead
-// seeds at a time.
+// Chooser picks days from the seeds first, first+1, ... (New), a window
+// of them considered at a time.
 type Chooser struct {
 	next     int64
 	ahead    []Day
@@ -77,7 +77,7 @@ func (c *Chooser) Next(left time.Duration) (Day, bool) {
 func (c *Chooser) unplayed(d Day) int {
 	seen := map[string]bool{}
 	for _, k := range d.Kinds {
-		if c.chosen[k] == 0 && !seen[k] {
+		if c.chosen[k] == 0 {
 			seen[k] = true
 		}
 	}
