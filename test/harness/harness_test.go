@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -231,6 +233,95 @@ func TestHarnessIsReal(t *testing.T) {
 		}
 		if err := env.WaitNodeReady(ctx, name, true, time.Minute); err != nil {
 			t.Fatal(err)
+		}
+	})
+
+	t.Run("a pod that stops within its grace: gone within it, not at once; pending while its kubelet is stopped", func(t *testing.T) {
+		insts, err := env.CreateASG(ctx, harness.ASGSpec{Name: "harness-grace", Size: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := insts[0].PrivateDNSName
+		if err := env.AddNodeFor(ctx, insts[0], nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.WaitNodeReady(ctx, node, true, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		pod := func(name string, grace int64) {
+			t.Helper()
+			w := harness.Workload{Namespace: ns, Name: name, GracePeriod: &grace, StopWithinGrace: true}
+			if _, err := env.BarePod(ctx, w, node); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := env.WaitPodsRunning(ctx, ns, "app="+name, 1, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// six pods with 6 s of grace: each gone within it; at once (kwok's
+		// fast stage) all six would be gone within a second, which a
+		// uniform draw over 6 s makes (1/6)^6 likely
+		const n, grace = 6, 6
+		for i := range n {
+			pod(fmt.Sprintf("stops-%d", i), grace)
+		}
+		deleted := time.Now()
+		for i := range n {
+			if err := c.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("stops-%d", i), metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		gone := map[int]time.Duration{}
+		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, (grace+5)*time.Second, true, func(ctx context.Context) (bool, error) {
+			for i := range n {
+				if _, ok := gone[i]; ok {
+					continue
+				}
+				if _, err := c.CoreV1().Pods(ns).Get(ctx, fmt.Sprintf("stops-%d", i), metav1.GetOptions{}); apierrors.IsNotFound(err) {
+					gone[i] = time.Since(deleted)
+				}
+			}
+			return len(gone) == n, nil
+		})
+		if err != nil {
+			t.Fatalf("pods with %d s of grace still there %v after their deletion (gone after %v): %v", grace, time.Since(deleted), gone, err)
+		}
+		if slices.Max(slices.Collect(maps.Values(gone))) < time.Second {
+			t.Errorf("all %d pods gone within a second of their deletion (%v): kwok finished them at once, not within their grace", n, gone)
+		}
+		// deleted with 10 s of grace, then the kubelet stopped: the deletion
+		// kwok had drawn must not happen (a dead kubelet ends nothing)
+		for try := 1; ; try++ {
+			name := fmt.Sprintf("pending-%d", try)
+			pod(name, 10)
+			if err := c.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := env.StopKubelet(ctx, node); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) && try < 3 {
+				// its draw ended it before the kubelet stopped: again
+				if err := env.StartKubelet(ctx, node); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			time.Sleep(12 * time.Second)
+			if _, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+				t.Fatalf("pod %s deleted with 10 s of grace, its kubelet stopped at once: after 12 s: %v, want it Terminating still", name, err)
+			}
+			if err := env.StartKubelet(ctx, node); err != nil {
+				t.Fatal(err)
+			}
+			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				_, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+				return apierrors.IsNotFound(err), nil
+			})
+			if err != nil {
+				t.Fatalf("pod %s still there 30 s after its kubelet came back: %v", name, err)
+			}
+			break
 		}
 	})
 

@@ -11,9 +11,10 @@ import (
 	"strings"
 )
 
-// ownStages are the harness's kwok stages: the CSI attacher's, and a
-// pod-delete stage that leaves the pods of a stopped kubelet Terminating,
-// in place of kwok's fast one (kwokPodDeleteStage).
+// ownStages are the harness's kwok stages: the CSI attacher's, and
+// pod-delete stages in place of kwok's fast one (kwokPodDeleteStage) that
+// leave the pods of a stopped kubelet Terminating and finish a pod annotated
+// StopsWithinGraceAnnotation within its grace period.
 //
 //go:embed stages/*.yaml
 var ownStages embed.FS
@@ -34,6 +35,12 @@ const RuntimeDownAnnotation = "harness.node-drainer.io/runtime-down"
 // KubeletStoppedAnnotation marks the pods of a node whose kubelet the harness
 // stopped; the pod-delete stage does not finish their deletion.
 const KubeletStoppedAnnotation = "harness.node-drainer.io/kubelet-stopped"
+
+// StopsWithinGraceAnnotation marks a pod whose graceful deletion kwok
+// finishes at a random moment within its grace period (kwok's own general
+// pod-delete stage: a real pod's containers take their time to stop), not
+// at once (Workload.StopWithinGrace).
+const StopsWithinGraceAnnotation = "harness.node-drainer.io/stops-within-grace"
 
 // KwokAnnotation marks the nodes whose kubelet kwok plays.
 const KwokAnnotation = "kwok.x-k8s.io/node"

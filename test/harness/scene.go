@@ -222,6 +222,19 @@ type Workload struct {
 	// kwok); on a node whose kubelet the harness stopped the pod stays
 	// Terminating, as on a real dead node. 0 makes every deletion immediate.
 	GracePeriod *int64
+	// StopWithinGrace has kwok finish a graceful deletion of the pods at a
+	// random moment within their grace period (StopsWithinGraceAnnotation),
+	// as a real pod's containers take their time to stop, rather than at
+	// once.
+	StopWithinGrace bool
+}
+
+// podAnnotations are the annotations of the pods (nil: none).
+func (w Workload) podAnnotations() map[string]string {
+	if !w.StopWithinGrace {
+		return nil
+	}
+	return map[string]string{StopsWithinGraceAnnotation: "true"}
 }
 
 func (w Workload) podSpec(volumes ...corev1.Volume) corev1.PodSpec {
@@ -276,7 +289,7 @@ func (w Workload) selector() *metav1.LabelSelector {
 
 func (w Workload) template(volumes ...corev1.Volume) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": w.Name}},
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": w.Name}, Annotations: w.podAnnotations()},
 		Spec:       w.podSpec(volumes...),
 	}
 }
@@ -401,6 +414,7 @@ func (e *Env) StatefulSet(ctx context.Context, w Workload, zone string) (string,
 // BarePod creates a pod with no controller, bound to node.
 func (e *Env) BarePod(ctx context.Context, w Workload, node string) (*corev1.Pod, error) {
 	p := &corev1.Pod{ObjectMeta: w.meta(), Spec: w.podSpec()}
+	p.Annotations = w.podAnnotations()
 	p.Spec.NodeName = node
 	return e.Client.CoreV1().Pods(w.Namespace).Create(ctx, p, metav1.CreateOptions{})
 }

@@ -342,15 +342,22 @@ func (d *day) ours(hook string) bool {
 	return hook == harness.TerminateHook || hook == harness.LaunchHook || (d.plan.ExtraOwnedHook && hook == extraHook)
 }
 
+// podGrace is the soak's pods' grace period: the API's default, 30 s, on
+// the soak's clock. kwok ends a pod at a random moment within it, as the
+// simulation's kubelets do (kube.kubeletEnds): a drain waits on pods that
+// take their time to stop, not on a kwok that ends them at once.
+var podGrace = int64(30 / Compress)
+
 // workloads: web (Plan.Web replicas, PDB maxUnavailable 1), the plan's
 // single-replica databases with RWO volumes (PDB minAvailable 1 each), an
-// unmanaged pod, a DaemonSet.
+// unmanaged pod, a DaemonSet; their pods stop within podGrace.
 func (d *day) workloads(ctx context.Context) error {
 	if err := d.env.Namespace(ctx, d.name); err != nil {
 		return err
 	}
 	w := func(name string, n int32) harness.Workload {
-		return harness.Workload{Namespace: d.name, Name: name, Replicas: n, NodeSelector: map[string]string{"pool": d.name}}
+		return harness.Workload{Namespace: d.name, Name: name, Replicas: n, NodeSelector: map[string]string{"pool": d.name},
+			GracePeriod: &podGrace, StopWithinGrace: true}
 	}
 	web := w("web", int32(d.plan.Web))
 	if _, err := d.env.Deployment(ctx, web, false); err != nil {

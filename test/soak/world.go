@@ -391,7 +391,7 @@ func (d *day) bind(name string) {
 		return
 	}
 	n := fmt.Sprintf("late-%d", int(d.roll("late-name")*1e6))
-	_, err := d.env.BarePod(d.ctx, harness.Workload{Namespace: d.name, Name: n}, name)
+	_, err := d.env.BarePod(d.ctx, harness.Workload{Namespace: d.name, Name: n, GracePeriod: &podGrace, StopWithinGrace: true}, name)
 	d.tracef("world: pod %s bound to %s: %v", n, name, err)
 }
 
