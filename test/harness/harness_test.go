@@ -301,9 +301,18 @@ func TestHarnessIsReal(t *testing.T) {
 				t.Fatal(err)
 			}
 			if _, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) && try < 3 {
-				// its draw ended it before the kubelet stopped: again
+				// its draw ended it before the kubelet stopped: again, once
+				// kwok has made the node's Lease anew (StartKubelet deletes
+				// it; StopKubelet takes it over)
 				if err := env.StartKubelet(ctx, node); err != nil {
 					t.Fatal(err)
+				}
+				err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+					_, err := c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, node, metav1.GetOptions{})
+					return err == nil, nil
+				})
+				if err != nil {
+					t.Fatalf("node %s's Lease not made again after its kubelet came back: %v", node, err)
 				}
 				continue
 			}
