@@ -171,18 +171,24 @@ func TestHarnessIsReal(t *testing.T) {
 		t.Logf("attachment on the dead node gone %s after the out-of-service taint", time.Since(begin).Round(time.Second))
 	})
 
-	t.Run("a kubelet whose runtime is down: NotReady with its Lease renewed, tainted not-ready, Ready again once back", func(t *testing.T) {
-		insts, err := env.CreateASG(ctx, harness.ASGSpec{Name: "harness-runtime", Size: 1})
+	// readyNode is the Ready node of a new one-instance group of its own
+	readyNode := func(t *testing.T, group string) string {
+		t.Helper()
+		insts, err := env.CreateASG(ctx, harness.ASGSpec{Name: group, Size: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		name := insts[0].PrivateDNSName
 		if err := env.AddNodeFor(ctx, insts[0], nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := env.WaitNodeReady(ctx, name, true, time.Minute); err != nil {
+		if err := env.WaitNodeReady(ctx, insts[0].PrivateDNSName, true, time.Minute); err != nil {
 			t.Fatal(err)
 		}
+		return insts[0].PrivateDNSName
+	}
+
+	t.Run("a kubelet whose runtime is down: NotReady with its Lease renewed, tainted not-ready, Ready again once back", func(t *testing.T) {
+		name := readyNode(t, "harness-runtime")
 		if err := env.RuntimeDown(ctx, name); err != nil {
 			t.Fatal(err)
 		}
@@ -236,18 +242,8 @@ func TestHarnessIsReal(t *testing.T) {
 		}
 	})
 
-	t.Run("a pod that stops within its grace: gone within it, not at once; pending while its kubelet is stopped", func(t *testing.T) {
-		insts, err := env.CreateASG(ctx, harness.ASGSpec{Name: "harness-grace", Size: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		node := insts[0].PrivateDNSName
-		if err := env.AddNodeFor(ctx, insts[0], nil); err != nil {
-			t.Fatal(err)
-		}
-		if err := env.WaitNodeReady(ctx, node, true, time.Minute); err != nil {
-			t.Fatal(err)
-		}
+	t.Run("a pod that stops within its grace: gone within it, not at once", func(t *testing.T) {
+		node := readyNode(t, "harness-grace")
 		pod := func(name string, grace int64) {
 			t.Helper()
 			w := harness.Workload{Namespace: ns, Name: name, GracePeriod: &grace, StopWithinGrace: true}
@@ -288,49 +284,6 @@ func TestHarnessIsReal(t *testing.T) {
 		}
 		if slices.Max(slices.Collect(maps.Values(gone))) < time.Second {
 			t.Errorf("all %d pods gone within a second of their deletion (%v): kwok finished them at once, not within their grace", n, gone)
-		}
-		// deleted with 10 s of grace, then the kubelet stopped: the deletion
-		// kwok had drawn must not happen (a dead kubelet ends nothing)
-		for try := 1; ; try++ {
-			name := fmt.Sprintf("pending-%d", try)
-			pod(name, 10)
-			if err := c.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			if err := env.StopKubelet(ctx, node); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) && try < 3 {
-				// its draw ended it before the kubelet stopped: again, once
-				// kwok has made the node's Lease anew (StartKubelet deletes
-				// it; StopKubelet takes it over)
-				if err := env.StartKubelet(ctx, node); err != nil {
-					t.Fatal(err)
-				}
-				err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-					_, err := c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, node, metav1.GetOptions{})
-					return err == nil, nil
-				})
-				if err != nil {
-					t.Fatalf("node %s's Lease not made again after its kubelet came back: %v", node, err)
-				}
-				continue
-			}
-			time.Sleep(12 * time.Second)
-			if _, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
-				t.Fatalf("pod %s deleted with 10 s of grace, its kubelet stopped at once: after 12 s: %v, want it Terminating still", name, err)
-			}
-			if err := env.StartKubelet(ctx, node); err != nil {
-				t.Fatal(err)
-			}
-			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-				_, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-				return apierrors.IsNotFound(err), nil
-			})
-			if err != nil {
-				t.Fatalf("pod %s still there 30 s after its kubelet came back: %v", name, err)
-			}
-			break
 		}
 	})
 
