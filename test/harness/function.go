@@ -35,7 +35,9 @@ func BuildBootstrap(ctx context.Context, dir string) (string, error) {
 		return "", err
 	}
 	out := filepath.Join(dir, "bootstrap")
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, "./functions/node-drainer")
+	// the Makefile's HARNESS_BOOTSTRAP recipe: no -trimpath, so that it
+	// reuses the packages the tests compiled
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-ldflags=-s -w", "-o", out, "./functions/node-drainer")
 	cmd.Dir = root
 	// the product's module alone (GOWORK=off), as `make build`: the binary
 	// the tests run is built from the dependencies the release ships

@@ -244,9 +244,14 @@ func TestHarnessIsReal(t *testing.T) {
 
 	t.Run("a pod that stops within its grace: gone within it, not at once", func(t *testing.T) {
 		node := readyNode(t, "harness-grace")
-		pod := func(name string, grace int64) {
+		// six pods with 6 s of grace: each gone within it; at once (kwok's
+		// fast stage) all six would be gone within a second, which a
+		// uniform draw over 6 s makes (1/6)^6 likely
+		const n, grace = 6, 6
+		pod := func(name string) {
 			t.Helper()
-			w := harness.Workload{Namespace: ns, Name: name, GracePeriod: &grace, StopWithinGrace: true}
+			g := int64(grace)
+			w := harness.Workload{Namespace: ns, Name: name, GracePeriod: &g, StopWithinGrace: true}
 			if _, err := env.BarePod(ctx, w, node); err != nil {
 				t.Fatal(err)
 			}
@@ -254,12 +259,8 @@ func TestHarnessIsReal(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// six pods with 6 s of grace: each gone within it; at once (kwok's
-		// fast stage) all six would be gone within a second, which a
-		// uniform draw over 6 s makes (1/6)^6 likely
-		const n, grace = 6, 6
 		for i := range n {
-			pod(fmt.Sprintf("stops-%d", i), grace)
+			pod(fmt.Sprintf("stops-%d", i))
 		}
 		deleted := time.Now()
 		for i := range n {
@@ -268,7 +269,7 @@ func TestHarnessIsReal(t *testing.T) {
 			}
 		}
 		gone := map[int]time.Duration{}
-		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, (grace+5)*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, (grace+5)*time.Second, true, func(ctx context.Context) (bool, error) {
 			for i := range n {
 				if _, ok := gone[i]; ok {
 					continue
