@@ -22,6 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/node"
@@ -314,11 +315,15 @@ func TestGuardReadsAtOnce(t *testing.T) {
 func TestGuardReadsEC2AgainAfterSlowReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newNode(idA)
-		c := fake.NewClientset(n)
-		c.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
-			time.Sleep(volume.GuardFresh) // retried for a second
-			return false, nil, nil
-		})
+		// the Node's read takes GuardFresh (retried for a second), delayed
+		// outside the fake clientset: a reactor that slept would hold the
+		// clientset's lock, and the Lease's read beside it would then stop
+		// the bubble's clock for good
+		c := clustertest.Outside{Interface: fake.NewClientset(n), Before: func(verb, resource, _ string) {
+			if verb == "get" && resource == "nodes" {
+				time.Sleep(volume.GuardFresh)
+			}
+		}}
 		pending := reading{state: instance.StatePending, tagged: true}
 		ec2 := &fakeEC2{readings: map[string][]reading{idA: {stopped, pending}}}
 		h := New(config.Config{NodeLeaseStaleAfter: 15 * time.Second}, Clients{Kube: c, EC2: ec2}, nil, WithClock(clock.RealClock{}))

@@ -625,13 +625,21 @@ func TestForceReleaseAsksAgainWhenItsVerdictIsOld(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := fake.NewClientset(pod("a", "p-1", nodeName, false), attachment("csi-a", nodeName, "pv-a"))
 				byNode(c)
-				failed := false
+				// an attempt that hangs, then fails: the hang is outside the
+				// fake clientset (a reactor that slept would hold its lock,
+				// and any call beside it would stop the bubble's clock)
+				hung, failed := false, false
+				slow := clustertest.Outside{Interface: c, Before: func(verb, resource, _ string) {
+					if verb == "delete" && resource == res && !hung {
+						hung = true
+						time.Sleep(GuardFresh)
+					}
+				}}
 				c.PrependReactor("delete", res, func(k8stesting.Action) (bool, runtime.Object, error) {
 					if failed {
 						return false, nil, nil
 					}
 					failed = true
-					time.Sleep(GuardFresh) // an attempt that hangs, then fails
 					return true, nil, apierrors.NewServiceUnavailable("etcd leader changed")
 				})
 				guards := 0
@@ -643,7 +651,7 @@ func TestForceReleaseAsksAgainWhenItsVerdictIsOld(t *testing.T) {
 					}
 					return nil
 				}
-				rel, err := ForceRelease(t.Context(), c, nodeName, false, NewVerdict(guard))
+				rel, err := ForceRelease(t.Context(), slow, nodeName, false, NewVerdict(guard))
 				if !errors.Is(err, notSafe) {
 					t.Fatalf("ForceRelease = %+v, %v; want the objection of the guard asked again before the retry", rel, err)
 				}
