@@ -22,7 +22,7 @@ PRODUCT_GO := GOWORK=off $(GO)
 # whole tree: 118 s of CPU on an empty cache, 6 s with the flags shared).
 export CGO_ENABLED := 0
 
-.PHONY: help build package dist tools tools-nth providers unit integration conformance faults soak dashboard deploy-check deploy-test test-matrix test tools-all harness-bootstrap vet golangci size fmt-check bench bench-scale demo lint lint-deploy fuzz clean build-NodeDrainerFunction
+.PHONY: help build package dist tools tools-nth providers unit bubbles integration conformance faults soak dashboard deploy-check deploy-test test-matrix test tools-all harness-bootstrap vet golangci size fmt-check bench bench-scale demo lint lint-deploy fuzz clean build-NodeDrainerFunction
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -93,8 +93,20 @@ providers: ## build the terraform providers into the tools cache as a filesystem
 # end-to-end scenarios, the bench and the deploy tests; hack/ the tool builds.
 UNIT_PKGS := ./internal/... ./functions/...
 
+# The tests that run synctest bubbles (hack/bubbles -tests lists them) run
+# BUBBLE_COUNT times more, after the unit tier (`make test` runs them right
+# after it), with its flags (their build is the tier's): a bubble that can
+# stop its clock under load (a reactor of the fake clientset that blocks)
+# hangs here, at its own 2-minute timeout, rather than once in a while in CI.
+BUBBLE_COUNT ?= 20
+
 unit: ## tests that need nothing but Go (no harness, no tools build), with coverage
 	$(PRODUCT_GO) test -count=1 -timeout 10m -cover $(UNIT_PKGS)
+
+bubbles: ## the unit tests that run synctest bubbles (hack/bubbles -tests lists them), BUBBLE_COUNT times each
+	@set -- $$($(PRODUCT_GO) run ./hack/bubbles -tests) && [ $$# -ge 2 ] && run=$${@: -1} && set -- "$${@:1:$$#-1}" && \
+	  echo "bubbles: $$run x$(BUBBLE_COUNT) in $$*" && \
+	  $(PRODUCT_GO) test -count=$(BUBBLE_COUNT) -timeout 2m -cover -run "$$run" "$$@"
 
 # Every package of the test module is in one tier, named here on purpose: a
 # new folder under test/ joins no tier until it is added to one, and `make
@@ -161,7 +173,7 @@ test-matrix: ## the integration suite on each release of MATRIX (each control pl
 # from the start, the real deploys beside integration and conformance,
 # conformance beside integration, faults alone after them; a table of the
 # stages' times at the end.
-test: ## all tests: gofmt, vet, the size limits, unit, the simulation (5,000 seeds), golangci-lint, deploy checks, integration, the world's conformance and faults on the real harness, the real deploys (hack/test.sh)
+test: ## all tests: gofmt, vet, the size limits, unit, the bubbles again, the simulation (5,000 seeds), golangci-lint, deploy checks, integration, the world's conformance and faults on the real harness, the real deploys (hack/test.sh)
 	MAKE='$(MAKE)' bash hack/test.sh
 
 vet: ## go vet of both modules: the product's (alone) and the tests'

@@ -114,6 +114,7 @@ run bootstrap harness-bootstrap
 spawn deploy-test deploy-test
 run size size
 run unit unit
+run bubbles bubbles
 run sim sim SEEDS=5000
 run golangci golangci
 run deploy-check deploy-check

@@ -22,13 +22,22 @@
 //
 // It prints each blocking reactor as file:line and fails (exit 1) when
 // there is one.
+//
+//	GOWORK=off go run ./hack/bubbles -tests     # the tests that run bubbles
+//
+// prints the packages of internal/ and functions/ whose tests call
+// synctest.Test, then a -run pattern of those tests, on one line: `make
+// unit` runs them again and again (BUBBLE_COUNT), so that a bubble that can
+// hang under load hangs there, not once in CI.
 package main
 
 import (
+	"flag"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -40,6 +49,15 @@ import (
 var roots = []string{"internal", "functions", "test"}
 
 func main() {
+	tests := flag.Bool("tests", false, "print each package's tests that call synctest.Test (directory and -run pattern), and check nothing")
+	flag.Parse()
+	if *tests {
+		if err := printBubbleTests(os.Stdout, []string{"internal", "functions"}); err != nil {
+			fmt.Fprintln(os.Stderr, "bubbles:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	found, err := check(roots)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bubbles:", err)
@@ -58,6 +76,24 @@ func main() {
 // check parses the Go files under roots, package by package (directory),
 // and returns the blocking reactors of the packages that use synctest.
 func check(roots []string) ([]string, error) {
+	dirs, err := packages(roots)
+	if err != nil {
+		return nil, err
+	}
+	var found []string
+	for _, files := range dirs {
+		f, err := checkPackage(files)
+		if err != nil {
+			return nil, err
+		}
+		found = append(found, f...)
+	}
+	sort.Strings(found)
+	return found, nil
+}
+
+// packages lists the Go files under roots by directory.
+func packages(roots []string) (map[string][]string, error) {
 	dirs := map[string][]string{}
 	for _, root := range roots {
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -76,16 +112,7 @@ func check(roots []string) ([]string, error) {
 			return nil, err
 		}
 	}
-	var found []string
-	for _, files := range dirs {
-		f, err := checkPackage(files)
-		if err != nil {
-			return nil, err
-		}
-		found = append(found, f...)
-	}
-	sort.Strings(found)
-	return found, nil
+	return dirs, nil
 }
 
 func checkPackage(paths []string) ([]string, error) {
@@ -184,4 +211,56 @@ func hasDefault(s *ast.SelectStmt) bool {
 		}
 	}
 	return false
+}
+
+// printBubbleTests writes "./DIR... ^(TestA|TestB)$": the packages under
+// roots with tests whose body calls synctest.Test, and those tests.
+func printBubbleTests(w io.Writer, roots []string) error {
+	dirs, err := packages(roots)
+	if err != nil {
+		return err
+	}
+	var pkgs, names []string
+	for dir, files := range dirs {
+		had := len(names)
+		for _, p := range files {
+			if !strings.HasSuffix(p, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			for _, d := range f.Decls {
+				if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Test") && callsSynctest(fn.Body) {
+					names = append(names, fn.Name.Name)
+				}
+			}
+		}
+		if len(names) > had {
+			pkgs = append(pkgs, "./"+filepath.ToSlash(dir))
+		}
+	}
+	if len(pkgs) == 0 {
+		return nil
+	}
+	sort.Strings(pkgs)
+	sort.Strings(names)
+	_, err = fmt.Fprintf(w, "%s ^(%s)$\n", strings.Join(pkgs, " "), strings.Join(names, "|"))
+	return err
+}
+
+func callsSynctest(body *ast.BlockStmt) bool {
+	found := false
+	ast.Inspect(body, func(n ast.Node) bool {
+		if call, ok := n.(*ast.CallExpr); ok {
+			if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
+				if id, ok := sel.X.(*ast.Ident); ok && id.Name == "synctest" && sel.Sel.Name == "Test" {
+					found = true
+				}
+			}
+		}
+		return !found
+	})
+	return found
 }

@@ -67,3 +67,31 @@ func TestCheckHelperFiles(t *testing.T) {
 		t.Errorf("found %q (%v), want the helper file's sleeping reactor", found, err)
 	}
 }
+
+// -tests names the packages whose tests call synctest.Test, and those
+// tests, and no other.
+func TestPrintBubbleTests(t *testing.T) {
+	dir := t.TempDir()
+	pkg := filepath.Join(dir, "p")
+	if err := os.Mkdir(pkg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := "package p\n\nimport (\n\t\"testing\"\n\t\"testing/synctest\"\n)\n\n" +
+		"func TestB(t *testing.T) { synctest.Test(t, func(t *testing.T) {}) }\n" +
+		"func TestA(t *testing.T) { t.Run(\"x\", func(t *testing.T) { synctest.Test(t, func(*testing.T) {}) }) }\n" +
+		"func TestPlain(t *testing.T) {}\n"
+	if err := os.WriteFile(filepath.Join(pkg, "p_test.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "q_test.go"), []byte("package q\n\nimport \"testing/synctest\"\n\nfunc TestC(t *testing.T) { synctest.Test(t, nil) }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := printBubbleTests(&out, []string{dir}); err != nil {
+		t.Fatal(err)
+	}
+	want := "./" + filepath.ToSlash(dir) + " ./" + filepath.ToSlash(pkg) + " ^(TestA|TestB|TestC)$\n"
+	if out.String() != want {
+		t.Errorf("printed %q, want %q", out.String(), want)
+	}
+}
