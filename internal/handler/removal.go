@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -112,9 +113,17 @@ func (h *Handler) markRemoval(ctx context.Context, on bool) error {
 
 // ensureTagged is the sweep's discovery.Ensure, the hooks marked the
 // deployment's, unless its removal has begun: the mark is read before
-// putting and again after, and what was put is taken back when the mark
-// is there then (or cannot be read: a hook missing until the next sweep
-// is repaired, one left after an uninstall is not).
+// putting and again after, and what this sweep put is taken back when the
+// mark is there then (takeBack).
+//
+// A second read that fails takes nothing back: it is no verdict, and a
+// take-back deletes hooks, which completes every action pending under them
+// (CONTINUE for a terminating instance, ABANDON for a launching one). Rule
+// 17: a hook is never removed under a drain. The failure fails the sweep,
+// whose retry (and the next sweep) reads the mark first: a mark then puts
+// nothing, and the hooks this sweep put stay for the removal, or a destroy
+// run again, to take. A hook left until then holds a scale-in for its
+// heartbeat timeout; one taken back here could end a drain in flight.
 func (h *Handler) ensureTagged(ctx context.Context, tag discovery.Tag, hooks []discovery.Hook, dryRun bool) (discovery.Result, error) {
 	for i := range hooks {
 		hooks[i].Owner = h.cfg.FunctionName
@@ -130,18 +139,56 @@ func (h *Handler) ensureTagged(ctx context.Context, tag discovery.Tag, hooks []d
 		return res, err
 	}
 	removing, rerr := h.removing(ctx)
-	if !removing && rerr == nil {
+	if rerr != nil {
+		h.log.WarnContext(ctx, "the removal mark unreadable after putting hooks: none taken back (rule 17), the next sweep reads it again", "put", res.Put, "error", rerr)
+		return res, errors.Join(err, fmt.Errorf("%w: the hooks just put (%s) kept", rerr, strings.Join(res.Put, ", ")))
+	}
+	if !removing {
 		return res, err
 	}
-	var groups, names []string
-	for _, g := range res.Tagged {
-		groups = append(groups, aws.ToString(g.AutoScalingGroupName))
+	removed, failed := h.takeBack(ctx, res.Put, hooks)
+	h.log.WarnContext(ctx, "the deployment's removal began while the sweep put hooks: taken back", "put", res.Put, "removed", removed, "failed", failed)
+	res.Put = slices.DeleteFunc(res.Put, func(p string) bool {
+		return slices.ContainsFunc(removed, func(r string) bool { return r == p || strings.HasPrefix(r, p+" kept for ") })
+	})
+	res.Failed = append(res.Failed, failed...)
+	return res, err
+}
+
+// takeBack removes, once the deployment's removal has begun, the hooks
+// this sweep put ("<group>/<hook>"), and no other: a hook it did not touch
+// is the removal's. A group where an instance waits in a lifecycle action
+// keeps the hook put there (rule 17: a hook is never removed under a
+// drain; the sweep is no uninstall), and so does every group when their
+// instances cannot be read: each is said (failed), for the removal, or a
+// destroy run again, to remove once the action has ended.
+func (h *Handler) takeBack(ctx context.Context, put []string, hooks []discovery.Hook) (removed, failed []string) {
+	var groups []string
+	names := map[string][]string{}
+	for _, p := range put {
+		for _, hk := range hooks {
+			if g, ok := strings.CutSuffix(p, "/"+hk.Name); ok && g != "" {
+				if names[g] == nil {
+					groups = append(groups, g)
+				}
+				names[g] = append(names[g], hk.Name)
+				break
+			}
+		}
 	}
-	for _, hk := range hooks {
-		names = append(names, hk.Name)
+	waiting, err := discovery.Waiting(ctx, h.c.Hooks, groups)
+	if err != nil {
+		return nil, []string{fmt.Sprintf("the hooks put (%s) left, not taken back: the instances waiting under them unread: %v", strings.Join(put, ", "), err)}
 	}
-	removed, failed := discovery.Remove(ctx, h.c.Hooks, groups, names, h.cfg.FunctionName, func(string) bool { return false }, false)
-	h.log.WarnContext(ctx, "the deployment's removal began while the sweep put hooks: taken back", "put", res.Put, "removed", removed, "failed", failed, "error", rerr)
-	res.Put, res.Failed = nil, append(res.Failed, failed...)
-	return res, errors.Join(err, rerr)
+	for _, g := range groups {
+		if w := waiting[g]; len(w) > 0 {
+			for _, n := range names[g] {
+				failed = append(failed, fmt.Sprintf("%s/%s left, not taken back: %s waits under it (a hook is never removed under a drain); remove it once the action ends", g, n, strings.Join(w, ", ")))
+			}
+			continue
+		}
+		r, f := discovery.Remove(ctx, h.c.Hooks, []string{g}, names[g], h.cfg.FunctionName, func(string) bool { return false }, false)
+		removed, failed = append(removed, r...), append(failed, f...)
+	}
+	return removed, failed
 }
