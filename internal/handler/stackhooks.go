@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -240,6 +241,12 @@ func (s *hooksServed) left(ctx context.Context, what string, why error) {
 // no sweep puts a hook back (removal.go). Only the hooks the deployment's
 // mark names go: another deployment's, another tool's, one put by hand
 // stay.
+//
+// This is the uninstall, the one path that deletes a hook of ours while an
+// instance may wait under it (rule 17): the deletion completes the action
+// (CONTINUE, or ABANDON for a launch), and the drain in flight is cut.
+// docs/deploy.md asks that the drains end first; the removal does not wait
+// for them, and says each one it cut (the groups read just before).
 func (s *hooksServed) removeAll(ctx context.Context, props hookProperties) {
 	if props.AsgTagKey != "" { // else no sweep puts hooks: no mark (nor its grant)
 		if err := s.h.markRemoval(ctx, true); err != nil {
@@ -250,11 +257,32 @@ func (s *hooksServed) removeAll(ctx context.Context, props hookProperties) {
 	if err != nil {
 		s.failed = append(s.failed, err.Error())
 	}
+	waiting, werr := discovery.Waiting(ctx, s.h.c.Hooks, groups)
 	removed, failed := discovery.Remove(ctx, s.h.c.Hooks, groups, props.names(), s.owner, func(string) bool { return false }, hooksDryRun)
 	for _, r := range removed {
 		s.did = append(s.did, "removed "+r)
 	}
+	s.sayCut(ctx, props.names(), removed, waiting, werr)
 	s.failed = append(s.failed, failed...)
+}
+
+// sayCut says, of the hooks an uninstall deleted ("<group>/<hook>"), each
+// one an instance waited under (waiting, by group): its action ended by
+// the deletion.
+func (s *hooksServed) sayCut(ctx context.Context, names, removed []string, waiting map[string][]string, werr error) {
+	if werr != nil {
+		s.did = append(s.did, "the instances waiting under the hooks removed unread: "+werr.Error())
+		return
+	}
+	for _, g := range slices.Sorted(maps.Keys(waiting)) {
+		w := waiting[g]
+		for _, n := range names {
+			if r := g + "/" + n; slices.Contains(removed, r) {
+				s.did = append(s.did, "cut "+r+": "+strings.Join(w, ", ")+" waited under it")
+				s.h.log.WarnContext(ctx, "a hook removed while an instance waited under it: its lifecycle action ended undrained", "hook", r, "waiting", w)
+			}
+		}
+	}
 }
 
 // unmarkRemoval takes off a removal's mark left by a removal that failed
