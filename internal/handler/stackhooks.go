@@ -132,18 +132,27 @@ func (s *hooksServed) update(ctx context.Context, old, props hookProperties, rel
 }
 
 // groups are the groups the properties' deployment has: listed, and
-// carrying its tag (read now; the error is the tag's reading).
+// carrying its tag (read now; the error is the tag's reading), whatever
+// cluster they name: a removal takes only the hooks its mark names, and
+// may find one on any group carrying the tag.
 func (s *hooksServed) groups(ctx context.Context, p hookProperties) ([]string, error) {
-	tagged, err := s.taggedGroups(ctx, p)
+	tagged, err := s.taggedGroups(ctx, discovery.Tag{Key: p.AsgTagKey, Value: p.AsgTagValue})
 	all := append(slices.Clone(p.AsgNames), tagged...)
 	slices.Sort(all)
 	return slices.Compact(all), err
 }
 
-// taggedGroups are the groups carrying the properties' tag, read once a
-// request.
-func (s *hooksServed) taggedGroups(ctx context.Context, p hookProperties) ([]string, error) {
-	tag := discovery.Tag{Key: p.AsgTagKey, Value: p.AsgTagValue}
+// putTag is the tag of the groups the properties' hooks are put on: theirs,
+// less the groups that name another cluster than the function's, as the
+// sweep chooses them (groupTag). A hook put on another cluster's group is
+// left by this deployment (notOurs), and every scale-in there waits out
+// its timeout.
+func (s *hooksServed) putTag(p hookProperties) discovery.Tag {
+	return discovery.Tag{Key: p.AsgTagKey, Value: p.AsgTagValue, ClusterTagKey: s.h.cfg.ClusterTagKey, ClusterName: s.h.cfg.ClusterName}
+}
+
+// taggedGroups are the groups tag selects, read once a request.
+func (s *hooksServed) taggedGroups(ctx context.Context, tag discovery.Tag) ([]string, error) {
 	if names, ok := s.tagged[tag]; ok {
 		return names, nil
 	}
@@ -182,7 +191,7 @@ func (s *hooksServed) put(ctx context.Context, props hookProperties, had []strin
 		return err
 	}
 	if update {
-		tagged, err := s.taggedGroups(ctx, props)
+		tagged, err := s.taggedGroups(ctx, s.putTag(props))
 		if err != nil {
 			s.left(ctx, "the tagged groups without the new hooks", err)
 		}

@@ -2,10 +2,13 @@ package handler
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/cfn"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 )
 
@@ -28,5 +31,38 @@ func TestStackDeleteSaysWhichDrainsItCut(t *testing.T) {
 	}
 	if !strings.Contains(out.Detail, "cut draining/node-drainer-terminate: "+idA+" in Terminating:Wait") || strings.Contains(out.Detail, "cut idle") {
 		t.Errorf("delete said %q; want the drain it cut on draining named, none on idle", out.Detail)
+	}
+}
+
+// otherClusters is a group carrying the deployment's tag that names
+// another cluster in its own tags: another deployment's.
+func otherClusters(name string) astypes.AutoScalingGroup {
+	g := taggedGroup(name, "true")
+	g.Tags = append(g.Tags, astypes.TagDescription{Key: aws.String("kubernetes.io/cluster/other"), Value: aws.String("owned"), ResourceId: aws.String(name)})
+	return g
+}
+
+// A stack Update puts the hooks on the tagged groups that are this
+// cluster's, as the sweep does (groupTag), never on one carrying the tag
+// that names another cluster: its events would be left to that cluster's
+// deployment, and every scale-in there would wait out the hook's timeout.
+func TestStackUpdatePutsNoHookOnAnotherClustersGroup(t *testing.T) {
+	srv := newCFNServer(t)
+	e := newEnv()
+	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, taggedGroup("ours", "true"), otherClusters("theirs")}
+	hp := &hookPutter{fakeASG: e.asg}
+	h := deployment(e, hp, "node-drainer", nil)
+	longer := hookProps("blue")
+	longer["HeartbeatTimeout"] = "600"
+	if r := cfnCall(t, h, srv, cfn.RequestUpdate, longer, hookProps("blue")); r.Status != cfn.StatusSuccess {
+		t.Fatalf("update: %s %q", r.Status, r.Reason)
+	}
+	if got := hp.hookNames("theirs"); len(got) != 0 {
+		t.Errorf("another cluster's tagged group got %v on an update; want no hook", got)
+	}
+	for _, g := range []string{"blue", "ours"} {
+		if got := hp.hookNames(g); !slices.Equal(got, []string{"node-drainer-terminate"}) {
+			t.Errorf("%s has %v; want our hook", g, got)
+		}
 	}
 }
