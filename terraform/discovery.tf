@@ -119,7 +119,8 @@ resource "aws_lambda_invocation" "release" {
 # the function removes them itself when the module is destroyed, as SAM's
 # Custom::LifecycleHooks does on a stack's delete. terraform invokes it with
 # this input and {"tf": {"action": "create" | "update" | "delete"}}: create
-# and update check the hook settings (an update also puts a renamed hook's
+# and update check the hook settings and put the hooks on the tagged groups
+# of this cluster that lack them (an update also puts a renamed hook's
 # new name on the tagged groups, then removes the old one), delete marks the
 # function's removal (a tag on it, which every sweep reads before and after
 # putting hooks: none is put back) and removes the deployment's hooks

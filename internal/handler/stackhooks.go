@@ -39,7 +39,8 @@ type hookProperties struct {
 // serveHooks does what a request asks; it returns what it changed
 // ("put <group>/<hook>", "removed <group>/<hook>").
 //
-//	Create  the hooks on every listed group, marked the deployment's;
+//	Create  the hooks on every listed group and every tagged group of
+//	        this cluster, marked the deployment's;
 //	Update  the same with the new properties, on the listed and the tagged
 //	        groups, and then, of what the old properties' deployment had,
 //	        what the new one does not have removed (dropStale): a group
@@ -66,7 +67,7 @@ func (h *Handler) serveHooks(ctx context.Context, req cfn.Event) ([]string, erro
 		old, err := decodeHookProperties(req.OldResourceProperties)
 		if req.RequestType == cfn.RequestCreate || err != nil {
 			if !release {
-				err = s.put(ctx, props, nil, false)
+				err = s.put(ctx, props, nil)
 			}
 		} else {
 			err = s.update(ctx, old, props, release)
@@ -117,7 +118,7 @@ func (s *hooksServed) update(ctx context.Context, old, props hookProperties, rel
 	s.replaces = s.h.owner(old)
 	oldGroups, oldErr := s.groups(ctx, old)
 	if !release {
-		if err := s.put(ctx, props, oldGroups, true); err != nil {
+		if err := s.put(ctx, props, oldGroups); err != nil {
 			return err
 		}
 	}
@@ -169,12 +170,14 @@ func (s *hooksServed) taggedGroups(ctx context.Context, tag discovery.Tag) ([]st
 }
 
 // put puts the hooks the properties ask for, marked the deployment's, on
-// every listed group (a name that is no group fails the request) and, on
-// an update (had: the groups the old properties' deployment had), on the
-// tagged groups too: a hook renamed is there before its old name goes. A
+// every listed group (a name that is no group fails the request) and on
+// the tagged groups of this cluster (putTag): at a create too, so that a
+// deployment with no sweep hooks them (its first sweep would, else none
+// until an update), and at an update (had: the groups the old properties'
+// deployment had) a hook renamed is there before its old name goes. A
 // hook of ours with no mark is the deployment's where the old one had the
 // group (put before the marks), else left as it is.
-func (s *hooksServed) put(ctx context.Context, props hookProperties, had []string, update bool) error {
+func (s *hooksServed) put(ctx context.Context, props hookProperties, had []string) error {
 	hooks, err := props.hooks()
 	if err != nil {
 		return err
@@ -190,15 +193,13 @@ func (s *hooksServed) put(ctx context.Context, props hookProperties, had []strin
 	if err != nil {
 		return err
 	}
-	if update {
-		tagged, err := s.taggedGroups(ctx, s.putTag(props))
-		if err != nil {
-			s.left(ctx, "the tagged groups without the new hooks", err)
-		}
-		only := slices.DeleteFunc(slices.Clone(tagged), func(g string) bool { return slices.Contains(props.AsgNames, g) })
-		more := discovery.EnsureOn(ctx, s.h.c.Hooks, only, hooks, claim, hooksDryRun)
-		res.Put, res.Failed = append(res.Put, more.Put...), append(res.Failed, more.Failed...)
+	tagged, err := s.taggedGroups(ctx, s.putTag(props))
+	if err != nil {
+		s.left(ctx, "the tagged groups without the new hooks", err)
 	}
+	only := slices.DeleteFunc(slices.Clone(tagged), func(g string) bool { return slices.Contains(props.AsgNames, g) })
+	more := discovery.EnsureOn(ctx, s.h.c.Hooks, only, hooks, claim, hooksDryRun)
+	res.Put, res.Failed = append(res.Put, more.Put...), append(res.Failed, more.Failed...)
 	for _, p := range res.Put {
 		s.did = append(s.did, "put "+p)
 	}

@@ -66,3 +66,33 @@ func TestStackUpdatePutsNoHookOnAnotherClustersGroup(t *testing.T) {
 		}
 	}
 }
+
+// Create puts the hooks on the tagged groups of this cluster too, as an
+// Update does: with tag selection and no sweep (SweepSchedule empty), a
+// fresh install would otherwise hook no tagged group until its first
+// update, and every scale-in there would go undrained. SAM's custom
+// resource and terraform's invocation alike.
+func TestStackCreatePutsHooksOnTaggedGroups(t *testing.T) {
+	for _, path := range []string{"sam", "terraform"} {
+		t.Run(path, func(t *testing.T) {
+			srv := newCFNServer(t)
+			e := newEnv()
+			e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, taggedGroup("ours", "true"), otherClusters("theirs"), taggedGroup("off", "false")}
+			hp := &hookPutter{fakeASG: e.asg}
+			h := deployment(e, hp, "node-drainer", nil)
+			if path == "sam" {
+				if r := cfnCall(t, h, srv, cfn.RequestCreate, hookProps("blue"), nil); r.Status != cfn.StatusSuccess {
+					t.Fatalf("create: %s %q", r.Status, r.Reason)
+				}
+			} else if out, err := h.Handle(context.Background(), terraformPayload(t, "create", hookProps())); err != nil {
+				t.Fatalf("create: %+v, %v", out, err)
+			}
+			if got := hp.hookNames("ours"); !slices.Equal(got, []string{"node-drainer-terminate"}) || aws.ToString(hp.have["ours"][0].NotificationMetadata) != `{"node-drainer":["node-drainer"]}` {
+				t.Errorf("create left the tagged group with %v (%+v); want our hook, marked ours", got, hp.have["ours"])
+			}
+			if len(hp.hookNames("theirs")) != 0 || len(hp.hookNames("off")) != 0 {
+				t.Errorf("create put %v on another cluster's group, %v on another value's; want none", hp.hookNames("theirs"), hp.hookNames("off"))
+			}
+		})
+	}
+}

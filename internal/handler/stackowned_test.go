@@ -205,7 +205,8 @@ func TestSweepPutsNoHookBackOnceRemoved(t *testing.T) {
 		t.Errorf("a sweep that raced the removal left %v on new-nodes; want no hook", got)
 	}
 	// a function already deleted (its removal done) is as marked
-	handle("installed again", terraformPayload(t, "create", hookProps()))
+	handle("installed again", terraformPayload(t, "create", hookProps())) // it puts the hooks on the tagged groups
+	handle("removed again", terraformPayload(t, "delete", hookProps()))
 	self.gone = true
 	handle("a sweep retried after the function was deleted", sweepEvent())
 	if got := hp.hookNames("new-nodes"); len(got) != 0 {
