@@ -103,7 +103,11 @@ resource "aws_iam_role_policy" "discovery" {
 # tag or the hook names change, the function removes the hooks of the groups
 # that leave the deployment while the grant on them is still the old one
 # (aws_iam_role_policy.discovery depends on this resource, so terraform
-# changes the grant after it). Its create and delete do nothing.
+# changes the grant after it). Its create and delete do nothing. A removal
+# that fails fails the apply before the grant changes; terraform keeps the
+# new input all the same, so the next apply does not invoke it again:
+# delete the hooks the error names by hand before applying again
+# (docs/deploy.md).
 resource "aws_lambda_invocation" "release" {
   count = local.selects_by_tag ? 1 : 0
 

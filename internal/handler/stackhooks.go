@@ -124,6 +124,10 @@ func (s *hooksServed) update(ctx context.Context, old, props hookProperties, rel
 	}
 	newGroups, newErr := s.groups(ctx, props)
 	if err := errors.Join(oldErr, newErr); err != nil {
+		if release { // which groups leave is unknown: the update fails before their grants change
+			s.failed = append(s.failed, "the groups leaving the deployment unread, none released ("+releaseFailed+"): "+err.Error())
+			return nil
+		}
 		// a group not listed may still carry the tag: none is taken as leaving
 		s.left(ctx, "the tagged groups' hooks", err)
 		oldGroups = slices.DeleteFunc(oldGroups, func(g string) bool { return !slices.Contains(props.AsgNames, g) })
@@ -214,9 +218,15 @@ func (s *hooksServed) put(ctx context.Context, props hookProperties, had []strin
 // name and is not removed from a group kept (its operator may manage it
 // from now on). Only hooks the deployment's mark names are removed (or
 // none marked: put before the marks). release: only the groups leaving.
-// One that cannot be removed does not fail the update (a rollback would
-// not remove it either: the grant on a group no longer listed may be gone);
-// it is said, with what removes it.
+//
+// In the release step a hook that cannot be removed fails the update
+// (SAM's answer FAILED, terraform's invocation an error): the grants on
+// its group have not changed yet, so the stack rolls back, or the apply
+// stops, with the old grants, and the next update tries again; a success
+// would narrow the grant over a hook the function could then never remove,
+// and every scale-in there would wait out its timeout. In the main step
+// one does not (a rollback would not remove it either: the grant on a
+// group no longer listed may be gone); it is said, with what removes it.
 func (s *hooksServed) dropStale(ctx context.Context, old, props hookProperties, oldGroups, newGroups []string, release bool) {
 	kept := []string{props.TerminateHookName, props.LaunchHookName}
 	for _, g := range oldGroups {
@@ -232,10 +242,21 @@ func (s *hooksServed) dropStale(ctx context.Context, old, props hookProperties, 
 			s.did = append(s.did, "removed "+r)
 		}
 		for _, f := range failed {
+			if release {
+				s.failed = append(s.failed, f+": "+releaseFailed)
+				continue
+			}
 			s.left(ctx, f, errors.New("remove it by hand (aws autoscaling delete-lifecycle-hook)"))
 		}
 	}
 }
+
+// releaseFailed is what a failed release step says: what the operator does
+// (terraform keeps an update's new input in its state even when the
+// invocation fails, so it does not run the release step again).
+const releaseFailed = "the update stops before the grants change; mend the cause and update again " +
+	"(terraform does not run this step again for the same input: delete the leaving groups' hooks by hand once no instance waits under them, " +
+	"aws autoscaling delete-lifecycle-hook, then apply again)"
 
 // left says a hook left that the deployment no longer wants; the update
 // goes on.

@@ -2,6 +2,8 @@ package handler
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -92,6 +94,72 @@ func TestStackCreatePutsHooksOnTaggedGroups(t *testing.T) {
 			}
 			if len(hp.hookNames("theirs")) != 0 || len(hp.hookNames("off")) != 0 {
 				t.Errorf("create put %v on another cluster's group, %v on another value's; want none", hp.hookNames("theirs"), hp.hookNames("off"))
+			}
+		})
+	}
+}
+
+// terraformUpdate is aws_lambda_invocation's update: props, with the
+// previous input (old) under "tf".
+func terraformUpdate(t *testing.T, old, props map[string]any) []byte {
+	t.Helper()
+	var m, prev map[string]any
+	if err := json.Unmarshal(terraformPayload(t, "update", props), &m); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(terraformPayload(t, "create", old), &prev); err != nil {
+		t.Fatal(err)
+	}
+	delete(prev, "tf")
+	m["tf"].(map[string]any)["prev_input"] = prev
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The release step (an update's first, before the grants change) that
+// cannot remove a leaving group's hook, or cannot read the groups, fails:
+// SAM's answer FAILED (the stack rolls back, the old grants kept, and the
+// next update tries again), terraform's invocation an error (the apply
+// fails before the grant is narrowed). A success would narrow the grant
+// over a hook the function then could never remove: every scale-in of the
+// group would wait out its timeout.
+func TestStackReleaseStepFailsWhenAHookStays(t *testing.T) {
+	release := func(p map[string]any) map[string]any { p["Release"] = "true"; return p }
+	for _, tc := range []struct {
+		name       string
+		deleteErr  error
+		describe   error
+		wantReason string
+	}{
+		{"a hook not removed", errors.New("Throttling: rate exceeded"), nil, "green"},
+		{"the groups unread", nil, errors.New("Throttling: rate exceeded"), "Throttling"},
+	} {
+		t.Run("sam/"+tc.name, func(t *testing.T) {
+			srv := newCFNServer(t)
+			e := newEnv()
+			e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, {AutoScalingGroupName: aws.String("green")}}
+			hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{"green": {markedBy("node-drainer-terminate", "node-drainer")}}, deleteErr: tc.deleteErr}
+			e.asg.describeErr = tc.describe
+			h := deployment(e, hp, "node-drainer", nil)
+			r := cfnCall(t, h, srv, cfn.RequestUpdate, release(hookProps("blue")), release(hookProps("blue", "green")))
+			if r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, tc.wantReason) {
+				t.Errorf("release step, %s: %s %q; want FAILED saying %q", tc.name, r.Status, r.Reason, tc.wantReason)
+			}
+		})
+		t.Run("terraform/"+tc.name, func(t *testing.T) {
+			e := newEnv()
+			e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("green", "true")}
+			hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{"green": {markedBy("node-drainer-terminate", "node-drainer")}}, deleteErr: tc.deleteErr}
+			e.asg.describeErr = tc.describe
+			h := deployment(e, hp, "node-drainer", nil)
+			moved := release(hookProps())
+			moved["AsgTagValue"] = "blue-team" // green leaves the deployment
+			out, err := h.Handle(context.Background(), terraformUpdate(t, release(hookProps()), moved))
+			if err == nil || !strings.Contains(err.Error(), tc.wantReason) {
+				t.Errorf("release step, %s: %+v, %v; want an error saying %q (the apply fails)", tc.name, out, err, tc.wantReason)
 			}
 		})
 	}
