@@ -58,7 +58,7 @@ data "aws_iam_policy_document" "discovery" {
   statement {
     sid       = "RemovalMark"
     effect    = "Allow"
-    actions   = ["lambda:GetFunctionConfiguration", "lambda:ListTags", "lambda:TagResource", "lambda:UntagResource"]
+    actions   = ["lambda:ListTags", "lambda:TagResource", "lambda:UntagResource"]
     resources = [local.function_arn]
   }
 

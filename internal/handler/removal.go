@@ -33,7 +33,6 @@ import (
 // (GetFunction's tags would come without a lambda:ListTags grant as none at
 // all: the mark is read with ListTags, which fails instead.)
 type SelfAPI interface {
-	GetFunctionConfiguration(ctx context.Context, in *lambda.GetFunctionConfigurationInput, opts ...func(*lambda.Options)) (*lambda.GetFunctionConfigurationOutput, error)
 	ListTags(ctx context.Context, in *lambda.ListTagsInput, opts ...func(*lambda.Options)) (*lambda.ListTagsOutput, error)
 	TagResource(ctx context.Context, in *lambda.TagResourceInput, opts ...func(*lambda.Options)) (*lambda.TagResourceOutput, error)
 	UntagResource(ctx context.Context, in *lambda.UntagResourceInput, opts ...func(*lambda.Options)) (*lambda.UntagResourceOutput, error)
@@ -65,23 +64,18 @@ func (h *Handler) self(ctx context.Context) (arn *string, tags map[string]string
 	return arn, out.Tags, false, nil
 }
 
-// selfARN is the function's unqualified ARN: the invocation's (Lambda
-// gives it to every invocation), less its version or alias; without one
-// (not invoked by Lambda), Lambda's answer for the function's name.
+// selfARN is the function's unqualified ARN: the invocation's, less its
+// version or alias. Lambda gives it to every invocation (the runtime API's
+// Lambda-Runtime-Invoked-Function-Arn), so it is never asked for
+// (lambda:GetFunctionConfiguration is not granted); without one the
+// function is not running in Lambda, and the mark is unread.
 func (h *Handler) selfARN(ctx context.Context) (*string, error) {
 	if lc, ok := lambdacontext.FromContext(ctx); ok && strings.HasPrefix(lc.InvokedFunctionArn, "arn:") {
 		if parts := strings.Split(lc.InvokedFunctionArn, ":"); len(parts) >= 7 {
 			return aws.String(strings.Join(parts[:7], ":")), nil
 		}
 	}
-	conf, err := h.c.Self.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(h.cfg.FunctionName)})
-	if err != nil {
-		return nil, err
-	}
-	if conf.FunctionArn == nil {
-		return nil, errors.New("lambda answered no function ARN")
-	}
-	return conf.FunctionArn, nil
+	return nil, errors.New("the invocation carries no function ARN (not invoked by Lambda)")
 }
 
 // removing reads now whether the deployment's removal has begun: the

@@ -102,3 +102,22 @@ func TestSweepTakesBackOnlyWhatItPutOnceRemoved(t *testing.T) {
 		t.Errorf("sweep %+v; want the hook left under corrected's waiting instance said", out.Sweep)
 	}
 }
+
+// The mark is read at the ARN Lambda gives each invocation, and nowhere
+// else (the templates grant no lambda:GetFunctionConfiguration): with no
+// such ARN the mark is unread, and the sweep puts no hook, saying why.
+func TestRemovalMarkReadAtTheInvocationsARNAlone(t *testing.T) {
+	e := newEnv()
+	tagMode(e)
+	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("new-nodes", "true")}
+	hp := &hookPutter{fakeASG: e.asg}
+	self := &fakeSelf{name: "node-drainer"}
+	h := deployment(e, hp, "node-drainer", self)
+	out, _ := h.Handle(context.Background(), sweepEvent())
+	if len(hp.puts) != 0 || out.Sweep == nil || !strings.Contains(strings.Join(out.Sweep.Failed, "; "), "removal mark") {
+		t.Errorf("no invocation ARN: puts %v, sweep %+v; want nothing put and the mark said unread", hp.puts, out.Sweep)
+	}
+	if out, err := sweepOnce(h, self); err != nil || !slices.Equal(hp.hookNames("new-nodes"), []string{"node-drainer-terminate"}) {
+		t.Errorf("invoked by Lambda: %+v, %v; new-nodes has %v, want our hook", out.Sweep, err, hp.hookNames("new-nodes"))
+	}
+}

@@ -180,7 +180,7 @@ func TestSweepPutsNoHookBackOnceRemoved(t *testing.T) {
 	h := deployment(e, hp, "node-drainer", self)
 	handle := func(what string, payload []byte) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(invokedAs(context.Background(), self), 5*time.Second)
 		defer cancel()
 		if out, err := h.Handle(ctx, payload); err != nil {
 			t.Fatalf("%s: %+v, %v", what, out, err)
@@ -226,12 +226,12 @@ func TestSweepPutsNoHookWhenTheMarkCannotBeRead(t *testing.T) {
 	hp := &hookPutter{fakeASG: e.asg}
 	self := &fakeSelf{name: "node-drainer", err: errors.New("AccessDeniedException: lambda:ListTags")}
 	h := deployment(e, hp, "node-drainer", self)
-	out, _ := h.Handle(context.Background(), sweepEvent())
+	out, _ := sweepOnce(h, self)
 	if len(hp.puts) != 0 || out.Sweep == nil || !strings.Contains(strings.Join(out.Sweep.Failed, "; "), "removal mark") {
 		t.Errorf("mark unreadable: puts %v, sweep %+v; want nothing put and the failure said", hp.puts, out.Sweep)
 	}
 	self.err = nil
-	if _, err := h.Handle(context.Background(), sweepEvent()); err != nil {
+	if _, err := sweepOnce(h, self); err != nil {
 		t.Fatal(err)
 	}
 	if got := hp.hookNames("new-nodes"); !slices.Equal(got, []string{"node-drainer-terminate"}) || aws.ToString(hp.have["new-nodes"][0].NotificationMetadata) != `{"node-drainer":["node-drainer"]}` {
