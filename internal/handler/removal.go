@@ -27,7 +27,8 @@ import (
 // deployment's is left: a hook put before the removal read the groups is
 // the removal's to take; one put after has the mark read after it. A
 // create or update of the deployment (installed again after a removal
-// that failed) takes the mark off.
+// that failed) takes the mark off; a mark older than removalMarkStale is
+// no longer heeded, and is said at each sweep.
 
 // SelfAPI is the part of Lambda the function reads and marks itself with.
 // (GetFunction's tags would come without a lambda:ListTags grant as none at
@@ -78,12 +79,66 @@ func (h *Handler) selfARN(ctx context.Context) (*string, error) {
 	return nil, errors.New("the invocation carries no function ARN (not invoked by Lambda)")
 }
 
-// removing reads now whether the deployment's removal has begun: the
-// function marked, or gone.
-func (h *Handler) removing(ctx context.Context) (bool, error) {
-	_, tags, gone, err := h.self(ctx)
-	_, marked := tags[removalTag]
-	return gone || marked, err
+// removalMarkStale is the age past which a removal's mark was left by a
+// removal that failed or was abandoned (a terraform destroy that failed,
+// then an apply, which does not invoke the unchanged hooks resource
+// again): one removal is one invocation, at most Lambda's 15 minutes, and
+// each marks anew when it begins. No removal runs under such a mark, and
+// the sweep no longer heeds it: else it would put no hook, ever, on the
+// groups the failed removal stripped nor on those tagged since.
+const removalMarkStale = 30 * time.Minute
+
+// removalState is what Lambda says, read now, of the deployment's removal.
+type removalState struct {
+	arn    string // the function's (for the note)
+	gone   bool   // no such function: deleted
+	marked bool   // the function carries removalTag
+	since  string // its value
+	stale  bool   // the mark older than removalMarkStale, or of no time
+}
+
+// removing reports whether the deployment's removal has begun and may
+// still run: the function gone, or marked not long ago.
+func (st removalState) removing() bool { return st.gone || (st.marked && !st.stale) }
+
+// note says the state in the sweep's summary ("" nothing to say).
+func (st removalState) note() string {
+	switch {
+	case st.gone:
+		return "the function no longer exists (removed): no hook put on tagged groups"
+	case !st.marked:
+		return ""
+	case !st.stale:
+		return "the function carries the removal mark " + removalTag + " (since " + st.since + "): its deployment is being removed, no hook put on tagged groups"
+	}
+	return fmt.Sprintf("the function carries the removal mark %s since %q, older than %s: left by a removal that failed or was abandoned, none runs under it, "+
+		"so hooks are put on tagged groups as usual; remove the deployment again, or take the mark off: aws lambda untag-resource --resource %s --tag-keys %s",
+		removalTag, st.since, removalMarkStale, st.arn, removalTag)
+}
+
+// say puts the state in the sweep's summary.
+func (st removalState) say(sum *SweepSummary) {
+	if n := st.note(); n != "" {
+		sum.Notes = append(sum.Notes, n)
+	}
+	if st.marked {
+		sum.RemovalMarked = st.since
+		if st.since == "" {
+			sum.RemovalMarked = "(no time)"
+		}
+	}
+}
+
+// removal reads now what Lambda says of the deployment's removal.
+func (h *Handler) removal(ctx context.Context) (removalState, error) {
+	arn, tags, gone, err := h.self(ctx)
+	st := removalState{arn: aws.ToString(arn), gone: gone}
+	st.since, st.marked = tags[removalTag]
+	if st.marked {
+		at, perr := time.Parse(time.RFC3339, st.since)
+		st.stale = perr != nil || h.now().Sub(at) > removalMarkStale
+	}
+	return st, err
 }
 
 // markRemoval puts the removal's mark on the function (on), or takes it off.
@@ -118,27 +173,31 @@ func (h *Handler) markRemoval(ctx context.Context, on bool) error {
 // nothing, and the hooks this sweep put stay for the removal, or a destroy
 // run again, to take. A hook left until then holds a scale-in for its
 // heartbeat timeout; one taken back here could end a drain in flight.
-func (h *Handler) ensureTagged(ctx context.Context, tag discovery.Tag, hooks []discovery.Hook, dryRun bool) (discovery.Result, error) {
+func (h *Handler) ensureTagged(ctx context.Context, tag discovery.Tag, hooks []discovery.Hook, dryRun bool) (discovery.Result, removalState, error) {
 	for i := range hooks {
 		hooks[i].Owner = h.cfg.FunctionName
 	}
-	if removing, err := h.removing(ctx); err != nil || removing {
-		if err == nil {
-			h.log.InfoContext(ctx, "the deployment is being removed: no lifecycle hook put on tagged groups")
-		}
-		return discovery.Result{}, err
+	st, err := h.removal(ctx)
+	switch {
+	case err != nil:
+		return discovery.Result{}, st, err
+	case st.removing():
+		h.log.InfoContext(ctx, "the deployment is being removed: no lifecycle hook put on tagged groups", "mark", st.since, "gone", st.gone)
+		return discovery.Result{}, st, nil
+	case st.marked:
+		h.log.WarnContext(ctx, "a stale removal mark on the function: hooks put as usual", "mark", st.since, "note", st.note())
 	}
 	res, err := discovery.Ensure(ctx, h.c.Hooks, tag, hooks, dryRun)
 	if len(res.Put) == 0 || dryRun {
-		return res, err
+		return res, st, err
 	}
-	removing, rerr := h.removing(ctx)
+	again, rerr := h.removal(ctx)
 	if rerr != nil {
 		h.log.WarnContext(ctx, "the removal mark unreadable after putting hooks: none taken back (rule 17), the next sweep reads it again", "put", res.Put, "error", rerr)
-		return res, errors.Join(err, fmt.Errorf("%w: the hooks just put (%s) kept", rerr, strings.Join(res.Put, ", ")))
+		return res, st, errors.Join(err, fmt.Errorf("%w: the hooks just put (%s) kept", rerr, strings.Join(res.Put, ", ")))
 	}
-	if !removing {
-		return res, err
+	if !again.removing() {
+		return res, again, err
 	}
 	removed, failed := h.takeBack(ctx, res.Put, hooks)
 	h.log.WarnContext(ctx, "the deployment's removal began while the sweep put hooks: taken back", "put", res.Put, "removed", removed, "failed", failed)
@@ -146,7 +205,7 @@ func (h *Handler) ensureTagged(ctx context.Context, tag discovery.Tag, hooks []d
 		return slices.ContainsFunc(removed, func(r string) bool { return r == p || strings.HasPrefix(r, p+" kept for ") })
 	})
 	res.Failed = append(res.Failed, failed...)
-	return res, err
+	return res, again, err
 }
 
 // takeBack removes, once the deployment's removal has begun, the hooks

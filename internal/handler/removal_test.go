@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -86,7 +87,7 @@ func TestSweepTakesBackOnlyWhatItPutOnceRemoved(t *testing.T) {
 	self.afterGet = func() { // the removal marked right after the first read
 		self.mu.Lock()
 		defer self.mu.Unlock()
-		self.tags = map[string]string{removalTag: "2024-05-01T10:00:00Z"}
+		self.tags = map[string]string{removalTag: e.now.UTC().Format(time.RFC3339)}
 	}
 	h := deployment(e, hp, "node-drainer", self)
 	out, _ := sweepOnce(h, self)
@@ -119,5 +120,50 @@ func TestRemovalMarkReadAtTheInvocationsARNAlone(t *testing.T) {
 	}
 	if out, err := sweepOnce(h, self); err != nil || !slices.Equal(hp.hookNames("new-nodes"), []string{"node-drainer-terminate"}) {
 		t.Errorf("invoked by Lambda: %+v, %v; new-nodes has %v, want our hook", out.Sweep, err, hp.hookNames("new-nodes"))
+	}
+}
+
+// TestSweepSaysTheRemovalMark: a removal mark is never silent. While a
+// removal may still run (the mark younger than removalMarkStale), the
+// sweep puts no hook and says why in its summary and its metrics. A mark
+// older than that is left by a removal that failed or was abandoned (a
+// terraform destroy that failed, then an apply, which does not invoke the
+// unchanged hooks resource again): no removal runs under it, so the sweep
+// puts the hooks as usual, on the groups the failed removal stripped and
+// on those tagged since, and says the mark is there and how to take it off.
+func TestSweepSaysTheRemovalMark(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		age    time.Duration
+		hooked bool
+		note   string
+	}{
+		{"a removal running", time.Minute, false, "no hook put on tagged groups"},
+		{"a removal that failed long ago", 2 * time.Hour, true, "aws lambda untag-resource"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv()
+			tagMode(e)
+			e.cfg.FunctionName = "node-drainer"
+			e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("stripped", "true")}
+			hp := &hookPutter{fakeASG: e.asg}
+			self := &fakeSelf{name: "node-drainer", tags: map[string]string{removalTag: e.now.Add(-tc.age).UTC().Format(time.RFC3339)}}
+			var buf bytes.Buffer
+			h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp, Self: self}, nil,
+				WithClock(newMovingClock(func() time.Time { return e.now })), WithMetrics(&buf))
+			out, err := sweepOnce(h, self)
+			if err != nil {
+				t.Fatalf("sweep: %+v, %v", out.Sweep, err)
+			}
+			if got := len(hp.hookNames("stripped")) > 0; got != tc.hooked {
+				t.Errorf("stripped has %v; want hooked %v", hp.hookNames("stripped"), tc.hooked)
+			}
+			if out.Sweep == nil || out.Sweep.RemovalMarked == "" || !strings.Contains(strings.Join(out.Sweep.Notes, "; "), tc.note) {
+				t.Errorf("sweep %+v; want the mark said (%q)", out.Sweep, tc.note)
+			}
+			if m := metricsLine(t, &buf); m["SweepRemovalMarked"] != 1.0 {
+				t.Errorf("metric SweepRemovalMarked = %v, want 1", m["SweepRemovalMarked"])
+			}
+		})
 	}
 }
