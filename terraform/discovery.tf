@@ -58,7 +58,7 @@ data "aws_iam_policy_document" "discovery" {
   statement {
     sid       = "RemovalMark"
     effect    = "Allow"
-    actions   = ["lambda:GetFunctionConfiguration", "lambda:ListTags", "lambda:TagResource", "lambda:UntagResource"]
+    actions   = ["lambda:ListTags", "lambda:TagResource", "lambda:UntagResource"]
     resources = [local.function_arn]
   }
 
@@ -103,7 +103,11 @@ resource "aws_iam_role_policy" "discovery" {
 # tag or the hook names change, the function removes the hooks of the groups
 # that leave the deployment while the grant on them is still the old one
 # (aws_iam_role_policy.discovery depends on this resource, so terraform
-# changes the grant after it). Its create and delete do nothing.
+# changes the grant after it). Its create and delete do nothing. A removal
+# that fails fails the apply before the grant changes; terraform keeps the
+# new input all the same, so the next apply does not invoke it again:
+# delete the hooks the error names by hand before applying again
+# (docs/deploy.md).
 resource "aws_lambda_invocation" "release" {
   count = local.selects_by_tag ? 1 : 0
 
@@ -119,7 +123,8 @@ resource "aws_lambda_invocation" "release" {
 # the function removes them itself when the module is destroyed, as SAM's
 # Custom::LifecycleHooks does on a stack's delete. terraform invokes it with
 # this input and {"tf": {"action": "create" | "update" | "delete"}}: create
-# and update check the hook settings (an update also puts a renamed hook's
+# and update check the hook settings and put the hooks on the tagged groups
+# of this cluster that lack them (an update also puts a renamed hook's
 # new name on the tagged groups, then removes the old one), delete marks the
 # function's removal (a tag on it, which every sweep reads before and after
 # putting hooks: none is put back) and removes the deployment's hooks

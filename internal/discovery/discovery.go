@@ -299,23 +299,53 @@ func EnsureOn(ctx context.Context, api API, groups []string, hooks []Hook, claim
 	return res
 }
 
-// existing lists which of the named groups exist (the describe takes 50
-// names a call).
+// existing lists which of the named groups exist.
 func existing(ctx context.Context, api autoscaling.DescribeAutoScalingGroupsAPIClient, names []string) ([]string, error) {
 	var found []string
+	err := describeNamed(ctx, api, names, func(g astypes.AutoScalingGroup) { found = append(found, aws.ToString(g.AutoScalingGroupName)) })
+	return found, err
+}
+
+// Waiting reads the named groups now and lists, of each, the instances
+// waiting in a lifecycle action ("<instance> in <state>": Pending:Wait,
+// Terminating:Wait), whatever the hook: an action pending that deleting a
+// hook of the group may complete (rule 17). A group that does not exist
+// has none. Instances of a warm pool are not read.
+func Waiting(ctx context.Context, api autoscaling.DescribeAutoScalingGroupsAPIClient, groups []string) (map[string][]string, error) {
+	waiting := map[string][]string{}
+	err := describeNamed(ctx, api, groups, func(g astypes.AutoScalingGroup) {
+		name := aws.ToString(g.AutoScalingGroupName)
+		if !slices.Contains(groups, name) {
+			return
+		}
+		for _, in := range g.Instances {
+			if strings.HasSuffix(string(in.LifecycleState), ":Wait") {
+				waiting[name] = append(waiting[name], aws.ToString(in.InstanceId)+" in "+string(in.LifecycleState))
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return waiting, nil
+}
+
+// describeNamed describes the named groups, every page (the describe
+// takes 50 names a call), and gives each group to each.
+func describeNamed(ctx context.Context, api autoscaling.DescribeAutoScalingGroupsAPIClient, names []string, each func(astypes.AutoScalingGroup)) error {
 	for batch := range slices.Chunk(names, 50) {
 		p := autoscaling.NewDescribeAutoScalingGroupsPaginator(api, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: batch})
 		for p.HasMorePages() {
 			out, err := p.NextPage(ctx)
 			if err != nil {
-				return nil, fmt.Errorf("describing auto scaling groups %s: %w", strings.Join(batch, ", "), err)
+				return fmt.Errorf("describing auto scaling groups %s: %w", strings.Join(batch, ", "), err)
 			}
 			for _, g := range out.AutoScalingGroups {
-				found = append(found, aws.ToString(g.AutoScalingGroupName))
+				each(g)
 			}
 		}
 	}
-	return found, nil
+	return nil
 }
 
 // Remove takes, from each group, the hooks named that are owner's: those

@@ -383,3 +383,29 @@ func TestTagElsewhere(t *testing.T) {
 		})
 	}
 }
+
+// Waiting reads the named groups now, every page, and names of each the
+// instances waiting in a lifecycle action, of either transition; an
+// instance in service, a group not named and a group that does not exist
+// have none; a failed read is an error, with nothing said waiting.
+func TestWaiting(t *testing.T) {
+	in := func(g astypes.AutoScalingGroup, id string, state astypes.LifecycleState) astypes.AutoScalingGroup {
+		g.Instances = append(g.Instances, astypes.Instance{InstanceId: aws.String(id), LifecycleState: state})
+		return g
+	}
+	api := &fakeAPI{groups: []astypes.AutoScalingGroup{
+		in(in(group("a"), "i-1", astypes.LifecycleStateTerminatingWait), "i-2", astypes.LifecycleStateInService),
+		in(group("b"), "i-3", astypes.LifecycleStateInService),
+		in(group("c"), "i-4", astypes.LifecycleStatePendingWait),
+		in(group("not-asked"), "i-5", astypes.LifecycleStateTerminatingWait),
+	}}
+	got, err := Waiting(context.Background(), api, []string{"a", "b", "c", "gone"})
+	want := map[string][]string{"a": {"i-1 in Terminating:Wait"}, "c": {"i-4 in Pending:Wait"}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("Waiting = %v, %v; want %v", got, err, want)
+	}
+	api.listErr = errors.New("Throttling: rate exceeded")
+	if got, err := Waiting(context.Background(), api, []string{"a"}); err == nil || got != nil {
+		t.Errorf("a failed read: %v, %v; want an error and nothing", got, err)
+	}
+}

@@ -244,15 +244,6 @@ type fakeSelf struct {
 
 func (f *fakeSelf) arn() string { return "arn:aws:lambda:us-east-1:123456789012:function:" + f.name }
 
-func (f *fakeSelf) GetFunctionConfiguration(_ context.Context, in *lambda.GetFunctionConfigurationInput, _ ...func(*lambda.Options)) (*lambda.GetFunctionConfigurationOutput, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.gone || (aws.ToString(in.FunctionName) != f.name && aws.ToString(in.FunctionName) != f.arn()) {
-		return nil, &lambdatypes.ResourceNotFoundException{Message: aws.String("Function not found: " + aws.ToString(in.FunctionName))}
-	}
-	return &lambda.GetFunctionConfigurationOutput{FunctionName: aws.String(f.name), FunctionArn: aws.String(f.arn())}, nil
-}
-
 func (f *fakeSelf) ListTags(_ context.Context, in *lambda.ListTagsInput, _ ...func(*lambda.Options)) (*lambda.ListTagsOutput, error) {
 	f.mu.Lock()
 	if f.gone || aws.ToString(in.Resource) != f.arn() {

@@ -302,7 +302,7 @@ func (k *hook) apply(ctx context.Context, own ownership, read ec2Reading) (insta
 		k.heartbeatForRetry(ctx)
 		return read.inst, false, own.err
 	case verdictNoNodeRetry:
-		k.log.WarnContext(ctx, "EC2 unreadable; ASG is configured: draining gracefully", "error", read.err)
+		k.log.WarnContext(ctx, "EC2 unreadable and no node of the instance here, in a group ours by its tag alone: heartbeated, left for a retry", "error", read.err)
 		k.heartbeatForRetry(ctx)
 		k.out.Action, k.out.Detail = ActionIgnored, own.why
 		return read.inst, false, own.err

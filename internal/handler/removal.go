@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,13 +27,13 @@ import (
 // deployment's is left: a hook put before the removal read the groups is
 // the removal's to take; one put after has the mark read after it. A
 // create or update of the deployment (installed again after a removal
-// that failed) takes the mark off.
+// that failed) takes the mark off; a mark older than removalMarkStale is
+// no longer heeded, and is said at each sweep.
 
 // SelfAPI is the part of Lambda the function reads and marks itself with.
 // (GetFunction's tags would come without a lambda:ListTags grant as none at
 // all: the mark is read with ListTags, which fails instead.)
 type SelfAPI interface {
-	GetFunctionConfiguration(ctx context.Context, in *lambda.GetFunctionConfigurationInput, opts ...func(*lambda.Options)) (*lambda.GetFunctionConfigurationOutput, error)
 	ListTags(ctx context.Context, in *lambda.ListTagsInput, opts ...func(*lambda.Options)) (*lambda.ListTagsOutput, error)
 	TagResource(ctx context.Context, in *lambda.TagResourceInput, opts ...func(*lambda.Options)) (*lambda.TagResourceOutput, error)
 	UntagResource(ctx context.Context, in *lambda.UntagResourceInput, opts ...func(*lambda.Options)) (*lambda.UntagResourceOutput, error)
@@ -64,31 +65,80 @@ func (h *Handler) self(ctx context.Context) (arn *string, tags map[string]string
 	return arn, out.Tags, false, nil
 }
 
-// selfARN is the function's unqualified ARN: the invocation's (Lambda
-// gives it to every invocation), less its version or alias; without one
-// (not invoked by Lambda), Lambda's answer for the function's name.
+// selfARN is the function's unqualified ARN: the invocation's, less its
+// version or alias. Lambda gives it to every invocation (the runtime API's
+// Lambda-Runtime-Invoked-Function-Arn), so it is never asked for
+// (lambda:GetFunctionConfiguration is not granted); without one the
+// function is not running in Lambda, and the mark is unread.
 func (h *Handler) selfARN(ctx context.Context) (*string, error) {
 	if lc, ok := lambdacontext.FromContext(ctx); ok && strings.HasPrefix(lc.InvokedFunctionArn, "arn:") {
 		if parts := strings.Split(lc.InvokedFunctionArn, ":"); len(parts) >= 7 {
 			return aws.String(strings.Join(parts[:7], ":")), nil
 		}
 	}
-	conf, err := h.c.Self.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(h.cfg.FunctionName)})
-	if err != nil {
-		return nil, err
-	}
-	if conf.FunctionArn == nil {
-		return nil, errors.New("lambda answered no function ARN")
-	}
-	return conf.FunctionArn, nil
+	return nil, errors.New("the invocation carries no function ARN (not invoked by Lambda)")
 }
 
-// removing reads now whether the deployment's removal has begun: the
-// function marked, or gone.
-func (h *Handler) removing(ctx context.Context) (bool, error) {
-	_, tags, gone, err := h.self(ctx)
-	_, marked := tags[removalTag]
-	return gone || marked, err
+// removalMarkStale is the age past which a removal's mark was left by a
+// removal that failed or was abandoned (a terraform destroy that failed,
+// then an apply, which does not invoke the unchanged hooks resource
+// again): one removal is one invocation, at most Lambda's 15 minutes, and
+// each marks anew when it begins. No removal runs under such a mark, and
+// the sweep no longer heeds it: else it would put no hook, ever, on the
+// groups the failed removal stripped nor on those tagged since.
+const removalMarkStale = 30 * time.Minute
+
+// removalState is what Lambda says, read now, of the deployment's removal.
+type removalState struct {
+	arn    string // the function's (for the note)
+	gone   bool   // no such function: deleted
+	marked bool   // the function carries removalTag
+	since  string // its value
+	stale  bool   // the mark older than removalMarkStale, or of no time
+}
+
+// removing reports whether the deployment's removal has begun and may
+// still run: the function gone, or marked not long ago.
+func (st removalState) removing() bool { return st.gone || (st.marked && !st.stale) }
+
+// note says the state in the sweep's summary ("" nothing to say).
+func (st removalState) note() string {
+	switch {
+	case st.gone:
+		return "the function no longer exists (removed): no hook put on tagged groups"
+	case !st.marked:
+		return ""
+	case !st.stale:
+		return "the function carries the removal mark " + removalTag + " (since " + st.since + "): its deployment is being removed, no hook put on tagged groups"
+	}
+	return fmt.Sprintf("the function carries the removal mark %s since %q, older than %s: left by a removal that failed or was abandoned, none runs under it, "+
+		"so hooks are put on tagged groups as usual; remove the deployment again, or take the mark off: aws lambda untag-resource --resource %s --tag-keys %s",
+		removalTag, st.since, removalMarkStale, st.arn, removalTag)
+}
+
+// say puts the state in the sweep's summary.
+func (st removalState) say(sum *SweepSummary) {
+	if n := st.note(); n != "" {
+		sum.Notes = append(sum.Notes, n)
+	}
+	if st.marked {
+		sum.RemovalMarked = st.since
+		if st.since == "" {
+			sum.RemovalMarked = "(no time)"
+		}
+	}
+}
+
+// removal reads now what Lambda says of the deployment's removal.
+func (h *Handler) removal(ctx context.Context) (removalState, error) {
+	arn, tags, gone, err := h.self(ctx)
+	st := removalState{arn: aws.ToString(arn), gone: gone}
+	st.since, st.marked = tags[removalTag]
+	if st.marked {
+		at, perr := time.Parse(time.RFC3339, st.since)
+		st.stale = perr != nil || h.now().Sub(at) > removalMarkStale
+	}
+	return st, err
 }
 
 // markRemoval puts the removal's mark on the function (on), or takes it off.
@@ -112,36 +162,86 @@ func (h *Handler) markRemoval(ctx context.Context, on bool) error {
 
 // ensureTagged is the sweep's discovery.Ensure, the hooks marked the
 // deployment's, unless its removal has begun: the mark is read before
-// putting and again after, and what was put is taken back when the mark
-// is there then (or cannot be read: a hook missing until the next sweep
-// is repaired, one left after an uninstall is not).
-func (h *Handler) ensureTagged(ctx context.Context, tag discovery.Tag, hooks []discovery.Hook, dryRun bool) (discovery.Result, error) {
+// putting and again after, and what this sweep put is taken back when the
+// mark is there then (takeBack).
+//
+// A second read that fails takes nothing back: it is no verdict, and a
+// take-back deletes hooks, which completes every action pending under them
+// (CONTINUE for a terminating instance, ABANDON for a launching one). Rule
+// 17: a hook is never removed under a drain. The failure fails the sweep,
+// whose retry (and the next sweep) reads the mark first: a mark then puts
+// nothing, and the hooks this sweep put stay for the removal, or a destroy
+// run again, to take. A hook left until then holds a scale-in for its
+// heartbeat timeout; one taken back here could end a drain in flight.
+func (h *Handler) ensureTagged(ctx context.Context, tag discovery.Tag, hooks []discovery.Hook, dryRun bool) (discovery.Result, removalState, error) {
 	for i := range hooks {
 		hooks[i].Owner = h.cfg.FunctionName
 	}
-	if removing, err := h.removing(ctx); err != nil || removing {
-		if err == nil {
-			h.log.InfoContext(ctx, "the deployment is being removed: no lifecycle hook put on tagged groups")
-		}
-		return discovery.Result{}, err
+	st, err := h.removal(ctx)
+	switch {
+	case err != nil:
+		return discovery.Result{}, st, err
+	case st.removing():
+		h.log.InfoContext(ctx, "the deployment is being removed: no lifecycle hook put on tagged groups", "mark", st.since, "gone", st.gone)
+		return discovery.Result{}, st, nil
+	case st.marked:
+		h.log.WarnContext(ctx, "a stale removal mark on the function: hooks put as usual", "mark", st.since, "note", st.note())
 	}
 	res, err := discovery.Ensure(ctx, h.c.Hooks, tag, hooks, dryRun)
 	if len(res.Put) == 0 || dryRun {
-		return res, err
+		return res, st, err
 	}
-	removing, rerr := h.removing(ctx)
-	if !removing && rerr == nil {
-		return res, err
+	again, rerr := h.removal(ctx)
+	if rerr != nil {
+		h.log.WarnContext(ctx, "the removal mark unreadable after putting hooks: none taken back (rule 17), the next sweep reads it again", "put", res.Put, "error", rerr)
+		return res, st, errors.Join(err, fmt.Errorf("%w: the hooks just put (%s) kept", rerr, strings.Join(res.Put, ", ")))
 	}
-	var groups, names []string
-	for _, g := range res.Tagged {
-		groups = append(groups, aws.ToString(g.AutoScalingGroupName))
+	if !again.removing() {
+		return res, again, err
 	}
-	for _, hk := range hooks {
-		names = append(names, hk.Name)
+	removed, failed := h.takeBack(ctx, res.Put, hooks)
+	h.log.WarnContext(ctx, "the deployment's removal began while the sweep put hooks: taken back", "put", res.Put, "removed", removed, "failed", failed)
+	res.Put = slices.DeleteFunc(res.Put, func(p string) bool {
+		return slices.ContainsFunc(removed, func(r string) bool { return r == p || strings.HasPrefix(r, p+" kept for ") })
+	})
+	res.Failed = append(res.Failed, failed...)
+	return res, again, err
+}
+
+// takeBack removes, once the deployment's removal has begun, the hooks
+// this sweep put ("<group>/<hook>"), and no other: a hook it did not touch
+// is the removal's. A group where an instance waits in a lifecycle action
+// keeps the hook put there (rule 17: a hook is never removed under a
+// drain; the sweep is no uninstall), and so does every group when their
+// instances cannot be read: each is said (failed), for the removal, or a
+// destroy run again, to remove once the action has ended.
+func (h *Handler) takeBack(ctx context.Context, put []string, hooks []discovery.Hook) (removed, failed []string) {
+	var groups []string
+	names := map[string][]string{}
+	for _, p := range put {
+		for _, hk := range hooks {
+			if g, ok := strings.CutSuffix(p, "/"+hk.Name); ok && g != "" {
+				if names[g] == nil {
+					groups = append(groups, g)
+				}
+				names[g] = append(names[g], hk.Name)
+				break
+			}
+		}
 	}
-	removed, failed := discovery.Remove(ctx, h.c.Hooks, groups, names, h.cfg.FunctionName, func(string) bool { return false }, false)
-	h.log.WarnContext(ctx, "the deployment's removal began while the sweep put hooks: taken back", "put", res.Put, "removed", removed, "failed", failed, "error", rerr)
-	res.Put, res.Failed = nil, append(res.Failed, failed...)
-	return res, errors.Join(err, rerr)
+	waiting, err := discovery.Waiting(ctx, h.c.Hooks, groups)
+	if err != nil {
+		return nil, []string{fmt.Sprintf("the hooks put (%s) left, not taken back: the instances waiting under them unread: %v", strings.Join(put, ", "), err)}
+	}
+	for _, g := range groups {
+		if w := waiting[g]; len(w) > 0 {
+			for _, n := range names[g] {
+				failed = append(failed, fmt.Sprintf("%s/%s left, not taken back: %s waits under it (a hook is never removed under a drain); remove it once the action ends", g, n, strings.Join(w, ", ")))
+			}
+			continue
+		}
+		r, f := discovery.Remove(ctx, h.c.Hooks, []string{g}, names[g], h.cfg.FunctionName, func(string) bool { return false }, false)
+		removed, failed = append(removed, r...), append(failed, f...)
+	}
+	return removed, failed
 }

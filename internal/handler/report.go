@@ -191,6 +191,9 @@ func (rep *report) metricsLine(out Outcome, cfg config.Config) *metrics.Entry {
 			metrics.SweepOrphans: len(sw.Orphans), metrics.SweepZombies: len(sw.Zombies), metrics.SweepReplaced: len(sw.Replaced), metrics.SweepFailed: len(sw.Failed)} {
 			d.Put(name, metrics.Count, float64(n))
 		}
+		if sw.RemovalMarked != "" { // no series where no mark ever is
+			d.Put(metrics.SweepRemovalMarked, metrics.Count, 1)
+		}
 	}
 	if rep.hookResult != "" {
 		e.Directive([]metrics.Dimension{fn, {Name: metrics.DimLifecycleResult, Value: rep.hookResult}},

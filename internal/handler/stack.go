@@ -27,7 +27,8 @@ import (
 // cfn.Response, is PUT on the request's presigned URL (answerStack).
 //
 //	Create  the hooks on every listed group (a name that is no group fails
-//	        the stack, as the hook resource would have);
+//	        the stack, as the hook resource would have) and on the tagged
+//	        groups of this cluster (a deployment with no sweep hooks them);
 //	Update  the new properties' hooks on the listed and the tagged groups,
 //	        then what the old properties' deployment had that the new one
 //	        does not removed: a group still listed or tagged keeps its hook

@@ -211,7 +211,8 @@ func terraformPayload(t *testing.T, action string, props map[string]any) []byte 
 	return b
 }
 
-// terraform's invocation: create checks the settings and changes nothing;
+// terraform's invocation: create checks the settings and puts what the
+// tagged groups lack (here nothing: the tagged group has our hook);
 // delete removes ours from the tagged groups (not another tool's hook, not
 // a group of another value); a bad setting or an action terraform's
 // CREATE_ONLY scope would send (none) is the invocation's error, with

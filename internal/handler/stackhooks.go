@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,7 +39,8 @@ type hookProperties struct {
 // serveHooks does what a request asks; it returns what it changed
 // ("put <group>/<hook>", "removed <group>/<hook>").
 //
-//	Create  the hooks on every listed group, marked the deployment's;
+//	Create  the hooks on every listed group and every tagged group of
+//	        this cluster, marked the deployment's;
 //	Update  the same with the new properties, on the listed and the tagged
 //	        groups, and then, of what the old properties' deployment had,
 //	        what the new one does not have removed (dropStale): a group
@@ -65,7 +67,7 @@ func (h *Handler) serveHooks(ctx context.Context, req cfn.Event) ([]string, erro
 		old, err := decodeHookProperties(req.OldResourceProperties)
 		if req.RequestType == cfn.RequestCreate || err != nil {
 			if !release {
-				err = s.put(ctx, props, nil, false)
+				err = s.put(ctx, props, nil)
 			}
 		} else {
 			err = s.update(ctx, old, props, release)
@@ -116,12 +118,16 @@ func (s *hooksServed) update(ctx context.Context, old, props hookProperties, rel
 	s.replaces = s.h.owner(old)
 	oldGroups, oldErr := s.groups(ctx, old)
 	if !release {
-		if err := s.put(ctx, props, oldGroups, true); err != nil {
+		if err := s.put(ctx, props, oldGroups); err != nil {
 			return err
 		}
 	}
 	newGroups, newErr := s.groups(ctx, props)
 	if err := errors.Join(oldErr, newErr); err != nil {
+		if release { // which groups leave is unknown: the update fails before their grants change
+			s.failed = append(s.failed, "the groups leaving the deployment unread, none released ("+releaseFailed+"): "+err.Error())
+			return nil
+		}
 		// a group not listed may still carry the tag: none is taken as leaving
 		s.left(ctx, "the tagged groups' hooks", err)
 		oldGroups = slices.DeleteFunc(oldGroups, func(g string) bool { return !slices.Contains(props.AsgNames, g) })
@@ -131,18 +137,27 @@ func (s *hooksServed) update(ctx context.Context, old, props hookProperties, rel
 }
 
 // groups are the groups the properties' deployment has: listed, and
-// carrying its tag (read now; the error is the tag's reading).
+// carrying its tag (read now; the error is the tag's reading), whatever
+// cluster they name: a removal takes only the hooks its mark names, and
+// may find one on any group carrying the tag.
 func (s *hooksServed) groups(ctx context.Context, p hookProperties) ([]string, error) {
-	tagged, err := s.taggedGroups(ctx, p)
+	tagged, err := s.taggedGroups(ctx, discovery.Tag{Key: p.AsgTagKey, Value: p.AsgTagValue})
 	all := append(slices.Clone(p.AsgNames), tagged...)
 	slices.Sort(all)
 	return slices.Compact(all), err
 }
 
-// taggedGroups are the groups carrying the properties' tag, read once a
-// request.
-func (s *hooksServed) taggedGroups(ctx context.Context, p hookProperties) ([]string, error) {
-	tag := discovery.Tag{Key: p.AsgTagKey, Value: p.AsgTagValue}
+// putTag is the tag of the groups the properties' hooks are put on: theirs,
+// less the groups that name another cluster than the function's, as the
+// sweep chooses them (groupTag). A hook put on another cluster's group is
+// left by this deployment (notOurs), and every scale-in there waits out
+// its timeout.
+func (s *hooksServed) putTag(p hookProperties) discovery.Tag {
+	return discovery.Tag{Key: p.AsgTagKey, Value: p.AsgTagValue, ClusterTagKey: s.h.cfg.ClusterTagKey, ClusterName: s.h.cfg.ClusterName}
+}
+
+// taggedGroups are the groups tag selects, read once a request.
+func (s *hooksServed) taggedGroups(ctx context.Context, tag discovery.Tag) ([]string, error) {
 	if names, ok := s.tagged[tag]; ok {
 		return names, nil
 	}
@@ -159,12 +174,14 @@ func (s *hooksServed) taggedGroups(ctx context.Context, p hookProperties) ([]str
 }
 
 // put puts the hooks the properties ask for, marked the deployment's, on
-// every listed group (a name that is no group fails the request) and, on
-// an update (had: the groups the old properties' deployment had), on the
-// tagged groups too: a hook renamed is there before its old name goes. A
+// every listed group (a name that is no group fails the request) and on
+// the tagged groups of this cluster (putTag): at a create too, so that a
+// deployment with no sweep hooks them (its first sweep would, else none
+// until an update), and at an update (had: the groups the old properties'
+// deployment had) a hook renamed is there before its old name goes. A
 // hook of ours with no mark is the deployment's where the old one had the
 // group (put before the marks), else left as it is.
-func (s *hooksServed) put(ctx context.Context, props hookProperties, had []string, update bool) error {
+func (s *hooksServed) put(ctx context.Context, props hookProperties, had []string) error {
 	hooks, err := props.hooks()
 	if err != nil {
 		return err
@@ -180,15 +197,13 @@ func (s *hooksServed) put(ctx context.Context, props hookProperties, had []strin
 	if err != nil {
 		return err
 	}
-	if update {
-		tagged, err := s.taggedGroups(ctx, props)
-		if err != nil {
-			s.left(ctx, "the tagged groups without the new hooks", err)
-		}
-		only := slices.DeleteFunc(slices.Clone(tagged), func(g string) bool { return slices.Contains(props.AsgNames, g) })
-		more := discovery.EnsureOn(ctx, s.h.c.Hooks, only, hooks, claim, hooksDryRun)
-		res.Put, res.Failed = append(res.Put, more.Put...), append(res.Failed, more.Failed...)
+	tagged, err := s.taggedGroups(ctx, s.putTag(props))
+	if err != nil {
+		s.left(ctx, "the tagged groups without the new hooks", err)
 	}
+	only := slices.DeleteFunc(slices.Clone(tagged), func(g string) bool { return slices.Contains(props.AsgNames, g) })
+	more := discovery.EnsureOn(ctx, s.h.c.Hooks, only, hooks, claim, hooksDryRun)
+	res.Put, res.Failed = append(res.Put, more.Put...), append(res.Failed, more.Failed...)
 	for _, p := range res.Put {
 		s.did = append(s.did, "put "+p)
 	}
@@ -203,9 +218,15 @@ func (s *hooksServed) put(ctx context.Context, props hookProperties, had []strin
 // name and is not removed from a group kept (its operator may manage it
 // from now on). Only hooks the deployment's mark names are removed (or
 // none marked: put before the marks). release: only the groups leaving.
-// One that cannot be removed does not fail the update (a rollback would
-// not remove it either: the grant on a group no longer listed may be gone);
-// it is said, with what removes it.
+//
+// In the release step a hook that cannot be removed fails the update
+// (SAM's answer FAILED, terraform's invocation an error): the grants on
+// its group have not changed yet, so the stack rolls back, or the apply
+// stops, with the old grants, and the next update tries again; a success
+// would narrow the grant over a hook the function could then never remove,
+// and every scale-in there would wait out its timeout. In the main step
+// one does not (a rollback would not remove it either: the grant on a
+// group no longer listed may be gone); it is said, with what removes it.
 func (s *hooksServed) dropStale(ctx context.Context, old, props hookProperties, oldGroups, newGroups []string, release bool) {
 	kept := []string{props.TerminateHookName, props.LaunchHookName}
 	for _, g := range oldGroups {
@@ -221,10 +242,21 @@ func (s *hooksServed) dropStale(ctx context.Context, old, props hookProperties, 
 			s.did = append(s.did, "removed "+r)
 		}
 		for _, f := range failed {
+			if release {
+				s.failed = append(s.failed, f+": "+releaseFailed)
+				continue
+			}
 			s.left(ctx, f, errors.New("remove it by hand (aws autoscaling delete-lifecycle-hook)"))
 		}
 	}
 }
+
+// releaseFailed is what a failed release step says: what the operator does
+// (terraform keeps an update's new input in its state even when the
+// invocation fails, so it does not run the release step again).
+const releaseFailed = "the update stops before the grants change; mend the cause and update again " +
+	"(terraform does not run this step again for the same input: delete the leaving groups' hooks by hand once no instance waits under them, " +
+	"aws autoscaling delete-lifecycle-hook, then apply again)"
 
 // left says a hook left that the deployment no longer wants; the update
 // goes on.
@@ -240,6 +272,12 @@ func (s *hooksServed) left(ctx context.Context, what string, why error) {
 // no sweep puts a hook back (removal.go). Only the hooks the deployment's
 // mark names go: another deployment's, another tool's, one put by hand
 // stay.
+//
+// This is the uninstall, the one path that deletes a hook of ours while an
+// instance may wait under it (rule 17): the deletion completes the action
+// (CONTINUE, or ABANDON for a launch), and the drain in flight is cut.
+// docs/deploy.md asks that the drains end first; the removal does not wait
+// for them, and says each one it cut (the groups read just before).
 func (s *hooksServed) removeAll(ctx context.Context, props hookProperties) {
 	if props.AsgTagKey != "" { // else no sweep puts hooks: no mark (nor its grant)
 		if err := s.h.markRemoval(ctx, true); err != nil {
@@ -250,11 +288,32 @@ func (s *hooksServed) removeAll(ctx context.Context, props hookProperties) {
 	if err != nil {
 		s.failed = append(s.failed, err.Error())
 	}
+	waiting, werr := discovery.Waiting(ctx, s.h.c.Hooks, groups)
 	removed, failed := discovery.Remove(ctx, s.h.c.Hooks, groups, props.names(), s.owner, func(string) bool { return false }, hooksDryRun)
 	for _, r := range removed {
 		s.did = append(s.did, "removed "+r)
 	}
+	s.sayCut(ctx, props.names(), removed, waiting, werr)
 	s.failed = append(s.failed, failed...)
+}
+
+// sayCut says, of the hooks an uninstall deleted ("<group>/<hook>"), each
+// one an instance waited under (waiting, by group): its action ended by
+// the deletion.
+func (s *hooksServed) sayCut(ctx context.Context, names, removed []string, waiting map[string][]string, werr error) {
+	if werr != nil {
+		s.did = append(s.did, "the instances waiting under the hooks removed unread: "+werr.Error())
+		return
+	}
+	for _, g := range slices.Sorted(maps.Keys(waiting)) {
+		w := waiting[g]
+		for _, n := range names {
+			if r := g + "/" + n; slices.Contains(removed, r) {
+				s.did = append(s.did, "cut "+r+": "+strings.Join(w, ", ")+" waited under it")
+				s.h.log.WarnContext(ctx, "a hook removed while an instance waited under it: its lifecycle action ended undrained", "hook", r, "waiting", w)
+			}
+		}
+	}
 }
 
 // unmarkRemoval takes off a removal's mark left by a removal that failed

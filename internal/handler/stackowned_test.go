@@ -180,7 +180,7 @@ func TestSweepPutsNoHookBackOnceRemoved(t *testing.T) {
 	h := deployment(e, hp, "node-drainer", self)
 	handle := func(what string, payload []byte) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(invokedAs(context.Background(), self), 5*time.Second)
 		defer cancel()
 		if out, err := h.Handle(ctx, payload); err != nil {
 			t.Fatalf("%s: %+v, %v", what, out, err)
@@ -205,7 +205,8 @@ func TestSweepPutsNoHookBackOnceRemoved(t *testing.T) {
 		t.Errorf("a sweep that raced the removal left %v on new-nodes; want no hook", got)
 	}
 	// a function already deleted (its removal done) is as marked
-	handle("installed again", terraformPayload(t, "create", hookProps()))
+	handle("installed again", terraformPayload(t, "create", hookProps())) // it puts the hooks on the tagged groups
+	handle("removed again", terraformPayload(t, "delete", hookProps()))
 	self.gone = true
 	handle("a sweep retried after the function was deleted", sweepEvent())
 	if got := hp.hookNames("new-nodes"); len(got) != 0 {
@@ -225,12 +226,12 @@ func TestSweepPutsNoHookWhenTheMarkCannotBeRead(t *testing.T) {
 	hp := &hookPutter{fakeASG: e.asg}
 	self := &fakeSelf{name: "node-drainer", err: errors.New("AccessDeniedException: lambda:ListTags")}
 	h := deployment(e, hp, "node-drainer", self)
-	out, _ := h.Handle(context.Background(), sweepEvent())
+	out, _ := sweepOnce(h, self)
 	if len(hp.puts) != 0 || out.Sweep == nil || !strings.Contains(strings.Join(out.Sweep.Failed, "; "), "removal mark") {
 		t.Errorf("mark unreadable: puts %v, sweep %+v; want nothing put and the failure said", hp.puts, out.Sweep)
 	}
 	self.err = nil
-	if _, err := h.Handle(context.Background(), sweepEvent()); err != nil {
+	if _, err := sweepOnce(h, self); err != nil {
 		t.Fatal(err)
 	}
 	if got := hp.hookNames("new-nodes"); !slices.Equal(got, []string{"node-drainer-terminate"}) || aws.ToString(hp.have["new-nodes"][0].NotificationMetadata) != `{"node-drainer":["node-drainer"]}` {

@@ -53,7 +53,10 @@ type SweepSummary struct {
 	// on them ("<group>/<hook>"), which they lacked (discovery.Ensure).
 	Tagged   int      `json:"tagged,omitempty"`
 	HooksPut []string `json:"hooksPut,omitempty"`
-	ReadMS   int64    `json:"readMs"` // reading everything
+	// RemovalMarked is the removal mark found on the function (its value:
+	// since when; removal.go), "" none.
+	RemovalMarked string `json:"removalMarked,omitempty"`
+	ReadMS        int64  `json:"readMs"` // reading everything
 	// ReadMSBy is the reading's time by source (cluster, autoscaling, ec2, pods).
 	ReadMSBy map[string]int64 `json:"readMsBy,omitempty"`
 	ActMS    int64            `json:"actMs"` // carrying the plan out
@@ -82,8 +85,9 @@ func (r *sweeper) sweep(ctx context.Context) error {
 	// anything else is read
 	var ensured discovery.Result
 	var ensureErr error
+	var removal removalState // removal.go
 	if r.ev.Shard == nil {
-		ensured, ensureErr = r.ensureHooks(ctx)
+		ensured, removal, ensureErr = r.ensureHooks(ctx)
 	}
 	if ensureErr == nil && ensured.Tagged != nil {
 		cfg.Tagged = ensured.Tagged // one describe of the tagged groups a pass
@@ -101,6 +105,7 @@ func (r *sweeper) sweep(ctx context.Context) error {
 	r.invokeShards(ctx, rd, &cfg, sum, began)
 	plan := rd.Plan(cfg)
 	r.summarize(sum, rd, plan, began, ensured, ensureErr)
+	removal.say(sum)
 	r.out.Sweep = sum
 	acting := r.h.now()
 	r.runSweep(ctx, plan, sum)
@@ -248,13 +253,13 @@ func (r *sweeper) sweepConfig() sweep.Config {
 // default result CONTINUE. A dry run says what it would put and puts
 // nothing. Without tag selection, or without a client that may put hooks,
 // it does nothing.
-func (r *sweeper) ensureHooks(ctx context.Context) (discovery.Result, error) {
+func (r *sweeper) ensureHooks(ctx context.Context) (discovery.Result, removalState, error) {
 	c := r.h.cfg
 	if !c.SelectsByTag() || r.h.c.Hooks == nil {
-		return discovery.Result{}, nil
+		return discovery.Result{}, removalState{}, nil
 	}
 	hooks := discovery.Wanted(c.TerminateHookName, c.CreateTerminateHook, c.LaunchHookName, c.CreateLaunchHook, int32(c.HeartbeatTimeout/time.Second))
-	res, err := r.h.ensureTagged(ctx, groupTag(c), hooks, c.DryRun) // removal.go
+	res, removal, err := r.h.ensureTagged(ctx, groupTag(c), hooks, c.DryRun) // removal.go
 	if len(res.Put) > 0 {
 		msg := "lifecycle hooks put on tagged groups"
 		if c.DryRun {
@@ -262,5 +267,5 @@ func (r *sweeper) ensureHooks(ctx context.Context) (discovery.Result, error) {
 		}
 		r.log.InfoContext(ctx, msg, "hooks", res.Put, "tag", c.ASGTagKey+"="+c.ASGTagValue)
 	}
-	return res, err
+	return res, removal, err
 }

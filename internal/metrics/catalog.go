@@ -35,7 +35,10 @@ const (
 	SweepZombies      = "SweepZombies"
 	SweepReplaced     = "SweepReplaced"
 	SweepFailed       = "SweepFailed"
-	HooksCompleted    = "HooksCompleted"
+	// the sweep found the function's removal mark (removal.go): written
+	// only then, 1
+	SweepRemovalMarked = "SweepRemovalMarked"
+	HooksCompleted     = "HooksCompleted"
 	// outcome events (OUTCOME_EVENT_BUS) put, and not put
 	OutcomeEventsPut    = "OutcomeEventsPut"
 	OutcomeEventsFailed = "OutcomeEventsFailed"
@@ -80,6 +83,7 @@ var Catalog = []Metric{
 	{Name: SweepZombies, Unit: Count, DimensionSets: byEventResult},
 	{Name: SweepReplaced, Unit: Count, DimensionSets: byEventResult},
 	{Name: SweepFailed, Unit: Count, DimensionSets: byEventResult},
+	{Name: SweepRemovalMarked, Unit: Count, DimensionSets: byEventResult},
 	{Name: HooksCompleted, Unit: Count, DimensionSets: byCompletion},
 	{Name: OutcomeEventsPut, Unit: Count, DimensionSets: byEventResult},
 	{Name: OutcomeEventsFailed, Unit: Count, DimensionSets: byEventResult},

@@ -119,9 +119,8 @@ var wantActions = []string{
 	"events:PutEvents", // outcome events, on the one bus named (OutcomeEventBus only)
 	"kms:Decrypt",
 	"kms:GenerateDataKey",
-	"lambda:GetFunctionConfiguration", // the removal's mark on the function itself (internal/handler/removal.go)
 	"lambda:InvokeFunction",
-	"lambda:ListTags",
+	"lambda:ListTags", // the removal's mark on the function itself (internal/handler/removal.go)
 	"lambda:TagResource",
 	"lambda:UntagResource",
 	"logs:CreateLogStream",
