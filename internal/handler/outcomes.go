@@ -104,9 +104,10 @@ func held(remaining []string) []outcome.Held {
 }
 
 // putOutcomes puts the run's outcome events, after every step of the
-// drain (none waits on it), bounded by the Publisher and by ctx; a failure
-// is logged and counted in the invocation's metrics, never an error of the
-// invocation.
+// drain (none waits on it), bounded by the Publisher and by ctx; an event
+// not put (the bus failed, or refused it, or the invocation had less time
+// left than the put's bound: outcome.Lost) is logged and counted in the
+// invocation's metrics by why, never an error of the invocation.
 func putOutcomes(ctx context.Context, r *invocation) {
 	if r.h.outcomes == nil || r.rep == nil {
 		return
@@ -115,12 +116,16 @@ func putOutcomes(ctx context.Context, r *invocation) {
 	if len(events) == 0 {
 		return
 	}
-	failed, err := r.h.outcomes.Put(ctx, events...)
+	lost, err := r.h.outcomes.Put(ctx, events...)
 	if err != nil {
-		r.log.WarnContext(ctx, "could not put outcome events", "bus", r.h.outcomes.Bus(), "failed", failed, "error", err)
+		types := make([]string, len(events))
+		for i, e := range events {
+			types[i] = string(e.Type)
+		}
+		r.log.WarnContext(ctx, "could not put outcome events", "bus", r.h.outcomes.Bus(), "failed", lost.Total(), "lost", lost, "events", types, "error", err)
 	}
 	r.rep.mu.Lock()
-	r.rep.outcomesPut, r.rep.outcomesFailed = len(events)-failed, failed
+	r.rep.outcomesPut, r.rep.outcomesLost = len(events)-lost.Total(), lost
 	r.rep.mu.Unlock()
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -167,39 +166,55 @@ func (b *busAPI) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _ 
 }
 
 // TestOutcomeEventsPut: a drain's events are put once its hook is
-// completed (nothing of the drain waits on them), and a bus that refuses
-// changes nothing of the drain: the failure is counted in the metrics line.
+// completed (nothing of the drain waits on them), and a bus that refuses,
+// or an invocation with less time left than the put's bound, changes
+// nothing of the drain: the events lost are counted in the metrics line,
+// by why.
 func TestOutcomeEventsPut(t *testing.T) {
-	for _, refuse := range []bool{false, true} {
-		t.Run(fmt.Sprint("refused=", refuse), func(t *testing.T) {
+	cases := []struct {
+		name       string
+		fail       error
+		bound      time.Duration // the put's; the invocation has 5 s
+		wantCalls  []int         // completions made when each call came
+		wantPut    float64
+		wantReason string // "" when all put
+	}{
+		{"put", nil, time.Second, []int{1}, 2, ""},
+		{"refused", errors.New("AccessDeniedException: not authorized to perform events:PutEvents"), time.Second, []int{1}, 0, outcome.LostRefused},
+		{"no time left for the put's bound", nil, 10 * time.Second, nil, 0, outcome.LostNoTime},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(aNode()...)
 			e.ec2.readings[idA] = []reading{running}
 			var metricsLine bytes.Buffer
 			e.metrics = &metricsLine
-			bus := &busAPI{asg: e.asg}
-			if refuse {
-				bus.fail = errors.New("AccessDeniedException: not authorized to perform events:PutEvents")
-			}
+			bus := &busAPI{asg: e.asg, fail: tc.fail}
 			h := e.handler()
-			WithOutcomes(outcome.NewPublisher(bus, "on-call", time.Second))(h)
+			WithOutcomes(outcome.NewPublisher(bus, "on-call", tc.bound))(h)
 			out, err := e.handleWith(h, terminateEvent(idA), 5*time.Second)
 			if err != nil || out.Action != ActionDrained || !slices.Equal(e.asg.results(), []lifecycle.Result{lifecycle.Continue}) {
 				t.Fatalf("drain: %v %+v, results %v", err, out, e.asg.results())
 			}
 			want := []string{string(outcome.NodeDrained), string(outcome.LifecycleActionCompleted)}
-			if !slices.Equal(bus.entries, want) || !slices.Equal(bus.completed, []int{1}) {
-				t.Fatalf("put %v with %v completions at the call, want %v in one call after the completion", bus.entries, bus.completed, want)
+			if tc.wantCalls == nil {
+				want = nil
+			}
+			if !slices.Equal(bus.entries, want) || !slices.Equal(bus.completed, tc.wantCalls) {
+				t.Fatalf("put %v with %v completions at each call, want %v with %v", bus.entries, bus.completed, want, tc.wantCalls)
 			}
 			var line map[string]any
 			if err := json.Unmarshal(metricsLine.Bytes(), &line); err != nil {
 				t.Fatalf("metrics line: %v\n%s", err, metricsLine.String())
 			}
-			wantPut, wantFailed := 2.0, 0.0
-			if refuse {
-				wantPut, wantFailed = 0, 2
+			if err := metrics.CheckCatalog(metricsLine.Bytes()); err != nil {
+				t.Error(err)
 			}
-			if line[metrics.OutcomeEventsPut] != wantPut || line[metrics.OutcomeEventsFailed] != wantFailed {
-				t.Errorf("metrics put %v failed %v, want %v and %v", line[metrics.OutcomeEventsPut], line[metrics.OutcomeEventsFailed], wantPut, wantFailed)
+			if line[metrics.OutcomeEventsPut] != tc.wantPut || line[metrics.OutcomeEventsFailed] != 2-tc.wantPut {
+				t.Errorf("metrics put %v failed %v, want %v and %v", line[metrics.OutcomeEventsPut], line[metrics.OutcomeEventsFailed], tc.wantPut, 2-tc.wantPut)
+			}
+			if tc.wantReason != "" && line[metrics.OutcomeEventsFailedFor+tc.wantReason] != 2.0 {
+				t.Errorf("metrics %s%s = %v, want 2", metrics.OutcomeEventsFailedFor, tc.wantReason, line[metrics.OutcomeEventsFailedFor+tc.wantReason])
 			}
 		})
 	}

@@ -5,18 +5,26 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 const samplesDir = "../../events/outcomes"
@@ -173,8 +181,8 @@ func TestPutRoundTrip(t *testing.T) {
 	for _, dt := range DetailTypes {
 		events = append(events, Event{Type: dt, Detail: readSamples(t)[dt]})
 	}
-	if failed, err := p.Put(context.Background(), events...); failed != 0 || err != nil {
-		t.Fatalf("Put = %d, %v", failed, err)
+	if lost, err := p.Put(context.Background(), events...); lost.Total() != 0 || err != nil {
+		t.Fatalf("Put = %v, %v", lost, err)
 	}
 	if len(api.calls) != 1 || len(api.calls[0].Entries) != len(events) {
 		t.Fatalf("calls %d, want 1 with %d entries", len(api.calls), len(events))
@@ -236,28 +244,132 @@ func TestPutBoundedAndReported(t *testing.T) {
 	}}
 	ev := Event{Type: NodeDrained, Detail: Detail{Cluster: "c", Instance: "i-1", Node: "n", Event: "terminate", Result: "drained", Time: time.Unix(1, 0)}}
 	p := NewPublisher(hang, "b", 20*time.Millisecond)
-	failed, err := p.Put(context.Background(), ev, ev)
-	if failed != 2 || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("hung bus: failed %d, %v; want 2 and the deadline", failed, err)
+	lost, err := p.Put(context.Background(), ev, ev)
+	if !maps.Equal(lost, Lost{LostBusFault: 2}) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("hung bus: lost %v, %v; want 2 for a bus fault and the deadline", lost, err)
 	}
 	// the next puts, within the cooldown, do not call the bus again
-	if failed, err := p.Put(context.Background(), ev); failed != 1 || !errors.Is(err, context.DeadlineExceeded) || len(hang.calls) != 1 {
-		t.Fatalf("within the cooldown: failed %d, %v, %d calls; want 1 not put and still 1 call", failed, err, len(hang.calls))
+	if lost, err := p.Put(context.Background(), ev); !maps.Equal(lost, Lost{LostCooldown: 1}) || !errors.Is(err, context.DeadlineExceeded) || len(hang.calls) != 1 {
+		t.Fatalf("within the cooldown: lost %v, %v, %d calls; want 1 not put and still 1 call", lost, err, len(hang.calls))
 	}
 
 	refuse := &fakeAPI{answer: func(context.Context, *eventbridge.PutEventsInput) (*eventbridge.PutEventsOutput, error) {
 		return &eventbridge.PutEventsOutput{FailedEntryCount: 1, Entries: []types.PutEventsResultEntry{
 			{EventId: aws.String("1")}, {ErrorCode: aws.String("ThrottlingException"), ErrorMessage: aws.String("slow down")}}}, nil
 	}}
-	failed, err = NewPublisher(refuse, "b", 0).Put(context.Background(), ev, ev)
-	if failed != 1 || err == nil || !strings.Contains(err.Error(), "ThrottlingException") {
-		t.Fatalf("refused entry: failed %d, %v", failed, err)
+	lost, err = NewPublisher(refuse, "b", 0).Put(context.Background(), ev, ev)
+	if !maps.Equal(lost, Lost{LostEntryRefused: 1}) || err == nil || !strings.Contains(err.Error(), "ThrottlingException") {
+		t.Fatalf("refused entry: lost %v, %v", lost, err)
 	}
 
 	if p := NewPublisher(refuse, "", 0); p != nil {
 		t.Fatal("an empty bus must turn outcome events off")
 	}
-	if failed, err := (*Publisher)(nil).Put(context.Background(), ev); failed != 0 || err != nil {
-		t.Fatalf("nil Publisher: %d, %v", failed, err)
+	if lost, err := (*Publisher)(nil).Put(context.Background(), ev); lost.Total() != 0 || err != nil {
+		t.Fatalf("nil Publisher: %v, %v", lost, err)
+	}
+}
+
+// apiErr is err as the SDK returns a service's answer: an operation error
+// around the HTTP response error around the API error.
+func apiErr(status int, code string, fault smithy.ErrorFault) error {
+	return &smithy.OperationError{ServiceID: "EventBridge", OperationName: "PutEvents", Err: &awshttp.ResponseError{
+		ResponseError: &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}},
+			Err: &smithy.GenericAPIError{Code: code, Message: code + " (test)", Fault: fault}},
+		RequestID: "r-1"}}
+}
+
+// sendErr is err as the SDK returns a request it could not send.
+func sendErr(err error) error {
+	return &smithy.OperationError{ServiceID: "EventBridge", OperationName: "PutEvents", Err: &smithyhttp.RequestSendError{Err: err}}
+}
+
+// TestCooldownOnlyForBusFaults: the cooldown starts on the bus's own
+// faults (its answer slower than the put's bound, a 5xx, no connection),
+// not on a refusal of this request or the caller's context ending: after
+// those, the next put calls the bus again.
+func TestCooldownOnlyForBusFaults(t *testing.T) {
+	ev := Event{Type: NodeDrained, Detail: Detail{Cluster: "c", Instance: "i-1", Node: "n", Event: "terminate", Result: "drained", Time: time.Unix(1, 0)}}
+	hang := func(ctx context.Context) error {
+		<-ctx.Done()
+		return sendErr(&url.Error{Op: "Post", URL: "https://events", Err: ctx.Err()})
+	}
+	cases := map[string]struct {
+		fail     func(ctx context.Context, cancelCaller func()) error
+		cooldown bool
+		reason   string
+	}{
+		"no answer within the put's bound": {func(ctx context.Context, _ func()) error { return hang(ctx) }, true, LostBusFault},
+		"500 InternalException": {func(context.Context, func()) error {
+			return apiErr(500, "InternalException", smithy.FaultServer)
+		}, true, LostBusFault},
+		"503, no code": {func(context.Context, func()) error { return apiErr(503, "", smithy.FaultUnknown) }, true, LostBusFault},
+		"connection refused": {func(context.Context, func()) error {
+			return sendErr(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
+		}, true, LostBusFault},
+		"no such host": {func(context.Context, func()) error {
+			return sendErr(&net.DNSError{Err: "no such host", Name: "events.example", IsNotFound: true})
+		}, true, LostBusFault},
+		"AccessDeniedException": {func(context.Context, func()) error {
+			return apiErr(400, "AccessDeniedException", smithy.FaultClient)
+		}, false, LostRefused},
+		"ValidationException (too large)": {func(context.Context, func()) error {
+			return apiErr(400, "ValidationException", smithy.FaultClient)
+		}, false, LostRefused},
+		"ThrottlingException": {func(context.Context, func()) error {
+			return apiErr(400, "ThrottlingException", smithy.FaultClient)
+		}, false, LostRefused},
+		"the caller's context ends during the call": {func(ctx context.Context, cancelCaller func()) error {
+			cancelCaller()
+			return hang(ctx)
+		}, false, LostEnded},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			calls := 0
+			api := &fakeAPI{answer: func(callCtx context.Context, _ *eventbridge.PutEventsInput) (*eventbridge.PutEventsOutput, error) {
+				calls++
+				if calls == 1 {
+					return nil, tc.fail(callCtx, cancel)
+				}
+				return &eventbridge.PutEventsOutput{}, nil
+			}}
+			p := NewPublisher(api, "b", 50*time.Millisecond)
+			if lost, err := p.Put(ctx, ev); !maps.Equal(lost, Lost{tc.reason: 1}) || err == nil {
+				t.Fatalf("first put: lost %v, %v; want 1 %s and an error", lost, err, tc.reason)
+			}
+			lost, err := p.Put(context.Background(), ev)
+			if cooled := calls == 1; cooled != tc.cooldown {
+				t.Fatalf("cooldown %v (second put: lost %v, %v, %d calls in all), want %v", cooled, lost, err, calls, tc.cooldown)
+			}
+			if want := (Lost{LostCooldown: 1}); tc.cooldown && !maps.Equal(lost, want) || !tc.cooldown && (lost.Total() != 0 || err != nil) {
+				t.Fatalf("second put: lost %v, %v; want %v", lost, err, map[bool]Lost{true: want, false: {}}[tc.cooldown])
+			}
+		})
+	}
+}
+
+// TestPutSkippedWithoutTime: with less time left than the put's bound, the
+// bus is not called at all (and no cooldown starts): the events are lost,
+// and counted so.
+func TestPutSkippedWithoutTime(t *testing.T) {
+	ev := Event{Type: NodeDrained, Detail: Detail{Cluster: "c", Instance: "i-1", Node: "n", Event: "terminate", Result: "drained", Time: time.Unix(1, 0)}}
+	api := &fakeAPI{}
+	p := NewPublisher(api, "b", 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	lost, err := p.Put(ctx, ev, ev)
+	if !maps.Equal(lost, Lost{LostNoTime: 2}) || err == nil || len(api.calls) != 0 {
+		t.Fatalf("1 s left, a 3 s bound: lost %v, %v, %d calls; want 2 lost for no time and no call", lost, err, len(api.calls))
+	}
+	done, cancelDone := context.WithCancel(context.Background())
+	cancelDone()
+	if lost, _ := p.Put(done, ev); !maps.Equal(lost, Lost{LostNoTime: 1}) || len(api.calls) != 0 {
+		t.Fatalf("a caller already done: lost %v, %d calls; want 1 lost for no time and no call", lost, len(api.calls))
+	}
+	if lost, err := p.Put(context.Background(), ev); lost.Total() != 0 || err != nil || len(api.calls) != 1 {
+		t.Fatalf("then with time: lost %v, %v, %d calls; want put (no cooldown)", lost, err, len(api.calls))
 	}
 }
