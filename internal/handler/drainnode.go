@@ -56,6 +56,7 @@ func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Ca
 	if dead && cause == node.CauseTerminate && !r.h.now().Before(windowEnd) && r.stillDead(ctx, n.Name) {
 		r.out.Detail = strings.TrimSpace(r.out.Detail + " node NotReady (kubelet dead): pods evicted, not waited for past DEAD_NODE_EVICTION_WINDOW; volumes are released when EC2 reports the instance down")
 		r.record(ctx, n, node.EventDrainCompletedDeadKubelet(len(res.Evicted), r.out.Remaining))
+		r.drainEnded() // its end told (Node Drained) and measured, as a live node's
 		return true, nil
 	}
 	if !res.Done() {
@@ -65,6 +66,7 @@ func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Ca
 		r.recordSoon(ctx, n, node.EventDrainCompleted(r.out.Evicted))
 	}
 	if dead {
+		r.drainEnded()
 		return true, nil // no kubelet unmounts them: the abrupt path releases the volumes
 	}
 	return r.detachedAndEmpty(ctx, drainer, n, res.Claims, deadline, listed)

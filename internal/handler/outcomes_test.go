@@ -5,13 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/event"
@@ -148,7 +151,8 @@ type busAPI struct {
 	mu        sync.Mutex
 	asg       *fakeASG
 	entries   []string // detail-types put
-	completed []int    // completions made when each call came
+	details   []outcome.Detail
+	completed []int // completions made when each call came
 	fail      error
 }
 
@@ -158,6 +162,11 @@ func (b *busAPI) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _ 
 	b.completed = append(b.completed, len(b.asg.results()))
 	for _, e := range in.Entries {
 		b.entries = append(b.entries, aws.ToString(e.DetailType))
+		var d outcome.Detail
+		if err := json.Unmarshal([]byte(aws.ToString(e.Detail)), &d); err != nil {
+			return nil, err
+		}
+		b.details = append(b.details, d)
 	}
 	if b.fail != nil {
 		return nil, b.fail
@@ -215,6 +224,54 @@ func TestOutcomeEventsPut(t *testing.T) {
 			}
 			if tc.wantReason != "" && line[metrics.OutcomeEventsFailedFor+tc.wantReason] != 2.0 {
 				t.Errorf("metrics %s%s = %v, want 2", metrics.OutcomeEventsFailedFor, tc.wantReason, line[metrics.OutcomeEventsFailedFor+tc.wantReason])
+			}
+		})
+	}
+}
+
+// notReady makes a node NotReady (its kubelet has no Lease: dead).
+func notReady(n *corev1.Node) {
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
+}
+
+// withBus gives e's handler a bus that records what it is put.
+func withBus(e *env) (*Handler, *busAPI) {
+	bus := &busAPI{asg: e.asg}
+	h := e.handler()
+	WithOutcomes(outcome.NewPublisher(bus, "on-call", 100*time.Millisecond))(h)
+	return h, bus
+}
+
+// A dead kubelet's drain ends in "Node Drained" with its length, whether
+// its pods went within DEAD_NODE_EVICTION_WINDOW or not (C8).
+func TestDeadKubeletDrainTellsNodeDrained(t *testing.T) {
+	for _, held := range []bool{false, true} {
+		t.Run(fmt.Sprint("pod held past the window=", held), func(t *testing.T) {
+			e := newEnv(newNode(idA, notReady), pod(idA, "apps", "web-1"))
+			e.ec2.readings[idA] = []reading{running}
+			if held {
+				e.blocked = []string{"web-1"}
+			}
+			var metricsLine bytes.Buffer
+			e.metrics = &metricsLine
+			h, bus := withBus(e)
+			out, err := e.handleWith(h, terminateEvent(idA), 5*time.Second)
+			if err != nil || out.Action != ActionDrained || !slices.Equal(e.asg.results(), []lifecycle.Result{lifecycle.Continue}) {
+				t.Fatalf("drain: %v %+v, results %v", err, out, e.asg.results())
+			}
+			want := []string{string(outcome.NodeDrained), string(outcome.LifecycleActionCompleted)}
+			if !slices.Equal(bus.entries, want) {
+				t.Fatalf("put %v, want %v", bus.entries, want)
+			}
+			if past := strings.Contains(out.Detail, "DEAD_NODE_EVICTION_WINDOW"); past != held {
+				t.Errorf("drained past the window %v, want %v: %s", past, held, out.Detail)
+			}
+			if d := bus.details[0]; d.DrainSeconds <= 0 {
+				t.Errorf("Node Drained without drainSeconds: %+v", d)
+			}
+			var line map[string]any
+			if err := json.Unmarshal(metricsLine.Bytes(), &line); err != nil || line[metrics.DrainSeconds] == nil {
+				t.Errorf("metrics line without %s: %v\n%s", metrics.DrainSeconds, err, metricsLine.String())
 			}
 		})
 	}

@@ -31,7 +31,8 @@ type DetailType string
 // The outcomes put on the bus.
 const (
 	// NodeDrained: the node's pods were evicted and gone, its volumes
-	// detached (a drain that ended well).
+	// detached (a drain that ended well); a dead kubelet's: its pods
+	// evicted, not waited for past DEAD_NODE_EVICTION_WINDOW.
 	NodeDrained DetailType = "Node Drained"
 	// NodeDrainFailed: a drain gave up (its time ran out, or it could not
 	// go on): the pods left and what holds them are in the detail.
