@@ -94,6 +94,10 @@ func (r *advisory) eachInParallel(ctx context.Context, ids []string) error {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			errs[i] = (&advisory{sub}).scheduledInstance(ctx, id)
+			// what the instance's run began aside (recordSoon, the
+			// attachments read ahead) ends before the handler returns:
+			// Lambda would freeze it, to resume in a later invocation
+			sub.recording.Wait()
 			outs[i] = sub.out
 		}()
 	}
