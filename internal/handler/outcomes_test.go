@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -274,5 +275,47 @@ func TestDeadKubeletDrainTellsNodeDrained(t *testing.T) {
 				t.Errorf("metrics line without %s: %v\n%s", metrics.DrainSeconds, err, metricsLine.String())
 			}
 		})
+	}
+}
+
+// A Health event's instances handled in parallel in one invocation each
+// tell their own outcome: one Node Drained per node, and a metrics line
+// per instance (C8).
+func TestScheduledInParallelTellsEachNode(t *testing.T) {
+	e := newEnv(newNode(idA), pod(idA, "apps", "web-1"), newNode(idB), pod(idB, "apps", "web-2"))
+	e.cfg.ContinueLongDrains = false
+	e.ec2.readings[idA] = []reading{running}
+	e.ec2.readings[idB] = []reading{running}
+	var lines bytes.Buffer
+	e.metrics = &lines
+	h, bus := withBus(e)
+	out, err := e.handleWith(h, scheduledEvent(idA, idB), 5*time.Second)
+	if err != nil || out.Action != ActionPerInstance || len(out.Instances) != 2 {
+		t.Fatalf("outcome %+v, %v; want %s with 2 instances", out, err, ActionPerInstance)
+	}
+	nodes := map[string]string{}
+	for i, d := range bus.details {
+		if bus.entries[i] == string(outcome.NodeDrained) {
+			nodes[d.Instance] = d.Node
+		}
+	}
+	if !maps.Equal(nodes, map[string]string{idA: nodeName(idA), idB: nodeName(idB)}) {
+		t.Errorf("Node Drained for %v (put %v), want one per instance and its node", nodes, bus.entries)
+	}
+	drained := map[string]bool{}
+	for l := range strings.Lines(lines.String()) {
+		var line map[string]any
+		if err := json.Unmarshal([]byte(l), &line); err != nil {
+			t.Fatalf("metrics line: %v\n%s", err, l)
+		}
+		if err := metrics.CheckCatalog([]byte(l)); err != nil {
+			t.Error(err)
+		}
+		if line[metrics.DimResult] == string(ActionDrained) {
+			drained[line["instance"].(string)] = true
+		}
+	}
+	if !drained[idA] || !drained[idB] {
+		t.Errorf("metrics lines of drained instances %v, want both:\n%s", drained, lines.String())
 	}
 }
