@@ -61,12 +61,12 @@ func outcomeEvents(r *invocation, rep reportSnapshot) []outcome.Event {
 		with(outcome.NodeDrained, func(e *outcome.Detail) { e.Remaining = nil })
 	case out.Action == ActionFailed && errors.Is(out.err, ErrDrainFailed):
 		with(outcome.NodeDrainFailed, func(e *outcome.Detail) { e.Reason = out.Detail })
-	case out.Action == ActionContinued && len(d.Remaining) > 0 && passedBlockedAfter(r.h.cfg.OutcomeBlockedAfter, r.started, rep):
+	case drainLeft(out, rep) && passedBlockedAfter(r.h.cfg.OutcomeBlockedAfter, r.started, rep):
 		with(outcome.NodeDrainBlocked, func(e *outcome.Detail) {
 			e.Result = "blocked"
 			e.DrainSeconds = rep.now.Sub(r.started).Seconds()
 			e.BlockedSeconds = max(e.BlockedSeconds, r.h.cfg.OutcomeBlockedAfter.Seconds())
-			e.Reason = "drain not finished after " + rep.now.Sub(r.started).Round(time.Second).String()
+			e.Reason = blockedReason(out, rep, rep.now.Sub(r.started))
 			e.Timeline = nil
 		})
 	}
@@ -79,6 +79,29 @@ func outcomeEvents(r *invocation, rep reportSnapshot) []outcome.Event {
 		})
 	}
 	return events
+}
+
+// drainLeft says that the run leaves its drain unfinished and going on:
+// handed over to a continuation, or not (the hand-over failed, the
+// apiserver failed, an advisory drain ended with pods left), but not a
+// drain whose hook was found completed elsewhere. The pods left may be
+// unknown (nothing was listed).
+func drainLeft(out Outcome, rep reportSnapshot) bool {
+	return out.Action == ActionContinued || rep.drainLeft && out.Action != ActionCompleted && out.Action != ActionIgnored
+}
+
+// blockedReason is why a drain is told blocked: how long it has run, the
+// last failure when more than pods were left, and the invocation's own
+// failure (a hand-over that failed).
+func blockedReason(out Outcome, rep reportSnapshot, ran time.Duration) string {
+	reason := "drain not finished after " + ran.Round(time.Second).String()
+	if rep.leftWhy != "" {
+		reason += ": " + rep.leftWhy
+	}
+	if out.Action == ActionFailed && out.Detail != "" {
+		reason += "; " + out.Detail
+	}
+	return reason
 }
 
 // passedBlockedAfter: the drain passed OUTCOME_BLOCKED_AFTER during this
@@ -137,11 +160,14 @@ type reportSnapshot struct {
 	hookResult, hookReason string
 	drainEnded             bool
 	drainLength            time.Duration
+	drainLeft              bool
+	leftWhy                string
 }
 
 func (rep *report) snapshot() reportSnapshot {
 	rep.mu.Lock()
 	defer rep.mu.Unlock()
 	return reportSnapshot{begun: rep.begun, now: rep.now(), steps: append([]Step(nil), rep.steps...), pdbBlocked: rep.pdbBlocked,
-		hookResult: rep.hookResult, hookReason: rep.hookReason, drainEnded: rep.drainEnded, drainLength: rep.drainLength}
+		hookResult: rep.hookResult, hookReason: rep.hookReason, drainEnded: rep.drainEnded, drainLength: rep.drainLength,
+		drainLeft: rep.drainLeft, leftWhy: rep.leftWhy}
 }

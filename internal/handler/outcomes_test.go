@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/event"
@@ -44,6 +45,10 @@ func TestOutcomeEvents(t *testing.T) {
 	now := func(d time.Duration) reportSnapshot { return reportSnapshot{begun: t0, now: t0.Add(d)} }
 	completed := func(s reportSnapshot, result, reason string) reportSnapshot {
 		s.hookResult, s.hookReason, s.drainEnded, s.drainLength = result, reason, true, s.now.Sub(t0)
+		return s
+	}
+	left := func(s reportSnapshot, why string) reportSnapshot {
+		s.drainLeft, s.leftWhy = true, why
 		return s
 	}
 	cases := map[string]tc{
@@ -91,6 +96,46 @@ func TestOutcomeEvents(t *testing.T) {
 		"continued again, the mark passed in an earlier invocation": {
 			out:       with(func(o *Outcome) { o.Action, o.Remaining, o.Attempt = ActionContinued, []string{"a/p: x"}, 2 }),
 			lifecycle: hook, started: t0.Add(-14 * time.Minute), rep: now(14 * time.Minute),
+		},
+		"handed over after the apiserver failed, no pods known": {
+			out:       with(func(o *Outcome) { o.Action = ActionContinued }),
+			lifecycle: hook, rep: left(now(6*time.Minute), "listing pods: the server is currently unable to handle the request"),
+			want: []outcome.DetailType{outcome.NodeDrainBlocked},
+			checkFirst: func(t *testing.T, d outcome.Detail) {
+				if d.Remaining != nil || !strings.Contains(d.Reason, "unable to handle") {
+					t.Errorf("blocked detail: %+v", d)
+				}
+			},
+		},
+		"the hand-over failed": {
+			out: with(func(o *Outcome) {
+				o.Action, o.Detail, o.err = ActionFailed, "could not hand over: throttled", &Failure{Kind: ErrHandOver}
+				o.Remaining = []string{"a/p: PodDisruptionBudget a/pdb"}
+			}),
+			lifecycle: hook, rep: left(now(6*time.Minute), ""),
+			want: []outcome.DetailType{outcome.NodeDrainBlocked},
+			checkFirst: func(t *testing.T, d outcome.Detail) {
+				if len(d.Remaining) != 1 || !strings.Contains(d.Reason, "could not hand over") {
+					t.Errorf("blocked detail: %+v", d)
+				}
+			},
+		},
+		"an advisory drain left with pods": {
+			out: with(func(o *Outcome) {
+				o.Event, o.Action, o.Remaining = event.KindScheduledChange, ActionDrained, []string{"a/p: x"}
+			}),
+			rep:  left(now(6*time.Minute), ""),
+			want: []outcome.DetailType{outcome.NodeDrainBlocked},
+		},
+		"an advisory drain left before the blocked mark": {
+			out: with(func(o *Outcome) {
+				o.Event, o.Action, o.Remaining = event.KindScheduledChange, ActionDrained, []string{"a/p: x"}
+			}),
+			rep: left(now(time.Minute), ""),
+		},
+		"left, its hook found completed elsewhere": {
+			out:       with(func(o *Outcome) { o.Action = ActionCompleted }),
+			lifecycle: hook, rep: left(now(6*time.Minute), ""),
 		},
 		"released with EC2's evidence": {
 			out: with(func(o *Outcome) {
@@ -317,5 +362,54 @@ func TestScheduledInParallelTellsEachNode(t *testing.T) {
 	}
 	if !drained[idA] || !drained[idB] {
 		t.Errorf("metrics lines of drained instances %v, want both:\n%s", drained, lines.String())
+	}
+}
+
+// The invocation that passes OUTCOME_BLOCKED_AFTER sends Node Drain
+// Blocked, with what it knows, whatever kept the drain from finishing: the
+// apiserver failing (nothing listed: no pods known, the reason says why),
+// a hand-over that failed, an advisory drain left unfinished (C8).
+func TestBlockedToldWhateverTheCause(t *testing.T) {
+	unavailable := apierrors.NewServiceUnavailable("etcdserver: request timed out")
+	cases := []struct {
+		name       string
+		payload    []byte
+		setup      func(e *env)
+		wantPods   bool   // the pods left are known
+		wantReason string // in the reason
+	}{
+		{"the apiserver fails listing the node's pods, handed over", terminateEvent(idA), func(e *env) {
+			e.fail("list", "pods", unavailable)
+		}, false, "request timed out"},
+		{"the hand-over fails", terminateEvent(idA), func(e *env) {
+			e.blocked = []string{"web-1"}
+			e.lam.err = errors.New("TooManyRequestsException: Rate Exceeded")
+		}, true, "Rate Exceeded"},
+		{"an advisory drain left unfinished", scheduledEvent(idA), func(e *env) {
+			e.blocked = []string{"web-1"}
+		}, true, "not finished"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(newNode(idA), pod(idA, "apps", "web-1"))
+			e.ec2.readings[idA] = []reading{running}
+			e.cfg.OutcomeBlockedAfter = 300 * time.Millisecond
+			e.cfg.DeadlineMargin = time.Second // the put's bound (100 ms) fits after the hand-over
+			tc.setup(e)
+			h, bus := withBus(e)
+			out, _ := e.handleWith(h, tc.payload, 2500*time.Millisecond)
+			i := slices.Index(bus.entries, string(outcome.NodeDrainBlocked))
+			if i < 0 {
+				t.Fatalf("put %v, want %s (outcome %s: %s)", bus.entries, outcome.NodeDrainBlocked, out.Action, out.Detail)
+			}
+			d := bus.details[i]
+			if err := outcome.Validate(outcome.NodeDrainBlocked, d); err != nil {
+				t.Error(err)
+			}
+			if known := len(d.Remaining) > 0; known != tc.wantPods || !strings.Contains(d.Reason, tc.wantReason) || d.BlockedSeconds <= 0 {
+				t.Errorf("blocked detail: remaining %+v (want known: %v), reason %q (want %q in it), blockedSeconds %v",
+					d.Remaining, tc.wantPods, d.Reason, tc.wantReason, d.BlockedSeconds)
+			}
+		})
 	}
 }

@@ -64,6 +64,11 @@ type report struct {
 	hookReason    string        // why: the outcome's action, at-deadline, dry-run
 	drainEnded    bool
 	drainLength   time.Duration
+	// drainLeft: the drain did not finish in this invocation (handed
+	// over, or an advisory drain ended with pods left); leftWhy is why,
+	// when more than pods were left (the last failure)
+	drainLeft bool
+	leftWhy   string
 	// outcome events put, and not put by why (OUTCOME_EVENT_BUS)
 	outcomesPut  int
 	outcomesLost outcome.Lost
@@ -132,6 +137,21 @@ func (r *invocation) drainEnded() {
 	r.rep.mu.Lock()
 	r.rep.drainEnded, r.rep.drainLength = true, r.h.now().Sub(r.started)
 	r.rep.mu.Unlock()
+}
+
+// drainNotDone records that this invocation leaves its drain unfinished:
+// err is the last failure (nil when only pods were left, which are in
+// r.out.Remaining).
+func (r *invocation) drainNotDone(err error) {
+	if r.rep == nil {
+		return
+	}
+	r.rep.mu.Lock()
+	defer r.rep.mu.Unlock()
+	r.rep.drainLeft = true
+	if err != nil {
+		r.rep.leftWhy = err.Error()
+	}
 }
 
 // finishReport puts the timeline in the outcome and writes the

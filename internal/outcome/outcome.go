@@ -37,8 +37,10 @@ const (
 	// NodeDrainFailed: a drain gave up (its time ran out, or it could not
 	// go on): the pods left and what holds them are in the detail.
 	NodeDrainFailed DetailType = "Node Drain Failed"
-	// NodeDrainBlocked: a drain has waited on the same pods for the
-	// configured time (OUTCOME_BLOCKED_AFTER); sent once per drain.
+	// NodeDrainBlocked: a drain is not finished after the configured
+	// time (OUTCOME_BLOCKED_AFTER), whatever holds it (pods that will not
+	// go, the apiserver failing, a hand-over that failed); sent once per
+	// drain, by the invocation in which that time passes.
 	NodeDrainBlocked DetailType = "Node Drain Blocked"
 	// NodeReleased: an instance EC2 reports down had its pods
 	// force-deleted or its VolumeAttachments deleted (the evidence is in
@@ -172,8 +174,9 @@ func Validate(t DetailType, d Detail) error {
 	case NodeDrainFailed:
 		need(d.Reason != "", "reason")
 	case NodeDrainBlocked:
-		need(d.Node != "", "node")
-		need(len(d.Remaining) > 0, "remaining")
+		// node and remaining when known: not when the apiserver failed
+		// before the node's pods were listed
+		need(d.Reason != "", "reason")
 		need(d.BlockedSeconds > 0, "blockedSeconds")
 	case NodeReleased:
 		need(d.Evidence != "", "evidence")

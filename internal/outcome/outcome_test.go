@@ -109,7 +109,7 @@ func TestValidateRefuses(t *testing.T) {
 		"old schema":         {NodeDrained, func(d *Detail) { d.SchemaVersion = "0" }, "schemaVersion"},
 		"no time":            {NodeDrainFailed, func(d *Detail) { d.Time = time.Time{} }, "time"},
 		"failed, no reason":  {NodeDrainFailed, func(d *Detail) { d.Reason = "" }, "reason"},
-		"blocked, no pods":   {NodeDrainBlocked, func(d *Detail) { d.Remaining = nil }, "remaining"},
+		"blocked, no reason": {NodeDrainBlocked, func(d *Detail) { d.Reason = "" }, "reason"},
 		"released, no proof": {NodeReleased, func(d *Detail) { d.Evidence = "" }, "evidence"},
 		"released, nothing":  {NodeReleased, func(d *Detail) { d.PodsDeleted, d.AttachmentsDeleted = nil, nil }, "podsDeleted"},
 		"completed, no hook": {LifecycleActionCompleted, func(d *Detail) { d.LifecycleHook = "" }, "lifecycleHook"},
