@@ -122,28 +122,6 @@ type Event struct {
 	Detail Detail
 }
 
-// maxList bounds each list in a detail: a 110-pod node's names stay far
-// below EventBridge's 256 KB per entry.
-const maxList = 50
-
-// trimmed returns the detail with each list cut to maxList entries and
-// Omitted counting what was cut.
-func (d Detail) trimmed() Detail {
-	cut := func(n int) int {
-		if n <= maxList {
-			return n
-		}
-		d.Omitted += n - maxList
-		return maxList
-	}
-	d.Evicted = d.Evicted[:cut(len(d.Evicted))]
-	d.Remaining = d.Remaining[:cut(len(d.Remaining))]
-	d.PodsDeleted = d.PodsDeleted[:cut(len(d.PodsDeleted))]
-	d.AttachmentsDeleted = d.AttachmentsDeleted[:cut(len(d.AttachmentsDeleted))]
-	d.Timeline = d.Timeline[:cut(len(d.Timeline))]
-	return d
-}
-
 // Validate checks a detail against the schema of its detail-type: the
 // fields every event carries, and those its type promises. The samples in
 // events/outcomes and every event the handler builds in its tests are held

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -371,5 +373,111 @@ func TestPutSkippedWithoutTime(t *testing.T) {
 	}
 	if lost, err := p.Put(context.Background(), ev); lost.Total() != 0 || err != nil || len(api.calls) != 1 {
 		t.Fatalf("then with time: lost %v, %v, %d calls; want put (no cooldown)", lost, err, len(api.calls))
+	}
+}
+
+// eventBridgeLimit is EventBridge's bound on one PutEvents request, its
+// entries together, and so on one entry.
+const eventBridgeLimit = 256 * 1024
+
+// eventBridgeSize is an entry's size as EventBridge counts it (Time 14 bytes,
+// Source, DetailType, Detail and each Resource in UTF-8).
+func eventBridgeSize(e types.PutEventsRequestEntry) int {
+	n := len(aws.ToString(e.Source)) + len(aws.ToString(e.DetailType)) + len(aws.ToString(e.Detail))
+	if e.Time != nil {
+		n += 14
+	}
+	for _, r := range e.Resources {
+		n += len(r)
+	}
+	return n
+}
+
+// TestPutBoundedInBytes: 2,000 pods of long names, each held by a long
+// admission message, a long reason and a timeline of long steps: each
+// event and each request stays under EventBridge's limit, what was cut
+// counted, and every event still valid.
+func TestPutBoundedInBytes(t *testing.T) {
+	const pods = 2000
+	long := func(prefix string, n int) string { return prefix + strings.Repeat("x", n-len(prefix)) }
+	var names []string
+	var held []Held
+	for i := range pods {
+		p := long(fmt.Sprintf("ns-%04d-", i), 63) + "/" + long(fmt.Sprintf("pod-%04d-", i), 253)
+		names = append(names, p)
+		held = append(held, Held{Pod: p, HeldBy: long("admission webhook \"policy.example.com\" denied the request: ", 4000)})
+	}
+	var timeline []Step
+	for i := range 200 {
+		timeline = append(timeline, Step{AtMS: int64(i), Step: "pdb-wait", Detail: long("held by ", 20000)})
+	}
+	base := Detail{Cluster: "prod", Function: "node-drainer", Instance: "i-0123456789abcdef0", Node: "ip-10-0-0-1.ec2.internal",
+		AutoScalingGroup: "workers", LifecycleHook: "node-drainer-terminate", Event: "terminate", Attempt: 3,
+		Evicted: names, Remaining: held, Timeline: timeline, BlockedSeconds: 900, DrainSeconds: 1800, Time: time.Unix(1, 0)}
+	failed, completed, blocked := base, base, base
+	failed.Result, failed.Reason = "failed", long("drain timed out: ", 300000)
+	completed.Result, completed.LifecycleResult, completed.Reason = "failed", "ABANDON", "at-deadline"
+	blocked.Result, blocked.Reason = "blocked", long("drain not finished after 15m0s: ", 100000)
+	released := base
+	released.Result, released.Evidence, released.Reason = "released", long("stopped: ", 50000), "instance down"
+	released.PodsDeleted, released.AttachmentsDeleted = names, names
+	drained := base
+	drained.Result, drained.Remaining = "drained", nil
+	events := []Event{{NodeDrainFailed, failed}, {LifecycleActionCompleted, completed}, {NodeDrainBlocked, blocked}, {NodeReleased, released}, {NodeDrained, drained}}
+
+	api := &fakeAPI{}
+	if lost, err := NewPublisher(api, "on-call", 0).Put(context.Background(), events...); lost.Total() != 0 || err != nil {
+		t.Fatalf("Put = %v, %v", lost, err)
+	}
+	largestEntry, largestRequest, put := 0, 0, 0
+	for i, call := range api.calls {
+		size := 0
+		for _, e := range call.Entries {
+			n := eventBridgeSize(e)
+			size += n
+			largestEntry = max(largestEntry, n)
+			var d Detail
+			if err := strict([]byte(aws.ToString(e.Detail)), &d); err != nil {
+				t.Fatal(err)
+			}
+			if err := Validate(events[put].Type, d); err != nil {
+				t.Errorf("%s: %v", events[put].Type, err)
+			}
+			if d.Omitted == 0 {
+				t.Errorf("%s: nothing counted as omitted", events[put].Type)
+			}
+			put++
+		}
+		largestRequest = max(largestRequest, size)
+		t.Logf("request %d: %d entries, %d bytes", i+1, len(call.Entries), size)
+	}
+	t.Logf("%d pods: largest event %d bytes, largest request %d bytes (limit %d), %d requests", pods, largestEntry, largestRequest, eventBridgeLimit, len(api.calls))
+	if put != len(events) || len(api.calls) < 2 {
+		t.Fatalf("%d events put in %d requests, want %d, split (they pass %d bytes together)", put, len(api.calls), len(events), eventBridgeLimit)
+	}
+	if largestEntry > eventBridgeLimit || largestRequest > eventBridgeLimit {
+		t.Fatalf("largest event %d bytes, largest request %d bytes: over EventBridge's %d", largestEntry, largestRequest, eventBridgeLimit)
+	}
+	if len(events[0].Detail.Remaining) != pods || events[0].Detail.Remaining[0].HeldBy != held[0].HeldBy || events[0].Detail.Timeline[0].Detail != timeline[0].Detail {
+		t.Fatal("Put changed the caller's detail")
+	}
+}
+
+// TestCutText: a text past its bound is cut on a rune's boundary, within
+// the bound, the cut marked.
+func TestCutText(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"0123456789abc", 10, "0123456…"},
+		{"ééééé", 7, "éé…"}, // 2 bytes each: a cut inside the third is moved back
+	} {
+		got := cutText(tc.in, tc.n)
+		if got != tc.want || len(got) > max(tc.n, len(tc.in)) || !utf8.ValidString(got) {
+			t.Errorf("cutText(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
 	}
 }

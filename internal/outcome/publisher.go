@@ -2,7 +2,6 @@ package outcome
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -24,8 +23,13 @@ type API interface {
 // DefaultTimeout bounds one put, retries included.
 const DefaultTimeout = 3 * time.Second
 
-// maxEntries is PutEvents' limit of entries per call.
-const maxEntries = 10
+// maxEntries is PutEvents' limit of entries per call; maxRequestBytes its
+// limit of bytes, the entries together (as EventBridge counts them:
+// entrySize).
+const (
+	maxEntries      = 10
+	maxRequestBytes = 256 << 10
+)
 
 // Why an event was not put: the keys of Lost, and the suffix of the metric
 // OutcomeEventsFailed.<reason>.
@@ -97,7 +101,8 @@ func NewPublisher(api API, bus string, timeout time.Duration) *Publisher {
 // Bus is the bus the Publisher puts on.
 func (p *Publisher) Bus() string { return p.bus }
 
-// Put puts the events, at most maxEntries a call, each call bounded by the
+// Put puts the events, each detail bounded in bytes (Detail.trimmed), at
+// most maxEntries and maxRequestBytes a call, each call bounded by the
 // Publisher's timeout and by ctx; it returns the events not put, by why,
 // and the errors. A call is not made when ctx has less time left than the
 // bound: its events are lost (LostNoTime) rather than cut short. A nil
@@ -107,37 +112,91 @@ func (p *Publisher) Put(ctx context.Context, events ...Event) (Lost, error) {
 	if p == nil || len(events) == 0 {
 		return lost, nil
 	}
-	var errs []error
-	for len(events) > 0 {
-		n := min(len(events), maxEntries)
-		if err := p.put(ctx, events[:n], lost); err != nil {
+	batches, errs := p.batches(events, lost)
+	for _, b := range batches {
+		if err := p.put(ctx, b, lost); err != nil {
 			errs = append(errs, err)
 		}
-		events = events[n:]
 	}
 	return lost, errors.Join(errs...)
+}
+
+// entry is an event as PutEvents takes it, and its size.
+type entry struct {
+	typ  DetailType
+	in   types.PutEventsRequestEntry
+	size int
+}
+
+// batches encodes the events and groups them, in order, into calls of at
+// most maxEntries entries and maxRequestBytes together; an event that
+// cannot be encoded is lost (LostEncoding).
+func (p *Publisher) batches(events []Event, lost Lost) ([][]entry, []error) {
+	var batches [][]entry
+	var errs []error
+	var cur []entry
+	size := 0
+	for _, e := range events {
+		d := e.Detail
+		d.SchemaVersion = SchemaVersion
+		d, b, err := d.trimmed()
+		if err != nil {
+			lost[LostEncoding]++
+			errs = append(errs, fmt.Errorf("encoding %s event: %w", e.Type, err))
+			continue
+		}
+		in := types.PutEventsRequestEntry{
+			EventBusName: aws.String(p.bus),
+			Source:       aws.String(Source),
+			DetailType:   aws.String(string(e.Type)),
+			Detail:       aws.String(string(b)),
+			Time:         aws.Time(d.Time),
+		}
+		n := entrySize(in)
+		if len(cur) == maxEntries || len(cur) > 0 && size+n > maxRequestBytes {
+			batches, cur, size = append(batches, cur), nil, 0
+		}
+		cur, size = append(cur, entry{e.Type, in, n}), size+n
+	}
+	if len(cur) > 0 {
+		batches = append(batches, cur)
+	}
+	return batches, errs
+}
+
+// entrySize is an entry's size as EventBridge counts it against the
+// request's limit (Time 14 bytes; Source, DetailType, Detail and each
+// Resource in UTF-8), and the bus's name, which it does not count.
+func entrySize(e types.PutEventsRequestEntry) int {
+	n := len(aws.ToString(e.Source)) + len(aws.ToString(e.DetailType)) + len(aws.ToString(e.Detail)) + len(aws.ToString(e.EventBusName))
+	if e.Time != nil {
+		n += 14
+	}
+	for _, r := range e.Resources {
+		n += len(r)
+	}
+	return n
 }
 
 // errPutBound is the cause of a call's context ending at the put's own
 // bound (not the caller's).
 var errPutBound = errors.New("the outcome put's bound passed")
 
-func (p *Publisher) put(ctx context.Context, events []Event, lost Lost) error {
+func (p *Publisher) put(ctx context.Context, batch []entry, lost Lost) error {
 	if dl, ok := ctx.Deadline(); ctx.Err() != nil || ok && time.Until(dl) < p.timeout {
-		lost[LostNoTime] += len(events)
+		lost[LostNoTime] += len(batch)
 		return fmt.Errorf("not put: less time left than the put's bound %s", p.timeout)
 	}
 	p.mu.Lock()
 	down, why := time.Now().Before(p.downUntil), p.downErr
 	p.mu.Unlock()
 	if down {
-		lost[LostCooldown] += len(events)
+		lost[LostCooldown] += len(batch)
 		return fmt.Errorf("not put: the bus failed less than %s ago: %w", Cooldown, why)
 	}
-	entries, err := p.entries(events)
-	if err != nil {
-		lost[LostEncoding] += len(events)
-		return err
+	entries := make([]types.PutEventsRequestEntry, len(batch))
+	for i, e := range batch {
+		entries[i] = e.in
 	}
 	cctx, cancel := context.WithTimeoutCause(ctx, p.timeout, errPutBound)
 	defer cancel()
@@ -145,7 +204,7 @@ func (p *Publisher) put(ctx context.Context, events []Event, lost Lost) error {
 	if err != nil {
 		err = fmt.Errorf("putting outcome events on %s: %w", p.bus, err)
 		reason := whyFailed(ctx, cctx, err)
-		lost[reason] += len(events)
+		lost[reason] += len(batch)
 		if reason == LostBusFault {
 			p.mu.Lock()
 			p.downUntil, p.downErr = time.Now().Add(Cooldown), err
@@ -159,32 +218,11 @@ func (p *Publisher) put(ctx context.Context, events []Event, lost Lost) error {
 	lost[LostEntryRefused] += int(out.FailedEntryCount)
 	var errs []error
 	for i, r := range out.Entries {
-		if r.ErrorCode != nil && i < len(events) {
-			errs = append(errs, fmt.Errorf("%s: %s: %s", events[i].Type, aws.ToString(r.ErrorCode), aws.ToString(r.ErrorMessage)))
+		if r.ErrorCode != nil && i < len(batch) {
+			errs = append(errs, fmt.Errorf("%s: %s: %s", batch[i].typ, aws.ToString(r.ErrorCode), aws.ToString(r.ErrorMessage)))
 		}
 	}
 	return fmt.Errorf("putting outcome events on %s: %d refused: %w", p.bus, out.FailedEntryCount, errors.Join(errs...))
-}
-
-// entries are the events as PutEvents takes them.
-func (p *Publisher) entries(events []Event) ([]types.PutEventsRequestEntry, error) {
-	entries := make([]types.PutEventsRequestEntry, 0, len(events))
-	for _, e := range events {
-		d := e.Detail.trimmed()
-		d.SchemaVersion = SchemaVersion
-		b, err := json.Marshal(d)
-		if err != nil {
-			return nil, fmt.Errorf("encoding %s event: %w", e.Type, err)
-		}
-		entries = append(entries, types.PutEventsRequestEntry{
-			EventBusName: aws.String(p.bus),
-			Source:       aws.String(Source),
-			DetailType:   aws.String(string(e.Type)),
-			Detail:       aws.String(string(b)),
-			Time:         aws.Time(d.Time),
-		})
-	}
-	return entries, nil
 }
 
 // whyFailed says why a call failed, by the SDK's error types: the caller's
