@@ -45,7 +45,7 @@ func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Ca
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	r.step(StepEvicting, "until %s", deadline.UTC().Format(time.RFC3339))
-	drainer := r.drainer(cause, dead, n.Name)
+	drainer := r.drainer(cause, dead, n.Name, startTeller(ctx, r.invocation, n))
 	res, err := drainer.Drain(dctx, n.Name)
 	listed := r.h.now() // the drain's last act: its list of the node's pods (rule 15)
 	r.evicted(res)
@@ -95,6 +95,7 @@ func (r *nodeDrain) mark(ctx context.Context, n *corev1.Node, cause node.Cause, 
 	}
 	r.step(StepMarked, "cordon, taint %s, load-balancer exclusion (changed now: %v)", node.TaintDraining, made.Any())
 	if made.Any() {
+		r.marked = true
 		r.record(ctx, n, node.EventDrainStarted(r.ev.DetailType))
 	}
 	return nil
@@ -175,12 +176,15 @@ func (r *nodeDrain) kubeletDead(ctx context.Context, name string) bool {
 	return true
 }
 
-func (r *nodeDrain) drainer(cause node.Cause, dead bool, nodeName string) *drain.Drainer {
+// drainer is the node's Drainer; onEvicted (nil: none) is told of each
+// eviction accepted.
+func (r *nodeDrain) drainer(cause node.Cause, dead bool, nodeName string, onEvicted func(drain.Pod)) *drain.Drainer {
 	o := drain.Options{
 		GracePeriodSeconds: -1,
 		EvictUnmanaged:     r.h.cfg.EvictUnmanagedPods,
 		DryRun:             r.h.cfg.DryRun,
 		OnPDBWait:          r.pdbWait,
+		OnEvicted:          onEvicted,
 		OnPhase:            func(p drain.Phase, detail string) { r.step(string(p), "%s", detail) },
 		CriticalPriority:   r.h.cfg.CriticalPriority,
 		Unordered:          dead, // a dead kubelet ends no pod: tiers would never end

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/node-drainer/node-drainer/internal/drain"
 	"github.com/node-drainer/node-drainer/internal/outcome"
 	"github.com/node-drainer/node-drainer/internal/version"
 )
@@ -139,6 +143,12 @@ func putOutcomes(ctx context.Context, r *invocation) {
 	if len(events) == 0 {
 		return
 	}
+	putEvents(ctx, r, events)
+}
+
+// putEvents puts r's events, logging and counting in its report those not
+// put (added to what the run's other puts counted).
+func putEvents(ctx context.Context, r *invocation, events []outcome.Event) {
 	lost, err := r.h.outcomes.Put(ctx, events...)
 	if err != nil {
 		types := make([]string, len(events))
@@ -148,8 +158,66 @@ func putOutcomes(ctx context.Context, r *invocation) {
 		r.log.WarnContext(ctx, "could not put outcome events", "bus", r.h.outcomes.Bus(), "failed", lost.Total(), "lost", lost, "events", types, "error", err)
 	}
 	r.rep.mu.Lock()
-	r.rep.outcomesPut, r.rep.outcomesLost = len(events)-lost.Total(), lost
-	r.rep.mu.Unlock()
+	defer r.rep.mu.Unlock()
+	r.rep.outcomesPut += len(events) - lost.Total()
+	if len(lost) > 0 && r.rep.outcomesLost == nil {
+		r.rep.outcomesLost = outcome.Lost{}
+	}
+	for why, n := range lost {
+		r.rep.outcomesLost[why] += n
+	}
+}
+
+// startTeller is what tells of the drain's start at its first eviction
+// (drain.Options.OnEvicted): Node Drain Started, once, put aside while
+// the drain goes on (recording: the run's end waits for it), bounded by
+// the Publisher and by the invocation's deadline (reserved), not by ctx:
+// the drain's, which may end first. Nil when outcome events are off, or when this
+// invocation did not mark the node: the drain began before it (a
+// continuation, a retry, a later event of the same change), and its start
+// was told then.
+func startTeller(ctx context.Context, r *invocation, n *corev1.Node) func(drain.Pod) {
+	if r.h.outcomes == nil || r.rep == nil || !r.marked {
+		return nil
+	}
+	var once sync.Once
+	return func(first drain.Pod) {
+		once.Do(func() {
+			// put aside: the drain, the completion and the hand-over never
+			// wait on it (rule 16); built now: the drain's goroutine reads
+			// the run, not the put's
+			ev := startedEvent(r, n.Name, first, r.h.now())
+			r.recording.Go(func() {
+				// not cut short when the drain ends first (its context
+				// ends with it): bounded by the invocation's deadline
+				pctx, cancel := r.reserved(ctx)
+				defer cancel()
+				putEvents(pctx, r, []outcome.Event{ev})
+			})
+		})
+	}
+}
+
+// startedEvent is Node Drain Started: the drain of node, its first
+// eviction (of first) accepted at at.
+func startedEvent(r *invocation, node string, first drain.Pod, at time.Time) outcome.Event {
+	d := outcome.Detail{
+		Cluster:  r.h.cfg.ClusterName,
+		Function: r.h.cfg.FunctionName,
+		Instance: r.out.Instance,
+		Node:     node,
+		Event:    string(r.ev.Kind),
+		Result:   "started",
+		Reason:   "first eviction accepted: " + first.Namespace + "/" + first.Name,
+		Attempt:  max(r.attempt, 1),
+		DryRun:   r.h.cfg.DryRun,
+		Version:  version.Get(),
+		Time:     at,
+	}
+	if lc := r.ev.Lifecycle; lc != nil {
+		d.AutoScalingGroup, d.LifecycleHook = lc.AutoScalingGroupName, lc.HookName
+	}
+	return outcome.Event{Type: outcome.NodeDrainStarted, Detail: d}
 }
 
 // reportSnapshot is what a report holds at one moment, read under its lock.

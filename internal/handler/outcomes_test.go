@@ -200,9 +200,17 @@ type busAPI struct {
 	details   []outcome.Detail
 	completed []int // completions made when each call came
 	fail      error
+	delay     time.Duration // each call's answer takes it (its context may end first)
 }
 
-func (b *busAPI) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+func (b *busAPI) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	if b.delay > 0 {
+		select {
+		case <-time.After(b.delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.completed = append(b.completed, len(b.asg.results()))
@@ -221,7 +229,8 @@ func (b *busAPI) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _ 
 }
 
 // TestOutcomeEventsPut: a drain's events are put once its hook is
-// completed (nothing of the drain waits on them), and a bus that refuses,
+// completed (nothing of the drain waits on them; its start's, while it
+// goes on), and a bus that refuses,
 // or an invocation with less time left than the put's bound, changes
 // nothing of the drain: the events lost are counted in the metrics line,
 // by why.
@@ -234,8 +243,9 @@ func TestOutcomeEventsPut(t *testing.T) {
 		wantPut    float64
 		wantReason string // "" when all put
 	}{
-		{"put", nil, time.Second, []int{1}, 2, ""},
-		{"refused", errors.New("AccessDeniedException: not authorized to perform events:PutEvents"), time.Second, []int{1}, 0, outcome.LostRefused},
+		{"put", nil, time.Second, []int{0, 1}, 3, ""},
+		// refused: no cooldown, the second call is made
+		{"refused", errors.New("AccessDeniedException: not authorized to perform events:PutEvents"), time.Second, []int{0, 1}, 0, outcome.LostRefused},
 		{"no time left for the put's bound", nil, 10 * time.Second, nil, 0, outcome.LostNoTime},
 	}
 	for _, tc := range cases {
@@ -251,7 +261,7 @@ func TestOutcomeEventsPut(t *testing.T) {
 			if err != nil || out.Action != ActionDrained || !slices.Equal(e.asg.results(), []lifecycle.Result{lifecycle.Continue}) {
 				t.Fatalf("drain: %v %+v, results %v", err, out, e.asg.results())
 			}
-			want := []string{string(outcome.NodeDrained), string(outcome.LifecycleActionCompleted)}
+			want := []string{string(outcome.NodeDrainStarted), string(outcome.NodeDrained), string(outcome.LifecycleActionCompleted)}
 			if tc.wantCalls == nil {
 				want = nil
 			}
@@ -265,11 +275,11 @@ func TestOutcomeEventsPut(t *testing.T) {
 			if err := metrics.CheckCatalog(metricsLine.Bytes()); err != nil {
 				t.Error(err)
 			}
-			if line[metrics.OutcomeEventsPut] != tc.wantPut || line[metrics.OutcomeEventsFailed] != 2-tc.wantPut {
-				t.Errorf("metrics put %v failed %v, want %v and %v", line[metrics.OutcomeEventsPut], line[metrics.OutcomeEventsFailed], tc.wantPut, 2-tc.wantPut)
+			if line[metrics.OutcomeEventsPut] != tc.wantPut || line[metrics.OutcomeEventsFailed] != 3-tc.wantPut {
+				t.Errorf("metrics put %v failed %v, want %v and %v", line[metrics.OutcomeEventsPut], line[metrics.OutcomeEventsFailed], tc.wantPut, 3-tc.wantPut)
 			}
-			if tc.wantReason != "" && line[metrics.OutcomeEventsFailedFor+tc.wantReason] != 2.0 {
-				t.Errorf("metrics %s%s = %v, want 2", metrics.OutcomeEventsFailedFor, tc.wantReason, line[metrics.OutcomeEventsFailedFor+tc.wantReason])
+			if tc.wantReason != "" && line[metrics.OutcomeEventsFailedFor+tc.wantReason] != 3.0 {
+				t.Errorf("metrics %s%s = %v, want 3", metrics.OutcomeEventsFailedFor, tc.wantReason, line[metrics.OutcomeEventsFailedFor+tc.wantReason])
 			}
 		})
 	}
@@ -306,13 +316,16 @@ func TestDeadKubeletDrainTellsNodeDrained(t *testing.T) {
 				t.Fatalf("drain: %v %+v, results %v", err, out, e.asg.results())
 			}
 			want := []string{string(outcome.NodeDrained), string(outcome.LifecycleActionCompleted)}
+			if !held {
+				want = append([]string{string(outcome.NodeDrainStarted)}, want...) // its pod evicted
+			}
 			if !slices.Equal(bus.entries, want) {
 				t.Fatalf("put %v, want %v", bus.entries, want)
 			}
 			if past := strings.Contains(out.Detail, "DEAD_NODE_EVICTION_WINDOW"); past != held {
 				t.Errorf("drained past the window %v, want %v: %s", past, held, out.Detail)
 			}
-			if d := bus.details[0]; d.DrainSeconds <= 0 {
+			if d := bus.details[slices.Index(bus.entries, string(outcome.NodeDrained))]; d.DrainSeconds <= 0 {
 				t.Errorf("Node Drained without drainSeconds: %+v", d)
 			}
 			var line map[string]any
@@ -411,5 +424,52 @@ func TestBlockedToldWhateverTheCause(t *testing.T) {
 					d.Remaining, tc.wantPods, d.Reason, tc.wantReason, d.BlockedSeconds)
 			}
 		})
+	}
+}
+
+// A drain tells of its start once, at its first eviction, while it goes
+// on (before its end's events; a drain that ends first does not cut the
+// put short); a continuation, finding the node marked already, tells of
+// none.
+func TestDrainStartedToldOnce(t *testing.T) {
+	e := newEnv(aNode()...)
+	e.ec2.readings[idA] = []reading{running}
+	bus := &busAPI{asg: e.asg, delay: 1500 * time.Millisecond} // longer than the drain after its first eviction
+	h := e.handler()
+	WithOutcomes(outcome.NewPublisher(bus, "on-call", 2*time.Second))(h)
+	out, err := e.handleWith(h, terminateEvent(idA), 5*time.Second)
+	if err != nil || out.Action != ActionDrained {
+		t.Fatalf("drain: %v %+v", err, out)
+	}
+	want := []string{string(outcome.NodeDrainStarted), string(outcome.NodeDrained), string(outcome.LifecycleActionCompleted)}
+	if !slices.Equal(bus.entries, want) || len(bus.completed) != 2 {
+		t.Fatalf("put %v in %d calls, want %v in 2", bus.entries, len(bus.completed), want)
+	}
+	d := bus.details[0]
+	d.SchemaVersion = outcome.SchemaVersion
+	if err := outcome.Validate(outcome.NodeDrainStarted, d); err != nil || d.Node != nodeName(idA) || d.AutoScalingGroup != asgName || !strings.Contains(d.Reason, "/") {
+		t.Errorf("started detail %+v: %v", d, err)
+	}
+
+	// a continuation of a drain under way: the node is marked already
+	e2 := newEnv(aNode()...)
+	e2.ec2.readings[idA] = []reading{running}
+	e2.blocked = []string{"web-1"}
+	h2, bus2 := withBus(e2)
+	e2.cfg.DeadlineMargin = time.Second
+	if out, err := e2.handleWith(h2, terminateEvent(idA), 2500*time.Millisecond); err != nil || out.Action != ActionContinued {
+		t.Fatalf("first invocation: %v %+v, want continued", err, out)
+	}
+	if n := slices.Index(bus2.entries, string(outcome.NodeDrainStarted)); n < 0 {
+		t.Fatalf("first invocation put %v, want %s", bus2.entries, outcome.NodeDrainStarted)
+	}
+	bus2.entries = nil
+	e2.blocked = nil
+	cont := continuation(t, terminateEvent(idA), time.Now(), 2)
+	if out, err := e2.handleWith(h2, cont, 5*time.Second); err != nil || out.Action != ActionDrained {
+		t.Fatalf("continuation: %v %+v, want drained", err, out)
+	}
+	if slices.Contains(bus2.entries, string(outcome.NodeDrainStarted)) {
+		t.Errorf("the continuation put %v: the drain's start told twice", bus2.entries)
 	}
 }

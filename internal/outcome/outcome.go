@@ -30,6 +30,10 @@ type DetailType string
 
 // The outcomes put on the bus.
 const (
+	// NodeDrainStarted: a drain's first eviction was accepted; sent once
+	// per drain, by the invocation that marked the node (cordon, taint),
+	// while the drain goes on.
+	NodeDrainStarted DetailType = "Node Drain Started"
 	// NodeDrained: the node's pods were evicted and gone, its volumes
 	// detached (a drain that ended well); a dead kubelet's: its pods
 	// evicted, not waited for past DEAD_NODE_EVICTION_WINDOW.
@@ -52,7 +56,7 @@ const (
 )
 
 // DetailTypes lists every detail-type, in the order the docs give them.
-var DetailTypes = []DetailType{NodeDrained, NodeDrainFailed, NodeDrainBlocked, NodeReleased, LifecycleActionCompleted}
+var DetailTypes = []DetailType{NodeDrainStarted, NodeDrained, NodeDrainFailed, NodeDrainBlocked, NodeReleased, LifecycleActionCompleted}
 
 // Step is one step of the invocation's timeline, counted from its start.
 type Step struct {
@@ -147,7 +151,7 @@ func Validate(t DetailType, d Detail) error {
 	need(d.Result != "", "result")
 	need(!d.Time.IsZero(), "time")
 	switch t {
-	case NodeDrained:
+	case NodeDrainStarted, NodeDrained:
 		need(d.Node != "", "node")
 	case NodeDrainFailed:
 		need(d.Reason != "", "reason")
