@@ -47,6 +47,10 @@ type Options struct {
 	// was evicted (evicted true) or the drain gave up on it. Called
 	// concurrently.
 	OnPDBWait func(p Pod, pdbs string, waited time.Duration, evicted bool)
+	// OnEvicted, if set, is told of each pod whose eviction the apiserver
+	// accepted (not of one found gone). Called concurrently; it must not
+	// block.
+	OnEvicted func(p Pod)
 	// CriticalPriority: pods at or above this priority (and those of the
 	// system-node-critical and system-cluster-critical classes) are drained
 	// last (0: DefaultCriticalPriority).

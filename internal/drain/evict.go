@@ -94,7 +94,14 @@ func (e *eviction) noteHeld(ctx context.Context, err error) {
 // answer acts on the eviction's answer: done, or waited on and asked again.
 func (e *eviction) answer(ctx context.Context, err error) (bool, error) {
 	switch {
-	case err == nil, apierrors.IsNotFound(err):
+	case err == nil:
+		// told after the eviction was accepted, and it must not block: the
+		// drain's calls are bounded by the hand-over's moment (rule 16)
+		if e.d.opts.OnEvicted != nil {
+			e.d.opts.OnEvicted(Pod{Namespace: e.p.Namespace, Name: e.p.Name, UID: e.p.UID})
+		}
+		return e.accepted()
+	case apierrors.IsNotFound(err):
 		return e.accepted()
 	case apierrors.IsConflict(err):
 		return e.conflicted(ctx, err)

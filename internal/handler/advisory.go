@@ -87,6 +87,9 @@ func (r *advisory) drainAdvised(ctx context.Context, n *corev1.Node, id string, 
 		key = r.ev.ID // a late copy of this event finds it done
 	}
 	r.giveUpLease(ctx, claim, key)
+	if err != nil || !done {
+		r.drainNotDone(err) // no continuation: a later event or the sweep carries it
+	}
 	if err != nil || done {
 		return err
 	}

@@ -45,7 +45,7 @@ func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Ca
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	r.step(StepEvicting, "until %s", deadline.UTC().Format(time.RFC3339))
-	drainer := r.drainer(cause, dead, n.Name)
+	drainer := r.drainer(cause, dead, n.Name, startTeller(ctx, r.invocation, n))
 	res, err := drainer.Drain(dctx, n.Name)
 	listed := r.h.now() // the drain's last act: its list of the node's pods (rule 15)
 	r.evicted(res)
@@ -56,6 +56,7 @@ func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Ca
 	if dead && cause == node.CauseTerminate && !r.h.now().Before(windowEnd) && r.stillDead(ctx, n.Name) {
 		r.out.Detail = strings.TrimSpace(r.out.Detail + " node NotReady (kubelet dead): pods evicted, not waited for past DEAD_NODE_EVICTION_WINDOW; volumes are released when EC2 reports the instance down")
 		r.record(ctx, n, node.EventDrainCompletedDeadKubelet(len(res.Evicted), r.out.Remaining))
+		r.drainEnded() // its end told (Node Drained) and measured, as a live node's
 		return true, nil
 	}
 	if !res.Done() {
@@ -65,6 +66,7 @@ func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Ca
 		r.recordSoon(ctx, n, node.EventDrainCompleted(r.out.Evicted))
 	}
 	if dead {
+		r.drainEnded()
 		return true, nil // no kubelet unmounts them: the abrupt path releases the volumes
 	}
 	return r.detachedAndEmpty(ctx, drainer, n, res.Claims, deadline, listed)
@@ -93,6 +95,7 @@ func (r *nodeDrain) mark(ctx context.Context, n *corev1.Node, cause node.Cause, 
 	}
 	r.step(StepMarked, "cordon, taint %s, load-balancer exclusion (changed now: %v)", node.TaintDraining, made.Any())
 	if made.Any() {
+		r.marked = true
 		r.record(ctx, n, node.EventDrainStarted(r.ev.DetailType))
 	}
 	return nil
@@ -173,12 +176,15 @@ func (r *nodeDrain) kubeletDead(ctx context.Context, name string) bool {
 	return true
 }
 
-func (r *nodeDrain) drainer(cause node.Cause, dead bool, nodeName string) *drain.Drainer {
+// drainer is the node's Drainer; onEvicted (nil: none) is told of each
+// eviction accepted.
+func (r *nodeDrain) drainer(cause node.Cause, dead bool, nodeName string, onEvicted func(drain.Pod)) *drain.Drainer {
 	o := drain.Options{
 		GracePeriodSeconds: -1,
 		EvictUnmanaged:     r.h.cfg.EvictUnmanagedPods,
 		DryRun:             r.h.cfg.DryRun,
 		OnPDBWait:          r.pdbWait,
+		OnEvicted:          onEvicted,
 		OnPhase:            func(p drain.Phase, detail string) { r.step(string(p), "%s", detail) },
 		CriticalPriority:   r.h.cfg.CriticalPriority,
 		Unordered:          dead, // a dead kubelet ends no pod: tiers would never end

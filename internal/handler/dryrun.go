@@ -40,7 +40,7 @@ type Plan struct {
 // the cluster (no mark, no Event, no eviction but the server-side dry-run
 // ones), logs it and puts it in the outcome.
 func (r *nodeDrain) planDrain(ctx context.Context, n *corev1.Node) (bool, error) {
-	p, err := r.drainer(node.CauseTerminate, !node.Ready(n), n.Name).DryRun(ctx, n.Name)
+	p, err := r.drainer(node.CauseTerminate, !node.Ready(n), n.Name, nil).DryRun(ctx, n.Name)
 	if err != nil {
 		return false, fmt.Errorf("planning the drain of node %s: %w", n.Name, err)
 	}

@@ -414,10 +414,15 @@ func (e *env) fail(verb, resource string, err error) {
 	e.kube.PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, err })
 }
 
-// handle runs one invocation with a deadline timeout away.
+// handle runs one invocation with a deadline timeout away; a goroutine it
+// started and left running fails t.
 func (e *env) handle(t *testing.T, payload []byte, timeout time.Duration) (Outcome, error) {
 	t.Helper()
-	return e.handleWith(e.handler(), payload, timeout)
+	out, err, left := invoke(e.handler(), payload, timeout)
+	if left != nil {
+		t.Errorf("work left running after the handler returned: %v", left)
+	}
+	return out, err
 }
 
 // handler is a Handler on the env's fakes and clock, as one execution
@@ -436,11 +441,12 @@ func (e *env) handler() *Handler {
 	return h
 }
 
-// handleWith runs one invocation of h with a deadline timeout away.
+// handleWith runs one invocation of h with a deadline timeout away; a
+// goroutine it started and left running fails the package (TestMain).
 func (e *env) handleWith(h *Handler, payload []byte, timeout time.Duration) (Outcome, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	return h.Handle(ctx, payload)
+	out, err, left := invoke(h, payload, timeout)
+	leftRunning.add(payload, left)
+	return out, err
 }
 
 // writes lists the create, update, patch and delete calls made to the

@@ -279,6 +279,9 @@ type invocation struct {
 	// attachments: the node's VolumeAttachments being read since its pods
 	// went (nil: none); waitVolumes takes it
 	attachments *attachmentsRead
+	// marked: this invocation marked the node for its drain (the drain
+	// began here): its first eviction is told (startTeller)
+	marked bool
 }
 
 func (r *invocation) dispatch(ctx context.Context) error {

@@ -9,6 +9,7 @@ import (
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/drain"
 	"github.com/node-drainer/node-drainer/internal/metrics"
+	"github.com/node-drainer/node-drainer/internal/outcome"
 	"github.com/node-drainer/node-drainer/internal/version"
 )
 
@@ -63,8 +64,14 @@ type report struct {
 	hookReason    string        // why: the outcome's action, at-deadline, dry-run
 	drainEnded    bool
 	drainLength   time.Duration
-	// outcome events put and not put (OUTCOME_EVENT_BUS)
-	outcomesPut, outcomesFailed int
+	// drainLeft: the drain did not finish in this invocation (handed
+	// over, or an advisory drain ended with pods left); leftWhy is why,
+	// when more than pods were left (the last failure)
+	drainLeft bool
+	leftWhy   string
+	// outcome events put, and not put by why (OUTCOME_EVENT_BUS)
+	outcomesPut  int
+	outcomesLost outcome.Lost
 }
 
 func newReport(begun time.Time, now func() time.Time) *report {
@@ -132,6 +139,21 @@ func (r *invocation) drainEnded() {
 	r.rep.mu.Unlock()
 }
 
+// drainNotDone records that this invocation leaves its drain unfinished:
+// err is the last failure (nil when only pods were left, which are in
+// r.out.Remaining).
+func (r *invocation) drainNotDone(err error) {
+	if r.rep == nil {
+		return
+	}
+	r.rep.mu.Lock()
+	defer r.rep.mu.Unlock()
+	r.rep.drainLeft = true
+	if err != nil {
+		r.rep.leftWhy = err.Error()
+	}
+}
+
 // finishReport puts the timeline in the outcome and writes the
 // invocation's metrics line (metricsLine).
 func (r *invocation) finishReport() {
@@ -181,9 +203,12 @@ func (rep *report) metricsLine(out Outcome, cfg config.Config) *metrics.Entry {
 	if out.Action == ActionContinued {
 		d.Put(metrics.Continuations, metrics.Count, 1)
 	}
-	if rep.outcomesPut > 0 || rep.outcomesFailed > 0 {
+	if lost := rep.outcomesLost.Total(); rep.outcomesPut > 0 || lost > 0 {
 		d.Put(metrics.OutcomeEventsPut, metrics.Count, float64(rep.outcomesPut))
-		d.Put(metrics.OutcomeEventsFailed, metrics.Count, float64(rep.outcomesFailed))
+		d.Put(metrics.OutcomeEventsFailed, metrics.Count, float64(lost))
+		for why, n := range rep.outcomesLost {
+			d.Put(metrics.OutcomeEventsFailedFor+why, metrics.Count, float64(n))
+		}
 	}
 	rep.putRetries(d)
 	if sw := out.Sweep; sw != nil {

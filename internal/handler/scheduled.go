@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/node"
@@ -76,8 +77,12 @@ func (r *advisory) fanOut(ctx context.Context, ids []string) error {
 }
 
 // eachInParallel handles every instance in this invocation, in parallel
-// (bounded), each with a run of its own; their outcomes are in
-// Outcome.Instances.
+// (bounded), each with a run of its own, ended as the sweep ends each
+// instance's (end): its outcome events (Node Drained, …), its metrics
+// line and its "handled" line, once what it began aside (recordSoon, the
+// attachments read ahead) is done, before the handler returns (Lambda
+// would freeze it, to resume in a later invocation). Their outcomes are
+// in Outcome.Instances.
 func (r *advisory) eachInParallel(ctx context.Context, ids []string) error {
 	outs := make([]Outcome, len(ids))
 	errs := make([]error, len(ids))
@@ -86,16 +91,16 @@ func (r *advisory) eachInParallel(ctx context.Context, ids []string) error {
 	for i, id := range ids {
 		ev := r.ev
 		ev.InstanceIDs = []string{id}
-		sub := &invocation{h: r.h, ev: ev, raw: r.raw, started: r.started, attempt: r.attempt,
-			out: Outcome{Event: ev.Kind, Instance: id, DryRun: r.h.cfg.DryRun}, log: r.log}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		sub := &invocation{h: r.h, ev: ev, raw: r.raw, started: r.started, attempt: r.attempt, deadline: r.deadline,
+			out: Outcome{Event: ev.Kind, Instance: id, DryRun: r.h.cfg.DryRun, Attempt: r.out.Attempt}, log: r.log,
+			rep: newReport(r.h.now(), r.h.now)}
+		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			errs[i] = (&advisory{sub}).scheduledInstance(ctx, id)
+			sctx := cluster.WithRetryObserver(ctx, sub.rep.retried)
+			errs[i] = sub.end(sctx, (&advisory{sub}).scheduledInstance(sctx, id))
 			outs[i] = sub.out
-		}()
+		})
 	}
 	wg.Wait()
 	r.out.Instance = ""

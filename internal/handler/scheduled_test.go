@@ -161,12 +161,15 @@ func newFixture(t *testing.T, env map[string]string, nodes ...*corev1.Node) *fix
 	return f
 }
 
-// handle invokes the handler with a 30-second deadline.
+// handle invokes the handler with a 30-second deadline; a goroutine it
+// started and left running fails t.
 func (f *fixture) handle(t *testing.T, payload []byte) (Outcome, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return f.h.Handle(ctx, payload)
+	out, err, left := invoke(f.h, payload, 30*time.Second)
+	if left != nil {
+		t.Errorf("work left running after the handler returned: %v", left)
+	}
+	return out, err
 }
 
 // writes are the create/update/patch/delete calls made on the cluster.

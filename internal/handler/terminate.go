@@ -85,6 +85,7 @@ func (t *terminateHook) claimInstance(ctx context.Context) (end bool, err error)
 		// as any drain's at its deadline (rule 3)
 		return true, t.drainFailed(ctx, nil, err)
 	case t.canContinue(t.deadline):
+		t.drainNotDone(err)
 		return true, t.handOver(ctx, nil) // the next invocation asks for the lease again
 	default:
 		return true, err // a retry may get one
@@ -141,6 +142,7 @@ func (t *terminateHook) settle(ctx context.Context, n *corev1.Node, done bool, e
 	case done:
 		return t.finish(ctx, lifecycle.Continue, n)
 	case t.canContinue(t.deadline):
+		t.drainNotDone(err)
 		return t.handOver(ctx, n)
 	}
 	return t.drainFailed(ctx, n, err)

@@ -39,9 +39,11 @@ const (
 	// only then, 1
 	SweepRemovalMarked = "SweepRemovalMarked"
 	HooksCompleted     = "HooksCompleted"
-	// outcome events (OUTCOME_EVENT_BUS) put, and not put
-	OutcomeEventsPut    = "OutcomeEventsPut"
-	OutcomeEventsFailed = "OutcomeEventsFailed"
+	// outcome events (OUTCOME_EVENT_BUS) put, and not put: in all and by
+	// why (internal/outcome's Lost reasons: one metric per reason)
+	OutcomeEventsPut       = "OutcomeEventsPut"
+	OutcomeEventsFailed    = "OutcomeEventsFailed"
+	OutcomeEventsFailedFor = "OutcomeEventsFailed."
 )
 
 // Metric is one metric of the catalog: its name (a prefix when Prefix is
@@ -87,6 +89,7 @@ var Catalog = []Metric{
 	{Name: HooksCompleted, Unit: Count, DimensionSets: byCompletion},
 	{Name: OutcomeEventsPut, Unit: Count, DimensionSets: byEventResult},
 	{Name: OutcomeEventsFailed, Unit: Count, DimensionSets: byEventResult},
+	{Name: OutcomeEventsFailedFor, Prefix: true, Unit: Count, DimensionSets: byEventResult},
 }
 
 // Lookup finds name in the catalog (a prefixed metric by its prefix).

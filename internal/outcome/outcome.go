@@ -11,16 +11,9 @@
 package outcome
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 )
 
 // Source is every event's source: a rule matches it with
@@ -37,14 +30,21 @@ type DetailType string
 
 // The outcomes put on the bus.
 const (
+	// NodeDrainStarted: a drain's first eviction was accepted; sent once
+	// per drain, by the invocation that marked the node (cordon, taint),
+	// while the drain goes on.
+	NodeDrainStarted DetailType = "Node Drain Started"
 	// NodeDrained: the node's pods were evicted and gone, its volumes
-	// detached (a drain that ended well).
+	// detached (a drain that ended well); a dead kubelet's: its pods
+	// evicted, not waited for past DEAD_NODE_EVICTION_WINDOW.
 	NodeDrained DetailType = "Node Drained"
 	// NodeDrainFailed: a drain gave up (its time ran out, or it could not
 	// go on): the pods left and what holds them are in the detail.
 	NodeDrainFailed DetailType = "Node Drain Failed"
-	// NodeDrainBlocked: a drain has waited on the same pods for the
-	// configured time (OUTCOME_BLOCKED_AFTER); sent once per drain.
+	// NodeDrainBlocked: a drain is not finished after the configured
+	// time (OUTCOME_BLOCKED_AFTER), whatever holds it (pods that will not
+	// go, the apiserver failing, a hand-over that failed); sent once per
+	// drain, by the invocation in which that time passes.
 	NodeDrainBlocked DetailType = "Node Drain Blocked"
 	// NodeReleased: an instance EC2 reports down had its pods
 	// force-deleted or its VolumeAttachments deleted (the evidence is in
@@ -56,7 +56,7 @@ const (
 )
 
 // DetailTypes lists every detail-type, in the order the docs give them.
-var DetailTypes = []DetailType{NodeDrained, NodeDrainFailed, NodeDrainBlocked, NodeReleased, LifecycleActionCompleted}
+var DetailTypes = []DetailType{NodeDrainStarted, NodeDrained, NodeDrainFailed, NodeDrainBlocked, NodeReleased, LifecycleActionCompleted}
 
 // Step is one step of the invocation's timeline, counted from its start.
 type Step struct {
@@ -126,138 +126,6 @@ type Event struct {
 	Detail Detail
 }
 
-// maxList bounds each list in a detail: a 110-pod node's names stay far
-// below EventBridge's 256 KB per entry.
-const maxList = 50
-
-// trimmed returns the detail with each list cut to maxList entries and
-// Omitted counting what was cut.
-func (d Detail) trimmed() Detail {
-	cut := func(n int) int {
-		if n <= maxList {
-			return n
-		}
-		d.Omitted += n - maxList
-		return maxList
-	}
-	d.Evicted = d.Evicted[:cut(len(d.Evicted))]
-	d.Remaining = d.Remaining[:cut(len(d.Remaining))]
-	d.PodsDeleted = d.PodsDeleted[:cut(len(d.PodsDeleted))]
-	d.AttachmentsDeleted = d.AttachmentsDeleted[:cut(len(d.AttachmentsDeleted))]
-	d.Timeline = d.Timeline[:cut(len(d.Timeline))]
-	return d
-}
-
-// API is the one EventBridge call the Publisher makes.
-type API interface {
-	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, opts ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
-}
-
-// DefaultTimeout bounds one put, retries included.
-const DefaultTimeout = 3 * time.Second
-
-// maxEntries is PutEvents' limit of entries per call.
-const maxEntries = 10
-
-// Publisher puts outcome events on one bus. After a call that failed
-// whole (the bus unreachable, or slower than the bound), it puts nothing
-// for Cooldown, so that a bus that hangs costs the invocation, and the
-// sweep's many drains in it, one bound and not one per event.
-type Publisher struct {
-	api     API
-	bus     string
-	timeout time.Duration
-
-	mu        sync.Mutex
-	downUntil time.Time // no call before it (zero: the bus answered last)
-	downErr   error     // why
-}
-
-// Cooldown is how long a Publisher puts nothing after a call that failed
-// whole.
-const Cooldown = time.Minute
-
-// NewPublisher returns a Publisher putting events on bus (a name or ARN)
-// through api, each put bounded by timeout (DefaultTimeout when zero or
-// less). A nil api or an empty bus gives nil: outcome events are off.
-func NewPublisher(api API, bus string, timeout time.Duration) *Publisher {
-	if api == nil || bus == "" {
-		return nil
-	}
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	return &Publisher{api: api, bus: bus, timeout: timeout}
-}
-
-// Bus is the bus the Publisher puts on.
-func (p *Publisher) Bus() string { return p.bus }
-
-// Put puts the events, at most maxEntries a call, each call bounded by the
-// Publisher's timeout and by ctx; it returns how many events were not put
-// and why. A nil Publisher puts nothing.
-func (p *Publisher) Put(ctx context.Context, events ...Event) (failed int, err error) {
-	if p == nil || len(events) == 0 {
-		return 0, nil
-	}
-	var errs []error
-	for len(events) > 0 {
-		n := min(len(events), maxEntries)
-		f, err := p.put(ctx, events[:n])
-		failed += f
-		if err != nil {
-			errs = append(errs, err)
-		}
-		events = events[n:]
-	}
-	return failed, errors.Join(errs...)
-}
-
-func (p *Publisher) put(ctx context.Context, events []Event) (int, error) {
-	p.mu.Lock()
-	down, why := time.Now().Before(p.downUntil), p.downErr
-	p.mu.Unlock()
-	if down {
-		return len(events), fmt.Errorf("not put: the bus failed less than %s ago: %w", Cooldown, why)
-	}
-	entries := make([]types.PutEventsRequestEntry, 0, len(events))
-	for _, e := range events {
-		d := e.Detail.trimmed()
-		d.SchemaVersion = SchemaVersion
-		b, err := json.Marshal(d)
-		if err != nil {
-			return len(events), fmt.Errorf("encoding %s event: %w", e.Type, err)
-		}
-		entries = append(entries, types.PutEventsRequestEntry{
-			EventBusName: aws.String(p.bus),
-			Source:       aws.String(Source),
-			DetailType:   aws.String(string(e.Type)),
-			Detail:       aws.String(string(b)),
-			Time:         aws.Time(d.Time),
-		})
-	}
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
-	out, err := p.api.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries})
-	if err != nil {
-		err = fmt.Errorf("putting outcome events on %s: %w", p.bus, err)
-		p.mu.Lock()
-		p.downUntil, p.downErr = time.Now().Add(Cooldown), err
-		p.mu.Unlock()
-		return len(events), err
-	}
-	if out.FailedEntryCount == 0 {
-		return 0, nil
-	}
-	var errs []error
-	for i, r := range out.Entries {
-		if r.ErrorCode != nil && i < len(events) {
-			errs = append(errs, fmt.Errorf("%s: %s: %s", events[i].Type, aws.ToString(r.ErrorCode), aws.ToString(r.ErrorMessage)))
-		}
-	}
-	return int(out.FailedEntryCount), fmt.Errorf("putting outcome events on %s: %d refused: %w", p.bus, out.FailedEntryCount, errors.Join(errs...))
-}
-
 // Validate checks a detail against the schema of its detail-type: the
 // fields every event carries, and those its type promises. The samples in
 // events/outcomes and every event the handler builds in its tests are held
@@ -283,13 +151,14 @@ func Validate(t DetailType, d Detail) error {
 	need(d.Result != "", "result")
 	need(!d.Time.IsZero(), "time")
 	switch t {
-	case NodeDrained:
+	case NodeDrainStarted, NodeDrained:
 		need(d.Node != "", "node")
 	case NodeDrainFailed:
 		need(d.Reason != "", "reason")
 	case NodeDrainBlocked:
-		need(d.Node != "", "node")
-		need(len(d.Remaining) > 0, "remaining")
+		// node and remaining when known: not when the apiserver failed
+		// before the node's pods were listed
+		need(d.Reason != "", "reason")
 		need(d.BlockedSeconds > 0, "blockedSeconds")
 	case NodeReleased:
 		need(d.Evidence != "", "evidence")
