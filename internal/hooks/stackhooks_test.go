@@ -1,4 +1,4 @@
-package handler
+package hooks
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func TestStackDeleteSaysWhichDrainsItCut(t *testing.T) {
 	h := deployment(e, hp, "node-drainer", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	out, err := h.Handle(ctx, terraformPayload(t, "delete", hookProps()))
+	out, err := h.Serve(ctx, terraformPayload(t, "delete", hookProps()))
 	if err != nil || len(hp.deletes) != 2 {
 		t.Fatalf("delete: %+v, %v, deleted %v; want both hooks removed", out, err, hp.deletes)
 	}
@@ -86,7 +86,7 @@ func TestStackCreatePutsHooksOnTaggedGroups(t *testing.T) {
 				if r := cfnCall(t, h, srv, cfn.RequestCreate, hookProps("blue"), nil); r.Status != cfn.StatusSuccess {
 					t.Fatalf("create: %s %q", r.Status, r.Reason)
 				}
-			} else if out, err := h.Handle(context.Background(), terraformPayload(t, "create", hookProps())); err != nil {
+			} else if out, err := h.Serve(context.Background(), terraformPayload(t, "create", hookProps())); err != nil {
 				t.Fatalf("create: %+v, %v", out, err)
 			}
 			if got := hp.hookNames("ours"); !slices.Equal(got, []string{"node-drainer-terminate"}) || aws.ToString(hp.have["ours"][0].NotificationMetadata) != `{"node-drainer":["node-drainer"]}` {
@@ -157,7 +157,7 @@ func TestStackReleaseStepFailsWhenAHookStays(t *testing.T) {
 			h := deployment(e, hp, "node-drainer", nil)
 			moved := release(hookProps())
 			moved["AsgTagValue"] = "blue-team" // green leaves the deployment
-			out, err := h.Handle(context.Background(), terraformUpdate(t, release(hookProps()), moved))
+			out, err := h.Serve(context.Background(), terraformUpdate(t, release(hookProps()), moved))
 			if err == nil || !strings.Contains(err.Error(), tc.wantReason) {
 				t.Errorf("release step, %s: %+v, %v; want an error saying %q (the apply fails)", tc.name, out, err, tc.wantReason)
 			}

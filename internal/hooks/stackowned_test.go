@@ -1,4 +1,4 @@
-package handler
+package hooks
 
 import (
 	"context"
@@ -12,26 +12,16 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+
+	"github.com/node-drainer/node-drainer/internal/discovery"
 )
 
-// deployment is a node-drainer deployment of function fn over the Auto
-// Scaling of hp (self: Lambda's view of the function; nil: none).
-func deployment(e *env, hp *hookPutter, fn string, self *fakeSelf) *Handler {
-	cfg := e.cfg
-	cfg.FunctionName = fn
-	c := Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}
-	if self != nil {
-		c.Self = self
-	}
-	return New(cfg, c, nil, WithClock(newMovingClock(func() time.Time { return e.now })))
-}
-
 // cfnCall sends h a custom resource request and returns its answer.
-func cfnCall(t *testing.T, h *Handler, srv *cfnServer, kind cfn.RequestType, props, old map[string]any) cfn.Response {
+func cfnCall(t *testing.T, h *Keeper, srv *cfnServer, kind cfn.RequestType, props, old map[string]any) cfn.Response {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if out, err := h.Handle(ctx, stackPayload(t, srv.URL, kind, props, old)); err != nil {
+	if out, err := h.Serve(ctx, stackPayload(t, srv.URL, kind, props, old)); err != nil {
 		t.Fatalf("%s: %+v, %v", kind, out, err)
 	}
 	select {
@@ -41,31 +31,6 @@ func cfnCall(t *testing.T, h *Handler, srv *cfnServer, kind cfn.RequestType, pro
 		t.Fatalf("%s: no answer", kind)
 		return cfn.Response{}
 	}
-}
-
-// hookNames are the names of the hooks on group, sorted.
-func (h *hookPutter) hookNames(group string) []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var n []string
-	for _, x := range h.have[group] {
-		n = append(n, aws.ToString(x.LifecycleHookName))
-	}
-	slices.Sort(n)
-	return n
-}
-
-// markedBy is a hook of ours as a deployment of function fn put it.
-func markedBy(name string, fn ...string) astypes.LifecycleHook {
-	m := `{"node-drainer":[`
-	for i, f := range fn {
-		if i > 0 {
-			m += ","
-		}
-		m += `"` + f + `"`
-	}
-	return astypes.LifecycleHook{LifecycleHookName: aws.String(name), LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"),
-		HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE"), NotificationMetadata: aws.String(m + "]}")}
 }
 
 // TestStackUpdateKeepsTheHooksStillOurs: a stack update removes only what
@@ -173,7 +138,6 @@ func TestStackDeleteRemovesOnlyWhatItPut(t *testing.T) {
 // and takes back what it put). Another tool's hook is never touched.
 func TestSweepPutsNoHookBackOnceRemoved(t *testing.T) {
 	e := newEnv()
-	tagMode(e)
 	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("new-nodes", "true"), taggedGroup("others", "true")}
 	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{"others": {{LifecycleHookName: aws.String("nth-terminate")}}}}
 	self := &fakeSelf{name: "node-drainer"}
@@ -182,16 +146,22 @@ func TestSweepPutsNoHookBackOnceRemoved(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(invokedAs(context.Background(), self), 5*time.Second)
 		defer cancel()
-		if out, err := h.Handle(ctx, payload); err != nil {
+		if out, err := h.Serve(ctx, payload); err != nil {
 			t.Fatalf("%s: %+v, %v", what, out, err)
 		}
 	}
-	handle("the first sweep", sweepEvent())
+	sweep := func(what string) {
+		t.Helper()
+		if res, _, err := sweepOnce(h, self); err != nil || len(res.Failed) > 0 {
+			t.Fatalf("%s: %+v, %v", what, res, err)
+		}
+	}
+	sweep("the first sweep")
 	if got := hp.hookNames("new-nodes"); !slices.Equal(got, []string{"node-drainer-terminate"}) {
 		t.Fatalf("the first sweep put %v on new-nodes", got)
 	}
 	handle("the removal", terraformPayload(t, "delete", hookProps()))
-	handle("a sweep after the removal", sweepEvent())
+	sweep("a sweep after the removal")
 	if got := hp.hookNames("new-nodes"); len(got) != 0 {
 		t.Errorf("after the removal and a sweep, new-nodes has %v; want no hook", got)
 	}
@@ -200,7 +170,7 @@ func TestSweepPutsNoHookBackOnceRemoved(t *testing.T) {
 	hp.have["new-nodes"] = nil
 	// the removal runs right after the sweep has read the mark
 	self.afterGet = func() { handle("the removal during the sweep", terraformPayload(t, "delete", hookProps())) }
-	handle("a sweep during the removal", sweepEvent())
+	sweep("a sweep during the removal")
 	if got := hp.hookNames("new-nodes"); len(got) != 0 {
 		t.Errorf("a sweep that raced the removal left %v on new-nodes; want no hook", got)
 	}
@@ -208,7 +178,7 @@ func TestSweepPutsNoHookBackOnceRemoved(t *testing.T) {
 	handle("installed again", terraformPayload(t, "create", hookProps())) // it puts the hooks on the tagged groups
 	handle("removed again", terraformPayload(t, "delete", hookProps()))
 	self.gone = true
-	handle("a sweep retried after the function was deleted", sweepEvent())
+	sweep("a sweep retried after the function was deleted")
 	if got := hp.hookNames("new-nodes"); len(got) != 0 {
 		t.Errorf("a sweep of a deleted function left %v on new-nodes; want no hook", got)
 	}
@@ -221,17 +191,15 @@ func TestSweepPutsNoHookBackOnceRemoved(t *testing.T) {
 // fails acts on nothing) and says why; once it can, it puts them.
 func TestSweepPutsNoHookWhenTheMarkCannotBeRead(t *testing.T) {
 	e := newEnv()
-	tagMode(e)
 	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("new-nodes", "true")}
 	hp := &hookPutter{fakeASG: e.asg}
 	self := &fakeSelf{name: "node-drainer", err: errors.New("AccessDeniedException: lambda:ListTags")}
 	h := deployment(e, hp, "node-drainer", self)
-	out, _ := sweepOnce(h, self)
-	if len(hp.puts) != 0 || out.Sweep == nil || !strings.Contains(strings.Join(out.Sweep.Failed, "; "), "removal mark") {
-		t.Errorf("mark unreadable: puts %v, sweep %+v; want nothing put and the failure said", hp.puts, out.Sweep)
+	if _, _, err := sweepOnce(h, self); len(hp.puts) != 0 || err == nil || !strings.Contains(err.Error(), "removal mark") {
+		t.Errorf("mark unreadable: puts %v, error %v; want nothing put and the failure said", hp.puts, err)
 	}
 	self.err = nil
-	if _, err := sweepOnce(h, self); err != nil {
+	if _, _, err := sweepOnce(h, self); err != nil {
 		t.Fatal(err)
 	}
 	if got := hp.hookNames("new-nodes"); !slices.Equal(got, []string{"node-drainer-terminate"}) || aws.ToString(hp.have["new-nodes"][0].NotificationMetadata) != `{"node-drainer":["node-drainer"]}` {
@@ -275,14 +243,13 @@ func TestStackReleaseStep(t *testing.T) {
 // function's): a sweep invoked through an alias puts the hook as usual.
 func TestRemovalMarkReadAtTheInvokedARN(t *testing.T) {
 	e := newEnv()
-	tagMode(e)
 	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("new-nodes", "true")}
 	hp := &hookPutter{fakeASG: e.asg}
 	self := &fakeSelf{name: "node-drainer"}
 	h := deployment(e, hp, "node-drainer", self)
 	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{InvokedFunctionArn: self.arn() + ":live"})
-	out, err := h.Handle(ctx, sweepEvent())
+	res, _, err := h.EnsureTagged(ctx, sweepTag, discovery.Wanted("node-drainer-terminate", true, "", false, 300), false)
 	if err != nil || !slices.Equal(hp.hookNames("new-nodes"), []string{"node-drainer-terminate"}) {
-		t.Errorf("sweep through an alias: %+v, %v; new-nodes has %v, want our hook (the mark read at the unqualified ARN)", out.Sweep, err, hp.hookNames("new-nodes"))
+		t.Errorf("sweep through an alias: %+v, %v; new-nodes has %v, want our hook (the mark read at the unqualified ARN)", res, err, hp.hookNames("new-nodes"))
 	}
 }

@@ -1,4 +1,4 @@
-package handler
+package hooks
 
 import (
 	"context"
@@ -76,12 +76,12 @@ func TestStackResourceHooks(t *testing.T) {
 		"tagged": {markedBy("node-drainer-terminate", "node-drainer"), {LifecycleHookName: aws.String("nth-terminate")}},
 		"other":  {markedBy("node-drainer-terminate", "node-drainer")},
 	}}
-	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil, WithClock(newMovingClock(func() time.Time { return e.now })))
+	h := deployment(e, hp, "node-drainer", nil)
 	call := func(kind cfn.RequestType, props, old map[string]any) cfn.Response {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		out, err := h.Handle(ctx, stackPayload(t, srv.URL, kind, props, old))
+		out, err := h.Serve(ctx, stackPayload(t, srv.URL, kind, props, old))
 		if err != nil || out.Event != "stack-resource" {
 			t.Fatalf("%s: %+v, %v", kind, out, err)
 		}
@@ -123,17 +123,18 @@ func TestStackResourceHooks(t *testing.T) {
 // A request that is not CloudFormation's is an event as before; a bad
 // heartbeat is a FAILED answer that changes nothing.
 func TestStackRequestRecognised(t *testing.T) {
-	if _, ok := stackRequest(sweepEvent()); ok {
+	sweep := []byte(`{"version":"0","id":"ev-1","detail-type":"Scheduled Event","source":"aws.events","account":"123456789012","time":"2026-01-01T00:00:00Z","region":"us-east-1","resources":[],"detail":{}}`)
+	if _, ok := stackRequest(sweep); ok || Request(sweep) {
 		t.Error("a sweep event taken for a stack request")
 	}
 	srv := newCFNServer(t)
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}}
 	hp := &hookPutter{fakeASG: e.asg}
-	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil)
+	h := deployment(e, hp, "node-drainer", nil)
 	p := hookProps("blue")
 	p["HeartbeatTimeout"] = "5m"
-	out, err := h.Handle(context.Background(), stackPayload(t, srv.URL, cfn.RequestCreate, p, nil))
+	out, err := h.Serve(context.Background(), stackPayload(t, srv.URL, cfn.RequestCreate, p, nil))
 	if err != nil || out.Action != ActionFailed || !strings.Contains(out.Detail, "HeartbeatTimeout") {
 		t.Errorf("bad heartbeat: outcome %s %q, %v; want failed, saying why (the answer reached CloudFormation: no error)", out.Action, out.Detail, err)
 	}
@@ -150,8 +151,8 @@ func TestStackResourceDryRunPutsHooks(t *testing.T) {
 	e.cfg.DryRun = true
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}}
 	hp := &hookPutter{fakeASG: e.asg}
-	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil)
-	if _, err := h.Handle(context.Background(), stackPayload(t, srv.URL, cfn.RequestCreate, hookProps("blue"), nil)); err != nil {
+	h := deployment(e, hp, "node-drainer", nil)
+	if _, err := h.Serve(context.Background(), stackPayload(t, srv.URL, cfn.RequestCreate, hookProps("blue"), nil)); err != nil {
 		t.Fatal(err)
 	}
 	if r := <-srv.answers; r.Status != cfn.StatusSuccess || len(hp.puts) != 1 {
@@ -167,8 +168,8 @@ func TestStackResourceAnswerLost(t *testing.T) {
 	srv.Close()
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}}
-	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{}}}, nil)
-	if _, err := h.Handle(context.Background(), stackPayload(t, url, cfn.RequestCreate, hookProps("blue"), nil)); err == nil || !strings.Contains(err.Error(), "answering CloudFormation") {
+	h := deployment(e, &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{}}, "node-drainer", nil)
+	if _, err := h.Serve(context.Background(), stackPayload(t, url, cfn.RequestCreate, hookProps("blue"), nil)); err == nil || !strings.Contains(err.Error(), "answering CloudFormation") {
 		t.Errorf("answer lost: %v; want an error for Lambda to retry", err)
 	}
 }
@@ -182,12 +183,12 @@ func TestStackResourceLeftHook(t *testing.T) {
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, {AutoScalingGroupName: aws.String("green")}}
 	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{"green": {markedBy("node-drainer-terminate", "node-drainer")}},
 		deleteErr: errors.New("AccessDenied")}
-	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil)
-	out, err := h.Handle(context.Background(), stackPayload(t, srv.URL, cfn.RequestUpdate, hookProps("blue"), hookProps("blue", "green")))
+	h := deployment(e, hp, "node-drainer", nil)
+	out, err := h.Serve(context.Background(), stackPayload(t, srv.URL, cfn.RequestUpdate, hookProps("blue"), hookProps("blue", "green")))
 	if r := <-srv.answers; err != nil || r.Status != cfn.StatusSuccess || !strings.Contains(out.Detail, "left green") {
 		t.Errorf("update: %s %q, outcome %q, %v; want SUCCESS saying green's hook was left", r.Status, r.Reason, out.Detail, err)
 	}
-	_, err = h.Handle(context.Background(), stackPayload(t, srv.URL, cfn.RequestDelete, hookProps("green"), nil))
+	_, err = h.Serve(context.Background(), stackPayload(t, srv.URL, cfn.RequestDelete, hookProps("green"), nil))
 	if r := <-srv.answers; err != nil || r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, "green") {
 		t.Errorf("delete: %s %q, %v; want FAILED naming green", r.Status, r.Reason, err)
 	}
@@ -225,12 +226,12 @@ func TestTerraformInvocationHooks(t *testing.T) {
 		"tagged": {markedBy("node-drainer-terminate", "node-drainer"), {LifecycleHookName: aws.String("nth-terminate")}},
 		"other":  {markedBy("node-drainer-terminate", "node-drainer")},
 	}}
-	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil, WithClock(newMovingClock(func() time.Time { return e.now })))
+	h := deployment(e, hp, "node-drainer", nil)
 	handle := func(payload []byte) (Outcome, error) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return h.Handle(ctx, payload)
+		return h.Serve(ctx, payload)
 	}
 
 	bad := hookProps()
@@ -278,7 +279,7 @@ func TestHooksUpdateRenameOnTaggedGroups(t *testing.T) {
 		"tagged": {markedBy("node-drainer-terminate", "node-drainer"), {LifecycleHookName: aws.String("nth-terminate")}},
 		"other":  {markedBy("node-drainer-terminate", "node-drainer")},
 	}}
-	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil)
+	h := deployment(e, hp, "node-drainer", nil)
 	update := func(old, props map[string]any) {
 		t.Helper()
 		in := terraformPayload(t, "update", props)
@@ -288,7 +289,7 @@ func TestHooksUpdateRenameOnTaggedGroups(t *testing.T) {
 		}
 		m["tf"].(map[string]any)["prev_input"] = old
 		b, _ := json.Marshal(m)
-		if out, err := h.Handle(context.Background(), b); err != nil {
+		if out, err := h.Serve(context.Background(), b); err != nil {
 			t.Fatalf("update: %+v, %v", out, err)
 		}
 	}
@@ -372,10 +373,10 @@ func TestStackAnswerEndsBeforeTheDeadline(t *testing.T) {
 	e := newEnv()
 	e.cfg.DeadlineMargin = 500 * time.Millisecond
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}}
-	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{}}}, nil)
+	h := deployment(e, &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{}}, "node-drainer", nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
-	_, err := h.Handle(ctx, stackPayload(t, hung.URL, cfn.RequestCreate, hookProps("blue"), nil))
+	_, err := h.Serve(ctx, stackPayload(t, hung.URL, cfn.RequestCreate, hookProps("blue"), nil))
 	if ctx.Err() != nil {
 		t.Fatalf("the invocation ran to its deadline (%v): the answer was not bounded by it less the margin", err)
 	}

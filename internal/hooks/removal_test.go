@@ -1,37 +1,21 @@
-package handler
+package hooks
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 )
-
-// invokedAs is ctx as Lambda gives it to an invocation of self's function
-// (its ARN, which the removal mark is read at).
-func invokedAs(ctx context.Context, self *fakeSelf) context.Context {
-	return lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{InvokedFunctionArn: self.arn()})
-}
 
 // waitingIn is g with instance id waiting in state (a lifecycle action
 // pending under the group's hooks of that transition).
 func waitingIn(g astypes.AutoScalingGroup, id string, state astypes.LifecycleState) astypes.AutoScalingGroup {
 	g.Instances = append(g.Instances, astypes.Instance{InstanceId: aws.String(id), LifecycleState: state, HealthStatus: aws.String("Healthy")})
 	return g
-}
-
-// sweepOnce runs one sweep of h as Lambda invokes it.
-func sweepOnce(h *Handler, self *fakeSelf) (Outcome, error) {
-	ctx, cancel := context.WithTimeout(invokedAs(context.Background(), self), 5*time.Second)
-	defer cancel()
-	return h.Handle(ctx, sweepEvent())
 }
 
 // TestSweepKeepsHooksWhenTheSecondMarkReadFails: a sweep puts a hook, then
@@ -42,7 +26,6 @@ func sweepOnce(h *Handler, self *fakeSelf) (Outcome, error) {
 // for the next sweep to decide.
 func TestSweepKeepsHooksWhenTheSecondMarkReadFails(t *testing.T) {
 	e := newEnv()
-	tagMode(e)
 	e.asg.groups = []astypes.AutoScalingGroup{waitingIn(taggedGroup("draining", "true"), idA, astypes.LifecycleStateTerminatingWait), taggedGroup("new-nodes", "true")}
 	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{"draining": {markedBy("node-drainer-terminate", "node-drainer")}}}
 	self := &fakeSelf{name: "node-drainer"}
@@ -52,15 +35,15 @@ func TestSweepKeepsHooksWhenTheSecondMarkReadFails(t *testing.T) {
 		self.err = errors.New("ServiceException: status code 500")
 	}
 	h := deployment(e, hp, "node-drainer", self)
-	out, err := sweepOnce(h, self)
+	_, _, err := sweepOnce(h, self)
 	if len(hp.deletes) != 0 || !slices.Equal(hp.hookNames("draining"), []string{"node-drainer-terminate"}) {
 		t.Errorf("second read of the mark failed: deleted %v, draining has %v; want no hook taken back (the drain under draining's would end)", hp.deletes, hp.hookNames("draining"))
 	}
 	if !slices.Equal(hp.hookNames("new-nodes"), []string{"node-drainer-terminate"}) {
 		t.Errorf("new-nodes has %v; want the hook just put kept (the next sweep reads the mark again)", hp.hookNames("new-nodes"))
 	}
-	if err == nil || out.Sweep == nil || !strings.Contains(strings.Join(out.Sweep.Failed, "; "), "removal mark") {
-		t.Errorf("sweep %+v, error %v; want the failed read said, and the sweep failed", out.Sweep, err)
+	if err == nil || !strings.Contains(err.Error(), "removal mark") {
+		t.Errorf("error %v; want the failed read said, and the sweep failed", err)
 	}
 }
 
@@ -72,7 +55,6 @@ func TestSweepKeepsHooksWhenTheSecondMarkReadFails(t *testing.T) {
 // it is left to the removal, and said.
 func TestSweepTakesBackOnlyWhatItPutOnceRemoved(t *testing.T) {
 	e := newEnv()
-	tagMode(e)
 	e.asg.groups = []astypes.AutoScalingGroup{
 		waitingIn(taggedGroup("draining", "true"), idA, astypes.LifecycleStateTerminatingWait),
 		waitingIn(taggedGroup("corrected", "true"), idB, astypes.LifecycleStateTerminatingWait),
@@ -90,7 +72,7 @@ func TestSweepTakesBackOnlyWhatItPutOnceRemoved(t *testing.T) {
 		self.tags = map[string]string{removalTag: e.now.UTC().Format(time.RFC3339)}
 	}
 	h := deployment(e, hp, "node-drainer", self)
-	out, _ := sweepOnce(h, self)
+	res, _, _ := sweepOnce(h, self)
 	if !slices.Equal(hp.deletes, []string{"new-nodes/node-drainer-terminate"}) {
 		t.Errorf("the removal began during the sweep: deleted %v; want new-nodes' hook alone (the one it created)", hp.deletes)
 	}
@@ -99,8 +81,8 @@ func TestSweepTakesBackOnlyWhatItPutOnceRemoved(t *testing.T) {
 			t.Errorf("%s has %v; want its hook (an instance waits under it)", g, got)
 		}
 	}
-	if out.Sweep == nil || !strings.Contains(strings.Join(out.Sweep.Failed, "; "), "corrected/node-drainer-terminate") {
-		t.Errorf("sweep %+v; want the hook left under corrected's waiting instance said", out.Sweep)
+	if !strings.Contains(strings.Join(res.Failed, "; "), "corrected/node-drainer-terminate") {
+		t.Errorf("sweep %+v; want the hook left under corrected's waiting instance said", res)
 	}
 }
 
@@ -109,29 +91,28 @@ func TestSweepTakesBackOnlyWhatItPutOnceRemoved(t *testing.T) {
 // such ARN the mark is unread, and the sweep puts no hook, saying why.
 func TestRemovalMarkReadAtTheInvocationsARNAlone(t *testing.T) {
 	e := newEnv()
-	tagMode(e)
 	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("new-nodes", "true")}
 	hp := &hookPutter{fakeASG: e.asg}
 	self := &fakeSelf{name: "node-drainer"}
 	h := deployment(e, hp, "node-drainer", self)
-	out, _ := h.Handle(context.Background(), sweepEvent())
-	if len(hp.puts) != 0 || out.Sweep == nil || !strings.Contains(strings.Join(out.Sweep.Failed, "; "), "removal mark") {
-		t.Errorf("no invocation ARN: puts %v, sweep %+v; want nothing put and the mark said unread", hp.puts, out.Sweep)
+	if _, _, err := sweepOnce(h, nil); len(hp.puts) != 0 || err == nil || !strings.Contains(err.Error(), "removal mark") {
+		t.Errorf("no invocation ARN: puts %v, error %v; want nothing put and the mark said unread", hp.puts, err)
 	}
-	if out, err := sweepOnce(h, self); err != nil || !slices.Equal(hp.hookNames("new-nodes"), []string{"node-drainer-terminate"}) {
-		t.Errorf("invoked by Lambda: %+v, %v; new-nodes has %v, want our hook", out.Sweep, err, hp.hookNames("new-nodes"))
+	if res, _, err := sweepOnce(h, self); err != nil || !slices.Equal(hp.hookNames("new-nodes"), []string{"node-drainer-terminate"}) {
+		t.Errorf("invoked by Lambda: %+v, %v; new-nodes has %v, want our hook", res, err, hp.hookNames("new-nodes"))
 	}
 }
 
-// TestSweepSaysTheRemovalMark: a removal mark is never silent. While a
-// removal may still run (the mark younger than removalMarkStale), the
-// sweep puts no hook and says why in its summary and its metrics. A mark
-// older than that is left by a removal that failed or was abandoned (a
-// terraform destroy that failed, then an apply, which does not invoke the
-// unchanged hooks resource again): no removal runs under it, so the sweep
-// puts the hooks as usual, on the groups the failed removal stripped and
-// on those tagged since, and says the mark is there and how to take it off.
-func TestSweepSaysTheRemovalMark(t *testing.T) {
+// TestRemovalMarkHeededByItsAge: while a removal may still run (the mark
+// younger than removalMarkStale), the sweep puts no hook and says why. A
+// mark older than that is left by a removal that failed or was abandoned
+// (a terraform destroy that failed, then an apply, which does not invoke
+// the unchanged hooks resource again): no removal runs under it, so the
+// sweep puts the hooks as usual, on the groups the failed removal stripped
+// and on those tagged since, and says the mark is there and how to take it
+// off. (The handler's TestSweepSaysTheRemovalMark: in its summary and its
+// metrics.)
+func TestRemovalMarkHeededByItsAge(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		age    time.Duration
@@ -143,26 +124,19 @@ func TestSweepSaysTheRemovalMark(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv()
-			tagMode(e)
-			e.cfg.FunctionName = "node-drainer"
 			e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("stripped", "true")}
 			hp := &hookPutter{fakeASG: e.asg}
-			self := &fakeSelf{name: "node-drainer", tags: map[string]string{removalTag: e.now.Add(-tc.age).UTC().Format(time.RFC3339)}}
-			var buf bytes.Buffer
-			h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp, Self: self}, nil,
-				WithClock(newMovingClock(func() time.Time { return e.now })), WithMetrics(&buf))
-			out, err := sweepOnce(h, self)
+			since := e.now.Add(-tc.age).UTC().Format(time.RFC3339)
+			self := &fakeSelf{name: "node-drainer", tags: map[string]string{removalTag: since}}
+			res, st, err := sweepOnce(deployment(e, hp, "node-drainer", self), self)
 			if err != nil {
-				t.Fatalf("sweep: %+v, %v", out.Sweep, err)
+				t.Fatalf("sweep: %+v, %v", res, err)
 			}
 			if got := len(hp.hookNames("stripped")) > 0; got != tc.hooked {
 				t.Errorf("stripped has %v; want hooked %v", hp.hookNames("stripped"), tc.hooked)
 			}
-			if out.Sweep == nil || out.Sweep.RemovalMarked == "" || !strings.Contains(strings.Join(out.Sweep.Notes, "; "), tc.note) {
-				t.Errorf("sweep %+v; want the mark said (%q)", out.Sweep, tc.note)
-			}
-			if m := metricsLine(t, &buf); m["SweepRemovalMarked"] != 1.0 {
-				t.Errorf("metric SweepRemovalMarked = %v, want 1", m["SweepRemovalMarked"])
+			if st.Marked() != since || !strings.Contains(st.Note(), tc.note) {
+				t.Errorf("mark %q, note %q; want %q said (%q)", st.Marked(), st.Note(), since, tc.note)
 			}
 		})
 	}
