@@ -194,22 +194,13 @@ const (
 	ActionFannedOut   Action = "fanned-out"   // one invocation per instance sent
 	ActionPerInstance Action = "per-instance" // see Outcome.Instances
 	ActionSwept       Action = "swept"        // see Outcome.Sweep
-	ActionHooks       Action = hooks.ActionHooks
 )
-
-// HooksRequest reports whether payload is the deployment's own request
-// about its lifecycle hooks (internal/hooks).
-func HooksRequest(payload []byte) bool { return hooks.Request(payload) }
 
 // Handle runs one invocation. A malformed event is an error and changes
 // nothing; an error is also returned when nothing was done and a retry may
 // help (EC2 or the cluster unreadable). Once a lifecycle action is ours it is
 // always completed, and the failure is reported in the Outcome instead.
 func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome, error) {
-	if hooks.Request(payload) {
-		o, err := h.hooks.Serve(ctx, payload)
-		return Outcome{Event: o.Event, Action: Action(o.Action), Detail: o.Detail, DurationMS: o.DurationMS}, err
-	}
 	start := h.now()
 	ev, cont, err := event.ParseInvocation(payload)
 	if err != nil {
