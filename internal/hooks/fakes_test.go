@@ -3,7 +3,6 @@ package hooks
 import (
 	"context"
 	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/discovery"
+	"github.com/node-drainer/node-drainer/internal/hooks/hookstest"
 )
 
 const (
@@ -51,7 +51,7 @@ func newEnv() *env {
 
 // deployment is a node-drainer deployment of function fn over the Auto
 // Scaling of hp (self: Lambda's view of the function; nil: none).
-func deployment(e *env, hp *hookPutter, fn string, self *fakeSelf) *Keeper {
+func deployment(e *env, hp *hookstest.AutoScaling, fn string, self *fakeSelf) *Keeper {
 	cfg := e.cfg
 	cfg.FunctionName = fn
 	c := Clients{Hooks: hp}
@@ -75,68 +75,6 @@ func (f *fakeASG) DescribeAutoScalingGroups(context.Context, *autoscaling.Descri
 		return nil, f.describeErr
 	}
 	return &autoscaling.DescribeAutoScalingGroupsOutput{AutoScalingGroups: f.groups}, nil
-}
-
-// hookPutter is discovery.API over fakeASG's groups, recording hooks put.
-type hookPutter struct {
-	*fakeASG
-	mu        sync.Mutex
-	have      map[string][]astypes.LifecycleHook
-	puts      []string
-	deletes   []string
-	calls     []string // "put <group>/<hook>", "delete <group>/<hook>", in turn
-	deleteErr error    // DeleteLifecycleHook fails
-}
-
-func (h *hookPutter) DescribeLifecycleHooks(_ context.Context, in *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: h.have[aws.ToString(in.AutoScalingGroupName)]}, nil
-}
-
-func (h *hookPutter) PutLifecycleHook(_ context.Context, in *autoscaling.PutLifecycleHookInput, _ ...func(*autoscaling.Options)) (*autoscaling.PutLifecycleHookOutput, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	g := aws.ToString(in.AutoScalingGroupName)
-	h.puts = append(h.puts, g+"/"+aws.ToString(in.LifecycleHookName)+"/"+aws.ToString(in.LifecycleTransition))
-	h.calls = append(h.calls, "put "+g+"/"+aws.ToString(in.LifecycleHookName))
-	if h.have == nil {
-		h.have = map[string][]astypes.LifecycleHook{}
-	}
-	// a put over a hook of that name changes it, as Auto Scaling does
-	h.have[g] = slices.DeleteFunc(h.have[g], func(x astypes.LifecycleHook) bool {
-		return aws.ToString(x.LifecycleHookName) == aws.ToString(in.LifecycleHookName)
-	})
-	h.have[g] = append(h.have[g], astypes.LifecycleHook{LifecycleHookName: in.LifecycleHookName, LifecycleTransition: in.LifecycleTransition,
-		HeartbeatTimeout: in.HeartbeatTimeout, DefaultResult: in.DefaultResult, NotificationMetadata: in.NotificationMetadata})
-	return &autoscaling.PutLifecycleHookOutput{}, nil
-}
-
-func (h *hookPutter) DeleteLifecycleHook(_ context.Context, in *autoscaling.DeleteLifecycleHookInput, _ ...func(*autoscaling.Options)) (*autoscaling.DeleteLifecycleHookOutput, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.deleteErr != nil {
-		return nil, h.deleteErr
-	}
-	g := aws.ToString(in.AutoScalingGroupName)
-	h.deletes = append(h.deletes, g+"/"+aws.ToString(in.LifecycleHookName))
-	h.calls = append(h.calls, "delete "+g+"/"+aws.ToString(in.LifecycleHookName))
-	h.have[g] = slices.DeleteFunc(h.have[g], func(x astypes.LifecycleHook) bool {
-		return aws.ToString(x.LifecycleHookName) == aws.ToString(in.LifecycleHookName)
-	})
-	return &autoscaling.DeleteLifecycleHookOutput{}, nil
-}
-
-// hookNames are the names of the hooks on group, sorted.
-func (h *hookPutter) hookNames(group string) []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var n []string
-	for _, x := range h.have[group] {
-		n = append(n, aws.ToString(x.LifecycleHookName))
-	}
-	slices.Sort(n)
-	return n
 }
 
 func taggedGroup(name, value string) astypes.AutoScalingGroup {

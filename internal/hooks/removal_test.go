@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+
+	"github.com/node-drainer/node-drainer/internal/hooks/hookstest"
 )
 
 // waitingIn is g with instance id waiting in state (a lifecycle action
@@ -27,7 +29,7 @@ func waitingIn(g astypes.AutoScalingGroup, id string, state astypes.LifecycleSta
 func TestSweepKeepsHooksWhenTheSecondMarkReadFails(t *testing.T) {
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{waitingIn(taggedGroup("draining", "true"), idA, astypes.LifecycleStateTerminatingWait), taggedGroup("new-nodes", "true")}
-	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{"draining": {markedBy("node-drainer-terminate", "node-drainer")}}}
+	hp := &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{"draining": {markedBy("node-drainer-terminate", "node-drainer")}}}
 	self := &fakeSelf{name: "node-drainer"}
 	self.afterGet = func() { // the second read fails
 		self.mu.Lock()
@@ -36,11 +38,11 @@ func TestSweepKeepsHooksWhenTheSecondMarkReadFails(t *testing.T) {
 	}
 	h := deployment(e, hp, "node-drainer", self)
 	_, _, err := sweepOnce(h, self)
-	if len(hp.deletes) != 0 || !slices.Equal(hp.hookNames("draining"), []string{"node-drainer-terminate"}) {
-		t.Errorf("second read of the mark failed: deleted %v, draining has %v; want no hook taken back (the drain under draining's would end)", hp.deletes, hp.hookNames("draining"))
+	if len(hp.Deletes) != 0 || !slices.Equal(hp.HookNames("draining"), []string{"node-drainer-terminate"}) {
+		t.Errorf("second read of the mark failed: deleted %v, draining has %v; want no hook taken back (the drain under draining's would end)", hp.Deletes, hp.HookNames("draining"))
 	}
-	if !slices.Equal(hp.hookNames("new-nodes"), []string{"node-drainer-terminate"}) {
-		t.Errorf("new-nodes has %v; want the hook just put kept (the next sweep reads the mark again)", hp.hookNames("new-nodes"))
+	if !slices.Equal(hp.HookNames("new-nodes"), []string{"node-drainer-terminate"}) {
+		t.Errorf("new-nodes has %v; want the hook just put kept (the next sweep reads the mark again)", hp.HookNames("new-nodes"))
 	}
 	if err == nil || !strings.Contains(err.Error(), "removal mark") {
 		t.Errorf("error %v; want the failed read said, and the sweep failed", err)
@@ -62,7 +64,7 @@ func TestSweepTakesBackOnlyWhatItPutOnceRemoved(t *testing.T) {
 	}
 	stale := markedBy("node-drainer-terminate", "node-drainer")
 	stale.HeartbeatTimeout = aws.Int32(600)
-	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
+	hp := &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{
 		"draining": {markedBy("node-drainer-terminate", "node-drainer")}, "corrected": {stale},
 	}}
 	self := &fakeSelf{name: "node-drainer"}
@@ -73,11 +75,11 @@ func TestSweepTakesBackOnlyWhatItPutOnceRemoved(t *testing.T) {
 	}
 	h := deployment(e, hp, "node-drainer", self)
 	res, _, _ := sweepOnce(h, self)
-	if !slices.Equal(hp.deletes, []string{"new-nodes/node-drainer-terminate"}) {
-		t.Errorf("the removal began during the sweep: deleted %v; want new-nodes' hook alone (the one it created)", hp.deletes)
+	if !slices.Equal(hp.Deletes, []string{"new-nodes/node-drainer-terminate"}) {
+		t.Errorf("the removal began during the sweep: deleted %v; want new-nodes' hook alone (the one it created)", hp.Deletes)
 	}
 	for _, g := range []string{"draining", "corrected"} {
-		if got := hp.hookNames(g); !slices.Equal(got, []string{"node-drainer-terminate"}) {
+		if got := hp.HookNames(g); !slices.Equal(got, []string{"node-drainer-terminate"}) {
 			t.Errorf("%s has %v; want its hook (an instance waits under it)", g, got)
 		}
 	}
@@ -92,14 +94,14 @@ func TestSweepTakesBackOnlyWhatItPutOnceRemoved(t *testing.T) {
 func TestRemovalMarkReadAtTheInvocationsARNAlone(t *testing.T) {
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("new-nodes", "true")}
-	hp := &hookPutter{fakeASG: e.asg}
+	hp := &hookstest.AutoScaling{Groups: e.asg}
 	self := &fakeSelf{name: "node-drainer"}
 	h := deployment(e, hp, "node-drainer", self)
-	if _, _, err := sweepOnce(h, nil); len(hp.puts) != 0 || err == nil || !strings.Contains(err.Error(), "removal mark") {
-		t.Errorf("no invocation ARN: puts %v, error %v; want nothing put and the mark said unread", hp.puts, err)
+	if _, _, err := sweepOnce(h, nil); len(hp.Puts) != 0 || err == nil || !strings.Contains(err.Error(), "removal mark") {
+		t.Errorf("no invocation ARN: puts %v, error %v; want nothing put and the mark said unread", hp.Puts, err)
 	}
-	if res, _, err := sweepOnce(h, self); err != nil || !slices.Equal(hp.hookNames("new-nodes"), []string{"node-drainer-terminate"}) {
-		t.Errorf("invoked by Lambda: %+v, %v; new-nodes has %v, want our hook", res, err, hp.hookNames("new-nodes"))
+	if res, _, err := sweepOnce(h, self); err != nil || !slices.Equal(hp.HookNames("new-nodes"), []string{"node-drainer-terminate"}) {
+		t.Errorf("invoked by Lambda: %+v, %v; new-nodes has %v, want our hook", res, err, hp.HookNames("new-nodes"))
 	}
 }
 
@@ -125,15 +127,15 @@ func TestRemovalMarkHeededByItsAge(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv()
 			e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("stripped", "true")}
-			hp := &hookPutter{fakeASG: e.asg}
+			hp := &hookstest.AutoScaling{Groups: e.asg}
 			since := e.now.Add(-tc.age).UTC().Format(time.RFC3339)
 			self := &fakeSelf{name: "node-drainer", tags: map[string]string{removalTag: since}}
 			res, st, err := sweepOnce(deployment(e, hp, "node-drainer", self), self)
 			if err != nil {
 				t.Fatalf("sweep: %+v, %v", res, err)
 			}
-			if got := len(hp.hookNames("stripped")) > 0; got != tc.hooked {
-				t.Errorf("stripped has %v; want hooked %v", hp.hookNames("stripped"), tc.hooked)
+			if got := len(hp.HookNames("stripped")) > 0; got != tc.hooked {
+				t.Errorf("stripped has %v; want hooked %v", hp.HookNames("stripped"), tc.hooked)
 			}
 			if st.Marked() != since || !strings.Contains(st.Note(), tc.note) {
 				t.Errorf("mark %q, note %q; want %q said (%q)", st.Marked(), st.Note(), since, tc.note)

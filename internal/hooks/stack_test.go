@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-lambda-go/cfn"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+
+	"github.com/node-drainer/node-drainer/internal/hooks/hookstest"
 )
 
 // cfnServer plays CloudFormation's side of a custom resource: the presigned
@@ -72,7 +74,7 @@ func TestStackResourceHooks(t *testing.T) {
 	srv := newCFNServer(t)
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, {AutoScalingGroupName: aws.String("green")}, taggedGroup("tagged", "true"), taggedGroup("other", "false")}
-	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
+	hp := &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{
 		"tagged": {markedBy("node-drainer-terminate", "node-drainer"), {LifecycleHookName: aws.String("nth-terminate")}},
 		"other":  {markedBy("node-drainer-terminate", "node-drainer")},
 	}}
@@ -97,26 +99,26 @@ func TestStackResourceHooks(t *testing.T) {
 		}
 	}
 
-	if r := call(cfn.RequestCreate, hookProps("blue", "missing"), nil); r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, "missing") || len(hp.puts) != 0 {
-		t.Fatalf("create with a missing group: %s %q, puts %v; want FAILED naming it, nothing put", r.Status, r.Reason, hp.puts)
+	if r := call(cfn.RequestCreate, hookProps("blue", "missing"), nil); r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, "missing") || len(hp.Puts) != 0 {
+		t.Fatalf("create with a missing group: %s %q, puts %v; want FAILED naming it, nothing put", r.Status, r.Reason, hp.Puts)
 	}
 	if r := call(cfn.RequestCreate, hookProps("blue", "green"), nil); r.Status != cfn.StatusSuccess ||
-		!slices.Equal(hp.puts, []string{"blue/node-drainer-terminate/autoscaling:EC2_INSTANCE_TERMINATING", "green/node-drainer-terminate/autoscaling:EC2_INSTANCE_TERMINATING"}) {
-		t.Fatalf("create: %s %q, puts %v", r.Status, r.Reason, hp.puts)
+		!slices.Equal(hp.Puts, []string{"blue/node-drainer-terminate/autoscaling:EC2_INSTANCE_TERMINATING", "green/node-drainer-terminate/autoscaling:EC2_INSTANCE_TERMINATING"}) {
+		t.Fatalf("create: %s %q, puts %v", r.Status, r.Reason, hp.Puts)
 	}
-	if r := call(cfn.RequestUpdate, hookProps("blue"), hookProps("blue", "green")); r.Status != cfn.StatusSuccess || !slices.Equal(hp.deletes, []string{"green/node-drainer-terminate"}) {
-		t.Fatalf("update dropping green: %s %q, deletes %v", r.Status, r.Reason, hp.deletes)
+	if r := call(cfn.RequestUpdate, hookProps("blue"), hookProps("blue", "green")); r.Status != cfn.StatusSuccess || !slices.Equal(hp.Deletes, []string{"green/node-drainer-terminate"}) {
+		t.Fatalf("update dropping green: %s %q, deletes %v", r.Status, r.Reason, hp.Deletes)
 	}
-	hp.deletes = nil
+	hp.Deletes = nil
 	if r := call(cfn.RequestDelete, hookProps("blue"), nil); r.Status != cfn.StatusSuccess {
 		t.Fatalf("delete: %s %q", r.Status, r.Reason)
 	}
-	slices.Sort(hp.deletes)
-	if !slices.Equal(hp.deletes, []string{"blue/node-drainer-terminate", "tagged/node-drainer-terminate"}) {
-		t.Errorf("delete removed %v; want blue's and the tagged group's hook, not the other value's group, not nth's", hp.deletes)
+	slices.Sort(hp.Deletes)
+	if !slices.Equal(hp.Deletes, []string{"blue/node-drainer-terminate", "tagged/node-drainer-terminate"}) {
+		t.Errorf("delete removed %v; want blue's and the tagged group's hook, not the other value's group, not nth's", hp.Deletes)
 	}
-	if len(hp.have["tagged"]) != 1 || aws.ToString(hp.have["tagged"][0].LifecycleHookName) != "nth-terminate" || len(hp.have["other"]) != 1 {
-		t.Errorf("left %v", hp.have)
+	if len(hp.Have["tagged"]) != 1 || aws.ToString(hp.Have["tagged"][0].LifecycleHookName) != "nth-terminate" || len(hp.Have["other"]) != 1 {
+		t.Errorf("left %v", hp.Have)
 	}
 }
 
@@ -130,7 +132,7 @@ func TestStackRequestRecognised(t *testing.T) {
 	srv := newCFNServer(t)
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}}
-	hp := &hookPutter{fakeASG: e.asg}
+	hp := &hookstest.AutoScaling{Groups: e.asg}
 	h := deployment(e, hp, "node-drainer", nil)
 	p := hookProps("blue")
 	p["HeartbeatTimeout"] = "5m"
@@ -138,8 +140,8 @@ func TestStackRequestRecognised(t *testing.T) {
 	if err != nil || out.Action != ActionFailed || !strings.Contains(out.Detail, "HeartbeatTimeout") {
 		t.Errorf("bad heartbeat: outcome %s %q, %v; want failed, saying why (the answer reached CloudFormation: no error)", out.Action, out.Detail, err)
 	}
-	if r := <-srv.answers; r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, "HeartbeatTimeout") || len(hp.puts) != 0 {
-		t.Errorf("bad heartbeat: %s %q, puts %v", r.Status, r.Reason, hp.puts)
+	if r := <-srv.answers; r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, "HeartbeatTimeout") || len(hp.Puts) != 0 {
+		t.Errorf("bad heartbeat: %s %q, puts %v", r.Status, r.Reason, hp.Puts)
 	}
 }
 
@@ -150,13 +152,13 @@ func TestStackResourceDryRunPutsHooks(t *testing.T) {
 	e := newEnv()
 	e.cfg.DryRun = true
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}}
-	hp := &hookPutter{fakeASG: e.asg}
+	hp := &hookstest.AutoScaling{Groups: e.asg}
 	h := deployment(e, hp, "node-drainer", nil)
 	if _, err := h.Serve(context.Background(), stackPayload(t, srv.URL, cfn.RequestCreate, hookProps("blue"), nil)); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-srv.answers; r.Status != cfn.StatusSuccess || len(hp.puts) != 1 {
-		t.Errorf("dry run: %s %q, puts %v; want the hook put", r.Status, r.Reason, hp.puts)
+	if r := <-srv.answers; r.Status != cfn.StatusSuccess || len(hp.Puts) != 1 {
+		t.Errorf("dry run: %s %q, puts %v; want the hook put", r.Status, r.Reason, hp.Puts)
 	}
 }
 
@@ -168,7 +170,7 @@ func TestStackResourceAnswerLost(t *testing.T) {
 	srv.Close()
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}}
-	h := deployment(e, &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{}}, "node-drainer", nil)
+	h := deployment(e, &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{}}, "node-drainer", nil)
 	if _, err := h.Serve(context.Background(), stackPayload(t, url, cfn.RequestCreate, hookProps("blue"), nil)); err == nil || !strings.Contains(err.Error(), "answering CloudFormation") {
 		t.Errorf("answer lost: %v; want an error for Lambda to retry", err)
 	}
@@ -181,8 +183,8 @@ func TestStackResourceLeftHook(t *testing.T) {
 	srv := newCFNServer(t)
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, {AutoScalingGroupName: aws.String("green")}}
-	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{"green": {markedBy("node-drainer-terminate", "node-drainer")}},
-		deleteErr: errors.New("AccessDenied")}
+	hp := &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{"green": {markedBy("node-drainer-terminate", "node-drainer")}},
+		DeleteErr: errors.New("AccessDenied")}
 	h := deployment(e, hp, "node-drainer", nil)
 	out, err := h.Serve(context.Background(), stackPayload(t, srv.URL, cfn.RequestUpdate, hookProps("blue"), hookProps("blue", "green")))
 	if r := <-srv.answers; err != nil || r.Status != cfn.StatusSuccess || !strings.Contains(out.Detail, "left green") {
@@ -221,7 +223,7 @@ func terraformPayload(t *testing.T, action string, props map[string]any) []byte 
 func TestTerraformInvocationHooks(t *testing.T) {
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, taggedGroup("tagged", "true"), taggedGroup("other", "false")}
-	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
+	hp := &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{
 		"blue":   {{LifecycleHookName: aws.String("node-drainer-terminate")}},
 		"tagged": {markedBy("node-drainer-terminate", "node-drainer"), {LifecycleHookName: aws.String("nth-terminate")}},
 		"other":  {markedBy("node-drainer-terminate", "node-drainer")},
@@ -250,20 +252,20 @@ func TestTerraformInvocationHooks(t *testing.T) {
 	if out, err := handle(terraformPayload(t, "update", hookProps())); err != nil || out.Action != ActionHooks {
 		t.Errorf("update: %+v, %v", out, err)
 	}
-	if len(hp.puts) != 0 || len(hp.deletes) != 0 {
-		t.Fatalf("create, update and the refused requests changed hooks: puts %v, deletes %v", hp.puts, hp.deletes)
+	if len(hp.Puts) != 0 || len(hp.Deletes) != 0 {
+		t.Fatalf("create, update and the refused requests changed hooks: puts %v, deletes %v", hp.Puts, hp.Deletes)
 	}
 
 	out, err := handle(terraformPayload(t, "delete", hookProps()))
 	if err != nil || !strings.Contains(out.Detail, "removed tagged/node-drainer-terminate") {
 		t.Fatalf("delete: %+v, %v", out, err)
 	}
-	if !slices.Equal(hp.deletes, []string{"tagged/node-drainer-terminate"}) {
-		t.Errorf("delete removed %v; want the tagged group's hook only (blue's is terraform's own resource, other's carries another value, nth's is not ours)", hp.deletes)
+	if !slices.Equal(hp.Deletes, []string{"tagged/node-drainer-terminate"}) {
+		t.Errorf("delete removed %v; want the tagged group's hook only (blue's is terraform's own resource, other's carries another value, nth's is not ours)", hp.Deletes)
 	}
 
-	hp.deleteErr = errors.New("AccessDenied")
-	hp.have["tagged"] = append(hp.have["tagged"], markedBy("node-drainer-terminate", "node-drainer"))
+	hp.DeleteErr = errors.New("AccessDenied")
+	hp.Have["tagged"] = append(hp.Have["tagged"], markedBy("node-drainer-terminate", "node-drainer"))
 	if _, err := handle(terraformPayload(t, "delete", hookProps())); err == nil || !strings.Contains(err.Error(), "tagged") {
 		t.Errorf("a delete that cannot remove a hook: %v; want an error naming the group (terraform destroy fails on it)", err)
 	}
@@ -275,7 +277,7 @@ func TestTerraformInvocationHooks(t *testing.T) {
 func TestHooksUpdateRenameOnTaggedGroups(t *testing.T) {
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("tagged", "true"), taggedGroup("other", "false")}
-	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
+	hp := &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{
 		"tagged": {markedBy("node-drainer-terminate", "node-drainer"), {LifecycleHookName: aws.String("nth-terminate")}},
 		"other":  {markedBy("node-drainer-terminate", "node-drainer")},
 	}}
@@ -296,14 +298,14 @@ func TestHooksUpdateRenameOnTaggedGroups(t *testing.T) {
 	off := hookProps()
 	off["CreateTerminateHook"] = "false"
 	update(hookProps(), off)
-	if len(hp.deletes) != 0 {
-		t.Errorf("turning the hook off removed %v; want it left", hp.deletes)
+	if len(hp.Deletes) != 0 {
+		t.Errorf("turning the hook off removed %v; want it left", hp.Deletes)
 	}
 	renamed := hookProps()
 	renamed["TerminateHookName"] = "drainer-terminate"
 	update(hookProps(), renamed)
-	if !slices.Equal(hp.deletes, []string{"tagged/node-drainer-terminate"}) {
-		t.Errorf("renaming removed %v; want the old name from the tagged group only (not another value's group, not nth's)", hp.deletes)
+	if !slices.Equal(hp.Deletes, []string{"tagged/node-drainer-terminate"}) {
+		t.Errorf("renaming removed %v; want the old name from the tagged group only (not another value's group, not nth's)", hp.Deletes)
 	}
 }
 
@@ -373,7 +375,7 @@ func TestStackAnswerEndsBeforeTheDeadline(t *testing.T) {
 	e := newEnv()
 	e.cfg.DeadlineMargin = 500 * time.Millisecond
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}}
-	h := deployment(e, &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{}}, "node-drainer", nil)
+	h := deployment(e, &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{}}, "node-drainer", nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	_, err := h.Serve(ctx, stackPayload(t, hung.URL, cfn.RequestCreate, hookProps("blue"), nil))
