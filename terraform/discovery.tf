@@ -21,7 +21,7 @@ locals {
   hook_mark = jsonencode({ "node-drainer" = [var.function_name] })
 
   # The function's input about the hooks of tagged groups
-  # (internal/handler/stackhooks.go).
+  # (internal/hooks/stackhooks.go).
   hooks_input = {
     NodeDrainer         = "lifecycle-hooks"
     AsgTagKey           = var.asg_tag_key
@@ -54,7 +54,7 @@ data "aws_iam_policy_document" "discovery" {
 
   # The removal's mark on the function itself (a tag), which the sweep reads
   # before and after putting hooks, so that none is put back once a destroy
-  # has begun (internal/handler/removal.go).
+  # has begun (internal/hooks/removal.go).
   statement {
     sid       = "RemovalMark"
     effect    = "Allow"

@@ -1,5 +1,6 @@
 // Command node-drainer is the Lambda function: it wires configuration and
-// clients and hands every invocation to internal/handler.
+// clients and hands every event to internal/handler, and the deployment's
+// own requests about its lifecycle hooks to internal/hooks.
 package main
 
 import (
@@ -29,6 +30,7 @@ import (
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/handler"
+	"github.com/node-drainer/node-drainer/internal/hooks"
 	"github.com/node-drainer/node-drainer/internal/logging"
 	"github.com/node-drainer/node-drainer/internal/outcome"
 	"github.com/node-drainer/node-drainer/internal/version"
@@ -80,17 +82,19 @@ type service struct {
 	// hooks serves the deployment's own lifecycle-hook requests (SAM's
 	// custom resource, terraform's invocation), which need Auto Scaling
 	// only: an uninstall after the cluster is gone still removes the hooks
-	hooks *handler.Handler
+	hooks *hooks.Keeper
 }
 
-// handle runs one invocation.
-func (s *service) handle(ctx context.Context, payload json.RawMessage) (handler.Outcome, error) {
+// handle runs one invocation: a lifecycle-hook request (hooks.Request) is
+// served by internal/hooks, without the cluster; every other payload is an
+// event, for the handler, which the cluster's clients are built for. The
+// response is the one or the other's Outcome.
+func (s *service) handle(ctx context.Context, payload json.RawMessage) (any, error) {
+	if hooks.Request(payload) {
+		return s.hooks.Serve(ctx, payload)
+	}
 	h, err := s.handler(ctx)
 	if err != nil {
-		if handler.HooksRequest(payload) {
-			s.log.WarnContext(ctx, "the cluster cannot be reached: serving the deployment's lifecycle-hook request without it", "error", err)
-			return s.hooks.Handle(ctx, payload)
-		}
 		s.log.ErrorContext(ctx, "node-drainer cannot reach its cluster", "version", version.Get(), "error", err)
 		return handler.Outcome{}, fmt.Errorf("node-drainer cannot reach its cluster: %w", err)
 	}
@@ -143,7 +147,7 @@ func setup(ctx context.Context, log *slog.Logger) (*service, error) {
 	}
 	metrics := handler.WithMetrics(os.Stdout) // CloudWatch Logs extracts the EMF lines: no API call
 	outcomes := handler.WithOutcomes(outcomePublisher(cfg, awsCfg))
-	s := &service{log: log, hooks: handler.New(cfg, clients, log, metrics, outcomes)}
+	s := &service{log: log, hooks: hooks.New(cfg, hooks.Clients{Hooks: asg, Self: lambdaClient}, log)}
 	s.connect = func(ctx context.Context) (*handler.Handler, error) {
 		kubeconfig, err := cluster.LoadKubeconfig(ctx, cfg.KubeconfigPath, cfg.KubeconfigSSMParameter, cfg.KubeconfigSecretID,
 			ssm.NewFromConfig(awsCfg), secretsmanager.NewFromConfig(awsCfg))

@@ -25,6 +25,7 @@ import (
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/discovery"
 	"github.com/node-drainer/node-drainer/internal/handler"
+	"github.com/node-drainer/node-drainer/internal/hooks"
 	"github.com/node-drainer/node-drainer/internal/version"
 )
 
@@ -138,17 +139,17 @@ type noHooks struct{ discovery.API }
 // A cluster that cannot be reached (deleted before node-drainer, its
 // kubeconfig unreadable) fails each event's invocation, saying so, and is
 // tried again by the next; the deployment's own hook request is served
-// without it (an uninstall still removes the hooks); once reached, the
-// handler is kept.
+// without it, and without trying it (an uninstall still removes the
+// hooks); once reached, the handler is kept.
 func TestServiceWithoutCluster(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
 	down := errors.New("DescribeCluster: ResourceNotFoundException: No cluster found for name: prod")
 	tries := 0
-	s := &service{log: log, hooks: handler.New(config.Config{}, handler.Clients{Hooks: noHooks{}}, log)}
+	s := &service{log: log, hooks: hooks.New(config.Config{}, hooks.Clients{Hooks: noHooks{}}, log)}
 	s.connect = func(context.Context) (*handler.Handler, error) {
 		tries++
-		if tries < 3 {
+		if tries < 2 {
 			return nil, down
 		}
 		return handler.New(config.Config{}, handler.Clients{}, log), nil
@@ -164,16 +165,16 @@ func TestServiceWithoutCluster(t *testing.T) {
 	// terraform destroy's invocation, for groups chosen by no tag: nothing to
 	// remove, nothing asked of Auto Scaling
 	destroy := []byte(`{"NodeDrainer":"lifecycle-hooks","AsgTagKey":"","AsgTagValue":"","TerminateHookName":"node-drainer-terminate","CreateTerminateHook":"true","HeartbeatTimeout":"300","tf":{"action":"delete","prev_input":null}}`)
-	if out, err := s.handle(ctx, destroy); err != nil || out.Action != handler.ActionHooks || tries != 2 {
-		t.Errorf("terraform's hook request without the cluster: %+v, %v (tries %d); want it served", out, err, tries)
+	if out, err := s.handle(ctx, destroy); err != nil || out.(hooks.Outcome).Action != hooks.ActionHooks || tries != 1 {
+		t.Errorf("terraform's hook request without the cluster: %+v, %v (tries %d); want it served, the cluster not tried", out, err, tries)
 	}
 	if s.h != nil {
 		t.Fatal("a handler kept while the cluster could not be reached")
 	}
-	if out, err := s.handle(ctx, event); err != nil || out.Event != "test-notification" || tries != 3 {
+	if out, err := s.handle(ctx, event); err != nil || out.(handler.Outcome).Event != "test-notification" || tries != 2 {
 		t.Errorf("the event once the cluster is back: %+v, %v (tries %d)", out, err, tries)
 	}
-	if _, err := s.handle(ctx, event); err != nil || tries != 3 {
+	if _, err := s.handle(ctx, event); err != nil || tries != 2 {
 		t.Errorf("the next event: %v, tries %d; want the handler kept", err, tries)
 	}
 }

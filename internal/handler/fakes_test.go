@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,7 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
-	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/smithy-go"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -227,66 +225,6 @@ func (f *fakeLambda) Invoke(_ context.Context, in *lambda.InvokeInput, _ ...func
 	defer f.mu.Unlock()
 	f.invoked = append(f.invoked, in)
 	return &lambda.InvokeOutput{StatusCode: 202}, f.err
-}
-
-// fakeSelf is Lambda's view of the function itself: its ARN and its tags
-// (the removal's mark). gone: the function was deleted.
-type fakeSelf struct {
-	mu   sync.Mutex
-	name string
-	tags map[string]string
-	gone bool
-	err  error // ListTags fails (a grant missing, Lambda throttling)
-	// afterGet runs once, after a read of the tags has answered (the lock released):
-	// what happens elsewhere at that moment
-	afterGet func()
-}
-
-func (f *fakeSelf) arn() string { return "arn:aws:lambda:us-east-1:123456789012:function:" + f.name }
-
-func (f *fakeSelf) ListTags(_ context.Context, in *lambda.ListTagsInput, _ ...func(*lambda.Options)) (*lambda.ListTagsOutput, error) {
-	f.mu.Lock()
-	if f.gone || aws.ToString(in.Resource) != f.arn() {
-		f.mu.Unlock()
-		return nil, &lambdatypes.ResourceNotFoundException{Message: aws.String("no such function " + aws.ToString(in.Resource))}
-	}
-	if f.err != nil {
-		f.mu.Unlock()
-		return nil, f.err
-	}
-	out := &lambda.ListTagsOutput{Tags: maps.Clone(f.tags)}
-	after := f.afterGet
-	f.afterGet = nil
-	f.mu.Unlock()
-	if after != nil {
-		after()
-	}
-	return out, nil
-}
-
-func (f *fakeSelf) TagResource(_ context.Context, in *lambda.TagResourceInput, _ ...func(*lambda.Options)) (*lambda.TagResourceOutput, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.gone || aws.ToString(in.Resource) != f.arn() {
-		return nil, &lambdatypes.ResourceNotFoundException{Message: aws.String("no such function " + aws.ToString(in.Resource))}
-	}
-	if f.tags == nil {
-		f.tags = map[string]string{}
-	}
-	maps.Copy(f.tags, in.Tags)
-	return &lambda.TagResourceOutput{}, nil
-}
-
-func (f *fakeSelf) UntagResource(_ context.Context, in *lambda.UntagResourceInput, _ ...func(*lambda.Options)) (*lambda.UntagResourceOutput, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.gone || aws.ToString(in.Resource) != f.arn() {
-		return nil, &lambdatypes.ResourceNotFoundException{Message: aws.String("no such function " + aws.ToString(in.Resource))}
-	}
-	for _, k := range in.TagKeys {
-		delete(f.tags, k)
-	}
-	return &lambda.UntagResourceOutput{}, nil
 }
 
 func notActive() error {

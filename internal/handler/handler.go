@@ -14,7 +14,6 @@
 //	abruptRelease  abrupt.go      the force-release of a node whose instance is down; guard.go
 //	nodeDrain      drainnode.go   the graceful drain; volumes.go, dryrun.go
 //	sweeper        sweep.go       the scheduled sweep and its shards; sweepitems.go, sweephook.go, sweepfixes.go
-//	Handler        stack.go       the stack's custom resource (lifecycle hooks)
 //
 // Time comes from one clock (WithClock), handed down to every package the
 // handler calls, so that a simulation can drive it. The deadlines of the
@@ -45,6 +44,7 @@ import (
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/discovery"
 	"github.com/node-drainer/node-drainer/internal/event"
+	"github.com/node-drainer/node-drainer/internal/hooks"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lease"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
@@ -68,12 +68,11 @@ type Clients struct {
 	// hooks left waiting, and no group is ours by its tag.
 	AutoScaling AutoScaling
 	// Hooks puts the function's lifecycle hooks on tagged groups at each
-	// sweep (ASG_TAG_KEY), and on listed groups for the stack's custom
-	// resource (stack.go), which also removes them; nil: it does not.
+	// sweep (ASG_TAG_KEY: internal/hooks); nil: it does not.
 	Hooks discovery.API
 	// Self is Lambda's view of the function itself, where the removal of
-	// its deployment is marked (removal.go); nil: no mark is written or read.
-	Self SelfAPI
+	// its deployment is marked (internal/hooks); nil: no mark is read.
+	Self hooks.SelfAPI
 }
 
 // Handler handles invocations.
@@ -95,6 +94,9 @@ type Handler struct {
 	// state-change rule cannot filter by tag: every instance of the account
 	// and region invokes the function).
 	foreign *utilcache.LRUExpireCache
+	// hooks puts the sweep's hooks on tagged groups, heeding the removal
+	// mark (internal/hooks)
+	hooks *hooks.Keeper
 }
 
 // Foreign instances are remembered for foreignTTL (an instance tagged into
@@ -131,6 +133,7 @@ func New(cfg config.Config, c Clients, log *slog.Logger, opts ...Option) *Handle
 		h.clock = clock.RealClock{}
 	}
 	h.foreign = utilcache.NewLRUExpireCacheWithClock(foreignMax, h.clock)
+	h.hooks = hooks.New(cfg, hooks.Clients{Hooks: c.Hooks, Self: c.Self}, log, hooks.WithClock(h.clock))
 	return h
 }
 
@@ -198,12 +201,6 @@ const (
 // help (EC2 or the cluster unreadable). Once a lifecycle action is ours it is
 // always completed, and the failure is reported in the Outcome instead.
 func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome, error) {
-	if req, ok := stackRequest(payload); ok {
-		return h.stackResource(ctx, req)
-	}
-	if req, ok, err := terraformRequest(payload); ok {
-		return h.terraformResource(ctx, req, err)
-	}
 	start := h.now()
 	ev, cont, err := event.ParseInvocation(payload)
 	if err != nil {

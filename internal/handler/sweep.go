@@ -13,6 +13,7 @@ import (
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/discovery"
 	"github.com/node-drainer/node-drainer/internal/event"
+	"github.com/node-drainer/node-drainer/internal/hooks"
 	"github.com/node-drainer/node-drainer/internal/sweep"
 )
 
@@ -54,7 +55,7 @@ type SweepSummary struct {
 	Tagged   int      `json:"tagged,omitempty"`
 	HooksPut []string `json:"hooksPut,omitempty"`
 	// RemovalMarked is the removal mark found on the function (its value:
-	// since when; removal.go), "" none.
+	// since when; internal/hooks), "" none.
 	RemovalMarked string `json:"removalMarked,omitempty"`
 	ReadMS        int64  `json:"readMs"` // reading everything
 	// ReadMSBy is the reading's time by source (cluster, autoscaling, ec2, pods).
@@ -85,7 +86,7 @@ func (r *sweeper) sweep(ctx context.Context) error {
 	// anything else is read
 	var ensured discovery.Result
 	var ensureErr error
-	var removal removalState // removal.go
+	var removal hooks.Removal
 	if r.ev.Shard == nil {
 		ensured, removal, ensureErr = r.ensureHooks(ctx)
 	}
@@ -105,7 +106,7 @@ func (r *sweeper) sweep(ctx context.Context) error {
 	r.invokeShards(ctx, rd, &cfg, sum, began)
 	plan := rd.Plan(cfg)
 	r.summarize(sum, rd, plan, began, ensured, ensureErr)
-	removal.say(sum)
+	sayRemoval(sum, removal)
 	r.out.Sweep = sum
 	acting := r.h.now()
 	r.runSweep(ctx, plan, sum)
@@ -253,13 +254,13 @@ func (r *sweeper) sweepConfig() sweep.Config {
 // default result CONTINUE. A dry run says what it would put and puts
 // nothing. Without tag selection, or without a client that may put hooks,
 // it does nothing.
-func (r *sweeper) ensureHooks(ctx context.Context) (discovery.Result, removalState, error) {
+func (r *sweeper) ensureHooks(ctx context.Context) (discovery.Result, hooks.Removal, error) {
 	c := r.h.cfg
 	if !c.SelectsByTag() || r.h.c.Hooks == nil {
-		return discovery.Result{}, removalState{}, nil
+		return discovery.Result{}, hooks.Removal{}, nil
 	}
-	hooks := discovery.Wanted(c.TerminateHookName, c.CreateTerminateHook, c.LaunchHookName, c.CreateLaunchHook, int32(c.HeartbeatTimeout/time.Second))
-	res, removal, err := r.h.ensureTagged(ctx, groupTag(c), hooks, c.DryRun) // removal.go
+	wanted := discovery.Wanted(c.TerminateHookName, c.CreateTerminateHook, c.LaunchHookName, c.CreateLaunchHook, int32(c.HeartbeatTimeout/time.Second))
+	res, removal, err := r.h.hooks.EnsureTagged(ctx, groupTag(c), wanted, c.DryRun)
 	if len(res.Put) > 0 {
 		msg := "lifecycle hooks put on tagged groups"
 		if c.DryRun {
@@ -268,4 +269,12 @@ func (r *sweeper) ensureHooks(ctx context.Context) (discovery.Result, removalSta
 		r.log.InfoContext(ctx, msg, "hooks", res.Put, "tag", c.ASGTagKey+"="+c.ASGTagValue)
 	}
 	return res, removal, err
+}
+
+// sayRemoval puts the removal mark's state in the sweep's summary.
+func sayRemoval(sum *SweepSummary, st hooks.Removal) {
+	if n := st.Note(); n != "" {
+		sum.Notes = append(sum.Notes, n)
+	}
+	sum.RemovalMarked = st.Marked()
 }

@@ -6,16 +6,15 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/node-drainer/node-drainer/internal/config"
+	"github.com/node-drainer/node-drainer/internal/hooks/hookstest"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
 )
@@ -110,56 +109,6 @@ func TestListedGroupAndForeignHookInTagMode(t *testing.T) {
 	}
 }
 
-// hookPutter is discovery.API over fakeASG's groups, recording hooks put.
-type hookPutter struct {
-	*fakeASG
-	mu        sync.Mutex
-	have      map[string][]astypes.LifecycleHook
-	puts      []string
-	deletes   []string
-	calls     []string // "put <group>/<hook>", "delete <group>/<hook>", in turn
-	deleteErr error    // DeleteLifecycleHook fails
-}
-
-func (h *hookPutter) DescribeLifecycleHooks(_ context.Context, in *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: h.have[aws.ToString(in.AutoScalingGroupName)]}, nil
-}
-
-func (h *hookPutter) PutLifecycleHook(_ context.Context, in *autoscaling.PutLifecycleHookInput, _ ...func(*autoscaling.Options)) (*autoscaling.PutLifecycleHookOutput, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	g := aws.ToString(in.AutoScalingGroupName)
-	h.puts = append(h.puts, g+"/"+aws.ToString(in.LifecycleHookName)+"/"+aws.ToString(in.LifecycleTransition))
-	h.calls = append(h.calls, "put "+g+"/"+aws.ToString(in.LifecycleHookName))
-	if h.have == nil {
-		h.have = map[string][]astypes.LifecycleHook{}
-	}
-	// a put over a hook of that name changes it, as Auto Scaling does
-	h.have[g] = slices.DeleteFunc(h.have[g], func(x astypes.LifecycleHook) bool {
-		return aws.ToString(x.LifecycleHookName) == aws.ToString(in.LifecycleHookName)
-	})
-	h.have[g] = append(h.have[g], astypes.LifecycleHook{LifecycleHookName: in.LifecycleHookName, LifecycleTransition: in.LifecycleTransition,
-		HeartbeatTimeout: in.HeartbeatTimeout, DefaultResult: in.DefaultResult, NotificationMetadata: in.NotificationMetadata})
-	return &autoscaling.PutLifecycleHookOutput{}, nil
-}
-
-func (h *hookPutter) DeleteLifecycleHook(_ context.Context, in *autoscaling.DeleteLifecycleHookInput, _ ...func(*autoscaling.Options)) (*autoscaling.DeleteLifecycleHookOutput, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.deleteErr != nil {
-		return nil, h.deleteErr
-	}
-	g := aws.ToString(in.AutoScalingGroupName)
-	h.deletes = append(h.deletes, g+"/"+aws.ToString(in.LifecycleHookName))
-	h.calls = append(h.calls, "delete "+g+"/"+aws.ToString(in.LifecycleHookName))
-	h.have[g] = slices.DeleteFunc(h.have[g], func(x astypes.LifecycleHook) bool {
-		return aws.ToString(x.LifecycleHookName) == aws.ToString(in.LifecycleHookName)
-	})
-	return &autoscaling.DeleteLifecycleHookOutput{}, nil
-}
-
 // The sweep puts the hooks CREATE_TERMINATE_HOOK and CREATE_LAUNCH_HOOK ask
 // for on the tagged groups that lack them, once; an untagged group is never
 // touched; a dry run puts nothing.
@@ -169,7 +118,7 @@ func TestSweepPutsHooksOnTaggedGroups(t *testing.T) {
 		tagMode(e)
 		e.cfg.CreateLaunchHook, e.cfg.DryRun = true, dry
 		e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("new-nodes", "true"), {AutoScalingGroupName: aws.String("untagged")}, taggedGroup("off", "no")}
-		hp := &hookPutter{fakeASG: e.asg}
+		hp := &hookstest.AutoScaling{Groups: e.asg}
 		h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil, WithClock(newMovingClock(func() time.Time { return e.now })))
 		for i := range 2 {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -195,10 +144,10 @@ func TestSweepPutsHooksOnTaggedGroups(t *testing.T) {
 		if dry {
 			want = nil
 		}
-		if !slices.Equal(hp.puts, want) {
-			t.Errorf("dry %v: put %v, want %v", dry, hp.puts, want)
+		if !slices.Equal(hp.Puts, want) {
+			t.Errorf("dry %v: put %v, want %v", dry, hp.Puts, want)
 		}
-		for _, hk := range hp.have["new-nodes"] {
+		for _, hk := range hp.Have["new-nodes"] {
 			if aws.ToInt32(hk.HeartbeatTimeout) != 300 || aws.ToString(hk.DefaultResult) != "CONTINUE" {
 				t.Errorf("hook %s put with %d s, %s; want 300 s, CONTINUE", aws.ToString(hk.LifecycleHookName), aws.ToInt32(hk.HeartbeatTimeout), aws.ToString(hk.DefaultResult))
 			}
@@ -325,7 +274,7 @@ func TestTwoDeploymentsOneTagOtherHookNames(t *testing.T) {
 		withTags(taggedGroup("staging-managed", "true"), "eks:cluster-name", "staging"),
 		taggedGroup("untold", "true"), // names no cluster: both put theirs
 	}
-	hp := &hookPutter{fakeASG: e.asg}
+	hp := &hookstest.AutoScaling{Groups: e.asg}
 	staging := e.cfg
 	staging.ClusterName, staging.ClusterTagKey = "staging", "kubernetes.io/cluster/staging"
 	staging.TerminateHookName, staging.LaunchHookName = "staging-terminate", "staging-launch"
@@ -345,8 +294,8 @@ func TestTwoDeploymentsOneTagOtherHookNames(t *testing.T) {
 		"staging-managed/staging-terminate/autoscaling:EC2_INSTANCE_TERMINATING",
 		"untold/staging-terminate/autoscaling:EC2_INSTANCE_TERMINATING",
 	}
-	if !slices.Equal(hp.puts, want) {
-		t.Errorf("hooks put %v, want %v", hp.puts, want)
+	if !slices.Equal(hp.Puts, want) {
+		t.Errorf("hooks put %v, want %v", hp.Puts, want)
 	}
 	// a hook of ours left on the other's group (put by an older release):
 	// its action is the other deployment's group's, not ours to complete

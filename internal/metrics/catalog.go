@@ -35,7 +35,7 @@ const (
 	SweepZombies      = "SweepZombies"
 	SweepReplaced     = "SweepReplaced"
 	SweepFailed       = "SweepFailed"
-	// the sweep found the function's removal mark (removal.go): written
+	// the sweep found the function's removal mark (internal/hooks/removal.go): written
 	// only then, 1
 	SweepRemovalMarked = "SweepRemovalMarked"
 	HooksCompleted     = "HooksCompleted"

@@ -107,7 +107,7 @@ var wantSchedules = map[string]Schedule{
 
 var wantActions = []string{
 	"autoscaling:CompleteLifecycleAction",
-	"autoscaling:DeleteLifecycleHook", // the stack removing its hooks (internal/handler/stack.go)
+	"autoscaling:DeleteLifecycleHook", // the stack removing its hooks (internal/hooks/stack.go)
 	"autoscaling:DescribeAutoScalingGroups",
 	"autoscaling:DescribeLifecycleHooks",
 	"autoscaling:DescribeWarmPool",
@@ -120,7 +120,7 @@ var wantActions = []string{
 	"kms:Decrypt",
 	"kms:GenerateDataKey",
 	"lambda:InvokeFunction",
-	"lambda:ListTags", // the removal's mark on the function itself (internal/handler/removal.go)
+	"lambda:ListTags", // the removal's mark on the function itself (internal/hooks/removal.go)
 	"lambda:TagResource",
 	"lambda:UntagResource",
 	"logs:CreateLogStream",

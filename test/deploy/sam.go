@@ -304,7 +304,7 @@ func (t *cfnTemplate) spec() (*Spec, error) {
 		return nil, err
 	}
 
-	// the hooks the function puts for the stack (internal/handler/stack.go:
+	// the hooks the function puts for the stack (internal/hooks/stack.go:
 	// default result CONTINUE, both transitions when asked for)
 	for _, h := range t.ofType("Custom::LifecycleHooks") {
 		hr := t.resolver(h)

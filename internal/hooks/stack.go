@@ -1,4 +1,4 @@
-package handler
+package hooks
 
 import (
 	"bytes"
@@ -53,9 +53,6 @@ import (
 // destroy` removes the hooks the sweep put on tagged groups, and fails,
 // saying which, when it cannot.
 
-// ActionHooks is the Action of a stack resource request.
-const ActionHooks Action = "lifecycle-hooks"
-
 // stackRequest reports whether payload is a CloudFormation custom resource
 // request (not an EventBridge event), and decodes it.
 func stackRequest(payload []byte) (cfn.Event, bool) {
@@ -66,17 +63,6 @@ func stackRequest(payload []byte) (cfn.Event, bool) {
 		return cfn.Event{}, false
 	}
 	return req, true
-}
-
-// HooksRequest reports whether payload is the deployment's own request about
-// its lifecycle hooks (SAM's custom resource, terraform's invocation), which
-// a handler serves with its Auto Scaling client alone (Clients.Hooks).
-func HooksRequest(payload []byte) bool {
-	if _, ok := stackRequest(payload); ok {
-		return true
-	}
-	_, ok, _ := terraformRequest(payload)
-	return ok
 }
 
 // terraformMarker is the value of the module's input's NodeDrainer field.
@@ -118,26 +104,26 @@ func terraformRequest(payload []byte) (cfn.Event, bool, error) {
 
 // terraformResource serves the module's invocation; the error is what
 // terraform reports (the apply or destroy fails on it).
-func (h *Handler) terraformResource(ctx context.Context, req cfn.Event, bad error) (Outcome, error) {
-	start := h.now()
+func (k *Keeper) terraformResource(ctx context.Context, req cfn.Event, bad error) (Outcome, error) {
+	start := k.now()
 	var did []string
 	err := bad
 	if err == nil {
-		did, err = h.serveHooks(ctx, req)
+		did, err = k.serveHooks(ctx, req)
 	}
-	out := h.hooksOutcome(start, did, err, "")
+	out := k.hooksOutcome(start, did, err, "")
 	level := slog.LevelInfo
 	if err != nil {
 		level = slog.LevelError
 	}
-	h.log.Log(ctx, level, "handled", "request", "terraform "+string(req.RequestType), "outcome", out, "error", err)
+	k.log.Log(ctx, level, "handled", "request", "terraform "+string(req.RequestType), "outcome", out, "error", err)
 	return out, err
 }
 
 // hooksOutcome is the Outcome of a hooks request begun at start: what it
 // changed, and, when it failed, says and why.
-func (h *Handler) hooksOutcome(start time.Time, did []string, failed error, says string) Outcome {
-	out := Outcome{Event: event.KindStackResource, Action: ActionHooks, DurationMS: h.now().Sub(start).Milliseconds(), Detail: strings.Join(did, ", ")}
+func (k *Keeper) hooksOutcome(start time.Time, did []string, failed error, says string) Outcome {
+	out := Outcome{Event: event.KindStackResource, Action: ActionHooks, DurationMS: k.now().Sub(start).Milliseconds(), Detail: strings.Join(did, ", ")}
 	if failed != nil {
 		out.Action, out.Detail = ActionFailed, strings.TrimPrefix(out.Detail+"; "+says+failed.Error(), "; ")
 	}
@@ -148,9 +134,9 @@ func (h *Handler) hooksOutcome(start time.Time, did []string, failed error, says
 // CloudFormation. The error is the answer's failing to reach it (Lambda
 // retries the invocation); what the request asked that could not be done
 // is the answer's FAILED status and reason.
-func (h *Handler) stackResource(ctx context.Context, req cfn.Event) (Outcome, error) {
-	start := h.now()
-	log := h.log.With("request", req.RequestType, "resource", req.LogicalResourceID, "stack", req.StackID)
+func (k *Keeper) stackResource(ctx context.Context, req cfn.Event) (Outcome, error) {
+	start := k.now()
+	log := k.log.With("request", req.RequestType, "resource", req.LogicalResourceID, "stack", req.StackID)
 	r := cfn.NewResponse(&req)
 	r.PhysicalResourceID = req.PhysicalResourceID
 	if r.PhysicalResourceID == "" {
@@ -163,7 +149,7 @@ func (h *Handler) stackResource(ctx context.Context, req cfn.Event) (Outcome, er
 			panic(p)
 		}
 	}()
-	did, served := h.serveHooks(ctx, req) // served: what the answer says FAILED with
+	did, served := k.serveHooks(ctx, req) // served: what the answer says FAILED with
 	r.Data = map[string]any{"Changed": strings.Join(did, ",")}
 	r.Status = cfn.StatusSuccess
 	if served != nil {
@@ -172,10 +158,10 @@ func (h *Handler) stackResource(ctx context.Context, req cfn.Event) (Outcome, er
 	// bounded by the invocation's deadline less DEADLINE_MARGIN: a URL
 	// that hangs fails this invocation, which Lambda retries, rather than
 	// holding it to its timeout (a timed-out invocation answers nothing)
-	actx, cancel := beforeMargin(ctx, h.cfg.DeadlineMargin)
+	actx, cancel := beforeMargin(ctx, k.cfg.DeadlineMargin)
 	defer cancel()
 	sendErr := answerStack(actx, req.ResponseURL, r)
-	out := h.hooksOutcome(start, did, served, "answered FAILED: ")
+	out := k.hooksOutcome(start, did, served, "answered FAILED: ")
 	var err error
 	if sendErr != nil {
 		err = fmt.Errorf("answering CloudFormation: %w", sendErr)

@@ -1,4 +1,4 @@
-package handler
+package hooks
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-lambda-go/cfn"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+
+	"github.com/node-drainer/node-drainer/internal/hooks/hookstest"
 )
 
 // cfnServer plays CloudFormation's side of a custom resource: the presigned
@@ -72,16 +74,16 @@ func TestStackResourceHooks(t *testing.T) {
 	srv := newCFNServer(t)
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, {AutoScalingGroupName: aws.String("green")}, taggedGroup("tagged", "true"), taggedGroup("other", "false")}
-	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
+	hp := &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{
 		"tagged": {markedBy("node-drainer-terminate", "node-drainer"), {LifecycleHookName: aws.String("nth-terminate")}},
 		"other":  {markedBy("node-drainer-terminate", "node-drainer")},
 	}}
-	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil, WithClock(newMovingClock(func() time.Time { return e.now })))
+	h := deployment(e, hp, "node-drainer", nil)
 	call := func(kind cfn.RequestType, props, old map[string]any) cfn.Response {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		out, err := h.Handle(ctx, stackPayload(t, srv.URL, kind, props, old))
+		out, err := h.Serve(ctx, stackPayload(t, srv.URL, kind, props, old))
 		if err != nil || out.Event != "stack-resource" {
 			t.Fatalf("%s: %+v, %v", kind, out, err)
 		}
@@ -97,48 +99,49 @@ func TestStackResourceHooks(t *testing.T) {
 		}
 	}
 
-	if r := call(cfn.RequestCreate, hookProps("blue", "missing"), nil); r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, "missing") || len(hp.puts) != 0 {
-		t.Fatalf("create with a missing group: %s %q, puts %v; want FAILED naming it, nothing put", r.Status, r.Reason, hp.puts)
+	if r := call(cfn.RequestCreate, hookProps("blue", "missing"), nil); r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, "missing") || len(hp.Puts) != 0 {
+		t.Fatalf("create with a missing group: %s %q, puts %v; want FAILED naming it, nothing put", r.Status, r.Reason, hp.Puts)
 	}
 	if r := call(cfn.RequestCreate, hookProps("blue", "green"), nil); r.Status != cfn.StatusSuccess ||
-		!slices.Equal(hp.puts, []string{"blue/node-drainer-terminate/autoscaling:EC2_INSTANCE_TERMINATING", "green/node-drainer-terminate/autoscaling:EC2_INSTANCE_TERMINATING"}) {
-		t.Fatalf("create: %s %q, puts %v", r.Status, r.Reason, hp.puts)
+		!slices.Equal(hp.Puts, []string{"blue/node-drainer-terminate/autoscaling:EC2_INSTANCE_TERMINATING", "green/node-drainer-terminate/autoscaling:EC2_INSTANCE_TERMINATING"}) {
+		t.Fatalf("create: %s %q, puts %v", r.Status, r.Reason, hp.Puts)
 	}
-	if r := call(cfn.RequestUpdate, hookProps("blue"), hookProps("blue", "green")); r.Status != cfn.StatusSuccess || !slices.Equal(hp.deletes, []string{"green/node-drainer-terminate"}) {
-		t.Fatalf("update dropping green: %s %q, deletes %v", r.Status, r.Reason, hp.deletes)
+	if r := call(cfn.RequestUpdate, hookProps("blue"), hookProps("blue", "green")); r.Status != cfn.StatusSuccess || !slices.Equal(hp.Deletes, []string{"green/node-drainer-terminate"}) {
+		t.Fatalf("update dropping green: %s %q, deletes %v", r.Status, r.Reason, hp.Deletes)
 	}
-	hp.deletes = nil
+	hp.Deletes = nil
 	if r := call(cfn.RequestDelete, hookProps("blue"), nil); r.Status != cfn.StatusSuccess {
 		t.Fatalf("delete: %s %q", r.Status, r.Reason)
 	}
-	slices.Sort(hp.deletes)
-	if !slices.Equal(hp.deletes, []string{"blue/node-drainer-terminate", "tagged/node-drainer-terminate"}) {
-		t.Errorf("delete removed %v; want blue's and the tagged group's hook, not the other value's group, not nth's", hp.deletes)
+	slices.Sort(hp.Deletes)
+	if !slices.Equal(hp.Deletes, []string{"blue/node-drainer-terminate", "tagged/node-drainer-terminate"}) {
+		t.Errorf("delete removed %v; want blue's and the tagged group's hook, not the other value's group, not nth's", hp.Deletes)
 	}
-	if len(hp.have["tagged"]) != 1 || aws.ToString(hp.have["tagged"][0].LifecycleHookName) != "nth-terminate" || len(hp.have["other"]) != 1 {
-		t.Errorf("left %v", hp.have)
+	if len(hp.Have["tagged"]) != 1 || aws.ToString(hp.Have["tagged"][0].LifecycleHookName) != "nth-terminate" || len(hp.Have["other"]) != 1 {
+		t.Errorf("left %v", hp.Have)
 	}
 }
 
 // A request that is not CloudFormation's is an event as before; a bad
 // heartbeat is a FAILED answer that changes nothing.
 func TestStackRequestRecognised(t *testing.T) {
-	if _, ok := stackRequest(sweepEvent()); ok {
+	sweep := []byte(`{"version":"0","id":"ev-1","detail-type":"Scheduled Event","source":"aws.events","account":"123456789012","time":"2026-01-01T00:00:00Z","region":"us-east-1","resources":[],"detail":{}}`)
+	if _, ok := stackRequest(sweep); ok || Request(sweep) {
 		t.Error("a sweep event taken for a stack request")
 	}
 	srv := newCFNServer(t)
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}}
-	hp := &hookPutter{fakeASG: e.asg}
-	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil)
+	hp := &hookstest.AutoScaling{Groups: e.asg}
+	h := deployment(e, hp, "node-drainer", nil)
 	p := hookProps("blue")
 	p["HeartbeatTimeout"] = "5m"
-	out, err := h.Handle(context.Background(), stackPayload(t, srv.URL, cfn.RequestCreate, p, nil))
+	out, err := h.Serve(context.Background(), stackPayload(t, srv.URL, cfn.RequestCreate, p, nil))
 	if err != nil || out.Action != ActionFailed || !strings.Contains(out.Detail, "HeartbeatTimeout") {
 		t.Errorf("bad heartbeat: outcome %s %q, %v; want failed, saying why (the answer reached CloudFormation: no error)", out.Action, out.Detail, err)
 	}
-	if r := <-srv.answers; r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, "HeartbeatTimeout") || len(hp.puts) != 0 {
-		t.Errorf("bad heartbeat: %s %q, puts %v", r.Status, r.Reason, hp.puts)
+	if r := <-srv.answers; r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, "HeartbeatTimeout") || len(hp.Puts) != 0 {
+		t.Errorf("bad heartbeat: %s %q, puts %v", r.Status, r.Reason, hp.Puts)
 	}
 }
 
@@ -149,13 +152,13 @@ func TestStackResourceDryRunPutsHooks(t *testing.T) {
 	e := newEnv()
 	e.cfg.DryRun = true
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}}
-	hp := &hookPutter{fakeASG: e.asg}
-	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil)
-	if _, err := h.Handle(context.Background(), stackPayload(t, srv.URL, cfn.RequestCreate, hookProps("blue"), nil)); err != nil {
+	hp := &hookstest.AutoScaling{Groups: e.asg}
+	h := deployment(e, hp, "node-drainer", nil)
+	if _, err := h.Serve(context.Background(), stackPayload(t, srv.URL, cfn.RequestCreate, hookProps("blue"), nil)); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-srv.answers; r.Status != cfn.StatusSuccess || len(hp.puts) != 1 {
-		t.Errorf("dry run: %s %q, puts %v; want the hook put", r.Status, r.Reason, hp.puts)
+	if r := <-srv.answers; r.Status != cfn.StatusSuccess || len(hp.Puts) != 1 {
+		t.Errorf("dry run: %s %q, puts %v; want the hook put", r.Status, r.Reason, hp.Puts)
 	}
 }
 
@@ -167,8 +170,8 @@ func TestStackResourceAnswerLost(t *testing.T) {
 	srv.Close()
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}}
-	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{}}}, nil)
-	if _, err := h.Handle(context.Background(), stackPayload(t, url, cfn.RequestCreate, hookProps("blue"), nil)); err == nil || !strings.Contains(err.Error(), "answering CloudFormation") {
+	h := deployment(e, &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{}}, "node-drainer", nil)
+	if _, err := h.Serve(context.Background(), stackPayload(t, url, cfn.RequestCreate, hookProps("blue"), nil)); err == nil || !strings.Contains(err.Error(), "answering CloudFormation") {
 		t.Errorf("answer lost: %v; want an error for Lambda to retry", err)
 	}
 }
@@ -180,14 +183,14 @@ func TestStackResourceLeftHook(t *testing.T) {
 	srv := newCFNServer(t)
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, {AutoScalingGroupName: aws.String("green")}}
-	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{"green": {markedBy("node-drainer-terminate", "node-drainer")}},
-		deleteErr: errors.New("AccessDenied")}
-	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil)
-	out, err := h.Handle(context.Background(), stackPayload(t, srv.URL, cfn.RequestUpdate, hookProps("blue"), hookProps("blue", "green")))
+	hp := &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{"green": {markedBy("node-drainer-terminate", "node-drainer")}},
+		DeleteErr: errors.New("AccessDenied")}
+	h := deployment(e, hp, "node-drainer", nil)
+	out, err := h.Serve(context.Background(), stackPayload(t, srv.URL, cfn.RequestUpdate, hookProps("blue"), hookProps("blue", "green")))
 	if r := <-srv.answers; err != nil || r.Status != cfn.StatusSuccess || !strings.Contains(out.Detail, "left green") {
 		t.Errorf("update: %s %q, outcome %q, %v; want SUCCESS saying green's hook was left", r.Status, r.Reason, out.Detail, err)
 	}
-	_, err = h.Handle(context.Background(), stackPayload(t, srv.URL, cfn.RequestDelete, hookProps("green"), nil))
+	_, err = h.Serve(context.Background(), stackPayload(t, srv.URL, cfn.RequestDelete, hookProps("green"), nil))
 	if r := <-srv.answers; err != nil || r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, "green") {
 		t.Errorf("delete: %s %q, %v; want FAILED naming green", r.Status, r.Reason, err)
 	}
@@ -220,17 +223,17 @@ func terraformPayload(t *testing.T, action string, props map[string]any) []byte 
 func TestTerraformInvocationHooks(t *testing.T) {
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, taggedGroup("tagged", "true"), taggedGroup("other", "false")}
-	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
+	hp := &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{
 		"blue":   {{LifecycleHookName: aws.String("node-drainer-terminate")}},
 		"tagged": {markedBy("node-drainer-terminate", "node-drainer"), {LifecycleHookName: aws.String("nth-terminate")}},
 		"other":  {markedBy("node-drainer-terminate", "node-drainer")},
 	}}
-	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil, WithClock(newMovingClock(func() time.Time { return e.now })))
+	h := deployment(e, hp, "node-drainer", nil)
 	handle := func(payload []byte) (Outcome, error) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return h.Handle(ctx, payload)
+		return h.Serve(ctx, payload)
 	}
 
 	bad := hookProps()
@@ -249,20 +252,20 @@ func TestTerraformInvocationHooks(t *testing.T) {
 	if out, err := handle(terraformPayload(t, "update", hookProps())); err != nil || out.Action != ActionHooks {
 		t.Errorf("update: %+v, %v", out, err)
 	}
-	if len(hp.puts) != 0 || len(hp.deletes) != 0 {
-		t.Fatalf("create, update and the refused requests changed hooks: puts %v, deletes %v", hp.puts, hp.deletes)
+	if len(hp.Puts) != 0 || len(hp.Deletes) != 0 {
+		t.Fatalf("create, update and the refused requests changed hooks: puts %v, deletes %v", hp.Puts, hp.Deletes)
 	}
 
 	out, err := handle(terraformPayload(t, "delete", hookProps()))
 	if err != nil || !strings.Contains(out.Detail, "removed tagged/node-drainer-terminate") {
 		t.Fatalf("delete: %+v, %v", out, err)
 	}
-	if !slices.Equal(hp.deletes, []string{"tagged/node-drainer-terminate"}) {
-		t.Errorf("delete removed %v; want the tagged group's hook only (blue's is terraform's own resource, other's carries another value, nth's is not ours)", hp.deletes)
+	if !slices.Equal(hp.Deletes, []string{"tagged/node-drainer-terminate"}) {
+		t.Errorf("delete removed %v; want the tagged group's hook only (blue's is terraform's own resource, other's carries another value, nth's is not ours)", hp.Deletes)
 	}
 
-	hp.deleteErr = errors.New("AccessDenied")
-	hp.have["tagged"] = append(hp.have["tagged"], markedBy("node-drainer-terminate", "node-drainer"))
+	hp.DeleteErr = errors.New("AccessDenied")
+	hp.Have["tagged"] = append(hp.Have["tagged"], markedBy("node-drainer-terminate", "node-drainer"))
 	if _, err := handle(terraformPayload(t, "delete", hookProps())); err == nil || !strings.Contains(err.Error(), "tagged") {
 		t.Errorf("a delete that cannot remove a hook: %v; want an error naming the group (terraform destroy fails on it)", err)
 	}
@@ -274,11 +277,11 @@ func TestTerraformInvocationHooks(t *testing.T) {
 func TestHooksUpdateRenameOnTaggedGroups(t *testing.T) {
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("tagged", "true"), taggedGroup("other", "false")}
-	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
+	hp := &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{
 		"tagged": {markedBy("node-drainer-terminate", "node-drainer"), {LifecycleHookName: aws.String("nth-terminate")}},
 		"other":  {markedBy("node-drainer-terminate", "node-drainer")},
 	}}
-	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}, nil)
+	h := deployment(e, hp, "node-drainer", nil)
 	update := func(old, props map[string]any) {
 		t.Helper()
 		in := terraformPayload(t, "update", props)
@@ -288,21 +291,21 @@ func TestHooksUpdateRenameOnTaggedGroups(t *testing.T) {
 		}
 		m["tf"].(map[string]any)["prev_input"] = old
 		b, _ := json.Marshal(m)
-		if out, err := h.Handle(context.Background(), b); err != nil {
+		if out, err := h.Serve(context.Background(), b); err != nil {
 			t.Fatalf("update: %+v, %v", out, err)
 		}
 	}
 	off := hookProps()
 	off["CreateTerminateHook"] = "false"
 	update(hookProps(), off)
-	if len(hp.deletes) != 0 {
-		t.Errorf("turning the hook off removed %v; want it left", hp.deletes)
+	if len(hp.Deletes) != 0 {
+		t.Errorf("turning the hook off removed %v; want it left", hp.Deletes)
 	}
 	renamed := hookProps()
 	renamed["TerminateHookName"] = "drainer-terminate"
 	update(hookProps(), renamed)
-	if !slices.Equal(hp.deletes, []string{"tagged/node-drainer-terminate"}) {
-		t.Errorf("renaming removed %v; want the old name from the tagged group only (not another value's group, not nth's)", hp.deletes)
+	if !slices.Equal(hp.Deletes, []string{"tagged/node-drainer-terminate"}) {
+		t.Errorf("renaming removed %v; want the old name from the tagged group only (not another value's group, not nth's)", hp.Deletes)
 	}
 }
 
@@ -372,10 +375,10 @@ func TestStackAnswerEndsBeforeTheDeadline(t *testing.T) {
 	e := newEnv()
 	e.cfg.DeadlineMargin = 500 * time.Millisecond
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}}
-	h := New(e.cfg, Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{}}}, nil)
+	h := deployment(e, &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{}}, "node-drainer", nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
-	_, err := h.Handle(ctx, stackPayload(t, hung.URL, cfn.RequestCreate, hookProps("blue"), nil))
+	_, err := h.Serve(ctx, stackPayload(t, hung.URL, cfn.RequestCreate, hookProps("blue"), nil))
 	if ctx.Err() != nil {
 		t.Fatalf("the invocation ran to its deadline (%v): the answer was not bounded by it less the margin", err)
 	}

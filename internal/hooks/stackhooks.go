@@ -1,4 +1,4 @@
-package handler
+package hooks
 
 import (
 	"context"
@@ -49,15 +49,15 @@ type hookProperties struct {
 //	Delete  the removal marked on the function first (no sweep puts a hook
 //	        back), then the deployment's hooks removed from the listed and
 //	        the tagged groups: those its mark names, no other.
-func (h *Handler) serveHooks(ctx context.Context, req cfn.Event) ([]string, error) {
-	if h.c.Hooks == nil {
+func (k *Keeper) serveHooks(ctx context.Context, req cfn.Event) ([]string, error) {
+	if k.c.Hooks == nil {
 		return nil, errors.New("no Auto Scaling client to put lifecycle hooks with")
 	}
 	props, err := decodeHookProperties(req.ResourceProperties)
 	if err != nil {
 		return nil, err
 	}
-	s := &hooksServed{h: h, owner: h.owner(props), tagged: map[discovery.Tag][]string{}}
+	s := &hooksServed{k: k, owner: k.owner(props), tagged: map[discovery.Tag][]string{}}
 	release := props.Release == "true"
 	switch req.RequestType {
 	case cfn.RequestCreate, cfn.RequestUpdate:
@@ -89,11 +89,11 @@ func (h *Handler) serveHooks(ctx context.Context, req cfn.Event) ([]string, erro
 }
 
 // owner is the name of the properties' deployment in its hooks' marks.
-func (h *Handler) owner(p hookProperties) string {
+func (k *Keeper) owner(p hookProperties) string {
 	if p.Owner != "" {
 		return p.Owner
 	}
-	return h.cfg.FunctionName
+	return k.cfg.FunctionName
 }
 
 // hooksServed is what a hooks request changed (did) and what it could not
@@ -101,7 +101,7 @@ func (h *Handler) owner(p hookProperties) string {
 // put and removed in a dry run too (DRY_RUN concerns nodes and instances;
 // a dry run with no hooks would see no scale-in).
 type hooksServed struct {
-	h           *Handler
+	k           *Keeper
 	owner       string
 	replaces    string // the old properties' owner, on an update
 	did, failed []string
@@ -115,7 +115,7 @@ const hooksDryRun = false
 // release step), then what the old one had that the new one does not
 // removed.
 func (s *hooksServed) update(ctx context.Context, old, props hookProperties, release bool) error {
-	s.replaces = s.h.owner(old)
+	s.replaces = s.k.owner(old)
 	oldGroups, oldErr := s.groups(ctx, old)
 	if !release {
 		if err := s.put(ctx, props, oldGroups); err != nil {
@@ -153,7 +153,7 @@ func (s *hooksServed) groups(ctx context.Context, p hookProperties) ([]string, e
 // left by this deployment (notOurs), and every scale-in there waits out
 // its timeout.
 func (s *hooksServed) putTag(p hookProperties) discovery.Tag {
-	return discovery.Tag{Key: p.AsgTagKey, Value: p.AsgTagValue, ClusterTagKey: s.h.cfg.ClusterTagKey, ClusterName: s.h.cfg.ClusterName}
+	return discovery.Tag{Key: p.AsgTagKey, Value: p.AsgTagValue, ClusterTagKey: s.k.cfg.ClusterTagKey, ClusterName: s.k.cfg.ClusterName}
 }
 
 // taggedGroups are the groups tag selects, read once a request.
@@ -161,7 +161,7 @@ func (s *hooksServed) taggedGroups(ctx context.Context, tag discovery.Tag) ([]st
 	if names, ok := s.tagged[tag]; ok {
 		return names, nil
 	}
-	groups, err := discovery.Tagged(ctx, s.h.c.Hooks, tag)
+	groups, err := discovery.Tagged(ctx, s.k.c.Hooks, tag)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +193,7 @@ func (s *hooksServed) put(ctx context.Context, props hookProperties, had []strin
 		}
 	}
 	claim := func(g string) bool { return slices.Contains(had, g) }
-	res, err := discovery.EnsureNamed(ctx, s.h.c.Hooks, props.AsgNames, hooks, claim, hooksDryRun)
+	res, err := discovery.EnsureNamed(ctx, s.k.c.Hooks, props.AsgNames, hooks, claim, hooksDryRun)
 	if err != nil {
 		return err
 	}
@@ -202,7 +202,7 @@ func (s *hooksServed) put(ctx context.Context, props hookProperties, had []strin
 		s.left(ctx, "the tagged groups without the new hooks", err)
 	}
 	only := slices.DeleteFunc(slices.Clone(tagged), func(g string) bool { return slices.Contains(props.AsgNames, g) })
-	more := discovery.EnsureOn(ctx, s.h.c.Hooks, only, hooks, claim, hooksDryRun)
+	more := discovery.EnsureOn(ctx, s.k.c.Hooks, only, hooks, claim, hooksDryRun)
 	res.Put, res.Failed = append(res.Put, more.Put...), append(res.Failed, more.Failed...)
 	for _, p := range res.Put {
 		s.did = append(s.did, "put "+p)
@@ -237,7 +237,7 @@ func (s *hooksServed) dropStale(ctx context.Context, old, props hookProperties, 
 			}
 			drop = slices.DeleteFunc(drop, func(n string) bool { return slices.Contains(kept, n) })
 		}
-		removed, failed := discovery.Remove(ctx, s.h.c.Hooks, []string{g}, drop, s.h.owner(old), func(string) bool { return true }, hooksDryRun)
+		removed, failed := discovery.Remove(ctx, s.k.c.Hooks, []string{g}, drop, s.k.owner(old), func(string) bool { return true }, hooksDryRun)
 		for _, r := range removed {
 			s.did = append(s.did, "removed "+r)
 		}
@@ -262,7 +262,7 @@ const releaseFailed = "the update stops before the grants change; mend the cause
 // goes on.
 func (s *hooksServed) left(ctx context.Context, what string, why error) {
 	s.did = append(s.did, "left "+what+": "+why.Error())
-	s.h.log.ErrorContext(ctx, "a hook the deployment no longer wants may be left", "what", what, "error", why)
+	s.k.log.ErrorContext(ctx, "a hook the deployment no longer wants may be left", "what", what, "error", why)
 }
 
 // removeAll removes the deployment's hooks from the listed groups and from
@@ -280,7 +280,7 @@ func (s *hooksServed) left(ctx context.Context, what string, why error) {
 // for them, and says each one it cut (the groups read just before).
 func (s *hooksServed) removeAll(ctx context.Context, props hookProperties) {
 	if props.AsgTagKey != "" { // else no sweep puts hooks: no mark (nor its grant)
-		if err := s.h.markRemoval(ctx, true); err != nil {
+		if err := s.k.markRemoval(ctx, true); err != nil {
 			s.left(ctx, "the removal unmarked, a sweep may put a hook back", err)
 		}
 	}
@@ -288,8 +288,8 @@ func (s *hooksServed) removeAll(ctx context.Context, props hookProperties) {
 	if err != nil {
 		s.failed = append(s.failed, err.Error())
 	}
-	waiting, werr := discovery.Waiting(ctx, s.h.c.Hooks, groups)
-	removed, failed := discovery.Remove(ctx, s.h.c.Hooks, groups, props.names(), s.owner, func(string) bool { return false }, hooksDryRun)
+	waiting, werr := discovery.Waiting(ctx, s.k.c.Hooks, groups)
+	removed, failed := discovery.Remove(ctx, s.k.c.Hooks, groups, props.names(), s.owner, func(string) bool { return false }, hooksDryRun)
 	for _, r := range removed {
 		s.did = append(s.did, "removed "+r)
 	}
@@ -310,7 +310,7 @@ func (s *hooksServed) sayCut(ctx context.Context, names, removed []string, waiti
 		for _, n := range names {
 			if r := g + "/" + n; slices.Contains(removed, r) {
 				s.did = append(s.did, "cut "+r+": "+strings.Join(w, ", ")+" waited under it")
-				s.h.log.WarnContext(ctx, "a hook removed while an instance waited under it: its lifecycle action ended undrained", "hook", r, "waiting", w)
+				s.k.log.WarnContext(ctx, "a hook removed while an instance waited under it: its lifecycle action ended undrained", "hook", r, "waiting", w)
 			}
 		}
 	}
@@ -323,9 +323,9 @@ func (s *hooksServed) unmarkRemoval(ctx context.Context, props hookProperties) {
 	if props.AsgTagKey == "" {
 		return // no sweep puts hooks: no mark (nor its grant)
 	}
-	if err := s.h.markRemoval(ctx, false); err != nil {
+	if err := s.k.markRemoval(ctx, false); err != nil {
 		s.did = append(s.did, "the removal's mark left: "+err.Error())
-		s.h.log.ErrorContext(ctx, "the function's removal mark could not be taken off: the sweep puts no hook while it is there", "error", err)
+		s.k.log.ErrorContext(ctx, "the function's removal mark could not be taken off: the sweep puts no hook while it is there", "error", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package handler
+package hooks
 
 import (
 	"context"
@@ -46,14 +46,14 @@ const removalTag = "node-drainer:removing"
 // self reads the function's ARN and tags now; gone: Lambda has no such
 // function (deleted). arn nil: no client or no name (not in Lambda):
 // nothing to read.
-func (h *Handler) self(ctx context.Context) (arn *string, tags map[string]string, gone bool, err error) {
-	if h.c.Self == nil || h.cfg.FunctionName == "" {
+func (k *Keeper) self(ctx context.Context) (arn *string, tags map[string]string, gone bool, err error) {
+	if k.c.Self == nil || k.cfg.FunctionName == "" {
 		return nil, nil, false, nil
 	}
-	arn, err = h.selfARN(ctx)
+	arn, err = k.selfARN(ctx)
 	var out *lambda.ListTagsOutput
 	if err == nil {
-		out, err = h.c.Self.ListTags(ctx, &lambda.ListTagsInput{Resource: arn})
+		out, err = k.c.Self.ListTags(ctx, &lambda.ListTagsInput{Resource: arn})
 	}
 	var nf *lambdatypes.ResourceNotFoundException
 	if errors.As(err, &nf) {
@@ -70,7 +70,7 @@ func (h *Handler) self(ctx context.Context) (arn *string, tags map[string]string
 // Lambda-Runtime-Invoked-Function-Arn), so it is never asked for
 // (lambda:GetFunctionConfiguration is not granted); without one the
 // function is not running in Lambda, and the mark is unread.
-func (h *Handler) selfARN(ctx context.Context) (*string, error) {
+func (k *Keeper) selfARN(ctx context.Context) (*string, error) {
 	if lc, ok := lambdacontext.FromContext(ctx); ok && strings.HasPrefix(lc.InvokedFunctionArn, "arn:") {
 		if parts := strings.Split(lc.InvokedFunctionArn, ":"); len(parts) >= 7 {
 			return aws.String(strings.Join(parts[:7], ":")), nil
@@ -88,8 +88,8 @@ func (h *Handler) selfARN(ctx context.Context) (*string, error) {
 // groups the failed removal stripped nor on those tagged since.
 const removalMarkStale = 30 * time.Minute
 
-// removalState is what Lambda says, read now, of the deployment's removal.
-type removalState struct {
+// Removal is what Lambda says, read now, of the deployment's removal.
+type Removal struct {
 	arn    string // the function's (for the note)
 	gone   bool   // no such function: deleted
 	marked bool   // the function carries removalTag
@@ -99,10 +99,10 @@ type removalState struct {
 
 // removing reports whether the deployment's removal has begun and may
 // still run: the function gone, or marked not long ago.
-func (st removalState) removing() bool { return st.gone || (st.marked && !st.stale) }
+func (st Removal) removing() bool { return st.gone || (st.marked && !st.stale) }
 
-// note says the state in the sweep's summary ("" nothing to say).
-func (st removalState) note() string {
+// Note says the state in the sweep's summary ("" nothing to say).
+func (st Removal) Note() string {
 	switch {
 	case st.gone:
 		return "the function no longer exists (removed): no hook put on tagged groups"
@@ -116,43 +116,42 @@ func (st removalState) note() string {
 		removalTag, st.since, removalMarkStale, st.arn, removalTag)
 }
 
-// say puts the state in the sweep's summary.
-func (st removalState) say(sum *SweepSummary) {
-	if n := st.note(); n != "" {
-		sum.Notes = append(sum.Notes, n)
+// Marked is the removal mark found on the function, as the sweep's summary
+// says it: its value, since when ("(no time)": none); "" no mark.
+func (st Removal) Marked() string {
+	switch {
+	case !st.marked:
+		return ""
+	case st.since == "":
+		return "(no time)"
 	}
-	if st.marked {
-		sum.RemovalMarked = st.since
-		if st.since == "" {
-			sum.RemovalMarked = "(no time)"
-		}
-	}
+	return st.since
 }
 
 // removal reads now what Lambda says of the deployment's removal.
-func (h *Handler) removal(ctx context.Context) (removalState, error) {
-	arn, tags, gone, err := h.self(ctx)
-	st := removalState{arn: aws.ToString(arn), gone: gone}
+func (k *Keeper) removal(ctx context.Context) (Removal, error) {
+	arn, tags, gone, err := k.self(ctx)
+	st := Removal{arn: aws.ToString(arn), gone: gone}
 	st.since, st.marked = tags[removalTag]
 	if st.marked {
 		at, perr := time.Parse(time.RFC3339, st.since)
-		st.stale = perr != nil || h.now().Sub(at) > removalMarkStale
+		st.stale = perr != nil || k.now().Sub(at) > removalMarkStale
 	}
 	return st, err
 }
 
 // markRemoval puts the removal's mark on the function (on), or takes it off.
-func (h *Handler) markRemoval(ctx context.Context, on bool) error {
-	arn, tags, _, err := h.self(ctx)
+func (k *Keeper) markRemoval(ctx context.Context, on bool) error {
+	arn, tags, _, err := k.self(ctx)
 	if err != nil || arn == nil {
 		return err
 	}
 	_, marked := tags[removalTag]
 	switch {
 	case on:
-		_, err = h.c.Self.TagResource(ctx, &lambda.TagResourceInput{Resource: arn, Tags: map[string]string{removalTag: h.now().UTC().Format(time.RFC3339)}})
+		_, err = k.c.Self.TagResource(ctx, &lambda.TagResourceInput{Resource: arn, Tags: map[string]string{removalTag: k.now().UTC().Format(time.RFC3339)}})
 	case marked:
-		_, err = h.c.Self.UntagResource(ctx, &lambda.UntagResourceInput{Resource: arn, TagKeys: []string{removalTag}})
+		_, err = k.c.Self.UntagResource(ctx, &lambda.UntagResourceInput{Resource: arn, TagKeys: []string{removalTag}})
 	}
 	if err != nil {
 		return fmt.Errorf("marking the function's removal: %w", err)
@@ -160,7 +159,7 @@ func (h *Handler) markRemoval(ctx context.Context, on bool) error {
 	return nil
 }
 
-// ensureTagged is the sweep's discovery.Ensure, the hooks marked the
+// EnsureTagged is the sweep's discovery.Ensure, the hooks marked the
 // deployment's, unless its removal has begun: the mark is read before
 // putting and again after, and what this sweep put is taken back when the
 // mark is there then (takeBack).
@@ -173,34 +172,34 @@ func (h *Handler) markRemoval(ctx context.Context, on bool) error {
 // nothing, and the hooks this sweep put stay for the removal, or a destroy
 // run again, to take. A hook left until then holds a scale-in for its
 // heartbeat timeout; one taken back here could end a drain in flight.
-func (h *Handler) ensureTagged(ctx context.Context, tag discovery.Tag, hooks []discovery.Hook, dryRun bool) (discovery.Result, removalState, error) {
+func (k *Keeper) EnsureTagged(ctx context.Context, tag discovery.Tag, hooks []discovery.Hook, dryRun bool) (discovery.Result, Removal, error) {
 	for i := range hooks {
-		hooks[i].Owner = h.cfg.FunctionName
+		hooks[i].Owner = k.cfg.FunctionName
 	}
-	st, err := h.removal(ctx)
+	st, err := k.removal(ctx)
 	switch {
 	case err != nil:
 		return discovery.Result{}, st, err
 	case st.removing():
-		h.log.InfoContext(ctx, "the deployment is being removed: no lifecycle hook put on tagged groups", "mark", st.since, "gone", st.gone)
+		k.log.InfoContext(ctx, "the deployment is being removed: no lifecycle hook put on tagged groups", "mark", st.since, "gone", st.gone)
 		return discovery.Result{}, st, nil
 	case st.marked:
-		h.log.WarnContext(ctx, "a stale removal mark on the function: hooks put as usual", "mark", st.since, "note", st.note())
+		k.log.WarnContext(ctx, "a stale removal mark on the function: hooks put as usual", "mark", st.since, "note", st.Note())
 	}
-	res, err := discovery.Ensure(ctx, h.c.Hooks, tag, hooks, dryRun)
+	res, err := discovery.Ensure(ctx, k.c.Hooks, tag, hooks, dryRun)
 	if len(res.Put) == 0 || dryRun {
 		return res, st, err
 	}
-	again, rerr := h.removal(ctx)
+	again, rerr := k.removal(ctx)
 	if rerr != nil {
-		h.log.WarnContext(ctx, "the removal mark unreadable after putting hooks: none taken back (rule 17), the next sweep reads it again", "put", res.Put, "error", rerr)
+		k.log.WarnContext(ctx, "the removal mark unreadable after putting hooks: none taken back (rule 17), the next sweep reads it again", "put", res.Put, "error", rerr)
 		return res, st, errors.Join(err, fmt.Errorf("%w: the hooks just put (%s) kept", rerr, strings.Join(res.Put, ", ")))
 	}
 	if !again.removing() {
 		return res, again, err
 	}
-	removed, failed := h.takeBack(ctx, res.Put, hooks)
-	h.log.WarnContext(ctx, "the deployment's removal began while the sweep put hooks: taken back", "put", res.Put, "removed", removed, "failed", failed)
+	removed, failed := k.takeBack(ctx, res.Put, hooks)
+	k.log.WarnContext(ctx, "the deployment's removal began while the sweep put hooks: taken back", "put", res.Put, "removed", removed, "failed", failed)
 	res.Put = slices.DeleteFunc(res.Put, func(p string) bool {
 		return slices.ContainsFunc(removed, func(r string) bool { return r == p || strings.HasPrefix(r, p+" kept for ") })
 	})
@@ -215,7 +214,7 @@ func (h *Handler) ensureTagged(ctx context.Context, tag discovery.Tag, hooks []d
 // drain; the sweep is no uninstall), and so does every group when their
 // instances cannot be read: each is said (failed), for the removal, or a
 // destroy run again, to remove once the action has ended.
-func (h *Handler) takeBack(ctx context.Context, put []string, hooks []discovery.Hook) (removed, failed []string) {
+func (k *Keeper) takeBack(ctx context.Context, put []string, hooks []discovery.Hook) (removed, failed []string) {
 	var groups []string
 	names := map[string][]string{}
 	for _, p := range put {
@@ -229,7 +228,7 @@ func (h *Handler) takeBack(ctx context.Context, put []string, hooks []discovery.
 			}
 		}
 	}
-	waiting, err := discovery.Waiting(ctx, h.c.Hooks, groups)
+	waiting, err := discovery.Waiting(ctx, k.c.Hooks, groups)
 	if err != nil {
 		return nil, []string{fmt.Sprintf("the hooks put (%s) left, not taken back: the instances waiting under them unread: %v", strings.Join(put, ", "), err)}
 	}
@@ -240,7 +239,7 @@ func (h *Handler) takeBack(ctx context.Context, put []string, hooks []discovery.
 			}
 			continue
 		}
-		r, f := discovery.Remove(ctx, h.c.Hooks, []string{g}, names[g], h.cfg.FunctionName, func(string) bool { return false }, false)
+		r, f := discovery.Remove(ctx, k.c.Hooks, []string{g}, names[g], k.cfg.FunctionName, func(string) bool { return false }, false)
 		removed, failed = append(removed, r...), append(failed, f...)
 	}
 	return removed, failed

@@ -1,4 +1,4 @@
-package handler
+package hooks
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-lambda-go/cfn"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+
+	"github.com/node-drainer/node-drainer/internal/hooks/hookstest"
 )
 
 // An uninstall removes the deployment's hooks even where an instance
@@ -21,15 +23,15 @@ import (
 func TestStackDeleteSaysWhichDrainsItCut(t *testing.T) {
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{waitingIn(taggedGroup("draining", "true"), idA, astypes.LifecycleStateTerminatingWait), taggedGroup("idle", "true")}
-	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
+	hp := &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{
 		"draining": {markedBy("node-drainer-terminate", "node-drainer")}, "idle": {markedBy("node-drainer-terminate", "node-drainer")},
 	}}
 	h := deployment(e, hp, "node-drainer", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	out, err := h.Handle(ctx, terraformPayload(t, "delete", hookProps()))
-	if err != nil || len(hp.deletes) != 2 {
-		t.Fatalf("delete: %+v, %v, deleted %v; want both hooks removed", out, err, hp.deletes)
+	out, err := h.Serve(ctx, terraformPayload(t, "delete", hookProps()))
+	if err != nil || len(hp.Deletes) != 2 {
+		t.Fatalf("delete: %+v, %v, deleted %v; want both hooks removed", out, err, hp.Deletes)
 	}
 	if !strings.Contains(out.Detail, "cut draining/node-drainer-terminate: "+idA+" in Terminating:Wait") || strings.Contains(out.Detail, "cut idle") {
 		t.Errorf("delete said %q; want the drain it cut on draining named, none on idle", out.Detail)
@@ -52,18 +54,18 @@ func TestStackUpdatePutsNoHookOnAnotherClustersGroup(t *testing.T) {
 	srv := newCFNServer(t)
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, taggedGroup("ours", "true"), otherClusters("theirs")}
-	hp := &hookPutter{fakeASG: e.asg}
+	hp := &hookstest.AutoScaling{Groups: e.asg}
 	h := deployment(e, hp, "node-drainer", nil)
 	longer := hookProps("blue")
 	longer["HeartbeatTimeout"] = "600"
 	if r := cfnCall(t, h, srv, cfn.RequestUpdate, longer, hookProps("blue")); r.Status != cfn.StatusSuccess {
 		t.Fatalf("update: %s %q", r.Status, r.Reason)
 	}
-	if got := hp.hookNames("theirs"); len(got) != 0 {
+	if got := hp.HookNames("theirs"); len(got) != 0 {
 		t.Errorf("another cluster's tagged group got %v on an update; want no hook", got)
 	}
 	for _, g := range []string{"blue", "ours"} {
-		if got := hp.hookNames(g); !slices.Equal(got, []string{"node-drainer-terminate"}) {
+		if got := hp.HookNames(g); !slices.Equal(got, []string{"node-drainer-terminate"}) {
 			t.Errorf("%s has %v; want our hook", g, got)
 		}
 	}
@@ -80,20 +82,20 @@ func TestStackCreatePutsHooksOnTaggedGroups(t *testing.T) {
 			srv := newCFNServer(t)
 			e := newEnv()
 			e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, taggedGroup("ours", "true"), otherClusters("theirs"), taggedGroup("off", "false")}
-			hp := &hookPutter{fakeASG: e.asg}
+			hp := &hookstest.AutoScaling{Groups: e.asg}
 			h := deployment(e, hp, "node-drainer", nil)
 			if path == "sam" {
 				if r := cfnCall(t, h, srv, cfn.RequestCreate, hookProps("blue"), nil); r.Status != cfn.StatusSuccess {
 					t.Fatalf("create: %s %q", r.Status, r.Reason)
 				}
-			} else if out, err := h.Handle(context.Background(), terraformPayload(t, "create", hookProps())); err != nil {
+			} else if out, err := h.Serve(context.Background(), terraformPayload(t, "create", hookProps())); err != nil {
 				t.Fatalf("create: %+v, %v", out, err)
 			}
-			if got := hp.hookNames("ours"); !slices.Equal(got, []string{"node-drainer-terminate"}) || aws.ToString(hp.have["ours"][0].NotificationMetadata) != `{"node-drainer":["node-drainer"]}` {
-				t.Errorf("create left the tagged group with %v (%+v); want our hook, marked ours", got, hp.have["ours"])
+			if got := hp.HookNames("ours"); !slices.Equal(got, []string{"node-drainer-terminate"}) || aws.ToString(hp.Have["ours"][0].NotificationMetadata) != `{"node-drainer":["node-drainer"]}` {
+				t.Errorf("create left the tagged group with %v (%+v); want our hook, marked ours", got, hp.Have["ours"])
 			}
-			if len(hp.hookNames("theirs")) != 0 || len(hp.hookNames("off")) != 0 {
-				t.Errorf("create put %v on another cluster's group, %v on another value's; want none", hp.hookNames("theirs"), hp.hookNames("off"))
+			if len(hp.HookNames("theirs")) != 0 || len(hp.HookNames("off")) != 0 {
+				t.Errorf("create put %v on another cluster's group, %v on another value's; want none", hp.HookNames("theirs"), hp.HookNames("off"))
 			}
 		})
 	}
@@ -141,7 +143,7 @@ func TestStackReleaseStepFailsWhenAHookStays(t *testing.T) {
 			srv := newCFNServer(t)
 			e := newEnv()
 			e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, {AutoScalingGroupName: aws.String("green")}}
-			hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{"green": {markedBy("node-drainer-terminate", "node-drainer")}}, deleteErr: tc.deleteErr}
+			hp := &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{"green": {markedBy("node-drainer-terminate", "node-drainer")}}, DeleteErr: tc.deleteErr}
 			e.asg.describeErr = tc.describe
 			h := deployment(e, hp, "node-drainer", nil)
 			r := cfnCall(t, h, srv, cfn.RequestUpdate, release(hookProps("blue")), release(hookProps("blue", "green")))
@@ -152,12 +154,12 @@ func TestStackReleaseStepFailsWhenAHookStays(t *testing.T) {
 		t.Run("terraform/"+tc.name, func(t *testing.T) {
 			e := newEnv()
 			e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("green", "true")}
-			hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{"green": {markedBy("node-drainer-terminate", "node-drainer")}}, deleteErr: tc.deleteErr}
+			hp := &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{"green": {markedBy("node-drainer-terminate", "node-drainer")}}, DeleteErr: tc.deleteErr}
 			e.asg.describeErr = tc.describe
 			h := deployment(e, hp, "node-drainer", nil)
 			moved := release(hookProps())
 			moved["AsgTagValue"] = "blue-team" // green leaves the deployment
-			out, err := h.Handle(context.Background(), terraformUpdate(t, release(hookProps()), moved))
+			out, err := h.Serve(context.Background(), terraformUpdate(t, release(hookProps()), moved))
 			if err == nil || !strings.Contains(err.Error(), tc.wantReason) {
 				t.Errorf("release step, %s: %+v, %v; want an error saying %q (the apply fails)", tc.name, out, err, tc.wantReason)
 			}

@@ -1,4 +1,4 @@
-package handler
+package hooks
 
 import (
 	"context"
@@ -12,26 +12,17 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+
+	"github.com/node-drainer/node-drainer/internal/discovery"
+	"github.com/node-drainer/node-drainer/internal/hooks/hookstest"
 )
 
-// deployment is a node-drainer deployment of function fn over the Auto
-// Scaling of hp (self: Lambda's view of the function; nil: none).
-func deployment(e *env, hp *hookPutter, fn string, self *fakeSelf) *Handler {
-	cfg := e.cfg
-	cfg.FunctionName = fn
-	c := Clients{Kube: e.kube, EC2: e.ec2, ASG: e.asg, AutoScaling: e.asg, Hooks: hp}
-	if self != nil {
-		c.Self = self
-	}
-	return New(cfg, c, nil, WithClock(newMovingClock(func() time.Time { return e.now })))
-}
-
 // cfnCall sends h a custom resource request and returns its answer.
-func cfnCall(t *testing.T, h *Handler, srv *cfnServer, kind cfn.RequestType, props, old map[string]any) cfn.Response {
+func cfnCall(t *testing.T, h *Keeper, srv *cfnServer, kind cfn.RequestType, props, old map[string]any) cfn.Response {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if out, err := h.Handle(ctx, stackPayload(t, srv.URL, kind, props, old)); err != nil {
+	if out, err := h.Serve(ctx, stackPayload(t, srv.URL, kind, props, old)); err != nil {
 		t.Fatalf("%s: %+v, %v", kind, out, err)
 	}
 	select {
@@ -41,31 +32,6 @@ func cfnCall(t *testing.T, h *Handler, srv *cfnServer, kind cfn.RequestType, pro
 		t.Fatalf("%s: no answer", kind)
 		return cfn.Response{}
 	}
-}
-
-// hookNames are the names of the hooks on group, sorted.
-func (h *hookPutter) hookNames(group string) []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var n []string
-	for _, x := range h.have[group] {
-		n = append(n, aws.ToString(x.LifecycleHookName))
-	}
-	slices.Sort(n)
-	return n
-}
-
-// markedBy is a hook of ours as a deployment of function fn put it.
-func markedBy(name string, fn ...string) astypes.LifecycleHook {
-	m := `{"node-drainer":[`
-	for i, f := range fn {
-		if i > 0 {
-			m += ","
-		}
-		m += `"` + f + `"`
-	}
-	return astypes.LifecycleHook{LifecycleHookName: aws.String(name), LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"),
-		HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE"), NotificationMetadata: aws.String(m + "]}")}
 }
 
 // TestStackUpdateKeepsTheHooksStillOurs: a stack update removes only what
@@ -79,25 +45,25 @@ func TestStackUpdateKeepsTheHooksStillOurs(t *testing.T) {
 	srv := newCFNServer(t)
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("blue", "true"), taggedGroup("green", "true"), {AutoScalingGroupName: aws.String("red")}}
-	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
+	hp := &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{
 		"green": {markedBy("node-drainer-terminate", "node-drainer"), {LifecycleHookName: aws.String("nth-terminate")}}, // the sweep's
 	}}
 	h := deployment(e, hp, "node-drainer", nil)
 	if r := cfnCall(t, h, srv, cfn.RequestCreate, hookProps("blue", "red"), nil); r.Status != cfn.StatusSuccess {
 		t.Fatalf("create: %s %q", r.Status, r.Reason)
 	}
-	hp.deletes = nil
+	hp.Deletes = nil
 	// blue goes from the list to the tag, which it carries
 	if r := cfnCall(t, h, srv, cfn.RequestUpdate, hookProps("red"), hookProps("blue", "red")); r.Status != cfn.StatusSuccess {
 		t.Fatalf("update: %s %q", r.Status, r.Reason)
 	}
-	if len(hp.deletes) != 0 || !slices.Equal(hp.hookNames("blue"), []string{"node-drainer-terminate"}) {
-		t.Errorf("blue moved to the tag: deleted %v, blue has %v; want its hook kept (a drain under it would end)", hp.deletes, hp.hookNames("blue"))
+	if len(hp.Deletes) != 0 || !slices.Equal(hp.HookNames("blue"), []string{"node-drainer-terminate"}) {
+		t.Errorf("blue moved to the tag: deleted %v, blue has %v; want its hook kept (a drain under it would end)", hp.Deletes, hp.HookNames("blue"))
 	}
 
 	renamed := hookProps("red")
 	renamed["TerminateHookName"] = "drainer-terminate"
-	hp.calls = nil
+	hp.Calls = nil
 	if r := cfnCall(t, h, srv, cfn.RequestUpdate, renamed, hookProps("red")); r.Status != cfn.StatusSuccess {
 		t.Fatalf("rename: %s %q", r.Status, r.Reason)
 	}
@@ -106,12 +72,12 @@ func TestStackUpdateKeepsTheHooksStillOurs(t *testing.T) {
 		if g == "green" {
 			want = []string{"drainer-terminate", "nth-terminate"}
 		}
-		if got := hp.hookNames(g); !slices.Equal(got, want) {
+		if got := hp.HookNames(g); !slices.Equal(got, want) {
 			t.Errorf("after the rename %s has %v, want %v", g, got, want)
 		}
-		put, del := slices.Index(hp.calls, "put "+g+"/drainer-terminate"), slices.Index(hp.calls, "delete "+g+"/node-drainer-terminate")
+		put, del := slices.Index(hp.Calls, "put "+g+"/drainer-terminate"), slices.Index(hp.Calls, "delete "+g+"/node-drainer-terminate")
 		if put < 0 || del < 0 || put > del {
-			t.Errorf("%s: calls %v; want the new name put before the old one is removed", g, hp.calls)
+			t.Errorf("%s: calls %v; want the new name put before the old one is removed", g, hp.Calls)
 		}
 	}
 }
@@ -126,15 +92,15 @@ func TestStackDeleteRemovesOnlyWhatItPut(t *testing.T) {
 	srv := newCFNServer(t)
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, taggedGroup("tagged", "true"), taggedGroup("by-hand", "true")}
-	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
+	hp := &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{
 		"blue":    {{LifecycleHookName: aws.String("nth-terminate")}},
 		"tagged":  {markedBy("node-drainer-terminate", "drainer-a")},
 		"by-hand": {{LifecycleHookName: aws.String("node-drainer-terminate"), LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE")}},
 	}}
 	a, b := deployment(e, hp, "drainer-a", nil), deployment(e, hp, "drainer-b", nil)
 	ours := []string{"node-drainer-terminate", "nth-terminate"}
-	if r := cfnCall(t, a, srv, cfn.RequestCreate, hookProps("blue"), nil); r.Status != cfn.StatusSuccess || !slices.Equal(hp.hookNames("blue"), ours) {
-		t.Fatalf("a's create: %s %q, blue has %v", r.Status, r.Reason, hp.hookNames("blue"))
+	if r := cfnCall(t, a, srv, cfn.RequestCreate, hookProps("blue"), nil); r.Status != cfn.StatusSuccess || !slices.Equal(hp.HookNames("blue"), ours) {
+		t.Fatalf("a's create: %s %q, blue has %v", r.Status, r.Reason, hp.HookNames("blue"))
 	}
 	if r := cfnCall(t, b, srv, cfn.RequestCreate, hookProps("blue", "missing"), nil); r.Status != cfn.StatusFailed {
 		t.Fatalf("b's create with a missing group: %s", r.Status)
@@ -142,8 +108,8 @@ func TestStackDeleteRemovesOnlyWhatItPut(t *testing.T) {
 	if r := cfnCall(t, b, srv, cfn.RequestDelete, hookProps("blue", "missing"), nil); r.Status != cfn.StatusSuccess {
 		t.Fatalf("b's rollback: %s %q", r.Status, r.Reason)
 	}
-	if !slices.Equal(hp.hookNames("blue"), ours) || len(hp.hookNames("tagged")) != 1 {
-		t.Errorf("b's create rolled back removed a's hooks: blue %v, tagged %v", hp.hookNames("blue"), hp.hookNames("tagged"))
+	if !slices.Equal(hp.HookNames("blue"), ours) || len(hp.HookNames("tagged")) != 1 {
+		t.Errorf("b's create rolled back removed a's hooks: blue %v, tagged %v", hp.HookNames("blue"), hp.HookNames("tagged"))
 	}
 	if r := cfnCall(t, b, srv, cfn.RequestCreate, hookProps("blue"), nil); r.Status != cfn.StatusSuccess {
 		t.Fatalf("b's create: %s %q", r.Status, r.Reason)
@@ -151,17 +117,17 @@ func TestStackDeleteRemovesOnlyWhatItPut(t *testing.T) {
 	if r := cfnCall(t, b, srv, cfn.RequestDelete, hookProps("blue"), nil); r.Status != cfn.StatusSuccess {
 		t.Fatalf("b's delete: %s %q", r.Status, r.Reason)
 	}
-	if !slices.Equal(hp.hookNames("blue"), ours) || len(hp.hookNames("tagged")) != 1 {
-		t.Errorf("b's delete removed a's hooks: blue %v, tagged %v", hp.hookNames("blue"), hp.hookNames("tagged"))
+	if !slices.Equal(hp.HookNames("blue"), ours) || len(hp.HookNames("tagged")) != 1 {
+		t.Errorf("b's delete removed a's hooks: blue %v, tagged %v", hp.HookNames("blue"), hp.HookNames("tagged"))
 	}
 	if r := cfnCall(t, a, srv, cfn.RequestDelete, hookProps("blue"), nil); r.Status != cfn.StatusSuccess {
 		t.Fatalf("a's delete: %s %q", r.Status, r.Reason)
 	}
-	if got := hp.hookNames("blue"); !slices.Equal(got, []string{"nth-terminate"}) || len(hp.hookNames("tagged")) != 0 {
-		t.Errorf("a's delete left blue %v, tagged %v; want nth's hook alone, nothing on tagged", got, hp.hookNames("tagged"))
+	if got := hp.HookNames("blue"); !slices.Equal(got, []string{"nth-terminate"}) || len(hp.HookNames("tagged")) != 0 {
+		t.Errorf("a's delete left blue %v, tagged %v; want nth's hook alone, nothing on tagged", got, hp.HookNames("tagged"))
 	}
-	if len(hp.hookNames("by-hand")) != 1 {
-		t.Errorf("a hook of our name no deployment put was removed: by-hand has %v", hp.hookNames("by-hand"))
+	if len(hp.HookNames("by-hand")) != 1 {
+		t.Errorf("a hook of our name no deployment put was removed: by-hand has %v", hp.HookNames("by-hand"))
 	}
 }
 
@@ -173,46 +139,51 @@ func TestStackDeleteRemovesOnlyWhatItPut(t *testing.T) {
 // and takes back what it put). Another tool's hook is never touched.
 func TestSweepPutsNoHookBackOnceRemoved(t *testing.T) {
 	e := newEnv()
-	tagMode(e)
 	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("new-nodes", "true"), taggedGroup("others", "true")}
-	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{"others": {{LifecycleHookName: aws.String("nth-terminate")}}}}
+	hp := &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{"others": {{LifecycleHookName: aws.String("nth-terminate")}}}}
 	self := &fakeSelf{name: "node-drainer"}
 	h := deployment(e, hp, "node-drainer", self)
 	handle := func(what string, payload []byte) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(invokedAs(context.Background(), self), 5*time.Second)
 		defer cancel()
-		if out, err := h.Handle(ctx, payload); err != nil {
+		if out, err := h.Serve(ctx, payload); err != nil {
 			t.Fatalf("%s: %+v, %v", what, out, err)
 		}
 	}
-	handle("the first sweep", sweepEvent())
-	if got := hp.hookNames("new-nodes"); !slices.Equal(got, []string{"node-drainer-terminate"}) {
+	sweep := func(what string) {
+		t.Helper()
+		if res, _, err := sweepOnce(h, self); err != nil || len(res.Failed) > 0 {
+			t.Fatalf("%s: %+v, %v", what, res, err)
+		}
+	}
+	sweep("the first sweep")
+	if got := hp.HookNames("new-nodes"); !slices.Equal(got, []string{"node-drainer-terminate"}) {
 		t.Fatalf("the first sweep put %v on new-nodes", got)
 	}
 	handle("the removal", terraformPayload(t, "delete", hookProps()))
-	handle("a sweep after the removal", sweepEvent())
-	if got := hp.hookNames("new-nodes"); len(got) != 0 {
+	sweep("a sweep after the removal")
+	if got := hp.HookNames("new-nodes"); len(got) != 0 {
 		t.Errorf("after the removal and a sweep, new-nodes has %v; want no hook", got)
 	}
 
 	handle("installed again", terraformPayload(t, "create", hookProps()))
-	hp.have["new-nodes"] = nil
+	hp.Have["new-nodes"] = nil
 	// the removal runs right after the sweep has read the mark
 	self.afterGet = func() { handle("the removal during the sweep", terraformPayload(t, "delete", hookProps())) }
-	handle("a sweep during the removal", sweepEvent())
-	if got := hp.hookNames("new-nodes"); len(got) != 0 {
+	sweep("a sweep during the removal")
+	if got := hp.HookNames("new-nodes"); len(got) != 0 {
 		t.Errorf("a sweep that raced the removal left %v on new-nodes; want no hook", got)
 	}
 	// a function already deleted (its removal done) is as marked
 	handle("installed again", terraformPayload(t, "create", hookProps())) // it puts the hooks on the tagged groups
 	handle("removed again", terraformPayload(t, "delete", hookProps()))
 	self.gone = true
-	handle("a sweep retried after the function was deleted", sweepEvent())
-	if got := hp.hookNames("new-nodes"); len(got) != 0 {
+	sweep("a sweep retried after the function was deleted")
+	if got := hp.HookNames("new-nodes"); len(got) != 0 {
 		t.Errorf("a sweep of a deleted function left %v on new-nodes; want no hook", got)
 	}
-	if got := hp.hookNames("others"); !slices.Equal(got, []string{"nth-terminate"}) {
+	if got := hp.HookNames("others"); !slices.Equal(got, []string{"nth-terminate"}) {
 		t.Errorf("another tool's hook: %v", got)
 	}
 }
@@ -221,21 +192,19 @@ func TestSweepPutsNoHookBackOnceRemoved(t *testing.T) {
 // fails acts on nothing) and says why; once it can, it puts them.
 func TestSweepPutsNoHookWhenTheMarkCannotBeRead(t *testing.T) {
 	e := newEnv()
-	tagMode(e)
 	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("new-nodes", "true")}
-	hp := &hookPutter{fakeASG: e.asg}
+	hp := &hookstest.AutoScaling{Groups: e.asg}
 	self := &fakeSelf{name: "node-drainer", err: errors.New("AccessDeniedException: lambda:ListTags")}
 	h := deployment(e, hp, "node-drainer", self)
-	out, _ := sweepOnce(h, self)
-	if len(hp.puts) != 0 || out.Sweep == nil || !strings.Contains(strings.Join(out.Sweep.Failed, "; "), "removal mark") {
-		t.Errorf("mark unreadable: puts %v, sweep %+v; want nothing put and the failure said", hp.puts, out.Sweep)
+	if _, _, err := sweepOnce(h, self); len(hp.Puts) != 0 || err == nil || !strings.Contains(err.Error(), "removal mark") {
+		t.Errorf("mark unreadable: puts %v, error %v; want nothing put and the failure said", hp.Puts, err)
 	}
 	self.err = nil
-	if _, err := sweepOnce(h, self); err != nil {
+	if _, _, err := sweepOnce(h, self); err != nil {
 		t.Fatal(err)
 	}
-	if got := hp.hookNames("new-nodes"); !slices.Equal(got, []string{"node-drainer-terminate"}) || aws.ToString(hp.have["new-nodes"][0].NotificationMetadata) != `{"node-drainer":["node-drainer"]}` {
-		t.Errorf("mark readable: new-nodes has %v (%+v); want our hook, marked ours", got, hp.have["new-nodes"])
+	if got := hp.HookNames("new-nodes"); !slices.Equal(got, []string{"node-drainer-terminate"}) || aws.ToString(hp.Have["new-nodes"][0].NotificationMetadata) != `{"node-drainer":["node-drainer"]}` {
+		t.Errorf("mark readable: new-nodes has %v (%+v); want our hook, marked ours", got, hp.Have["new-nodes"])
 	}
 }
 
@@ -248,7 +217,7 @@ func TestStackReleaseStep(t *testing.T) {
 	srv := newCFNServer(t)
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, taggedGroup("green", "true"), {AutoScalingGroupName: aws.String("red")}}
-	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{
+	hp := &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{
 		"blue": {markedBy("node-drainer-terminate", "node-drainer")}, "green": {markedBy("node-drainer-terminate", "node-drainer")},
 		"red": {markedBy("node-drainer-terminate", "node-drainer")},
 	}}
@@ -257,16 +226,16 @@ func TestStackReleaseStep(t *testing.T) {
 	renamed := release(hookProps("red"))
 	renamed["TerminateHookName"] = "drainer-terminate"
 	for _, kind := range []cfn.RequestType{cfn.RequestCreate, cfn.RequestDelete} {
-		if r := cfnCall(t, h, srv, kind, release(hookProps("blue", "green", "red")), nil); r.Status != cfn.StatusSuccess || len(hp.calls) != 0 {
-			t.Fatalf("release step's %s: %s %q, calls %v; want nothing done", kind, r.Status, r.Reason, hp.calls)
+		if r := cfnCall(t, h, srv, kind, release(hookProps("blue", "green", "red")), nil); r.Status != cfn.StatusSuccess || len(hp.Calls) != 0 {
+			t.Fatalf("release step's %s: %s %q, calls %v; want nothing done", kind, r.Status, r.Reason, hp.Calls)
 		}
 	}
 	// blue leaves; green moves to the tag; red stays, its hook renamed
 	if r := cfnCall(t, h, srv, cfn.RequestUpdate, renamed, release(hookProps("blue", "green", "red"))); r.Status != cfn.StatusSuccess {
 		t.Fatalf("release step's update: %s %q", r.Status, r.Reason)
 	}
-	if !slices.Equal(hp.calls, []string{"delete blue/node-drainer-terminate"}) {
-		t.Errorf("release step's update: calls %v; want blue's hook removed alone", hp.calls)
+	if !slices.Equal(hp.Calls, []string{"delete blue/node-drainer-terminate"}) {
+		t.Errorf("release step's update: calls %v; want blue's hook removed alone", hp.Calls)
 	}
 }
 
@@ -275,14 +244,13 @@ func TestStackReleaseStep(t *testing.T) {
 // function's): a sweep invoked through an alias puts the hook as usual.
 func TestRemovalMarkReadAtTheInvokedARN(t *testing.T) {
 	e := newEnv()
-	tagMode(e)
 	e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("new-nodes", "true")}
-	hp := &hookPutter{fakeASG: e.asg}
+	hp := &hookstest.AutoScaling{Groups: e.asg}
 	self := &fakeSelf{name: "node-drainer"}
 	h := deployment(e, hp, "node-drainer", self)
 	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{InvokedFunctionArn: self.arn() + ":live"})
-	out, err := h.Handle(ctx, sweepEvent())
-	if err != nil || !slices.Equal(hp.hookNames("new-nodes"), []string{"node-drainer-terminate"}) {
-		t.Errorf("sweep through an alias: %+v, %v; new-nodes has %v, want our hook (the mark read at the unqualified ARN)", out.Sweep, err, hp.hookNames("new-nodes"))
+	res, _, err := h.EnsureTagged(ctx, sweepTag, discovery.Wanted("node-drainer-terminate", true, "", false, 300), false)
+	if err != nil || !slices.Equal(hp.HookNames("new-nodes"), []string{"node-drainer-terminate"}) {
+		t.Errorf("sweep through an alias: %+v, %v; new-nodes has %v, want our hook (the mark read at the unqualified ARN)", res, err, hp.HookNames("new-nodes"))
 	}
 }
