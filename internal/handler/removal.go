@@ -240,7 +240,7 @@ func (h *Handler) takeBack(ctx context.Context, put []string, hooks []discovery.
 			}
 			continue
 		}
-		r, f := discovery.Remove(ctx, h.c.Hooks, []string{g}, names[g], h.cfg.FunctionName, func(string) bool { return false }, false)
+		r, f := discovery.Remove(ctx, h.c.Hooks, []string{g}, names[g], h.cfg.FunctionName, false)
 		removed, failed = append(removed, r...), append(failed, f...)
 	}
 	return removed, failed
