@@ -228,7 +228,7 @@ type Result struct {
 	// deployment's alone, left as they are, each with why (marks.go):
 	// another deployment's, one no deployment marked, a shared mark from
 	// before one owner per hook. EnsureNamed refuses a listed group with
-	// the first two instead.
+	// the first two instead, where asked to.
 	NotOurs []string
 	refused []string // the first two, on a group where they refuse (ensureAll)
 }
@@ -255,22 +255,25 @@ func Ensure(ctx context.Context, api API, tag Tag, hooks []Hook, dryRun bool) (R
 	for i, g := range groups {
 		names[i] = aws.ToString(g.AutoScalingGroupName)
 	}
-	res.ensureAll(ctx, api, names, hooks, false, dryRun)
+	res.ensureAll(ctx, api, names, hooks, nowhere, dryRun)
 	return res, nil
 }
 
+// nowhere refuses no group (ensureAll).
+func nowhere(string) bool { return false }
+
 // ensureAll puts the hooks on each group (ensureGroup), recording what it
-// put, what it left (refuse: a hook another deployment or none put is the
-// group's failure) and, one group's failure not stopping the others, what
-// failed.
-func (res *Result) ensureAll(ctx context.Context, api API, groups []string, hooks []Hook, refuse, dryRun bool) {
+// put, what it left (where refuse says so of the group, a hook another
+// deployment or none put is its failure) and, one group's failure not
+// stopping the others, what failed.
+func (res *Result) ensureAll(ctx context.Context, api API, groups []string, hooks []Hook, refuse func(group string) bool, dryRun bool) {
 	for _, name := range groups {
 		put, left, err := ensureGroup(ctx, api, name, hooks, dryRun)
 		for _, h := range put {
 			res.Put = append(res.Put, name+"/"+h)
 		}
 		for _, l := range left {
-			if refuse && l.refuse {
+			if l.refuse && refuse(name) {
 				res.Failed, res.refused = append(res.Failed, name+": "+l.left), append(res.refused, l.left)
 			} else {
 				res.NotOurs = append(res.NotOurs, l.left)
@@ -286,10 +289,12 @@ func (res *Result) ensureAll(ctx context.Context, api API, groups []string, hook
 // (the groups a deployment lists: SAM's Custom::LifecycleHooks). A name
 // that is no group is an error naming it, and then nothing is put
 // anywhere: the deployment is wrong, not one group. So is a hook of our
-// name on a listed group that another deployment, or none, put (marks.go):
-// the error names it, the hook is left as it is, and nothing is put (each
-// group read first, in a dry run).
-func EnsureNamed(ctx context.Context, api API, groups []string, hooks []Hook, dryRun bool) (Result, error) {
+// name that another deployment, or none, put (marks.go) on a listed group
+// refuse says so of (the groups newly listed: a group the deployment had
+// already is not refused, or the rollback of a failed update would fail
+// as well; its hook is left and said): the error names it, the hook is
+// left as it is, and nothing is put (each group read first, in a dry run).
+func EnsureNamed(ctx context.Context, api API, groups []string, hooks []Hook, refuse func(group string) bool, dryRun bool) (Result, error) {
 	var res Result
 	if len(groups) == 0 || len(hooks) == 0 {
 		return res, nil
@@ -302,11 +307,11 @@ func EnsureNamed(ctx context.Context, api API, groups []string, hooks []Hook, dr
 		return res, fmt.Errorf("no auto scaling group named %s", strings.Join(missing, ", "))
 	}
 	var first Result
-	if first.ensureAll(ctx, api, groups, hooks, true, true); len(first.refused) > 0 {
+	if first.ensureAll(ctx, api, groups, hooks, refuse, true); len(first.refused) > 0 {
 		return res, errors.New(strings.Join(first.refused, "; "))
 	}
 	res.Groups = len(groups)
-	res.ensureAll(ctx, api, groups, hooks, true, dryRun)
+	res.ensureAll(ctx, api, groups, hooks, refuse, dryRun)
 	return res, nil
 }
 
@@ -315,7 +320,7 @@ func EnsureNamed(ctx context.Context, api API, groups []string, hooks []Hook, dr
 func EnsureOn(ctx context.Context, api API, groups []string, hooks []Hook, dryRun bool) Result {
 	res := Result{Groups: len(groups)}
 	if len(hooks) > 0 {
-		res.ensureAll(ctx, api, groups, hooks, false, dryRun)
+		res.ensureAll(ctx, api, groups, hooks, nowhere, dryRun)
 	}
 	return res
 }

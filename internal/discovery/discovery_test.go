@@ -276,15 +276,15 @@ func TestCarries(t *testing.T) {
 // whole request before anything is put.
 func TestEnsureNamed(t *testing.T) {
 	f := &fakeAPI{groups: groups()}
-	if _, err := EnsureNamed(context.Background(), f, []string{"a", "nope", "plain"}, []Hook{terminate}, false); err == nil || !strings.Contains(err.Error(), "nope") || len(f.puts) != 0 {
+	if _, err := EnsureNamed(context.Background(), f, []string{"a", "nope", "plain"}, []Hook{terminate}, everywhere, false); err == nil || !strings.Contains(err.Error(), "nope") || len(f.puts) != 0 {
 		t.Fatalf("a missing group: err %v, puts %v; want an error naming it and nothing put", err, f.putNames())
 	}
-	res, err := EnsureNamed(context.Background(), f, []string{"plain", "off"}, []Hook{terminate, launch}, false)
+	res, err := EnsureNamed(context.Background(), f, []string{"plain", "off"}, []Hook{terminate, launch}, everywhere, false)
 	want := []string{"plain/node-drainer-terminate", "plain/node-drainer-launch", "off/node-drainer-terminate", "off/node-drainer-launch"}
 	if err != nil || !slices.Equal(res.Put, want) || res.Groups != 2 {
 		t.Fatalf("EnsureNamed = %+v, %v; want %v put on 2 groups (listed groups need no tag)", res, err, want)
 	}
-	if res, _ := EnsureNamed(context.Background(), f, []string{"plain", "off"}, []Hook{terminate, launch}, false); len(res.Put) != 0 {
+	if res, _ := EnsureNamed(context.Background(), f, []string{"plain", "off"}, []Hook{terminate, launch}, everywhere, false); len(res.Put) != 0 {
 		t.Errorf("second EnsureNamed put %v again", res.Put)
 	}
 }

@@ -56,7 +56,7 @@ func TestAnotherDeploymentsHookIsLeft(t *testing.T) {
 		}
 	}
 	f.puts = nil
-	res, err := EnsureNamed(ctx, f, []string{"plain", "a"}, []Hook{ownedBy("drainer-a"), launch}, false)
+	res, err := EnsureNamed(ctx, f, []string{"plain", "a"}, []Hook{ownedBy("drainer-a"), launch}, everywhere, false)
 	want := "hook node-drainer-terminate on group a belongs to deployment drainer-b: two deployments cannot share a hook; " +
 		"give one of them other hook names (TerminateHookName/LaunchHookName) or remove the other first"
 	if err == nil || err.Error() != want || len(res.Put) != 0 || len(f.puts) != 0 {
@@ -65,6 +65,31 @@ func TestAnotherDeploymentsHookIsLeft(t *testing.T) {
 	removed, failed := Remove(ctx, f, []string{"a", "b"}, []string{terminate.Name}, "drainer-a", false)
 	if len(removed) != 0 || len(failed) != 0 || len(f.deletes) != 0 || !reflect.DeepEqual(f.hooks["a"], []astypes.LifecycleHook{theirs}) {
 		t.Errorf("drainer-a's removal: removed %v, failed %v, deleted %v, a has %+v; want drainer-b's hook left", removed, failed, f.deletes, f.hooks["a"])
+	}
+}
+
+// everywhere refuses, on every listed group, a hook not ours (a create).
+func everywhere(string) bool { return true }
+
+// TestAGroupAlreadyListedIsNotRefused: a listed group the deployment had
+// already (an update, and its rollback) is not refused over a hook not
+// ours found there now: the hook is left and said, and the other listed
+// groups get theirs; a group newly listed with one is refused.
+func TestAGroupAlreadyListedIsNotRefused(t *testing.T) {
+	ctx := context.Background()
+	byHand := hookWith("", 60)
+	f := &fakeAPI{groups: groups(), hooks: map[string][]astypes.LifecycleHook{"a": {byHand}}}
+	had := func(g string) bool { return g != "a" }
+	res, err := EnsureNamed(ctx, f, []string{"a", "b"}, []Hook{ownedBy("drainer-a")}, had, false)
+	if err != nil || !slices.Equal(res.Put, []string{"b/node-drainer-terminate"}) || len(res.Failed) != 0 || len(res.NotOurs) != 1 ||
+		!strings.Contains(res.NotOurs[0], "hook node-drainer-terminate on group a carries no node-drainer deployment's mark") {
+		t.Errorf("EnsureNamed = %+v, %v; want a's hook said, b's put", res, err)
+	}
+	if !reflect.DeepEqual(f.hooks["a"], []astypes.LifecycleHook{byHand}) {
+		t.Errorf("a's hook became %+v", f.hooks["a"])
+	}
+	if _, err := EnsureNamed(ctx, f, []string{"a", "b"}, []Hook{ownedBy("drainer-a")}, func(g string) bool { return g == "a" }, false); err == nil {
+		t.Error("a newly listed: want it refused")
 	}
 }
 
@@ -90,7 +115,7 @@ func TestAHookWeDidNotPutIsNeverOurs(t *testing.T) {
 	if res, err := Ensure(ctx, f, tag, []Hook{mine}, false); err != nil || len(res.NotOurs) != 4 || !strings.Contains(res.NotOurs[0], why) || len(res.Failed) != 0 {
 		t.Errorf("sweep: %+v, %v; want the four hooks said not ours", res, err)
 	}
-	if _, err := EnsureNamed(ctx, f, []string{"a", "b", "c", "d"}, []Hook{mine}, false); err == nil || strings.Count(err.Error(), why) != 4 {
+	if _, err := EnsureNamed(ctx, f, []string{"a", "b", "c", "d"}, []Hook{mine}, everywhere, false); err == nil || strings.Count(err.Error(), why) != 4 {
 		t.Errorf("a stack listing them: %v; want each group's hook refused", err)
 	}
 	removed, _ := Remove(ctx, f, []string{"a", "b", "c", "d"}, []string{terminate.Name}, "drainer-a", false)
@@ -111,7 +136,7 @@ func TestAHookWeDidNotPutIsNeverOurs(t *testing.T) {
 func TestOurHookCorrectedKeepsItsMetadata(t *testing.T) {
 	meta := `{ "team": "x", "node-drainer": [ "drainer-a" ], "n": 1.50 }`
 	f := &fakeAPI{groups: groups(), hooks: map[string][]astypes.LifecycleHook{"a": {hookWith(meta, 60)}}}
-	res, err := EnsureNamed(context.Background(), f, []string{"a"}, []Hook{ownedBy("drainer-a")}, false)
+	res, err := EnsureNamed(context.Background(), f, []string{"a"}, []Hook{ownedBy("drainer-a")}, everywhere, false)
 	if err != nil || !slices.Equal(res.Put, []string{"a/node-drainer-terminate"}) || len(res.Failed) != 0 {
 		t.Fatalf("EnsureNamed = %+v, %v; want a's hook corrected", res, err)
 	}
@@ -129,7 +154,7 @@ func TestLegacySharedMark(t *testing.T) {
 	ctx := context.Background()
 	shared := hookWith(`{"node-drainer":["drainer-a","drainer-b"],"team":"x"}`, 60)
 	f := &fakeAPI{groups: groups(), hooks: map[string][]astypes.LifecycleHook{"a": {shared}}}
-	res, err := EnsureNamed(ctx, f, []string{"a"}, []Hook{ownedBy("drainer-a")}, false)
+	res, err := EnsureNamed(ctx, f, []string{"a"}, []Hook{ownedBy("drainer-a")}, everywhere, false)
 	if err != nil || len(res.Failed) != 0 || len(res.NotOurs) != 1 || !strings.Contains(res.NotOurs[0], "shared with drainer-b") {
 		t.Errorf("a stack listing a: %+v, %v; want the shared hook said, no failure", res, err)
 	}
@@ -154,7 +179,7 @@ func TestLegacySharedMark(t *testing.T) {
 // failure says why.
 func TestMetadataOverTheLimitIsRefused(t *testing.T) {
 	f := &fakeAPI{groups: groups()}
-	res, err := EnsureNamed(context.Background(), f, []string{"a"}, []Hook{ownedBy(strings.Repeat("x", 1010))}, false)
+	res, err := EnsureNamed(context.Background(), f, []string{"a"}, []Hook{ownedBy(strings.Repeat("x", 1010))}, everywhere, false)
 	if err != nil || len(f.puts) != 0 || len(res.Failed) != 1 || !strings.Contains(res.Failed[0], "1,023") {
 		t.Errorf("EnsureNamed = %+v, %v, puts %v; want no put and the limit said", res, err, f.putNames())
 	}
@@ -194,7 +219,7 @@ func TestRenamedFunctionTakesItsMark(t *testing.T) {
 	}}
 	h := ownedBy("new-fn")
 	h.Replaces = "old-fn"
-	res, err := EnsureNamed(context.Background(), f, []string{"a", "b"}, []Hook{h}, false)
+	res, err := EnsureNamed(context.Background(), f, []string{"a", "b"}, []Hook{h}, everywhere, false)
 	if err != nil || len(res.Failed) != 0 {
 		t.Fatalf("EnsureNamed = %+v, %v", res, err)
 	}

@@ -67,7 +67,7 @@ func (h *Handler) serveHooks(ctx context.Context, req cfn.Event) ([]string, erro
 		old, err := decodeHookProperties(req.OldResourceProperties)
 		if req.RequestType == cfn.RequestCreate || err != nil {
 			if !release {
-				err = s.put(ctx, props)
+				err = s.put(ctx, props, nil)
 			}
 		} else {
 			err = s.update(ctx, old, props, release)
@@ -118,7 +118,7 @@ func (s *hooksServed) update(ctx context.Context, old, props hookProperties, rel
 	s.replaces = s.h.owner(old)
 	oldGroups, oldErr := s.groups(ctx, old)
 	if !release {
-		if err := s.put(ctx, props); err != nil {
+		if err := s.put(ctx, props, oldGroups); err != nil {
 			return err
 		}
 	}
@@ -177,11 +177,12 @@ func (s *hooksServed) taggedGroups(ctx context.Context, tag discovery.Tag) ([]st
 // every listed group (a name that is no group fails the request) and on
 // the tagged groups of this cluster (putTag): at a create too, so that a
 // deployment with no sweep hooks them (its first sweep would, else none
-// until an update), and at an update a hook renamed is there before its
-// old name goes. A hook of our name the deployment does not own alone is
-// left as it is (discovery's marks.go): on a listed group, another
+// until an update), and at an update (had: the groups the old properties'
+// deployment had) a hook renamed is there before its old name goes. A
+// hook of our name the deployment does not own alone is left as it is
+// (discovery's marks.go): on a listed group it did not have, another
 // deployment's or none's fails the request naming it; the others are said.
-func (s *hooksServed) put(ctx context.Context, props hookProperties) error {
+func (s *hooksServed) put(ctx context.Context, props hookProperties, had []string) error {
 	hooks, err := props.hooks()
 	if err != nil {
 		return err
@@ -192,7 +193,8 @@ func (s *hooksServed) put(ctx context.Context, props hookProperties) error {
 			hooks[i].Replaces = s.replaces // the function renamed: its mark taken over
 		}
 	}
-	res, err := discovery.EnsureNamed(ctx, s.h.c.Hooks, props.AsgNames, hooks, hooksDryRun)
+	refuse := func(g string) bool { return !slices.Contains(had, g) }
+	res, err := discovery.EnsureNamed(ctx, s.h.c.Hooks, props.AsgNames, hooks, refuse, hooksDryRun)
 	if err != nil {
 		return err
 	}

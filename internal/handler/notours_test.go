@@ -1,11 +1,13 @@
 package handler
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/cfn"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 )
@@ -43,5 +45,37 @@ func TestSweepLeavesAHookNotOurs(t *testing.T) {
 	}
 	if !reflect.DeepEqual(hp.have["theirs"], []astypes.LifecycleHook{theirs}) || !reflect.DeepEqual(hp.have["by-hand"], []astypes.LifecycleHook{byHand}) {
 		t.Errorf("hooks not ours changed: theirs %+v, by-hand %+v", hp.have["theirs"], hp.have["by-hand"])
+	}
+}
+
+// TestStackUpdateRefusesOnlyNewlyListedGroups: an update that lists a
+// group carrying another deployment's hook of our name fails, naming it,
+// with nothing written; its rollback (the old properties again) succeeds:
+// a group the deployment already had is not refused over a hook not ours
+// found there now (made by hand since), which is left byte for byte and
+// said in the answer.
+func TestStackUpdateRefusesOnlyNewlyListedGroups(t *testing.T) {
+	srv := newCFNServer(t)
+	e := newEnv()
+	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, {AutoScalingGroupName: aws.String("green")}}
+	hp := &hookPutter{fakeASG: e.asg, have: map[string][]astypes.LifecycleHook{"green": {markedBy("node-drainer-terminate", "other-fn")}}}
+	h := deployment(e, hp, "node-drainer", nil)
+	if r := cfnCall(t, h, srv, cfn.RequestCreate, hookProps("blue"), nil); r.Status != cfn.StatusSuccess {
+		t.Fatalf("create: %s %q", r.Status, r.Reason)
+	}
+	byHand := astypes.LifecycleHook{LifecycleHookName: aws.String("node-drainer-terminate"), LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"),
+		HeartbeatTimeout: aws.Int32(60), DefaultResult: aws.String("CONTINUE")}
+	hp.have["blue"], hp.calls = []astypes.LifecycleHook{byHand}, nil
+	r := cfnCall(t, h, srv, cfn.RequestUpdate, hookProps("blue", "green"), hookProps("blue"))
+	if r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, "hook node-drainer-terminate on group green belongs to deployment other-fn: two deployments cannot share a hook") ||
+		strings.Contains(r.Reason, "blue") || len(hp.calls) != 0 {
+		t.Errorf("update listing green: %s %q, calls %v; want FAILED naming green's owner alone, nothing written", r.Status, r.Reason, hp.calls)
+	}
+	r = cfnCall(t, h, srv, cfn.RequestUpdate, hookProps("blue"), hookProps("blue", "green"))
+	if changed := fmt.Sprint(r.Data["Changed"]); r.Status != cfn.StatusSuccess || !strings.Contains(changed, "left hook node-drainer-terminate on group blue carries no node-drainer deployment's mark") {
+		t.Errorf("the rollback: %s %q, changed %q; want SUCCESS, blue's hook said left", r.Status, r.Reason, changed)
+	}
+	if len(hp.calls) != 0 || !reflect.DeepEqual(hp.have["blue"], []astypes.LifecycleHook{byHand}) || len(hp.have["green"]) != 1 {
+		t.Errorf("the rollback wrote %v; blue %+v, green %+v", hp.calls, hp.have["blue"], hp.have["green"])
 	}
 }
