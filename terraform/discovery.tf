@@ -15,9 +15,10 @@ locals {
 
   any_asg_arn = "arn:${local.partition}:autoscaling:${local.region}:${local.account}:autoScalingGroup:*:autoScalingGroupName/*"
 
-  # Each hook of node-drainer's names, in its NotificationMetadata, the
-  # deployments that put it (internal/discovery/marks.go); a removal takes
-  # only the hooks that name its own.
+  # Each hook of node-drainer's names, in its NotificationMetadata, the one
+  # deployment that put it (internal/discovery/marks.go: one owner per hook,
+  # the same bytes as the function's mark); only that deployment corrects or
+  # removes it.
   hook_mark = jsonencode({ "node-drainer" = [var.function_name] })
 
   # The function's input about the hooks of tagged groups

@@ -9,7 +9,9 @@
 // the server's reading, the check is ours); the role's IAM grant of
 // autoscaling:PutLifecycleHook is conditioned on the same tag. A hook that
 // exists with the right settings is left as it is; another tool's hook is
-// never read for more than its name, never changed.
+// never read for more than its name, never changed; a hook of our name is
+// written only when its mark names this deployment alone (marks.go: one
+// owner per hook).
 //
 // The groups a SAM deployment lists get their hooks the same way, from the
 // stack's Custom::LifecycleHooks resource (EnsureNamed), which also removes
@@ -28,7 +30,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
-	"github.com/aws/smithy-go"
 )
 
 // API is the part of Auto Scaling discovery uses.
@@ -126,8 +127,8 @@ type Hook struct {
 	Transition       string
 	HeartbeatTimeout int32 // seconds
 	DefaultResult    string
-	// Owner is the deployment putting it, named in its mark (marks.go);
-	// "": put with no mark. Replaces: a former name of that deployment
+	// Owner is the deployment putting it, named in its mark (marks.go;
+	// none: nothing is put). Replaces: a former name of that deployment
 	// (its function renamed), whose mark it takes over.
 	Owner, Replaces string
 }
@@ -223,6 +224,13 @@ type Result struct {
 	// Elsewhere are the groups carrying the tag that name another cluster
 	// ("<group>: <its tag naming it>"): another deployment's, left to it
 	Elsewhere []string
+	// NotOurs are the hooks of our names found that are not the
+	// deployment's alone, left as they are, each with why (marks.go):
+	// another deployment's, one no deployment marked, a shared mark from
+	// before one owner per hook. EnsureNamed refuses a listed group with
+	// the first two instead, where asked to.
+	NotOurs []string
+	refused []string // the first two, on a group where they refuse (ensureAll)
 }
 
 // Ensure puts each of hooks on every group carrying tag that lacks it, or
@@ -247,19 +255,29 @@ func Ensure(ctx context.Context, api API, tag Tag, hooks []Hook, dryRun bool) (R
 	for i, g := range groups {
 		names[i] = aws.ToString(g.AutoScalingGroupName)
 	}
-	// a hook of ours with no mark on a tagged group was a sweep's before
-	// the marks
-	res.ensureAll(ctx, api, names, hooks, func(string) bool { return true }, dryRun)
+	res.ensureAll(ctx, api, names, hooks, nowhere, dryRun)
 	return res, nil
 }
 
+// nowhere refuses no group (ensureAll).
+func nowhere(string) bool { return false }
+
 // ensureAll puts the hooks on each group (ensureGroup), recording what it
-// put and, one group's failure not stopping the others, what failed.
-func (res *Result) ensureAll(ctx context.Context, api API, groups []string, hooks []Hook, claim func(group string) bool, dryRun bool) {
+// put, what it left (where refuse says so of the group, a hook another
+// deployment or none put is its failure) and, one group's failure not
+// stopping the others, what failed.
+func (res *Result) ensureAll(ctx context.Context, api API, groups []string, hooks []Hook, refuse func(group string) bool, dryRun bool) {
 	for _, name := range groups {
-		put, err := ensureGroup(ctx, api, name, hooks, claim(name), dryRun)
+		put, left, err := ensureGroup(ctx, api, name, hooks, dryRun)
 		for _, h := range put {
 			res.Put = append(res.Put, name+"/"+h)
+		}
+		for _, l := range left {
+			if l.refuse && refuse(name) {
+				res.Failed, res.refused = append(res.Failed, name+": "+l.left), append(res.refused, l.left)
+			} else {
+				res.NotOurs = append(res.NotOurs, l.left)
+			}
 		}
 		if err != nil {
 			res.Failed = append(res.Failed, name+": "+err.Error())
@@ -270,9 +288,13 @@ func (res *Result) ensureAll(ctx context.Context, api API, groups []string, hook
 // EnsureNamed puts hooks on each named group, as Ensure does on tagged ones
 // (the groups a deployment lists: SAM's Custom::LifecycleHooks). A name
 // that is no group is an error naming it, and then nothing is put
-// anywhere: the deployment is wrong, not one group. claim says of a group
-// whether a hook of ours there with no mark is the deployment's (marks.go).
-func EnsureNamed(ctx context.Context, api API, groups []string, hooks []Hook, claim func(group string) bool, dryRun bool) (Result, error) {
+// anywhere: the deployment is wrong, not one group. So is a hook of our
+// name that another deployment, or none, put (marks.go) on a listed group
+// refuse says so of (the groups newly listed: a group the deployment had
+// already is not refused, or the rollback of a failed update would fail
+// as well; its hook is left and said): the error names it, the hook is
+// left as it is, and nothing is put (each group read first, in a dry run).
+func EnsureNamed(ctx context.Context, api API, groups []string, hooks []Hook, refuse func(group string) bool, dryRun bool) (Result, error) {
 	var res Result
 	if len(groups) == 0 || len(hooks) == 0 {
 		return res, nil
@@ -284,17 +306,21 @@ func EnsureNamed(ctx context.Context, api API, groups []string, hooks []Hook, cl
 	if missing := slices.DeleteFunc(slices.Clone(groups), func(g string) bool { return slices.Contains(found, g) }); len(missing) > 0 {
 		return res, fmt.Errorf("no auto scaling group named %s", strings.Join(missing, ", "))
 	}
+	var first Result
+	if first.ensureAll(ctx, api, groups, hooks, refuse, true); len(first.refused) > 0 {
+		return res, errors.New(strings.Join(first.refused, "; "))
+	}
 	res.Groups = len(groups)
-	res.ensureAll(ctx, api, groups, hooks, claim, dryRun)
+	res.ensureAll(ctx, api, groups, hooks, refuse, dryRun)
 	return res, nil
 }
 
 // EnsureOn puts hooks on each of groups, read as existing by the caller (a
-// tagged group's name), as EnsureNamed does; claim as there.
-func EnsureOn(ctx context.Context, api API, groups []string, hooks []Hook, claim func(group string) bool, dryRun bool) Result {
+// tagged group's name), as Ensure does (a hook not ours is left and said).
+func EnsureOn(ctx context.Context, api API, groups []string, hooks []Hook, dryRun bool) Result {
 	res := Result{Groups: len(groups)}
 	if len(hooks) > 0 {
-		res.ensureAll(ctx, api, groups, hooks, claim, dryRun)
+		res.ensureAll(ctx, api, groups, hooks, nowhere, dryRun)
 	}
 	return res
 }
@@ -348,122 +374,44 @@ func describeNamed(ctx context.Context, api autoscaling.DescribeAutoScalingGroup
 	return nil
 }
 
-// Remove takes, from each group, the hooks named that are owner's: those
-// whose mark names it (marks.go) or, where claim says so of the group,
-// that have no mark; never another's name, never a hook another deployment
-// alone put. A hook whose mark names other deployments too stays, put again
-// without owner's name ("<group>/<hook> kept for <others>"); the others are
-// deleted ("<group>/<hook>"). An owner "" takes every hook of the names
-// (no marks). A group that no longer exists has nothing to remove. It
-// returns what it did (or, with dryRun, would do) and "<group>: <error>" of
-// each group that failed; one group's failure does not stop the others.
-func Remove(ctx context.Context, api API, groups, names []string, owner string, claim func(group string) bool, dryRun bool) (removed, failed []string) {
-	if len(names) == 0 {
-		return nil, nil
-	}
-	for _, g := range groups {
-		out, err := api.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(g), LifecycleHookNames: names})
-		if err != nil {
-			if isGone(err) {
-				continue
-			}
-			failed = append(failed, g+": describing lifecycle hooks: "+err.Error())
-			continue
-		}
-		for _, h := range out.LifecycleHooks {
-			if !slices.Contains(names, aws.ToString(h.LifecycleHookName)) {
-				continue // the describe was asked for ours: never another's
-			}
-			did, err := release(ctx, api, h, g, owner, claim(g), dryRun)
-			if err != nil {
-				failed = append(failed, g+": "+err.Error())
-			} else if did != "" {
-				removed = append(removed, did)
-			}
-		}
-	}
-	return removed, failed
-}
-
-// release takes owner's part of hook h of group g (Remove); it says what it
-// did ("" nothing: not owner's).
-func release(ctx context.Context, api API, h astypes.LifecycleHook, g, owner string, claim, dryRun bool) (string, error) {
-	name := aws.ToString(h.LifecycleHookName)
-	owners, marked := Owners(h)
-	rest := slices.DeleteFunc(slices.Clone(owners), func(o string) bool { return o == owner })
-	switch {
-	case owner == "" || (!marked && claim):
-		rest = nil
-	case !marked || len(rest) == len(owners):
-		return "", nil
-	}
-	if len(rest) > 0 {
-		if !dryRun {
-			if _, err := api.PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{AutoScalingGroupName: aws.String(g), LifecycleHookName: h.LifecycleHookName,
-				LifecycleTransition: h.LifecycleTransition, HeartbeatTimeout: h.HeartbeatTimeout, DefaultResult: h.DefaultResult,
-				NotificationTargetARN: h.NotificationTargetARN, RoleARN: h.RoleARN, NotificationMetadata: aws.String(Mark(rest))}); err != nil && !isGone(err) {
-				return "", fmt.Errorf("putting lifecycle hook %s again without %s: %w", name, owner, err)
-			}
-		}
-		return g + "/" + name + " kept for " + strings.Join(rest, ", "), nil
-	}
-	if !dryRun {
-		if _, err := api.DeleteLifecycleHook(ctx, &autoscaling.DeleteLifecycleHookInput{AutoScalingGroupName: aws.String(g), LifecycleHookName: aws.String(name)}); err != nil && !isGone(err) {
-			return "", fmt.Errorf("deleting lifecycle hook %s: %w", name, err)
-		}
-	}
-	return g + "/" + name, nil
-}
-
-// isGone reports Auto Scaling's answer for a group or hook that does not
-// exist (a ValidationError naming it).
-func isGone(err error) bool {
-	var ae smithy.APIError
-	if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationError" {
-		return false
-	}
-	msg := strings.ToLower(ae.ErrorMessage())
-	return strings.Contains(msg, "not found") || strings.Contains(msg, "does not exist") || strings.Contains(msg, "no lifecycle hook")
-}
-
-// ensureGroup puts the hooks group lacks, or whose settings or mark are
-// not the ones wanted (Hook.metadata); it returns their names.
-func ensureGroup(ctx context.Context, api API, group string, hooks []Hook, claim, dryRun bool) ([]string, error) {
+// ensureGroup puts the hooks group lacks, or whose settings are not the
+// ones wanted, of those the deployment owns (Hook.plan); it returns their
+// names, and the hooks it left (not the deployment's alone).
+func ensureGroup(ctx context.Context, api API, group string, hooks []Hook, dryRun bool) (put []string, left []step, err error) {
 	names := make([]string, len(hooks))
 	for i, h := range hooks {
+		if h.Owner == "" {
+			return nil, nil, fmt.Errorf("lifecycle hook %s not put: no deployment to mark it with (the function's name unknown)", h.Name)
+		}
 		names[i] = h.Name
 	}
-	out, err := api.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{
-		AutoScalingGroupName: aws.String(group), LifecycleHookNames: names,
-	})
+	found, err := describeHooks(ctx, api, group, names)
 	if err != nil {
-		return nil, fmt.Errorf("describing lifecycle hooks: %w", err)
+		return nil, nil, err
 	}
-	var put []string
 	for _, want := range hooks {
 		var cur *astypes.LifecycleHook
-		if i := slices.IndexFunc(out.LifecycleHooks, func(h astypes.LifecycleHook) bool { return aws.ToString(h.LifecycleHookName) == want.Name }); i >= 0 {
-			cur = &out.LifecycleHooks[i]
+		if i := slices.IndexFunc(found, func(h astypes.LifecycleHook) bool { return aws.ToString(h.LifecycleHookName) == want.Name }); i >= 0 {
+			cur = &found[i]
 		}
-		meta, ok := want.metadata(cur, claim)
-		if !ok {
+		st := want.plan(cur, group)
+		if st.left != "" {
+			left = append(left, st)
+		}
+		if st.in == nil {
 			continue
 		}
+		if err := fits(st.in); err != nil {
+			return put, left, err
+		}
 		if !dryRun {
-			if _, err := api.PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{
-				AutoScalingGroupName: aws.String(group),
-				LifecycleHookName:    aws.String(want.Name),
-				LifecycleTransition:  aws.String(want.Transition),
-				HeartbeatTimeout:     aws.Int32(want.HeartbeatTimeout),
-				DefaultResult:        aws.String(want.DefaultResult),
-				NotificationMetadata: meta,
-			}); err != nil {
-				return put, fmt.Errorf("putting lifecycle hook %s: %w", want.Name, err)
+			if _, err := api.PutLifecycleHook(ctx, st.in); err != nil {
+				return put, left, fmt.Errorf("putting lifecycle hook %s: %w", want.Name, err)
 			}
 		}
 		put = append(put, want.Name)
 	}
-	return put, nil
+	return put, left, nil
 }
 
 // matches reports whether an existing hook has the settings wanted.

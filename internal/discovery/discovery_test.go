@@ -27,6 +27,9 @@ type fakeAPI struct {
 	listErr   error    // DescribeAutoScalingGroups fails
 	putErr    map[string]error
 	describes int
+	// afterPut runs after each put has landed, outside the lock (another
+	// writer's put landing just after it)
+	afterPut func(in *autoscaling.PutLifecycleHookInput)
 }
 
 func group(name string, tags ...string) astypes.AutoScalingGroup {
@@ -108,6 +111,11 @@ func (f *fakeAPI) PutLifecycleHook(_ context.Context, in *autoscaling.PutLifecyc
 	})
 	f.hooks[g] = append(f.hooks[g], astypes.LifecycleHook{AutoScalingGroupName: in.AutoScalingGroupName, LifecycleHookName: in.LifecycleHookName,
 		LifecycleTransition: in.LifecycleTransition, HeartbeatTimeout: in.HeartbeatTimeout, DefaultResult: in.DefaultResult, NotificationMetadata: in.NotificationMetadata})
+	if after := f.afterPut; after != nil {
+		f.mu.Unlock()
+		after(in)
+		f.mu.Lock()
+	}
 	return &autoscaling.PutLifecycleHookOutput{}, nil
 }
 
@@ -132,8 +140,8 @@ func (f *fakeAPI) putNames() []string {
 
 var (
 	tag       = Tag{Key: "node-drainer.io/enabled", Value: "true"}
-	terminate = Hook{Name: "node-drainer-terminate", Transition: Terminating, HeartbeatTimeout: 300, DefaultResult: "CONTINUE"}
-	launch    = Hook{Name: "node-drainer-launch", Transition: Launching, HeartbeatTimeout: 300, DefaultResult: "CONTINUE"}
+	terminate = Hook{Name: "node-drainer-terminate", Transition: Terminating, HeartbeatTimeout: 300, DefaultResult: "CONTINUE", Owner: "drainer-a"}
+	launch    = Hook{Name: "node-drainer-launch", Transition: Launching, HeartbeatTimeout: 300, DefaultResult: "CONTINUE", Owner: "drainer-a"}
 )
 
 // five groups: three tagged (one more page than the first), one with the
@@ -177,11 +185,13 @@ func TestEnsurePutsMissingHooksOnTaggedGroupsOnly(t *testing.T) {
 	f := &fakeAPI{groups: groups(), hooks: map[string][]astypes.LifecycleHook{
 		// b has our terminate hook already, right; and another tool's
 		"b": {
-			{LifecycleHookName: aws.String("node-drainer-terminate"), LifecycleTransition: aws.String(Terminating), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE")},
+			{LifecycleHookName: aws.String("node-drainer-terminate"), LifecycleTransition: aws.String(Terminating), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE"),
+				NotificationMetadata: aws.String(Mark("drainer-a"))},
 			{LifecycleHookName: aws.String("nth"), LifecycleTransition: aws.String(Terminating), HeartbeatTimeout: aws.Int32(60), DefaultResult: aws.String("ABANDON")},
 		},
 		// c has it with another heartbeat: corrected
-		"c": {{LifecycleHookName: aws.String("node-drainer-terminate"), LifecycleTransition: aws.String(Terminating), HeartbeatTimeout: aws.Int32(60), DefaultResult: aws.String("CONTINUE")}},
+		"c": {{LifecycleHookName: aws.String("node-drainer-terminate"), LifecycleTransition: aws.String(Terminating), HeartbeatTimeout: aws.Int32(60), DefaultResult: aws.String("CONTINUE"),
+			NotificationMetadata: aws.String(Mark("drainer-a"))}},
 	}}
 	res, err := Ensure(context.Background(), f, tag, []Hook{terminate, launch}, false)
 	if err != nil {
@@ -266,29 +276,27 @@ func TestCarries(t *testing.T) {
 // whole request before anything is put.
 func TestEnsureNamed(t *testing.T) {
 	f := &fakeAPI{groups: groups()}
-	if _, err := EnsureNamed(context.Background(), f, []string{"a", "nope", "plain"}, []Hook{terminate}, never, false); err == nil || !strings.Contains(err.Error(), "nope") || len(f.puts) != 0 {
+	if _, err := EnsureNamed(context.Background(), f, []string{"a", "nope", "plain"}, []Hook{terminate}, everywhere, false); err == nil || !strings.Contains(err.Error(), "nope") || len(f.puts) != 0 {
 		t.Fatalf("a missing group: err %v, puts %v; want an error naming it and nothing put", err, f.putNames())
 	}
-	res, err := EnsureNamed(context.Background(), f, []string{"plain", "off"}, []Hook{terminate, launch}, never, false)
+	res, err := EnsureNamed(context.Background(), f, []string{"plain", "off"}, []Hook{terminate, launch}, everywhere, false)
 	want := []string{"plain/node-drainer-terminate", "plain/node-drainer-launch", "off/node-drainer-terminate", "off/node-drainer-launch"}
 	if err != nil || !slices.Equal(res.Put, want) || res.Groups != 2 {
 		t.Fatalf("EnsureNamed = %+v, %v; want %v put on 2 groups (listed groups need no tag)", res, err, want)
 	}
-	if res, _ := EnsureNamed(context.Background(), f, []string{"plain", "off"}, []Hook{terminate, launch}, never, false); len(res.Put) != 0 {
+	if res, _ := EnsureNamed(context.Background(), f, []string{"plain", "off"}, []Hook{terminate, launch}, everywhere, false); len(res.Put) != 0 {
 		t.Errorf("second EnsureNamed put %v again", res.Put)
 	}
 }
 
-func never(string) bool { return false }
-
 // Remove deletes only the hooks it is given the names of.
 func TestRemoveOnlyOurs(t *testing.T) {
 	f := &fakeAPI{groups: groups(), hooks: map[string][]astypes.LifecycleHook{
-		"a": {{LifecycleHookName: aws.String("node-drainer-terminate")}, {LifecycleHookName: aws.String("nth-terminate")}},
-		"b": {{LifecycleHookName: aws.String("nth-terminate")}},
+		"a": {{LifecycleHookName: aws.String("node-drainer-terminate"), NotificationMetadata: aws.String(Mark("drainer-a"))}, {LifecycleHookName: aws.String("nth-terminate"), NotificationMetadata: aws.String(Mark("drainer-a"))}},
+		"b": {{LifecycleHookName: aws.String("nth-terminate"), NotificationMetadata: aws.String(Mark("drainer-a"))}},
 	}}
 	for _, dry := range []bool{true, false} {
-		removed, failed := Remove(context.Background(), f, []string{"a", "b", "gone"}, []string{"node-drainer-terminate", "node-drainer-launch"}, "", never, dry)
+		removed, failed := Remove(context.Background(), f, []string{"a", "b", "gone"}, []string{"node-drainer-terminate", "node-drainer-launch"}, "drainer-a", dry)
 		if !slices.Equal(removed, []string{"a/node-drainer-terminate"}) || len(failed) != 0 {
 			t.Errorf("dry %v: Remove = %v, %v; want a/node-drainer-terminate only", dry, removed, failed)
 		}
@@ -298,49 +306,6 @@ func TestRemoveOnlyOurs(t *testing.T) {
 	}
 	if !slices.Equal(f.deletes, []string{"a/node-drainer-terminate"}) || len(f.hooks["a"]) != 1 || len(f.hooks["b"]) != 1 {
 		t.Errorf("deleted %v, left %v: want another tool's hooks kept", f.deletes, f.hooks)
-	}
-}
-
-// A hook put for a deployment names it in its mark; a second deployment
-// putting the same hook adds its name; each one's removal takes only its
-// own name, and the hook goes with the last. A hook of our name with no mark
-// is left to whoever put it, unless the caller claims it (a node-drainer put
-// it before the marks).
-func TestMarksShareAndRelease(t *testing.T) {
-	ctx := context.Background()
-	f := &fakeAPI{groups: groups(), hooks: map[string][]astypes.LifecycleHook{
-		"plain": {{LifecycleHookName: aws.String("node-drainer-terminate"), LifecycleTransition: aws.String(Terminating), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE")}},
-	}}
-	mine, theirs := terminate, terminate
-	mine.Owner, theirs.Owner = "drainer-a", "drainer-b"
-	for _, h := range []Hook{mine, theirs, mine} {
-		if _, err := EnsureNamed(ctx, f, []string{"a", "plain"}, []Hook{h}, never, false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	meta := func(g string) string {
-		if len(f.hooks[g]) != 1 {
-			return fmt.Sprint(len(f.hooks[g]), " hooks")
-		}
-		return aws.ToString(f.hooks[g][0].NotificationMetadata)
-	}
-	if m := meta("a"); m != `{"node-drainer":["drainer-a","drainer-b"]}` {
-		t.Errorf("a's hook marked %s; want both deployments", m)
-	}
-	if m := meta("plain"); m != "" || len(f.puts) != 2 {
-		t.Errorf("an unmarked hook was changed: %q, puts %v", m, f.putNames())
-	}
-	removed, failed := Remove(ctx, f, []string{"a", "plain"}, []string{terminate.Name}, "drainer-a", never, false)
-	if !slices.Equal(removed, []string{"a/node-drainer-terminate kept for drainer-b"}) || len(failed) != 0 || meta("a") != `{"node-drainer":["drainer-b"]}` || len(f.deletes) != 0 {
-		t.Errorf("a's removal: %v %v, a's mark %s, deletes %v", removed, failed, meta("a"), f.deletes)
-	}
-	removed, _ = Remove(ctx, f, []string{"a", "plain"}, []string{terminate.Name}, "drainer-b", never, false)
-	if !slices.Equal(removed, []string{"a/node-drainer-terminate"}) || len(f.hooks["a"]) != 0 || len(f.hooks["plain"]) != 1 {
-		t.Errorf("b's removal: %v, left %v", removed, f.hooks)
-	}
-	removed, _ = Remove(ctx, f, []string{"plain"}, []string{terminate.Name}, "drainer-b", func(string) bool { return true }, false)
-	if !slices.Equal(removed, []string{"plain/node-drainer-terminate"}) {
-		t.Errorf("a claimed unmarked hook: removed %v", removed)
 	}
 }
 

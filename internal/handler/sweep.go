@@ -190,6 +190,7 @@ func (r *sweeper) summarize(sum *SweepSummary, rd *sweep.Readings, plan sweep.Pl
 	for _, g := range ensured.Elsewhere {
 		sum.Notes = append(sum.Notes, "tagged group "+g+": another cluster's (another deployment's), no hook put")
 	}
+	sum.Notes = append(sum.Notes, ensured.NotOurs...) // hooks not this deployment's to change (rule 18): said, not failed
 	if ensureErr != nil {
 		sum.Failed = append(sum.Failed, "putting hooks on tagged groups: "+ensureErr.Error())
 	}

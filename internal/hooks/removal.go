@@ -239,7 +239,7 @@ func (k *Keeper) takeBack(ctx context.Context, put []string, hooks []discovery.H
 			}
 			continue
 		}
-		r, f := discovery.Remove(ctx, k.c.Hooks, []string{g}, names[g], k.cfg.FunctionName, func(string) bool { return false }, false)
+		r, f := discovery.Remove(ctx, k.c.Hooks, []string{g}, names[g], k.cfg.FunctionName, false)
 		removed, failed = append(removed, r...), append(failed, f...)
 	}
 	return removed, failed

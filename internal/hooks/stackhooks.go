@@ -179,8 +179,9 @@ func (s *hooksServed) taggedGroups(ctx context.Context, tag discovery.Tag) ([]st
 // deployment with no sweep hooks them (its first sweep would, else none
 // until an update), and at an update (had: the groups the old properties'
 // deployment had) a hook renamed is there before its old name goes. A
-// hook of ours with no mark is the deployment's where the old one had the
-// group (put before the marks), else left as it is.
+// hook of our name the deployment does not own alone is left as it is
+// (discovery's marks.go): on a listed group it did not have, another
+// deployment's or none's fails the request naming it; the others are said.
 func (s *hooksServed) put(ctx context.Context, props hookProperties, had []string) error {
 	hooks, err := props.hooks()
 	if err != nil {
@@ -192,8 +193,8 @@ func (s *hooksServed) put(ctx context.Context, props hookProperties, had []strin
 			hooks[i].Replaces = s.replaces // the function renamed: its mark taken over
 		}
 	}
-	claim := func(g string) bool { return slices.Contains(had, g) }
-	res, err := discovery.EnsureNamed(ctx, s.k.c.Hooks, props.AsgNames, hooks, claim, hooksDryRun)
+	refuse := func(g string) bool { return !slices.Contains(had, g) }
+	res, err := discovery.EnsureNamed(ctx, s.k.c.Hooks, props.AsgNames, hooks, refuse, hooksDryRun)
 	if err != nil {
 		return err
 	}
@@ -202,10 +203,13 @@ func (s *hooksServed) put(ctx context.Context, props hookProperties, had []strin
 		s.left(ctx, "the tagged groups without the new hooks", err)
 	}
 	only := slices.DeleteFunc(slices.Clone(tagged), func(g string) bool { return slices.Contains(props.AsgNames, g) })
-	more := discovery.EnsureOn(ctx, s.k.c.Hooks, only, hooks, claim, hooksDryRun)
+	more := discovery.EnsureOn(ctx, s.k.c.Hooks, only, hooks, hooksDryRun)
 	res.Put, res.Failed = append(res.Put, more.Put...), append(res.Failed, more.Failed...)
 	for _, p := range res.Put {
 		s.did = append(s.did, "put "+p)
+	}
+	for _, n := range append(res.NotOurs, more.NotOurs...) {
+		s.did = append(s.did, "left "+n)
 	}
 	s.failed = append(s.failed, res.Failed...)
 	return nil
@@ -216,8 +220,8 @@ func (s *hooksServed) put(ctx context.Context, props hookProperties, had []strin
 // lists nor tags, every old name; from a group it keeps, the old name of a
 // hook renamed (its new name put already). A hook turned off keeps its
 // name and is not removed from a group kept (its operator may manage it
-// from now on). Only hooks the deployment's mark names are removed (or
-// none marked: put before the marks). release: only the groups leaving.
+// from now on). Only hooks the deployment's mark names are removed.
+// release: only the groups leaving.
 //
 // In the release step a hook that cannot be removed fails the update
 // (SAM's answer FAILED, terraform's invocation an error): the grants on
@@ -237,7 +241,7 @@ func (s *hooksServed) dropStale(ctx context.Context, old, props hookProperties, 
 			}
 			drop = slices.DeleteFunc(drop, func(n string) bool { return slices.Contains(kept, n) })
 		}
-		removed, failed := discovery.Remove(ctx, s.k.c.Hooks, []string{g}, drop, s.k.owner(old), func(string) bool { return true }, hooksDryRun)
+		removed, failed := discovery.Remove(ctx, s.k.c.Hooks, []string{g}, drop, s.k.owner(old), hooksDryRun)
 		for _, r := range removed {
 			s.did = append(s.did, "removed "+r)
 		}
@@ -289,7 +293,7 @@ func (s *hooksServed) removeAll(ctx context.Context, props hookProperties) {
 		s.failed = append(s.failed, err.Error())
 	}
 	waiting, werr := discovery.Waiting(ctx, s.k.c.Hooks, groups)
-	removed, failed := discovery.Remove(ctx, s.k.c.Hooks, groups, props.names(), s.owner, func(string) bool { return false }, hooksDryRun)
+	removed, failed := discovery.Remove(ctx, s.k.c.Hooks, groups, props.names(), s.owner, hooksDryRun)
 	for _, r := range removed {
 		s.did = append(s.did, "removed "+r)
 	}

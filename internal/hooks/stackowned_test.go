@@ -3,6 +3,7 @@ package hooks
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -84,24 +85,29 @@ func TestStackUpdateKeepsTheHooksStillOurs(t *testing.T) {
 
 // TestStackDeleteRemovesOnlyWhatItPut: a stack's Delete removes only the
 // hooks its deployment put. A second stack listing the same group (a new
-// install beside the old one), whose Create failed and was rolled back or
-// which is deleted after succeeding, leaves the first one's hooks, on the
-// listed and the tagged groups; the first one's Delete then removes them,
-// never another tool's hook nor a hook of our name it did not put.
+// install beside the old one) is refused at its Create, naming the
+// deployment whose hook is there (two deployments cannot share a hook),
+// and changes nothing: not the listed group's hook, nor the tagged ones',
+// which it says it left. Its rollback, and its Delete after a Create that
+// failed on a missing group, leave the first one's hooks; the first one's
+// Delete then removes them, never another tool's hook nor a hook of our
+// name no deployment put.
 func TestStackDeleteRemovesOnlyWhatItPut(t *testing.T) {
 	srv := newCFNServer(t)
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}, taggedGroup("tagged", "true"), taggedGroup("by-hand", "true")}
+	byHand := astypes.LifecycleHook{LifecycleHookName: aws.String("node-drainer-terminate"), LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE")}
 	hp := &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{
 		"blue":    {{LifecycleHookName: aws.String("nth-terminate")}},
 		"tagged":  {markedBy("node-drainer-terminate", "drainer-a")},
-		"by-hand": {{LifecycleHookName: aws.String("node-drainer-terminate"), LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE")}},
+		"by-hand": {byHand},
 	}}
 	a, b := deployment(e, hp, "drainer-a", nil), deployment(e, hp, "drainer-b", nil)
 	ours := []string{"node-drainer-terminate", "nth-terminate"}
 	if r := cfnCall(t, a, srv, cfn.RequestCreate, hookProps("blue"), nil); r.Status != cfn.StatusSuccess || !slices.Equal(hp.HookNames("blue"), ours) {
 		t.Fatalf("a's create: %s %q, blue has %v", r.Status, r.Reason, hp.HookNames("blue"))
 	}
+	aMark := aws.ToString(hp.Have["blue"][1].NotificationMetadata)
 	if r := cfnCall(t, b, srv, cfn.RequestCreate, hookProps("blue", "missing"), nil); r.Status != cfn.StatusFailed {
 		t.Fatalf("b's create with a missing group: %s", r.Status)
 	}
@@ -111,11 +117,19 @@ func TestStackDeleteRemovesOnlyWhatItPut(t *testing.T) {
 	if !slices.Equal(hp.HookNames("blue"), ours) || len(hp.HookNames("tagged")) != 1 {
 		t.Errorf("b's create rolled back removed a's hooks: blue %v, tagged %v", hp.HookNames("blue"), hp.HookNames("tagged"))
 	}
-	if r := cfnCall(t, b, srv, cfn.RequestCreate, hookProps("blue"), nil); r.Status != cfn.StatusSuccess {
-		t.Fatalf("b's create: %s %q", r.Status, r.Reason)
+	hp.Calls = nil
+	r := cfnCall(t, b, srv, cfn.RequestCreate, hookProps("blue"), nil)
+	refused := "hook node-drainer-terminate on group blue belongs to deployment drainer-a: two deployments cannot share a hook; " +
+		"give one of them other hook names (TerminateHookName/LaunchHookName) or remove the other first"
+	if r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, refused) || strings.Contains(r.Reason, "tagged") {
+		t.Errorf("b's create over a's hook: %s %q; want FAILED: %q (the tagged groups said, not failed)", r.Status, r.Reason, refused)
+	}
+	if len(hp.Calls) != 0 || aws.ToString(hp.Have["blue"][1].NotificationMetadata) != aMark ||
+		!reflect.DeepEqual(hp.Have["by-hand"], []astypes.LifecycleHook{byHand}) {
+		t.Errorf("b's refused create wrote: calls %v, blue's mark %s, by-hand %+v", hp.Calls, aws.ToString(hp.Have["blue"][1].NotificationMetadata), hp.Have["by-hand"])
 	}
 	if r := cfnCall(t, b, srv, cfn.RequestDelete, hookProps("blue"), nil); r.Status != cfn.StatusSuccess {
-		t.Fatalf("b's delete: %s %q", r.Status, r.Reason)
+		t.Fatalf("b's rollback: %s %q", r.Status, r.Reason)
 	}
 	if !slices.Equal(hp.HookNames("blue"), ours) || len(hp.HookNames("tagged")) != 1 {
 		t.Errorf("b's delete removed a's hooks: blue %v, tagged %v", hp.HookNames("blue"), hp.HookNames("tagged"))
@@ -126,8 +140,8 @@ func TestStackDeleteRemovesOnlyWhatItPut(t *testing.T) {
 	if got := hp.HookNames("blue"); !slices.Equal(got, []string{"nth-terminate"}) || len(hp.HookNames("tagged")) != 0 {
 		t.Errorf("a's delete left blue %v, tagged %v; want nth's hook alone, nothing on tagged", got, hp.HookNames("tagged"))
 	}
-	if len(hp.HookNames("by-hand")) != 1 {
-		t.Errorf("a hook of our name no deployment put was removed: by-hand has %v", hp.HookNames("by-hand"))
+	if !reflect.DeepEqual(hp.Have["by-hand"], []astypes.LifecycleHook{byHand}) {
+		t.Errorf("a hook of our name no deployment put was changed or removed: by-hand has %+v", hp.Have["by-hand"])
 	}
 }
 

@@ -60,7 +60,7 @@ func TestDiscoveryAgainstEmulator(t *testing.T) {
 		t.Errorf("filtered describe: %d groups in %d pages, want 3 groups, one a page", seen, pages)
 	}
 
-	hook := discovery.Hook{Name: "node-drainer-terminate", Transition: discovery.Terminating, HeartbeatTimeout: 300, DefaultResult: "CONTINUE"}
+	hook := discovery.Hook{Name: "node-drainer-terminate", Transition: discovery.Terminating, HeartbeatTimeout: 300, DefaultResult: "CONTINUE", Owner: "drainer-a"}
 	res, err := discovery.Ensure(ctx, asc, tag, []discovery.Hook{hook}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -95,25 +95,26 @@ func TestDiscoveryAgainstEmulator(t *testing.T) {
 	if err != nil || len(res.Put) != 0 || res.Groups != 3 {
 		t.Errorf("second ensure: %+v, %v; want nothing put", res, err)
 	}
-	// a deployment's hook carries its mark, which the emulator keeps: a
-	// second deployment adds its name, and each one's removal takes only
-	// its own
-	marked := hook
-	marked.Owner = "drainer-a"
+	// a deployment's hook carries its mark, which the emulator keeps: it
+	// is that deployment's alone. A second deployment with the same hook
+	// names leaves it as it is and says so, and its removal takes nothing;
+	// the first one's removal deletes it
 	second := hook
 	second.Owner = "drainer-b"
-	for _, h := range []discovery.Hook{marked, second} {
-		if res, err := discovery.Ensure(ctx, asc, tag, []discovery.Hook{h}, false); err != nil || len(res.Put) != 3 {
-			t.Fatalf("ensure for %s: %+v, %v; want the mark put on the 3 tagged groups", h.Owner, res, err)
-		}
+	if res, err := discovery.Ensure(ctx, asc, tag, []discovery.Hook{second}, false); err != nil || len(res.Put) != 0 || len(res.NotOurs) != 3 {
+		t.Fatalf("ensure for drainer-b: %+v, %v; want nothing put, the 3 hooks said drainer-a's", res, err)
 	}
-	removed, failed := discovery.Remove(ctx, asc, []string{"disc-a"}, []string{hook.Name}, "drainer-a", func(string) bool { return false }, false)
-	if !slices.Equal(removed, []string{"disc-a/node-drainer-terminate kept for drainer-b"}) || len(failed) != 0 {
-		t.Errorf("drainer-a's removal: %v, %v; want the hook kept for drainer-b", removed, failed)
+	out, err := asc.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String("disc-a"), LifecycleHookNames: []string{hook.Name}})
+	if err != nil || len(out.LifecycleHooks) != 1 || aws.ToString(out.LifecycleHooks[0].NotificationMetadata) != discovery.Mark("drainer-a") {
+		t.Fatalf("disc-a's hook: %+v, %v; want it marked drainer-a's alone", out, err)
 	}
-	removed, failed = discovery.Remove(ctx, asc, []string{"disc-a"}, []string{hook.Name}, "drainer-b", func(string) bool { return false }, false)
+	removed, failed := discovery.Remove(ctx, asc, []string{"disc-a"}, []string{hook.Name}, "drainer-b", false)
+	if len(removed) != 0 || len(failed) != 0 {
+		t.Errorf("drainer-b's removal: %v, %v; want nothing removed (drainer-a's hook)", removed, failed)
+	}
+	removed, failed = discovery.Remove(ctx, asc, []string{"disc-a"}, []string{hook.Name}, "drainer-a", false)
 	if !slices.Equal(removed, []string{"disc-a/node-drainer-terminate"}) || len(failed) != 0 {
-		t.Errorf("drainer-b's removal: %v, %v; want the hook deleted", removed, failed)
+		t.Errorf("drainer-a's removal: %v, %v; want the hook deleted", removed, failed)
 	}
 	if _, err := discovery.Ensure(ctx, asc, tag, []discovery.Hook{hook}, false); err != nil {
 		t.Fatal(err)
