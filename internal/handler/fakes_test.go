@@ -145,6 +145,7 @@ type fakeASG struct {
 	completed    []*autoscaling.CompleteLifecycleActionInput
 	heartbeats   int
 	beaten       []string // the instances heartbeated, in order
+	beats        []beat   // every heartbeat, in order
 	completeErr  error
 	heartbeatErr error
 	describeErr  error // DescribeAutoScalingGroups fails
@@ -172,6 +173,7 @@ func (f *fakeASG) RecordLifecycleActionHeartbeat(_ context.Context, in *autoscal
 	defer f.mu.Unlock()
 	f.heartbeats++
 	f.beaten = append(f.beaten, aws.ToString(in.InstanceId))
+	f.beats = append(f.beats, beat{hook: aws.ToString(in.LifecycleHookName), byToken: in.LifecycleActionToken != nil, at: time.Now()})
 	if f.inactive[aws.ToString(in.LifecycleHookName)] {
 		return nil, notActive()
 	}
@@ -200,6 +202,27 @@ func (f *fakeASG) SetInstanceHealth(_ context.Context, in *autoscaling.SetInstan
 	defer f.mu.Unlock()
 	f.unhealthy = append(f.unhealthy, aws.ToString(in.InstanceId))
 	return &autoscaling.SetInstanceHealthOutput{}, nil
+}
+
+// beat is one heartbeat: of which hook, whether by its token (else by the
+// instance), when (by the real clock: a synctest bubble's in a bubble).
+type beat struct {
+	hook    string
+	byToken bool
+	at      time.Time
+}
+
+// beatsOf are the heartbeats of hook.
+func (f *fakeASG) beatsOf(hook string) []beat {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []beat
+	for _, b := range f.beats {
+		if b.hook == hook {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // results are the results the lifecycle actions were completed with.

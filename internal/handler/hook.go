@@ -23,10 +23,19 @@ import (
 type hook struct {
 	*invocation
 	act lifecycle.Action
+	// siblings are the instance's actions under the other hooks of ours on
+	// act's transition (HOOK_NAMES), kept alive and completed with act
+	// (rule 17); read says they were read from the group's hooks
+	siblings []lifecycle.Action
+	read     bool
 }
 
-// keepAlive heartbeats the hook while the drain runs, at half the hook's
-// heartbeat timeout (read in the background: nothing waits for it).
+// keepAlive heartbeats the hook, and its siblings, while the drain runs, at
+// half the shortest heartbeat timeout among them: one reading of the
+// group's hooks gives both (read in the background: nothing waits for it).
+// Every action of ours pending on the transition is heartbeated until it is
+// completed (rule 17): a sibling left alone would time out with its own
+// default result, and an ABANDON ends the instance's other actions too.
 func (k *hook) keepAlive(ctx context.Context, gone func(error)) (stop func()) {
 	if k.h.cfg.DryRun {
 		return func() {}
@@ -34,24 +43,28 @@ func (k *hook) keepAlive(ctx context.Context, gone func(error)) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	stopped := make(chan func(), 1)
 	go func() {
-		interval := lifecycle.HeartbeatInterval(ctx, k.h.c.ASG, k.act, time.Minute)
-		onErr := func(err error) {
-			k.log.WarnContext(ctx, "heartbeat failed", "error", err)
-			if gone != nil && lifecycle.IsNotActive(err) {
-				gone(fmt.Errorf("%w: %w", errHookGone, err))
-			}
+		hooks, err := lifecycle.Hooks(ctx, k.h.c.ASG, k.act.ASG)
+		if err != nil {
+			k.log.WarnContext(ctx, "could not read the group's hooks: heartbeats at the fallback interval", "error", err)
+		} else {
+			k.found(hooks)
 		}
+		acts := append([]lifecycle.Action{k.act}, k.siblings...)
+		names := make([]string, len(acts))
+		for i, a := range acts {
+			names[i] = a.Hook
+		}
+		interval := lifecycle.Interval(hooks, names, time.Minute)
+		onErr := func(a lifecycle.Action, err error) { k.beatFailed(ctx, a, err, gone) }
 		// an event that arrives late (EventBridge retries) or a continuation
 		// (queued for an unknown time) may find the hook past half its
 		// timeout: the first heartbeat cannot wait a whole interval
 		// (a hook the sweep found waiting has an unknown age: at once too)
 		if age := k.h.now().Sub(k.ev.Time); k.attempt > 1 || k.fromSweep || k.ev.Time.IsZero() || age >= interval {
 			k.log.InfoContext(ctx, "heartbeat at once", "hookAge", age.Round(time.Second).String(), "interval", interval.String(), "attempt", k.attempt)
-			if err := lifecycle.Heartbeat(ctx, k.h.c.ASG, k.act); err != nil && ctx.Err() == nil {
-				onErr(err)
-			}
+			acts, _ = lifecycle.Beat(ctx, k.h.c.ASG, acts, onErr)
 		}
-		stopped <- lifecycle.KeepAlive(ctx, k.h.c.ASG, k.h.clock, k.act, interval, onErr)
+		stopped <- lifecycle.KeepAlive(ctx, k.h.c.ASG, k.h.clock, acts, interval, onErr)
 	}()
 	var once sync.Once
 	return func() {
@@ -86,6 +99,9 @@ func (k *hook) continueLater(ctx context.Context, n *corev1.Node, holders []stri
 		// a reason to stop
 		k.log.WarnContext(ctx, "heartbeat before the hand-over failed; handing over all the same", "error", err)
 	}
+	// the siblings too: their actions wait for the continuation as this
+	// one's does (rule 17)
+	lifecycle.Beat(ctx, k.h.c.ASG, k.siblingActions(ctx), func(a lifecycle.Action, err error) { k.beatFailed(ctx, a, err, nil) })
 	payload, err := event.Continuation{Event: k.raw, StartedAt: k.started, Attempt: k.attempt + 1,
 		Holder: holders[len(holders)-1], Holders: holders}.Payload()
 	if err != nil {

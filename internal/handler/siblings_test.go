@@ -3,6 +3,7 @@ package handler
 import (
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -52,6 +53,71 @@ func TestSiblingHooksCompleted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSiblingHooksHeartbeated: a drain held by a PDB for longer than the
+// heartbeat timeout of a sibling (a hook of ours by HOOK_NAMES on the same
+// transition, 60 s, ABANDON, beside our 300 s hook) keeps the sibling's
+// action alive too, by the instance, at half the shorter timeout: it never
+// goes a timeout without a heartbeat from the drain's start to its
+// completion (rule 17), else Auto Scaling would end it with ABANDON and the
+// instance would terminate mid-drain. Another tool's hook on the transition
+// is never heartbeated (rule 14). In a bubble: the drain's minutes pass at
+// once.
+func TestSiblingHooksHeartbeated(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const term = "autoscaling:EC2_INSTANCE_TERMINATING"
+		hookOn := func(name string, timeout int32, result string) astypes.LifecycleHook {
+			return astypes.LifecycleHook{LifecycleHookName: aws.String(name), LifecycleTransition: aws.String(term),
+				HeartbeatTimeout: aws.Int32(timeout), DefaultResult: aws.String(result)}
+		}
+		e := newEnv(aNode()...)
+		e.ec2.readings[idA] = []reading{running}
+		e.cfg.HookNames = []string{"legacy-terminate"}
+		e.asg.hooks = []astypes.LifecycleHook{hookOn("node-drainer-terminate", 300, "CONTINUE"),
+			hookOn("legacy-terminate", 60, "ABANDON"), hookOn("nth-terminate", 30, "CONTINUE")}
+		e.blocked = []string{"db-0"} // a PDB allows no disruption, for 3 minutes
+		go func() {
+			time.Sleep(3 * time.Minute)
+			e.mu.Lock()
+			e.blocked = nil
+			e.mu.Unlock()
+		}()
+		start := time.Now()
+		out, err := e.handle(t, terminateEvent(idA), 14*time.Minute)
+		end := time.Now()
+		if err != nil || out.Action != ActionDrained {
+			t.Fatalf("drain: %+v, %v", out, err)
+		}
+		if d := end.Sub(start); d < 3*time.Minute {
+			t.Fatalf("drained after %s: want the drain held for 3 minutes", d)
+		}
+		beats := e.asg.beatsOf("legacy-terminate")
+		last := start
+		for _, b := range beats {
+			if b.byToken {
+				t.Errorf("the sibling heartbeated by a token: want by the instance (its token is in an event this invocation has not seen)")
+			}
+			if gap := b.at.Sub(last); gap >= time.Minute {
+				t.Errorf("the sibling went %s without a heartbeat (from %s into the drain): past its 60 s timeout", gap, last.Sub(start))
+			}
+			last = b.at
+		}
+		if gap := end.Sub(last); gap >= time.Minute {
+			t.Errorf("the sibling went its last %s before the completion without a heartbeat (%d heartbeats in a %s drain): past its 60 s timeout",
+				gap, len(beats), end.Sub(start))
+		}
+		if n := len(e.asg.beatsOf("nth-terminate")); n != 0 {
+			t.Errorf("another tool's hook heartbeated %d times", n)
+		}
+		var completed []string
+		for _, in := range e.asg.completed {
+			completed = append(completed, aws.ToString(in.LifecycleHookName))
+		}
+		if !slices.Equal(completed, []string{"node-drainer-terminate", "legacy-terminate"}) {
+			t.Errorf("completed %v: want our hook and its sibling", completed)
+		}
+	})
 }
 
 func TestSiblingHooks(t *testing.T) {

@@ -241,7 +241,8 @@ func (r *sweeper) sweepConfig() sweep.Config {
 	}
 	return sweep.Config{
 		ShardNodes:    shardNodes,
-		ClusterTagKey: c.ClusterTagKey, ASGNames: c.ASGNames, GroupTag: groupTag(c), HookNames: c.OwnedHooks(), LeaseNamespace: c.LeaseNamespace,
+		ClusterTagKey: c.ClusterTagKey, ASGNames: c.ASGNames, GroupTag: groupTag(c), HookNames: c.OwnedHooks(),
+		TerminateHook: c.TerminateHookName, LaunchHook: c.LaunchHookName, LeaseNamespace: c.LeaseNamespace,
 		ZombieAfter: c.ZombieAfter, ZombieReplace: c.ZombieAction == config.ZombieReplace,
 		ZombieMaxPerSweep: c.ZombieMaxPerSweep, ZombieMaxASGShare: c.ZombieMaxASGShare,
 		Clock: r.h.clock,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -19,9 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
+	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lease"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
+	"github.com/node-drainer/node-drainer/internal/sweep"
 )
 
 func sweepEvent() []byte {
@@ -319,5 +322,89 @@ func TestSweepStartsNoPathWithoutItsMinimum(t *testing.T) {
 	// on with nothing to carry it
 	if e.asg.heartbeats != 0 {
 		t.Errorf("%d heartbeats: a hook nobody took was heartbeated", e.asg.heartbeats)
+	}
+}
+
+// TestSweepTakesInstanceOnTwoHooksOfOurs: an instance waiting on two hooks
+// of ours on its transition (HOOK_NAMES beside TERMINATE_HOOK_NAME), its
+// events lost, is drained under TERMINATE_HOOK_NAME, the other its sibling,
+// both completed by instance; when TERMINATE_HOOK_NAME holds no action of
+// it (put after the instance began to wait: a rename in flight), Auto
+// Scaling's answer to a heartbeat says so, and the drain is under the
+// other.
+func TestSweepTakesInstanceOnTwoHooksOfOurs(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		inactive map[string]bool
+		want     []string // the hooks completed, in order
+	}{
+		{"both hold it", nil, []string{"node-drainer-terminate", "legacy-terminate"}},
+		{"only the other holds it", map[string]bool{"node-drainer-terminate": true}, []string{"legacy-terminate"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(newNode(idA), pod(idA, "apps", "web-1"))
+			e.ec2.readings[idA] = []reading{{state: instance.StateRunning, tagged: true}}
+			e.cfg.HookNames = []string{"legacy-terminate"}
+			waitingGroup(e.asg, idA)
+			e.asg.hooks = append(e.asg.hooks, astypes.LifecycleHook{LifecycleHookName: aws.String("legacy-terminate"),
+				LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(60)})
+			e.asg.inactive = tc.inactive
+			out, err := e.handle(t, sweepEvent(), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(out.Sweep.Hooks, []string{idA}) || e.podExists("apps", "web-1") {
+				t.Fatalf("sweep %+v, pod there %v: want %s's hook taken, its node drained", out.Sweep, e.podExists("apps", "web-1"), idA)
+			}
+			var got []string
+			for _, c := range e.asg.completed {
+				got = append(got, aws.ToString(c.LifecycleHookName))
+				if c.LifecycleActionToken != nil || aws.ToString(c.InstanceId) != idA || aws.ToString(c.LifecycleActionResult) != "CONTINUE" {
+					t.Errorf("completion %+v: want CONTINUE by instance %s", c, idA)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("completed %v, want %v", got, tc.want)
+			}
+			if beats := e.asg.beatsOf("legacy-terminate"); len(beats) == 0 {
+				t.Error("the sibling was never heartbeated: its age unknown, it is heartbeated at once (rule 16, 17)")
+			}
+		})
+	}
+}
+
+// TestKeepForNextSweepHeartbeatsEveryActionOfOurs: a hook left for the next
+// sweep is heartbeated with the other hooks of ours that may hold the
+// instance (a sibling on its transition, rule 17); one that holds no action
+// of it is not a failure.
+func TestKeepForNextSweepHeartbeatsEveryActionOfOurs(t *testing.T) {
+	action := func(hook string) event.LifecycleAction {
+		return event.LifecycleAction{AutoScalingGroupName: asgName, HookName: hook, InstanceID: idA, Transition: event.TransitionTerminating}
+	}
+	sib := sweep.Hook{Kind: event.KindTerminate, Action: action("legacy-terminate")}
+	h := sweep.Hook{Kind: event.KindTerminate, Action: action("node-drainer-terminate"), Ask: true, Taken: true, Else: &sib}
+	for _, tc := range []struct {
+		name     string
+		inactive map[string]bool
+		note     string
+	}{
+		{"both hold it", nil, "heartbeated"},
+		{"only the sibling holds it", map[string]bool{"node-drainer-terminate": true}, "heartbeated"},
+		{"neither holds it", map[string]bool{"node-drainer-terminate": true, "legacy-terminate": true}, "found no action of ours"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv()
+			e.asg.inactive = tc.inactive
+			r := &sweeper{&invocation{h: e.handler(), log: slog.New(slog.DiscardHandler)}}
+			note := r.keepForNextSweep(t.Context(), h)
+			if !strings.Contains(note, tc.note) {
+				t.Errorf("note %q, want it to say %q", note, tc.note)
+			}
+			for _, hook := range []string{"node-drainer-terminate", "legacy-terminate"} {
+				if n := len(e.asg.beatsOf(hook)); n != 1 {
+					t.Errorf("%s heartbeated %d times, want once", hook, n)
+				}
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/node-drainer/node-drainer/internal/event"
@@ -15,11 +16,14 @@ import (
 // Lease is there): that invocation may have failed to hand it over (an
 // Invoke refused, then Lambda's retries), and the function owes the hook a
 // completion before it times out (rule 3); the heartbeat gives the next
-// sweep, 5 minutes away, a hook of a longer timeout than that to find. A
-// hook nobody took (its event lost) is not heartbeated: that would take it
-// on with no invocation to carry it. The call is bounded by the
-// invocation's reserve, not by the spent budget. It says what it did, for
-// the sweep's note; a dry run heartbeats nothing.
+// sweep, 5 minutes away, a hook of a longer timeout than that to find. Each
+// action of ours that may hold the instance is heartbeated (h's, then
+// h.Else's: a sibling's too, rule 17); one that does not hold it answers
+// "No active Lifecycle Action found", which is not a failure. A hook nobody
+// took (its event lost) is not heartbeated: that would take it on with no
+// invocation to carry it. The calls are bounded by the invocation's
+// reserve, not by the spent budget. It says what it did, for the sweep's
+// note; a dry run heartbeats nothing.
 func (r *sweeper) keepForNextSweep(ctx context.Context, h sweep.Hook) string {
 	if r.h.cfg.DryRun {
 		return ""
@@ -28,10 +32,23 @@ func (r *sweeper) keepForNextSweep(ctx context.Context, h sweep.Hook) string {
 	defer cancel()
 	hctx, hcancel := context.WithTimeout(rctx, keepHeartbeatLimit)
 	defer hcancel()
-	act := actionOf(h.Action)
-	if err := lifecycle.Heartbeat(hctx, r.h.c.ASG, act); err != nil {
-		r.log.WarnContext(ctx, "could not heartbeat a hook left for the next sweep", "asg", act.ASG, "hook", act.Hook, "instance", act.InstanceID, "error", err)
-		return "; its heartbeat failed: " + err.Error()
+	var failed []string
+	held := 0
+	for c := &h; c != nil; c = c.Else {
+		act := actionOf(c.Action)
+		switch err := lifecycle.Heartbeat(hctx, r.h.c.ASG, act); {
+		case err == nil:
+			held++
+		case !lifecycle.IsNotActive(err):
+			r.log.WarnContext(ctx, "could not heartbeat a hook left for the next sweep", "asg", act.ASG, "hook", act.Hook, "instance", act.InstanceID, "error", err)
+			failed = append(failed, act.Hook+": "+err.Error())
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		return "; its heartbeat failed: " + strings.Join(failed, "; ")
+	case held == 0:
+		return "; its heartbeat found no action of ours holding it"
 	}
 	return "; heartbeated, so it outlives the wait"
 }

@@ -160,7 +160,7 @@ func (it *sweepItems) take(h sweep.Hook) error {
 			return err
 		}
 		if !ok {
-			it.remark("%s: %s: no action of our hooks for either way into the warm pool holds it (another tool's): left to its owner", id, ActionLeftAlone)
+			it.remark("%s: %s: no action of our hooks holds it (another tool's does): left to its owner", id, ActionLeftAlone)
 			return nil
 		}
 		h = held

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,24 +90,63 @@ func Heartbeat(ctx context.Context, api API, a Action) error {
 	return nil
 }
 
-// HeartbeatInterval is half the hook's heartbeat timeout, so one missed beat
-// still leaves time; fallback when the hook cannot be read.
-func HeartbeatInterval(ctx context.Context, api API, a Action, fallback time.Duration) time.Duration {
-	out, err := api.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{
-		AutoScalingGroupName: aws.String(a.ASG),
-		LifecycleHookNames:   []string{a.Hook},
-	})
-	if err != nil || len(out.LifecycleHooks) == 0 || out.LifecycleHooks[0].HeartbeatTimeout == nil {
-		return fallback
+// Hooks reads every lifecycle hook of group, in one call: the hook of an
+// action, for its heartbeat timeout, and the others on its transition.
+func Hooks(ctx context.Context, api API, group string) ([]astypes.LifecycleHook, error) {
+	out, err := api.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(group)})
+	if err != nil {
+		return nil, fmt.Errorf("reading the lifecycle hooks of %s: %w", group, err)
 	}
-	return time.Duration(*out.LifecycleHooks[0].HeartbeatTimeout) * time.Second / 2
+	return out.LifecycleHooks, nil
 }
 
-// KeepAlive records a heartbeat every interval of clk (nil: the real clock)
-// until ctx ends or stop is called; failures go to onErr. A failed heartbeat
-// is tried again soon (retryAfter), not an interval later: at half the
-// hook's timeout, the next regular beat would come as the hook expires.
-func KeepAlive(ctx context.Context, api API, clk clock.WithTicker, a Action, interval time.Duration, onErr func(error)) (stop func()) {
+// Interval is how often the actions under the named hooks (the first an
+// action's own, the others its siblings) are heartbeated: half the shortest
+// heartbeat timeout among them, so one missed beat still leaves time;
+// fallback stands for the first's when hooks do not list it with one.
+func Interval(hooks []astypes.LifecycleHook, names []string, fallback time.Duration) time.Duration {
+	interval := fallback
+	for i, name := range names {
+		j := slices.IndexFunc(hooks, func(h astypes.LifecycleHook) bool { return aws.ToString(h.LifecycleHookName) == name })
+		if j < 0 || hooks[j].HeartbeatTimeout == nil {
+			continue
+		}
+		half := time.Duration(*hooks[j].HeartbeatTimeout) * time.Second / 2
+		if i == 0 || half < interval {
+			interval = half
+		}
+	}
+	return interval
+}
+
+// Beat records one heartbeat of each of acts and returns those still to be
+// kept alive. Failures go to onErr; an action no longer active ("No active
+// Lifecycle Action found": completed, timed out, its hook deleted) is
+// reported once and dropped, as it can never be active again; failed says
+// that another failure, to be tried again soon, happened.
+func Beat(ctx context.Context, api API, acts []Action, onErr func(Action, error)) (kept []Action, failed bool) {
+	for _, a := range acts {
+		err := Heartbeat(ctx, api, a)
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case IsNotActive(err):
+			onErr(a, err)
+			continue
+		default:
+			onErr(a, err)
+			failed = true
+		}
+		kept = append(kept, a)
+	}
+	return kept, failed
+}
+
+// KeepAlive heartbeats each of acts (Beat) every interval of clk (nil: the
+// real clock) until ctx ends or stop is called, or none is left to keep
+// alive; failures go to onErr. A failed heartbeat is tried again soon
+// (retryAfter), not an interval later: at half the hook's timeout, the
+// next regular beat would come as the hook expires.
+func KeepAlive(ctx context.Context, api API, clk clock.WithTicker, acts []Action, interval time.Duration, onErr func(Action, error)) (stop func()) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -116,17 +156,16 @@ func KeepAlive(ctx context.Context, api API, clk clock.WithTicker, a Action, int
 		defer close(done)
 		t := clk.NewTimer(interval)
 		defer t.Stop()
-		for {
+		for len(acts) > 0 {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C():
+				var failed bool
+				acts, failed = Beat(ctx, api, acts, onErr)
 				next := interval
-				if err := Heartbeat(ctx, api, a); err != nil && ctx.Err() == nil {
-					onErr(err)
-					if !IsNotActive(err) {
-						next = retryAfter(interval)
-					}
+				if failed {
+					next = retryAfter(interval)
 				}
 				t.Reset(next)
 			}

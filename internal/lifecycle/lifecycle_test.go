@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ type fakeASG struct {
 	heartbeats  []*autoscaling.RecordLifecycleActionHeartbeatInput
 	completeErr error
 	beatErr     error
+	beatErrs    map[string]error // by hook
 	hooks       *autoscaling.DescribeLifecycleHooksOutput
 	hooksErr    error
 }
@@ -42,6 +44,9 @@ func (f *fakeASG) RecordLifecycleActionHeartbeat(_ context.Context, in *autoscal
 	f.heartbeats = append(f.heartbeats, in)
 	if f.beatErr != nil {
 		return nil, f.beatErr
+	}
+	if err := f.beatErrs[aws.ToString(in.LifecycleHookName)]; err != nil {
+		return nil, err
 	}
 	return &autoscaling.RecordLifecycleActionHeartbeatOutput{}, nil
 }
@@ -152,32 +157,68 @@ func TestHeartbeat(t *testing.T) {
 	}
 }
 
-func TestHeartbeatInterval(t *testing.T) {
-	hook := func(timeout *int32) *autoscaling.DescribeLifecycleHooksOutput {
-		return &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: []types.LifecycleHook{{LifecycleHookName: aws.String(act.Hook), HeartbeatTimeout: timeout}}}
+func TestInterval(t *testing.T) {
+	hook := func(name string, timeout *int32) types.LifecycleHook {
+		return types.LifecycleHook{LifecycleHookName: aws.String(name), HeartbeatTimeout: timeout}
 	}
+	own, sib := act.Hook, "legacy-terminate"
 	for _, tc := range []struct {
-		name string
-		f    *fakeASG
-		want time.Duration
+		name  string
+		hooks []types.LifecycleHook
+		names []string
+		want  time.Duration
 	}{
-		{"half the hook's timeout", &fakeASG{hooks: hook(aws.Int32(300))}, 150 * time.Second},
-		{"long hook", &fakeASG{hooks: hook(aws.Int32(7200))}, time.Hour},
-		{"unreadable", &fakeASG{hooksErr: errors.New("denied")}, time.Minute},
-		{"no such hook", &fakeASG{}, time.Minute},
-		{"no timeout", &fakeASG{hooks: hook(nil)}, time.Minute},
+		{"half the hook's timeout", []types.LifecycleHook{hook(own, aws.Int32(300))}, []string{own}, 150 * time.Second},
+		{"long hook", []types.LifecycleHook{hook(own, aws.Int32(7200))}, []string{own}, time.Hour},
+		{"no such hook", nil, []string{own}, time.Minute},
+		{"no timeout", []types.LifecycleHook{hook(own, nil)}, []string{own}, time.Minute},
+		{"a sibling's shorter timeout", []types.LifecycleHook{hook(own, aws.Int32(300)), hook(sib, aws.Int32(60))}, []string{own, sib}, 30 * time.Second},
+		{"a sibling's longer timeout", []types.LifecycleHook{hook(own, aws.Int32(60)), hook(sib, aws.Int32(300))}, []string{own, sib}, 30 * time.Second},
+		{"own unlisted, a sibling shorter than the fallback", []types.LifecycleHook{hook(sib, aws.Int32(30))}, []string{own, sib}, 15 * time.Second},
+		{"another hook is not counted", []types.LifecycleHook{hook(own, aws.Int32(300)), hook("other", aws.Int32(30))}, []string{own}, 150 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := HeartbeatInterval(context.Background(), tc.f, act, time.Minute); got != tc.want {
+			if got := Interval(tc.hooks, tc.names, time.Minute); got != tc.want {
 				t.Errorf("interval %s, want %s", got, tc.want)
 			}
 		})
 	}
 }
 
+func TestHooks(t *testing.T) {
+	listed := []types.LifecycleHook{{LifecycleHookName: aws.String(act.Hook)}, {LifecycleHookName: aws.String("legacy-terminate")}}
+	f := &fakeASG{hooks: &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: listed}}
+	if got, err := Hooks(context.Background(), f, act.ASG); err != nil || len(got) != 2 {
+		t.Errorf("hooks %+v, %v: want the group's two", got, err)
+	}
+	f.hooksErr = errors.New("denied")
+	if _, err := Hooks(context.Background(), f, act.ASG); err == nil || !errors.Is(err, f.hooksErr) || !strings.Contains(err.Error(), act.ASG) {
+		t.Errorf("error %v: want the cause wrapped, naming the group", err)
+	}
+}
+
+// Beat heartbeats every action; one no longer active is reported and
+// dropped, another failure reported and kept.
+func TestBeat(t *testing.T) {
+	gone := Action{ASG: act.ASG, Hook: "legacy-terminate", InstanceID: act.InstanceID}
+	flaky := Action{ASG: act.ASG, Hook: "flaky", InstanceID: act.InstanceID}
+	f := &fakeASG{beatErrs: map[string]error{gone.Hook: notActive(""), flaky.Hook: errors.New("throttled")}}
+	var reported []string
+	kept, failed := Beat(context.Background(), f, []Action{act, gone, flaky}, func(a Action, err error) { reported = append(reported, a.Hook) })
+	if len(kept) != 2 || kept[0] != act || kept[1] != flaky || !failed {
+		t.Errorf("kept %+v, failed %v: want the active and the failed one kept, a failure said", kept, failed)
+	}
+	if !slices.Equal(reported, []string{gone.Hook, flaky.Hook}) || f.beats() != 3 {
+		t.Errorf("reported %v after %d heartbeats: want both failures, each action heartbeated", reported, f.beats())
+	}
+	if f.heartbeats[1].LifecycleActionToken != nil || aws.ToString(f.heartbeats[1].InstanceId) != act.InstanceID {
+		t.Errorf("a sibling's heartbeat %+v: want it by the instance", f.heartbeats[1])
+	}
+}
+
 func TestKeepAlive(t *testing.T) {
 	f := &fakeASG{}
-	stop := KeepAlive(context.Background(), f, nil, act, 10*time.Millisecond, func(err error) { t.Errorf("unexpected error: %v", err) })
+	stop := KeepAlive(context.Background(), f, nil, []Action{act}, 10*time.Millisecond, func(_ Action, err error) { t.Errorf("unexpected error: %v", err) })
 	deadline := time.Now().Add(5 * time.Second)
 	for f.beats() < 3 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
@@ -198,7 +239,7 @@ func TestKeepAliveReportsErrorsAndStopsWithContext(t *testing.T) {
 	var mu sync.Mutex
 	var errs []error
 	ctx, cancel := context.WithCancel(context.Background())
-	stop := KeepAlive(ctx, f, nil, act, 10*time.Millisecond, func(err error) {
+	stop := KeepAlive(ctx, f, nil, []Action{act}, 10*time.Millisecond, func(_ Action, err error) {
 		mu.Lock()
 		errs = append(errs, err)
 		mu.Unlock()

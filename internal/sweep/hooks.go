@@ -19,15 +19,19 @@ type Hook struct {
 	// Taken: an invocation took the action before (the instance's Lease is
 	// there, lapsed): the function owes it a completion before it times out.
 	Taken bool
-	// Ask: the instance waits in Warmed:Pending:Wait, which Auto Scaling
-	// uses for both ways into a warm pool (a launch into it, a scale-in
-	// with ReuseOnScaleIn), in a group with hooks for both transitions
-	// (another tool's launch hook is common on warm pools): the state does
-	// not say which action holds it. Auto Scaling is asked before anything
-	// is done — a heartbeat of a hook answers only for an action of that
-	// hook that holds the instance — and Else, the action of ours for the
-	// other way in, next (nil: the other way's hooks are not ours, never
-	// asked).
+	// Ask: the plan cannot tell which action of ours holds the instance,
+	// and Auto Scaling is asked before anything is done — a heartbeat of a
+	// hook answers only for an action of that hook that holds the instance
+	// — then Else, the next action of ours that may hold it (nil: none
+	// left). Two cases: the instance waits in Warmed:Pending:Wait, which
+	// Auto Scaling uses for both ways into a warm pool (a launch into it, a
+	// scale-in with ReuseOnScaleIn), in a group with hooks for both
+	// transitions (another tool's launch hook is common on warm pools); or
+	// the transition has two hooks of ours (HOOK_NAMES: a rename in flight,
+	// a hook kept from before the templates), and one put after the
+	// instance began to wait holds no action of it. The first that holds
+	// it is drained under, its other hooks of ours on the transition being
+	// its siblings (kept alive and completed with it, rule 17).
 	Ask  bool
 	Else *Hook
 }
@@ -70,44 +74,43 @@ func (r *Readings) planHooks(cfg Config, p *Plan, held, taken, busy map[string]b
 }
 
 // planHook is the action of ours that may hold gi, waiting in a state
-// whose transition is one of ways (two: which one is asked, Hook.Ask), or
-// a note saying why none is taken.
+// whose transition is one of ways, or a note saying why none is taken. When
+// more than one action of ours may hold it (two ways, two hooks of ours on
+// a transition) they are asked in turn (Hook.Ask), each way's hooks in
+// ourHooks' order.
 func planHook(cfg Config, g Group, gi astypes.Instance, ways []event.LifecycleTransition) (Hook, string) {
 	id := aws.ToString(gi.InstanceId)
 	var cands []Hook
 	for _, t := range ways {
-		hooks := ourHooks(cfg, g.Hooks, t)
-		switch len(hooks) {
-		case 0:
-			continue
-		case 1:
-		default:
-			return Hook{}, fmt.Sprintf("%s waits in %s on hooks %s, all of them ours: none is guessed; name one hook per transition in TERMINATE_HOOK_NAME, LAUNCH_HOOK_NAME and HOOK_NAMES", id, gi.LifecycleState, strings.Join(hooks, ", "))
+		for _, name := range ourHooks(cfg, g.Hooks, t) {
+			h := Hook{Kind: event.KindTerminate, Action: event.LifecycleAction{AutoScalingGroupName: g.Name, HookName: name, InstanceID: id, Transition: t}}
+			if t == event.TransitionLaunching {
+				h.Kind = event.KindLaunch
+			}
+			if string(gi.LifecycleState) == stateWarmedPendingWait {
+				h.Action.Destination = event.LocationWarmPool
+			}
+			cands = append(cands, h)
 		}
-		h := Hook{Kind: event.KindTerminate, Action: event.LifecycleAction{AutoScalingGroupName: g.Name, HookName: hooks[0], InstanceID: id, Transition: t}}
-		if t == event.TransitionLaunching {
-			h.Kind = event.KindLaunch
-		}
-		if string(gi.LifecycleState) == stateWarmedPendingWait {
-			h.Action.Destination = event.LocationWarmPool
-		}
-		cands = append(cands, h)
 	}
 	switch {
 	case len(cands) == 0:
 		return Hook{}, fmt.Sprintf("%s waits in %s with no hook of ours (TERMINATE_HOOK_NAME, LAUNCH_HOOK_NAME, HOOK_NAMES): left to its owner", id, gi.LifecycleState)
-	case len(ways) == 1:
+	case len(ways) == 1 && len(cands) == 1:
 		return cands[0], ""
+	}
+	for i := len(cands) - 2; i >= 0; i-- {
+		cands[i].Else = &cands[i+1]
 	}
 	h := cands[0]
 	h.Ask = true
-	if len(cands) > 1 {
-		h.Else = &cands[1]
-	}
 	return h, ""
 }
 
-// ourHooks are the names of the hooks of ours among hooks for transition t.
+// ourHooks are the names of the hooks of ours among hooks for transition
+// t: the templates' name for t (TERMINATE_HOOK_NAME, LAUNCH_HOOK_NAME)
+// first when it is one of them, then the others by name. The order is the
+// plan's, the same at every sweep.
 func ourHooks(cfg Config, hooks []astypes.LifecycleHook, t event.LifecycleTransition) []string {
 	var names []string
 	for _, h := range hooks {
@@ -116,7 +119,22 @@ func ourHooks(cfg Config, hooks []astypes.LifecycleHook, t event.LifecycleTransi
 			names = append(names, name)
 		}
 	}
-	return names
+	primary := cfg.TerminateHook
+	if t == event.TransitionLaunching {
+		primary = cfg.LaunchHook
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		switch {
+		case a == b:
+			return 0
+		case a == primary:
+			return -1
+		case b == primary:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	return slices.Compact(names)
 }
 
 // warmTransitions are the transitions of the actions that may hold an

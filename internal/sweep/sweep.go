@@ -55,8 +55,13 @@ type Config struct {
 	// HookNames are the lifecycle hooks that are ours (config's
 	// OwnedHooks): only their actions are taken; another tool's hook on
 	// the same group is left alone (rule 14). None: no hook is taken.
-	HookNames      []string
-	LeaseNamespace string
+	HookNames []string
+	// TerminateHook and LaunchHook are the templates' names
+	// (TERMINATE_HOOK_NAME, LAUNCH_HOOK_NAME): of two hooks of ours on one
+	// transition, the one an instance is drained under first; else the
+	// first by name.
+	TerminateHook, LaunchHook string
+	LeaseNamespace            string
 	// ZombieAfter is how long a Node may be NotReady on a running instance
 	// before it is reported (and, with ZombieReplace, replaced).
 	ZombieAfter       time.Duration

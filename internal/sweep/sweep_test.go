@@ -100,6 +100,25 @@ func va(name, nodeName string) storagev1.VolumeAttachment {
 	return storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: storagev1.VolumeAttachmentSpec{NodeName: nodeName}}
 }
 
+// wantChain: h is asked of Auto Scaling (Hook.Ask), its hooks in turn as
+// names, all of one instance and transition.
+func wantChain(t *testing.T, h Hook, names ...string) {
+	t.Helper()
+	if !h.Ask {
+		t.Errorf("hook %+v: want it asked (an action may be under one of them alone)", h)
+	}
+	var got []string
+	for c := &h; c != nil; c = c.Else {
+		got = append(got, c.Action.HookName)
+		if c.Kind != h.Kind || c.Action.InstanceID != h.Action.InstanceID || c.Action.Transition != h.Action.Transition {
+			t.Errorf("hook %+v in the chain of %+v: want the same instance and transition", c, h)
+		}
+	}
+	if !slices.Equal(got, names) {
+		t.Errorf("hooks asked %v, want %v", got, names)
+	}
+}
+
 func TestPlan(t *testing.T) {
 	cases := map[string]struct {
 		r    Readings
@@ -142,14 +161,42 @@ func TestPlan(t *testing.T) {
 				}
 			},
 		},
-		"two terminate hooks, both ours: none is guessed": {
-			r: Readings{Groups: []Group{groupOf("asg", []string{"ours", "theirs"}, asgInstance("i-1", "Terminating:Wait", "Healthy"))},
+		"two terminate hooks, both ours: drained under the configured one, the other asked next": {
+			r: Readings{Groups: []Group{groupOf("asg", []string{"alpha", "term", "theirs"}, asgInstance("i-1", "Terminating:Wait", "Healthy"))},
 				Instances: map[string]instance.Instance{"i-1": running("i-1")}},
-			cfg: func(c *Config) { c.HookNames = []string{"ours", "theirs"} },
+			cfg: func(c *Config) { c.HookNames, c.TerminateHook = []string{"alpha", "term"}, "term" },
 			want: func(t *testing.T, p Plan) {
-				if len(p.Hooks) != 0 || len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "HOOK_NAMES") {
-					t.Errorf("hooks %+v notes %v: want none, a note naming HOOK_NAMES", p.Hooks, p.Notes)
+				if len(p.Hooks) != 1 || len(p.Notes) != 0 {
+					t.Fatalf("hooks %+v notes %v: want i-1 taken", p.Hooks, p.Notes)
 				}
+				wantChain(t, p.Hooks[0], "term", "alpha")
+			},
+		},
+		"two terminate hooks, both ours, neither configured: the first by name, the other asked next": {
+			r: Readings{Groups: []Group{groupOf("asg", []string{"zeta", "alpha"}, asgInstance("i-1", "Terminating:Wait", "Healthy"))},
+				Instances: map[string]instance.Instance{"i-1": running("i-1")}},
+			cfg: func(c *Config) { c.HookNames, c.TerminateHook = []string{"zeta", "alpha"}, "term" },
+			want: func(t *testing.T, p Plan) {
+				if len(p.Hooks) != 1 || len(p.Notes) != 0 {
+					t.Fatalf("hooks %+v notes %v: want i-1 taken", p.Hooks, p.Notes)
+				}
+				wantChain(t, p.Hooks[0], "alpha", "zeta")
+			},
+		},
+		"two launch hooks, both ours: under the configured launch hook": {
+			r: func() Readings {
+				g := groupOf("asg", nil, asgInstance("i-1", "Pending:Wait", "Healthy"))
+				for _, name := range []string{"a-launch", "ours"} {
+					g.Hooks = append(g.Hooks, astypes.LifecycleHook{LifecycleHookName: aws.String(name), LifecycleTransition: aws.String(string(event.TransitionLaunching))})
+				}
+				return Readings{Groups: []Group{g}, Instances: map[string]instance.Instance{"i-1": running("i-1")}}
+			}(),
+			cfg: func(c *Config) { c.HookNames, c.LaunchHook = []string{"a-launch", "ours"}, "ours" },
+			want: func(t *testing.T, p Plan) {
+				if len(p.Hooks) != 1 || p.Hooks[0].Kind != event.KindLaunch {
+					t.Fatalf("hooks %+v: want i-1's launch", p.Hooks)
+				}
+				wantChain(t, p.Hooks[0], "ours", "a-launch")
 			},
 		},
 		"another tool's hook alone is left to it": {

@@ -58,11 +58,11 @@ func (x *X) heartbeatTimeout(secs int32) {
 // is lost: each of the SDK's 8 attempts at it is answered 503 (the SDK
 // gives up, after 15 s or so of its backoff). The hook must not time out
 // mid-drain: the failed heartbeat is tried again within seconds, not an
-// interval later, when the hook would be past 90 s without one. The
-// emulator does not expire hooks: the scene reads the heartbeats that
-// reached it and says when Auto Scaling would have timed the hook out (no
-// successful heartbeat, nor the completion, within 90 s of the hook's
-// start or of the heartbeat before).
+// interval later, when the hook would be past 90 s without one. The scene
+// reads the heartbeats that reached the emulator and says when Auto
+// Scaling would have timed the hook out (no successful heartbeat, nor the
+// completion, within 90 s of the hook's start or of the heartbeat before);
+// the emulator itself ends the action then, with CONTINUE.
 func heartbeatLostShortTimeout(x *X) {
 	const ht = 90 * time.Second
 	x.scene(sceneOpts{nodes: 2})

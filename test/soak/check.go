@@ -123,10 +123,7 @@ func (d *day) lifecycleCalls() {
 			continue
 		}
 		if c.Operation == "RecordLifecycleActionHeartbeat" {
-			d.mu.Lock()
-			ac.lastHB = c.Time
-			d.mu.Unlock()
-			continue
+			continue // the emulator restarts the action's timeout (expire)
 		}
 		d.mu.Lock()
 		again := ac.done && ac.result != "instance gone" && ac.result != "abandoned"
@@ -172,21 +169,36 @@ func (d *day) completedTerminate(ac *action, t time.Time, result string) {
 	}
 }
 
-// expire plays Auto Scaling's heartbeat timeout of the actions still
-// waiting (I3 when the function had taken one).
+// expire plays what Auto Scaling's heartbeat timeout did to the actions
+// still waiting (I3 when the function had taken one): the emulator ends an
+// action at its hook's timeout from its start or its last heartbeat, with
+// the hook's default result (moto.EndedActions), as Auto Scaling does.
 func (d *day) expire() {
-	hb := time.Duration(d.plan.HeartbeatSecs) * time.Second
+	ended, err := d.env.AWS.EndedActions(d.ctx)
+	if err != nil {
+		return
+	}
 	now := time.Now()
-	var due []*action
+	type expiry struct {
+		ac     *action
+		result string
+	}
+	var due []expiry
 	d.mu.Lock()
-	for _, ac := range d.actions {
-		if !ac.done && !ac.expired && now.After(maxTime(ac.start, ac.lastHB).Add(hb)) {
-			ac.expired = true
-			due = append(due, ac)
+	for _, e := range ended {
+		if e.Cause != moto.EndTimeout && e.Cause != moto.EndGlobalTimeout {
+			continue
+		}
+		for _, ac := range d.actions {
+			if ac.token == e.Token && !ac.done && !ac.expired {
+				ac.expired = true
+				due = append(due, expiry{ac, e.Result})
+			}
 		}
 	}
 	d.mu.Unlock()
-	for _, ac := range due {
+	for _, x := range due {
+		ac := x.ac
 		if ac.ours {
 			d.check(3)
 			if inv, ok := d.invocationAbout(ac.token, ac.start); ok {
@@ -194,15 +206,9 @@ func (d *day) expire() {
 					now.Sub(ac.start).Round(time.Second), inv.RequestID, d.since(inv.Start).Seconds())
 			}
 		}
-		d.completeAs(ac, d.plan.DefaultResult, "Auto Scaling's timeout")
+		d.tracef("world: Auto Scaling's timeout ends %s of %s with %s", ac.hook, ac.id, x.result)
+		d.actionDone(ac, x.result)
 	}
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // invocationAbout is the first invocation that began after from whose

@@ -74,7 +74,7 @@ type action struct {
 	token, hook, id string
 	group           string
 	terminate, ours bool
-	start, lastHB   time.Time
+	start           time.Time
 	done, expired   bool
 	doneAt          time.Time
 	result          string

@@ -16,6 +16,14 @@
 // ID <id>"), which aws-sdk-go-v2 surfaces as a smithy.APIError. Every call is
 // recorded and can be read back with LifecycleCalls.
 //
+// As in AWS, an action also ends without a call: at its hook's
+// HeartbeatTimeout after it began or after its last heartbeat (or its
+// GlobalTimeout), with the hook's DefaultResult; when another action of
+// its instance's transition ends with ABANDON; and when its hook is
+// deleted (CONTINUE for a terminating instance, ABANDON for a launching
+// one). The instance waits until every action of its transition has
+// ended. EndedActions says how each ended.
+//
 // moto needs python3 with moto's server extras (pip install 'moto[server]').
 package moto
 
@@ -99,6 +107,34 @@ type LifecycleCall struct {
 
 // OK reports whether the call succeeded.
 func (c LifecycleCall) OK() bool { return c.Outcome == "ok" }
+
+// EndedAction is a lifecycle action that ended, how and when.
+type EndedAction struct {
+	LifecycleAction
+	// Result is CONTINUE or ABANDON.
+	Result string `json:"result"`
+	// Cause is one of the End* constants.
+	Cause string    `json:"cause"`
+	Time  time.Time `json:"time"`
+}
+
+// Causes of an EndedAction.
+const (
+	// EndCompleted: a CompleteLifecycleAction call.
+	EndCompleted = "CompleteLifecycleAction"
+	// EndTimeout: the hook's HeartbeatTimeout passed since the action
+	// began or its last heartbeat; Result is the hook's DefaultResult.
+	EndTimeout = "HeartbeatTimeout"
+	// EndGlobalTimeout: the action waited its GlobalTimeout (100 times the
+	// heartbeat timeout, at most 48 hours), heartbeats or not.
+	EndGlobalTimeout = "GlobalTimeout"
+	// EndAbandoned: another action of the instance's transition ended with
+	// ABANDON, which ends the rest.
+	EndAbandoned = "Abandoned"
+	// EndHookDeleted: DeleteLifecycleHook of its hook (CONTINUE for a
+	// terminating instance, ABANDON for a launching one).
+	EndHookDeleted = "DeleteLifecycleHook"
+)
 
 // Start starts moto on a free port of 127.0.0.1 and waits until it answers.
 // moto's output goes to dir/moto.log. Stop the server when done.
@@ -279,6 +315,16 @@ func (s *Server) LifecycleCalls(ctx context.Context) ([]LifecycleCall, error) {
 		return nil, fmt.Errorf("listing lifecycle calls: %w", err)
 	}
 	return calls, nil
+}
+
+// EndedActions returns every lifecycle action that ended since the start
+// or the last Reset, in the order they ended.
+func (s *Server) EndedActions(ctx context.Context) ([]EndedAction, error) {
+	var ended []EndedAction
+	if err := s.do(ctx, http.MethodGet, "/node-drainer/lifecycle-ended", nil, &ended); err != nil {
+		return nil, fmt.Errorf("listing ended lifecycle actions: %w", err)
+	}
+	return ended, nil
 }
 
 // Reset clears all of moto's state, the active lifecycle actions and the

@@ -9,7 +9,12 @@ adds them to moto.autoscaling.responses.AutoScalingResponse with the semantics o
 real AWS: an action must be active (the test harness registers it, as a real Auto
 Scaling group would create it when an instance starts terminating or launching),
 the group and the hook must exist, and a completed action is gone; an ABANDON
-ends the instance's other actions too, as AWS documents.
+ends the instance's other actions too, as AWS documents. An action also ends
+without a call, as in AWS: at its hook's HeartbeatTimeout (a heartbeat restarts
+it) or GlobalTimeout, with the hook's DefaultResult; and when its hook is
+deleted (DeleteLifecycleHook: CONTINUE for a terminating instance, ABANDON for a
+launching one). The instance leaves its wait state once every action of its
+transition has ended (see Store).
 
 It also adds EKS access entries and access policy associations, which moto
 5.2.1 answers with 404 (the terraform module creates an access entry):
@@ -53,6 +58,10 @@ Extra HTTP endpoints, beside moto's own:
                                         (the instance then waits in Terminating:Wait or
                                         Pending:Wait in its group, until the action completes)
   GET  /node-drainer/lifecycle-calls    every lifecycle call, as JSON
+  GET  /node-drainer/lifecycle-ended    every action that ended, as JSON {asg, hook, instanceId,
+                                        token, transition, result, cause, time}; cause is
+                                        CompleteLifecycleAction, HeartbeatTimeout, GlobalTimeout,
+                                        Abandoned (another action's ABANDON) or DeleteLifecycleHook
   POST /node-drainer/lifecycle-state    JSON {asg, instanceId, state}: the instance's lifecycle
                                         state in its group, as Auto Scaling would set it for a
                                         move moto does not make; a Warmed:* state moves it into
@@ -79,6 +88,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 from moto.autoscaling.exceptions import ValidationError
 from moto.autoscaling.responses import AutoScalingResponse
@@ -102,21 +112,41 @@ DEFAULT_TRANSITION = "autoscaling:EC2_INSTANCE_TERMINATING"
 
 
 class Store:
-    """Active lifecycle actions and the record of every lifecycle call."""
+    """Active lifecycle actions, the record of every lifecycle call, and of
+    every action that ended.
+
+    An action ends as in Auto Scaling: completed (CompleteLifecycleAction);
+    with its hook's DefaultResult once the hook's HeartbeatTimeout has
+    passed since the action began or since its last heartbeat, or once it
+    has waited its GlobalTimeout (100 times the heartbeat timeout, at most
+    48 hours: heartbeats do not extend it); with ABANDON when another action
+    of its instance's transition ends with ABANDON ("ABANDON stops any
+    remaining actions, such as other lifecycle hooks", the Auto Scaling user
+    guide); and when its hook is deleted: CONTINUE for a terminating
+    instance, ABANDON for a launching one (the DeleteLifecycleHook API
+    reference). The hook's timeout and default result are read as the hook
+    is now (a PutLifecycleHook that changes them applies to actions in
+    flight); an action of a hook the group does not have never times out.
+    The instance waits until every action of its transition has ended.
+    Timeouts are evaluated on the wall clock, before every request and
+    every quarter of a second (expire)."""
 
     def __init__(self):
         self.lock = threading.Lock()
         self.actions = []
         self.calls = []
+        self.ended = []
 
     def reset(self):
         with self.lock:
             self.actions = []
             self.calls = []
+            self.ended = []
 
     def register(self, action):
+        now = time.time()
         with self.lock:
-            self.actions.append(action)
+            self.actions.append(dict(action, start=now, last=now))
 
     def record(self, operation, params, outcome):
         now = datetime.datetime.now(datetime.timezone.utc)
@@ -130,37 +160,128 @@ class Store:
                 }
             )
 
-    def end_others(self, action):
-        """Ends the other active actions of action's instance and transition."""
+    def heartbeat(self, params):
+        """Restarts the heartbeat timeout of the action the call names."""
         with self.lock:
-            self.actions = [
-                a for a in self.actions
-                if not (a["asg"] == action["asg"] and a["instanceId"] == action["instanceId"]
-                        and a.get("transition") == action.get("transition"))
-            ]
+            self._find(params)["last"] = time.time()
 
-    def find(self, params, remove):
-        """Returns the active action the call names, or raises ValidationError."""
+    def complete(self, params):
+        """Ends the action the call names with its result; returns the
+        instance's move (see _end), or raises ValidationError."""
+        with self.lock:
+            return self._end(self._find(params), params["LifecycleActionResult"], "CompleteLifecycleAction", time.time())
+
+    def expire(self):
+        """Ends the actions whose timeout has passed, in the order they
+        expired; moves their instances once nothing else holds them."""
+        now = time.time()
+        moves = []
+        with self.lock:
+            due = []
+            for a in self.actions:
+                hook = _hook_of(a["asg"], a["hook"])
+                if hook is None:
+                    continue
+                timeout = int(hook.heartbeat_timeout)
+                beat_end = a["last"] + timeout
+                global_end = a["start"] + min(100 * timeout, GLOBAL_TIMEOUT_MAX)
+                at = min(beat_end, global_end)
+                if at <= now:
+                    cause = "HeartbeatTimeout" if beat_end <= global_end else "GlobalTimeout"
+                    due.append((at, a, hook.default_result or "ABANDON", cause))
+            due.sort(key=lambda d: d[0])
+            for at, a, result, cause in due:
+                if any(x is a for x in self.actions):  # not ended by an earlier one's ABANDON
+                    moves.append(self._end(a, result, cause, at))
+        _move(moves)
+
+    def delete_hook(self, asg, hook):
+        """Ends the actions pending under a deleted hook."""
+        now = time.time()
+        moves = []
+        with self.lock:
+            for a in [x for x in self.actions if x["asg"] == asg and x["hook"] == hook]:
+                if any(x is a for x in self.actions):
+                    result = "ABANDON" if a["transition"] == LAUNCHING else "CONTINUE"
+                    moves.append(self._end(a, result, "DeleteLifecycleHook", now))
+        _move(moves)
+
+    def _end(self, action, result, cause, at):
+        """Ends action (self.lock held), and with ABANDON the other actions
+        of its instance's transition. Returns the instance's move, (asg,
+        instance, state), or None while another action still holds it."""
+        self.actions = [a for a in self.actions if a is not action]
+        self.ended.append(_ended(action, result, cause, at))
+        same = [a for a in self.actions if a["asg"] == action["asg"] and a["instanceId"] == action["instanceId"]
+                and a["transition"] == action["transition"]]
+        if result == "ABANDON":
+            self.actions = [a for a in self.actions if not any(a is s for s in same)]
+            self.ended.extend(_ended(a, "ABANDON", "Abandoned", at) for a in same)
+        elif same:
+            return None
+        return (action["asg"], action["instanceId"], _after(action["transition"], result))
+
+    def _find(self, params):
+        """The active action the call names (self.lock held), or raises
+        ValidationError."""
         asg = params.get("AutoScalingGroupName", "")
         hook = params.get("LifecycleHookName", "")
         token = params.get("LifecycleActionToken", "")
         instance = params.get("InstanceId", "")
-        with self.lock:
-            for i, a in enumerate(self.actions):
-                if a["asg"] != asg or a["hook"] != hook:
-                    continue
-                if token and a["token"] != token:
-                    continue
-                if instance and a["instanceId"] != instance:
-                    continue
-                if remove:
-                    del self.actions[i]
-                return a
+        for a in self.actions:
+            if a["asg"] != asg or a["hook"] != hook:
+                continue
+            if token and a["token"] != token:
+                continue
+            if instance and a["instanceId"] != instance:
+                continue
+            return a
         if token:
             raise ValidationError(f"No active Lifecycle Action found with token {token}")
         raise ValidationError(
             f"No active Lifecycle Action found with instance ID {instance}"
         )
+
+
+# An action's GlobalTimeout is 100 times its hook's heartbeat timeout, at
+# most 48 hours.
+GLOBAL_TIMEOUT_MAX = 172800
+LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"
+
+
+def _utc(t):
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _ended(action, result, cause, at):
+    """The record of an action that ended."""
+    ended = {k: action[k] for k in ("asg", "hook", "instanceId", "token", "transition")}
+    ended.update(result=result, cause=cause, time=_utc(at))
+    return ended
+
+
+def _hook_of(asg, name):
+    """moto's lifecycle hook name of group asg, or None."""
+    from moto.autoscaling.models import autoscaling_backends
+    from moto.core import DEFAULT_ACCOUNT_ID
+
+    return autoscaling_backends[DEFAULT_ACCOUNT_ID][REGION].lifecycle_hooks.get(f"{asg}_{name}")
+
+
+def _move(moves):
+    """Sets the lifecycle state of the instances whose last action ended."""
+    for m in moves:
+        if m is not None:
+            _set_lifecycle_state(*m)
+
+
+def _expire_forever():
+    while True:
+        time.sleep(0.25)
+        try:
+            STORE.expire()
+        except Exception as err:  # a reset racing the reading: next time
+            print(f"motoext: expiring lifecycle actions: {err!r}", flush=True)
 
 
 STORE = Store()
@@ -174,18 +295,12 @@ def _lifecycle_call(response, operation, complete):
             params[name] = str(value)
     try:
         _validate(response.autoscaling_backend, params, complete)
-        action = STORE.find(params, remove=complete)
+        move = STORE.complete(params) if complete else STORE.heartbeat(params)
     except ValidationError as err:
         STORE.record(operation, params, err.message)
         raise
     STORE.record(operation, params, "ok")
-    if complete and params.get("LifecycleActionResult") == "ABANDON":
-        # "ABANDON stops any remaining actions, such as other lifecycle
-        # hooks" (the Auto Scaling user guide, lifecycle hooks' default result)
-        STORE.end_others(action)
-    if complete:
-        _set_lifecycle_state(params["AutoScalingGroupName"], params.get("InstanceId") or action["instanceId"],
-                             _after(action["transition"], params.get("LifecycleActionResult")))
+    _move([move])
     return EmptyResult()
 
 
@@ -373,8 +488,23 @@ def _install_hook_metadata():
     AutoScalingResponse.put_lifecycle_hook = put_lifecycle_hook
 
 
+def _install_hook_deletion():
+    """DeleteLifecycleHook ends the actions pending under the hook, as Auto
+    Scaling does (CONTINUE for a terminating instance, ABANDON for a
+    launching one); moto 5.2.1 only forgets the hook."""
+    delete = AutoScalingResponse.delete_lifecycle_hook
+
+    def delete_lifecycle_hook(self):
+        result = delete(self)
+        STORE.delete_hook(self._get_param("AutoScalingGroupName"), self._get_param("LifecycleHookName"))
+        return result
+
+    AutoScalingResponse.delete_lifecycle_hook = delete_lifecycle_hook
+
+
 _install_hibernation()
 _install_hook_metadata()
+_install_hook_deletion()
 EventsHandler.test_event_pattern = test_event_pattern
 AutoScalingResponse.complete_lifecycle_action = complete_lifecycle_action
 AutoScalingResponse.describe_warm_pool = describe_warm_pool
@@ -1174,6 +1304,7 @@ class Extension:
     def __call__(self, environ, start_response):
         path = environ.get("PATH_INFO", "")
         method = environ.get("REQUEST_METHOD", "")
+        STORE.expire()  # no request sees an action past its timeout
         if path == "/node-drainer/lifecycle-actions" and method == "POST":
             return _register(Request(environ))(environ, start_response)
         if path == "/node-drainer/lifecycle-state" and method == "POST":
@@ -1182,6 +1313,10 @@ class Extension:
             with STORE.lock:
                 calls = list(STORE.calls)
             return _json(200, calls)(environ, start_response)
+        if path == "/node-drainer/lifecycle-ended" and method == "GET":
+            with STORE.lock:
+                ended = list(STORE.ended)
+            return _json(200, ended)(environ, start_response)
         if path == "/node-drainer/lambda-runtime" and method == "POST":
             return _set_lambda_runtime(Request(environ))(environ, start_response)
         if path == "/node-drainer/eks-cluster" and method == "POST":
@@ -1223,6 +1358,7 @@ def main():
     os.rename(tmp, args.port_file)
     print(f"motoext listening on {args.host}:{server.server_port}", flush=True)
     threading.Thread(target=_exit_when_stdin_closes, daemon=True).start()
+    threading.Thread(target=_expire_forever, daemon=True).start()
     server.serve_forever()
 
 
