@@ -19,7 +19,10 @@
 #   provider's own waits, two of them over two minutes each for a queue's
 #   deletion) start as soon as the function binary is built, in the background
 #   beside unit, the simulation, the linters and integration: started after
-#   them they were the run's longest path (measured 1,319 s warm). Conformance
+#   them they were the run's longest path (measured 1,319 s warm). The unit
+#   tier under the race detector (make race: cgo on, a build of its own)
+#   runs in the background from after unit, beside the simulation, the
+#   linters and integration. Conformance
 #   runs beside integration; faults run alone after them (its scenes time
 #   heartbeats and held watches: a loaded machine is not what they are
 #   about). A background stage's output is printed whole when it ends, so the
@@ -115,6 +118,7 @@ spawn deploy-test deploy-test
 run size size
 run unit unit
 run bubbles bubbles
+spawn race race
 run sim sim SEEDS=5000
 run golangci golangci
 run deploy-check deploy-check
@@ -122,6 +126,7 @@ spawn conformance conformance
 run integration integration
 reap conformance
 reap deploy-test
+reap race
 run faults faults
 reap tools
 finish 0

@@ -42,10 +42,13 @@ func (k *hook) keepAlive(ctx context.Context, gone func(error)) (stop func()) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	stopped := make(chan func(), 1)
+	// the logger as of now: the drain replaces k.log (findNode adds the
+	// node) while this goroutine runs (a data race, found by make race)
+	log := k.log
 	go func() {
 		hooks, err := lifecycle.Hooks(ctx, k.h.c.ASG, k.act.ASG)
 		if err != nil {
-			k.log.WarnContext(ctx, "could not read the group's hooks: heartbeats at the fallback interval", "error", err)
+			log.WarnContext(ctx, "could not read the group's hooks: heartbeats at the fallback interval", "error", err)
 		} else {
 			k.found(hooks)
 		}
@@ -55,13 +58,13 @@ func (k *hook) keepAlive(ctx context.Context, gone func(error)) (stop func()) {
 			names[i] = a.Hook
 		}
 		interval := lifecycle.Interval(hooks, names, time.Minute)
-		onErr := func(a lifecycle.Action, err error) { k.beatFailed(ctx, a, err, gone) }
+		onErr := func(a lifecycle.Action, err error) { k.beatFailed(ctx, log, a, err, gone) }
 		// an event that arrives late (EventBridge retries) or a continuation
 		// (queued for an unknown time) may find the hook past half its
 		// timeout: the first heartbeat cannot wait a whole interval
 		// (a hook the sweep found waiting has an unknown age: at once too)
 		if age := k.h.now().Sub(k.ev.Time); k.attempt > 1 || k.fromSweep || k.ev.Time.IsZero() || age >= interval {
-			k.log.InfoContext(ctx, "heartbeat at once", "hookAge", age.Round(time.Second).String(), "interval", interval.String(), "attempt", k.attempt)
+			log.InfoContext(ctx, "heartbeat at once", "hookAge", age.Round(time.Second).String(), "interval", interval.String(), "attempt", k.attempt)
 			acts, _ = lifecycle.Beat(ctx, k.h.c.ASG, acts, onErr)
 		}
 		stopped <- lifecycle.KeepAlive(ctx, k.h.c.ASG, k.h.clock, acts, interval, onErr)
@@ -101,7 +104,7 @@ func (k *hook) continueLater(ctx context.Context, n *corev1.Node, holders []stri
 	}
 	// the siblings too: their actions wait for the continuation as this
 	// one's does (rule 17)
-	lifecycle.Beat(ctx, k.h.c.ASG, k.siblingActions(ctx), func(a lifecycle.Action, err error) { k.beatFailed(ctx, a, err, nil) })
+	lifecycle.Beat(ctx, k.h.c.ASG, k.siblingActions(ctx), func(a lifecycle.Action, err error) { k.beatFailed(ctx, k.log, a, err, nil) })
 	payload, err := event.Continuation{Event: k.raw, StartedAt: k.started, Attempt: k.attempt + 1,
 		Holder: holders[len(holders)-1], Holders: holders}.Payload()
 	if err != nil {

@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -66,14 +67,14 @@ func (k *hook) found(hooks []astypes.LifecycleHook) {
 // action no longer active (completed, timed out, or never begun: its hook
 // put after the instance began to wait) is not an error: it is heartbeated
 // no more (lifecycle.Beat drops it).
-func (k *hook) beatFailed(ctx context.Context, a lifecycle.Action, err error, gone func(error)) {
+func (k *hook) beatFailed(ctx context.Context, log *slog.Logger, a lifecycle.Action, err error, gone func(error)) {
 	switch {
 	case a.Hook != k.act.Hook && lifecycle.IsNotActive(err):
-		k.log.InfoContext(ctx, "the action of another hook of ours on this transition is no longer active: not heartbeated any more", "hook", a.Hook)
+		log.InfoContext(ctx, "the action of another hook of ours on this transition is no longer active: not heartbeated any more", "hook", a.Hook)
 	case a.Hook != k.act.Hook:
-		k.log.WarnContext(ctx, "heartbeat of another hook of ours on this transition failed", "hook", a.Hook, "error", err)
+		log.WarnContext(ctx, "heartbeat of another hook of ours on this transition failed", "hook", a.Hook, "error", err)
 	default:
-		k.log.WarnContext(ctx, "heartbeat failed", "error", err)
+		log.WarnContext(ctx, "heartbeat failed", "error", err)
 		if gone != nil && lifecycle.IsNotActive(err) {
 			gone(fmt.Errorf("%w: %w", errHookGone, err))
 		}
