@@ -27,7 +27,7 @@ cases=(
   "dead-node-read-again|internal/handler/drainnode.go|s/ \&\& r.stillDead(ctx, n.Name) {/ {/"
   "consistent-pod-list|internal/drain/run.go|s/^\t\t\to.ResourceVersion = \"\"$//"
   "completion-retried|internal/handler/hook.go|s/for b := cluster.Backoff(); err != nil \&\& awsRetryable(err); {/for b := cluster.Backoff(); false \&\& err != nil \&\& awsRetryable(err); {/"
-  "hook-gone-ends-drain|internal/handler/hook.go|s/if gone != nil \&\& lifecycle.IsNotActive(err) {/if false \&\& gone != nil \&\& lifecycle.IsNotActive(err) {/"
+  "hook-gone-ends-drain|internal/handler/siblings.go|s/if gone != nil \&\& lifecycle.IsNotActive(err) {/if false \&\& gone != nil \&\& lifecycle.IsNotActive(err) {/"
   "guard-reads-ec2-last|internal/handler/guard.go|s/\tif err == nil \&\& r.h.now().Sub(described) >= volume.GuardFresh {/\tif false \&\& err == nil \&\& r.h.now().Sub(described) >= volume.GuardFresh {/"
   "guard-verdict-fresh|internal/volume/verdict.go|s/\tif v.no == nil \&\& !v.at.IsZero() \&\& cluster.Clock(ctx).Since(v.at) < GuardFresh {/\tif v.no == nil \&\& !v.at.IsZero() {/"
   "pods-listed-after-volumes|internal/handler/drainnode.go|s/^const listFresh = 500 \* time.Millisecond/const listFresh = 500 * time.Hour/"
