@@ -12,9 +12,9 @@ import (
 // a drain (rules 3 and 16: the hook's completion waits for nothing but the
 // drain).
 func outcomeScenarios() []scenario {
-	return []scenario{
+	return append([]scenario{
 		{"outcome-bus-hangs", outcomeBusHangs},
-	}
+	}, outcomeHoleScenarios()...)
 }
 
 // busHang is how long the bus holds each put unanswered: far past the
