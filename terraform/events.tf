@@ -31,6 +31,23 @@ locals {
         "detail-type" = ["EC2 Spot Instance Interruption Warning"]
       }
     }
+    capacity-interruption = {
+      description = "EC2 interruptible Capacity Reservations' interruption warnings"
+      pattern = {
+        source = ["aws.ec2"]
+        "detail-type" = [
+          "EC2 Capacity Reservation Instance Interruption Warning",
+          "EC2 Interruptible Capacity Reservation Instance Interruption Warning",
+        ]
+      }
+    }
+    capacity-block = {
+      description = "EC2 Capacity Blocks' expiration warnings"
+      pattern = {
+        source        = ["aws.ec2"]
+        "detail-type" = ["Capacity Block Expiration Warning", "Capacity Block Reservation Expiration Warning"]
+      }
+    }
     rebalance = {
       description = "EC2 instance rebalance recommendations"
       pattern = {

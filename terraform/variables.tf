@@ -264,7 +264,7 @@ variable "advisory_mark_ttl" {
 }
 
 variable "spot_drain_timeout" {
-  description = "Drain timeout after a spot interruption warning (~120 s notice)."
+  description = "Drain timeout after a spot interruption warning, or an interruptible Capacity Reservation's (~120 s notice)."
   type        = string
   default     = "100s"
 
@@ -276,7 +276,7 @@ variable "spot_drain_timeout" {
 }
 
 variable "spot_grace_period_cap" {
-  description = "On a spot interruption warning, the longest grace period an evicted pod gets (Go duration, at most 2m); each drain tier also gets at most its share of the time left."
+  description = "On a spot or capacity reservation interruption warning, the longest grace period an evicted pod gets (Go duration, at most 2m); each drain tier also gets at most its share of the time left."
   type        = string
   default     = "90s"
 

@@ -28,7 +28,10 @@ type Continuation struct {
 	Attempt int `json:"attempt"`
 	// Instance, when set, narrows the event to this one of its instances:
 	// an AWS Health scheduled change listing several instances is handled
-	// one invocation per instance. The parsed Event then lists only it.
+	// one invocation per instance, and so is a Capacity Block's warning,
+	// whose instances the handler looked up (any instance id then: the
+	// handler checks it is in the reservation). The parsed Event then
+	// lists only it.
 	Instance string `json:"instance,omitempty"`
 	// Holder names the invocation that handed this drain over: it holds
 	// the instance's lease if it could not give it up (the apiserver down
@@ -190,7 +193,14 @@ func (c Continuation) parse() (Event, error) {
 		return Event{}, malformed("continuation: event of kind %s is not one to continue", ev.Kind)
 	}
 	if c.Instance != "" {
-		if !slices.Contains(ev.InstanceIDs, c.Instance) {
+		switch {
+		case ev.Kind == KindCapacityBlockExpiry:
+			// the block's warning names no instance: the handler found this
+			// one by the reservation, and reads again that it is in it
+			if !validInstanceID(c.Instance) {
+				return Event{}, malformed("continuation: instance %s is not an EC2 instance id", quote(c.Instance))
+			}
+		case !slices.Contains(ev.InstanceIDs, c.Instance):
 			return Event{}, malformed("continuation: instance %s is not one of the event's %v", quote(c.Instance), ev.InstanceIDs)
 		}
 		ev.InstanceIDs = []string{c.Instance}

@@ -26,6 +26,16 @@ const (
 	// KindSpotInterruption: EC2 reclaims the spot instance in about two
 	// minutes (aws.ec2, EC2 Spot Instance Interruption Warning).
 	KindSpotInterruption Kind = "spot-interruption"
+	// KindCapacityInterruption: EC2 reclaims the instance of an
+	// interruptible Capacity Reservation in about two minutes (aws.ec2, EC2
+	// Capacity Reservation Instance Interruption Warning).
+	KindCapacityInterruption Kind = "capacity-reservation-interruption"
+	// KindCapacityBlockExpiry: a Capacity Block ends in 40 minutes, and its
+	// instances begin to terminate in 10 (aws.ec2, Capacity Block
+	// Expiration Warning, or Capacity Block Reservation Expiration Warning).
+	// It names the reservation, not its instances: the handler looks them
+	// up.
+	KindCapacityBlockExpiry Kind = "capacity-block-expiration"
 	// KindRebalance: the spot instance is at elevated risk of interruption
 	// (aws.ec2, EC2 Instance Rebalance Recommendation).
 	KindRebalance Kind = "rebalance-recommendation"
@@ -55,10 +65,12 @@ const (
 
 // Actionable reports whether events of this kind concern instances
 // node-drainer acts upon. An actionable Event always has at least one
-// valid instance id.
+// valid instance id, but a KindCapacityBlockExpiry, which may name only its
+// reservation.
 func (k Kind) Actionable() bool {
 	switch k {
-	case KindTerminate, KindLaunch, KindSpotInterruption, KindRebalance, KindStateChange, KindScheduledChange:
+	case KindTerminate, KindLaunch, KindSpotInterruption, KindCapacityInterruption, KindCapacityBlockExpiry,
+		KindRebalance, KindStateChange, KindScheduledChange:
 		return true
 	}
 	return false
@@ -80,14 +92,20 @@ type Event struct {
 
 	// InstanceIDs are the EC2 instances the event concerns, without
 	// duplicates: exactly one for every actionable kind but
-	// KindScheduledChange, which may list several. Empty when the kind is
-	// not actionable.
+	// KindScheduledChange, which may list several, and
+	// KindCapacityBlockExpiry, which lists none (one when a continuation
+	// narrowed it to an instance of the block). Empty when the kind is not
+	// actionable.
 	InstanceIDs []string
 
 	// Lifecycle is set for KindTerminate and KindLaunch.
 	Lifecycle *LifecycleAction
 	// Spot is set for KindSpotInterruption.
 	Spot *SpotInterruption
+	// Capacity is set for KindCapacityInterruption.
+	Capacity *CapacityInterruption
+	// CapacityBlock is set for KindCapacityBlockExpiry.
+	CapacityBlock *CapacityBlockExpiry
 	// State is set for KindStateChange, and always one of the InstanceState
 	// constants.
 	State InstanceState

@@ -131,6 +131,15 @@ func TestParseSampleEvents(t *testing.T) {
 			e.InstanceIDs = []string{"i-0c95a1e47d3b2f860"}
 			e.Spot = &SpotInterruption{Action: SpotActionTerminate}
 		})},
+		"capacity-reservation-interruption.json": {want: with(base("3b8e1f6a-2c9d-4e75-a0b4-7d1c5f9e2a68", "aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning", "2026-11-20T10:15:00Z"), func(e *Event) {
+			e.Kind = KindCapacityInterruption
+			e.InstanceIDs = []string{"i-0a7e3c5f9b1d2e468"}
+			e.Capacity = &CapacityInterruption{Action: SpotActionTerminate, TerminationTime: time.Date(2026, 11, 20, 10, 17, 0, 0, time.UTC)}
+		})},
+		"capacity-block-expiration.json": {want: with(base("c7d2a9e4-6f1b-4c38-9e5a-0b3f8d1c7e29", "aws.ec2", "Capacity Block Expiration Warning", "2026-11-21T11:20:00Z"), func(e *Event) {
+			e.Kind = KindCapacityBlockExpiry
+			e.CapacityBlock = &CapacityBlockExpiry{ReservationID: "cr-0d4b8f2a6c1e9e357", EndDate: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+		})},
 		"rebalance-recommendation.json": {want: with(base("9d2e5f1a-7c4b-4a08-b3e6-1f8c0a7d2e95", "aws.ec2", "EC2 Instance Rebalance Recommendation", "2026-11-18T16:37:52Z"), func(e *Event) {
 			e.Kind = KindRebalance
 			e.InstanceIDs = []string{"i-0c95a1e47d3b2f860"}
@@ -221,6 +230,12 @@ func describe(e Event) string {
 	if e.Scheduled != nil {
 		s += fmt.Sprintf(" Scheduled=%+v", *e.Scheduled)
 	}
+	if e.Capacity != nil {
+		s += fmt.Sprintf(" Capacity=%+v", *e.Capacity)
+	}
+	if e.CapacityBlock != nil {
+		s += fmt.Sprintf(" CapacityBlock=%+v", *e.CapacityBlock)
+	}
 	return s
 }
 
@@ -247,6 +262,21 @@ func TestParseTestdata(t *testing.T) {
 		"spot-interruption-bad-instance-id.json":     malformedBecause(`instance-id "i-0c95a1e47d3b2f86" is not`),
 		"spot-interruption-missing-instance-id.json": malformedBecause("instance-id is missing"),
 		"spot-interruption-unknown-action.json":      malformedBecause(`instance-action "reboot"`),
+
+		// Capacity reservations: an interruptible reservation's warning
+		// names its instance and may give its termination time; a Capacity
+		// Block's names its reservation, under either detail-type.
+		"capacity-interruption-missing-instance-id.json":    malformedBecause("instance-id is missing"),
+		"capacity-interruption-missing-action.json":         malformedBecause("instance-action is missing"),
+		"capacity-interruption-unknown-action.json":         malformedBecause(`instance-action "reboot" is not terminate, stop or hibernate`),
+		"capacity-interruption-bad-termination-time.json":   malformedBecause(`instance-termination-time: "in two minutes" is not a time`),
+		"capacity-interruption-no-termination-time.json":    {kind: KindCapacityInterruption},
+		"capacity-interruption-interruptible-spelling.json": {kind: KindCapacityInterruption},
+		"capacity-block-missing-reservation-id.json":        malformedBecause("capacity-reservation-id is missing"),
+		"capacity-block-bad-reservation-id.json":            malformedBecause(`capacity-reservation-id "cr-1234567890abcdefg" is not a Capacity Reservation id`),
+		"capacity-block-bad-end-date.json":                  malformedBecause(`end-date: "[ODCR End Date]" is not a time`),
+		"capacity-block-reservation-spelling.json":          {kind: KindCapacityBlockExpiry},
+		"capacity-block-delivered.json":                     {kind: KindUnknown},
 
 		// Lifecycle actions: what CompleteLifecycleAction needs, and the
 		// transition of the detail-type.
@@ -302,6 +332,10 @@ func TestParseTestdata(t *testing.T) {
 		"continuation-of-invalid-event.json":   malformedBecause("state is missing"),
 		"continuation-nested.json":             malformedBecause("not an EventBridge event"),
 		"continuation-event-is-string.json":    malformedBecause("not a JSON object"),
+		// a Capacity Block's warning names no instance: its continuation may
+		// name any well-formed one (the handler checks the reservation)
+		"continuation-capacity-block-instance.json":     {kind: KindCapacityBlockExpiry},
+		"continuation-capacity-block-bad-instance.json": malformedBecause(`instance "i-0f3c9a2e7b5d1c84" is not an EC2 instance id`),
 	}
 	checkCovered(t, testdataDir, cases)
 
@@ -330,7 +364,8 @@ func TestParseTestdata(t *testing.T) {
 			if got.Kind != tc.kind {
 				t.Errorf("kind = %s, want %s", got.Kind, tc.kind)
 			}
-			if !tc.kind.Actionable() && (len(got.InstanceIDs) > 0 || got.Lifecycle != nil || got.Spot != nil || got.Scheduled != nil || got.State != "") {
+			if !tc.kind.Actionable() && (len(got.InstanceIDs) > 0 || got.Lifecycle != nil || got.Spot != nil || got.Scheduled != nil || got.State != "" ||
+				got.Capacity != nil || got.CapacityBlock != nil) {
 				t.Errorf("ignored event carries action fields: %s", describe(got))
 			}
 		})
@@ -375,6 +410,34 @@ func TestParseDetails(t *testing.T) {
 		want := Event{Kind: KindTestNotification, ID: "5e8b7c3a-0f2d-4a91-b6e4-c7d1a2f9e803", Source: "aws.autoscaling", Account: "123456789012", Time: mustTime(t, "2026-11-02T09:15:43.871Z")}
 		if !reflect.DeepEqual(ev, want) {
 			t.Errorf("got %+v, want %+v", ev, want)
+		}
+	})
+	t.Run("capacity interruption without its termination time", func(t *testing.T) {
+		ev := read("capacity-interruption-no-termination-time.json")
+		if want := (CapacityInterruption{Action: SpotActionTerminate}); *ev.Capacity != want || !reflect.DeepEqual(ev.InstanceIDs, []string{"i-0a7e3c5f9b1d2e468"}) {
+			t.Errorf("Capacity = %+v, instances %v; want %+v, the one instance", *ev.Capacity, ev.InstanceIDs, want)
+		}
+	})
+	t.Run("the other spellings of the capacity detail-types", func(t *testing.T) {
+		if ev := read("capacity-interruption-interruptible-spelling.json"); ev.Capacity == nil || !ev.Capacity.TerminationTime.Equal(time.Date(2026, 11, 20, 10, 17, 0, 0, time.UTC)) {
+			t.Errorf("interruptible spelling: %s", describe(ev))
+		}
+		ev := read("capacity-block-reservation-spelling.json")
+		if want := (CapacityBlockExpiry{ReservationID: "cr-0d4b8f2a6c1e9e357"}); ev.CapacityBlock == nil || *ev.CapacityBlock != want || len(ev.InstanceIDs) != 0 {
+			t.Errorf("reservation spelling: %s, want %+v and no instance", describe(ev), want)
+		}
+	})
+	t.Run("capacity block continuation narrowed to an instance", func(t *testing.T) {
+		payload, err := os.ReadFile(filepath.Join(testdataDir, "continuation-capacity-block-instance.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, cont, err := ParseInvocation(payload)
+		if err != nil || cont == nil || cont.Instance != "i-0f3c9a2e7b5d1c846" {
+			t.Fatalf("ParseInvocation = %s, %+v, %v", describe(ev), cont, err)
+		}
+		if !reflect.DeepEqual(ev.InstanceIDs, []string{"i-0f3c9a2e7b5d1c846"}) || ev.CapacityBlock == nil || ev.CapacityBlock.ReservationID != "cr-0d4b8f2a6c1e9e357" {
+			t.Errorf("got %s, want the block narrowed to i-0f3c9a2e7b5d1c846", describe(ev))
 		}
 	})
 	t.Run("old 8-digit instance id", func(t *testing.T) {
@@ -482,7 +545,7 @@ func TestParseHealthTime(t *testing.T) {
 func TestKindActionable(t *testing.T) {
 	for k, want := range map[Kind]bool{
 		KindTerminate: true, KindLaunch: true, KindSpotInterruption: true, KindRebalance: true,
-		KindStateChange: true, KindScheduledChange: true,
+		KindStateChange: true, KindScheduledChange: true, KindCapacityInterruption: true, KindCapacityBlockExpiry: true,
 		KindTestNotification: false, KindSweep: false, KindUnknown: false, "": false, "drain": false,
 	} {
 		if got := k.Actionable(); got != want {
@@ -513,6 +576,27 @@ func TestLogValue(t *testing.T) {
 	for _, s := range []string{`"instance":"i-0b1f6e8d2c4a9f371"`, `"asg":"` + asgName + `"`, `"hook":"node-drainer-terminate"`, `"kind":"terminate"`} {
 		if !strings.Contains(out, s) {
 			t.Errorf("log lacks %s: %s", s, out)
+		}
+	}
+}
+
+func TestValidReservationID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"cr-0d4b8f2a6c1e9e357":  true,
+		"cr-00000000000000000":  true,
+		"":                      false,
+		"cr-":                   false,
+		"cr-0d4b8f2a6c1e9e35":   false, // 16
+		"cr-0d4b8f2a6c1e9e3570": false, // 18
+		"cr-1234567890abcdefg":  false, // the user guide's placeholder: g is not hex
+		"cr-0D4B8F2A6C1E9E357":  false,
+		"CR-0d4b8f2a6c1e9e357":  false,
+		"cb-0d4b8f2a6c1e9e357":  false,
+		"i-0d4b8f2a6c1e9e357":   false,
+		" cr-0d4b8f2a6c1e9e357": false,
+	} {
+		if got := validReservationID(id); got != want {
+			t.Errorf("validReservationID(%q) = %v, want %v", id, got, want)
 		}
 	}
 }

@@ -21,7 +21,7 @@ import (
 //     empty; a lifecycle action has its token, group and hook;
 //   - an ignored event carries nothing to act upon;
 //   - a continuation has attempt >= 1, a start time, and an inner event that
-//     parses to the same Event;
+//     parses to the same Event (narrowed to its instance, if it names one);
 //   - an actionable plain event wraps into a continuation that reads back to
 //     the same Event.
 func FuzzParseInvocation(f *testing.F) {
@@ -66,6 +66,9 @@ func FuzzParseInvocation(f *testing.F) {
 				t.Fatalf("continuation with attempt %d startedAt %v", cont.Attempt, cont.StartedAt)
 			}
 			inner, err := Parse(cont.Event)
+			if err == nil && cont.Instance != "" {
+				inner.InstanceIDs = []string{cont.Instance} // narrowed to one instance
+			}
 			if err != nil || !sameEvent(inner, ev) {
 				t.Fatalf("continuation event parses to %s, %v; want %s", describe(inner), err, describe(ev))
 			}
@@ -95,19 +98,20 @@ func checkEvent(t *testing.T, ev Event) {
 	t.Helper()
 	switch ev.Kind {
 	case KindTerminate, KindLaunch, KindSpotInterruption, KindRebalance, KindStateChange, KindScheduledChange,
-		KindTestNotification, KindSweep, KindUnknown:
+		KindCapacityInterruption, KindCapacityBlockExpiry, KindTestNotification, KindSweep, KindUnknown:
 	default:
 		t.Fatalf("kind %q is none of the constants", ev.Kind)
 	}
 
 	if !ev.Kind.Actionable() {
-		if len(ev.InstanceIDs) > 0 || ev.Lifecycle != nil || ev.Spot != nil || ev.State != "" || ev.Scheduled != nil {
+		if len(ev.InstanceIDs) > 0 || ev.Lifecycle != nil || ev.Spot != nil || ev.State != "" || ev.Scheduled != nil ||
+			ev.Capacity != nil || ev.CapacityBlock != nil {
 			t.Fatalf("ignored event carries action fields: %s", describe(ev))
 		}
 		return
 	}
 
-	if len(ev.InstanceIDs) == 0 {
+	if len(ev.InstanceIDs) == 0 && ev.Kind != KindCapacityBlockExpiry {
 		t.Fatalf("actionable event without instance: %s", describe(ev))
 	}
 	seen := make(map[string]bool)
@@ -123,13 +127,15 @@ func checkEvent(t *testing.T, ev Event) {
 	if ev.ID == "" || ev.Time.IsZero() {
 		t.Fatalf("actionable event without id or time: %s", describe(ev))
 	}
-	if ev.Kind != KindScheduledChange && len(ev.InstanceIDs) != 1 {
-		t.Fatalf("%s event with %d instances", ev.Kind, len(ev.InstanceIDs))
+	switch n := len(ev.InstanceIDs); {
+	case ev.Kind == KindCapacityBlockExpiry && n > 1, ev.Kind != KindScheduledChange && ev.Kind != KindCapacityBlockExpiry && n != 1:
+		t.Fatalf("%s event with %d instances", ev.Kind, n)
 	}
 
 	lifecycle := ev.Kind == KindTerminate || ev.Kind == KindLaunch
 	if lifecycle != (ev.Lifecycle != nil) || (ev.Kind == KindSpotInterruption) != (ev.Spot != nil) ||
-		(ev.Kind == KindStateChange) != (ev.State != "") || (ev.Kind == KindScheduledChange) != (ev.Scheduled != nil) {
+		(ev.Kind == KindStateChange) != (ev.State != "") || (ev.Kind == KindScheduledChange) != (ev.Scheduled != nil) ||
+		(ev.Kind == KindCapacityInterruption) != (ev.Capacity != nil) || (ev.Kind == KindCapacityBlockExpiry) != (ev.CapacityBlock != nil) {
 		t.Fatalf("kind-specific fields do not match kind: %s", describe(ev))
 	}
 	switch ev.Kind {
@@ -164,6 +170,16 @@ func checkEvent(t *testing.T, ev Event) {
 		if ev.Scheduled.StartTime.IsZero() || ev.Scheduled.EventTypeCode == "" {
 			t.Fatalf("scheduled change without start time or type: %s", describe(ev))
 		}
+	case KindCapacityInterruption:
+		switch ev.Capacity.Action {
+		case SpotActionTerminate, SpotActionStop, SpotActionHibernate:
+		default:
+			t.Fatalf("capacity interruption action %q", ev.Capacity.Action)
+		}
+	case KindCapacityBlockExpiry:
+		if !validReservationID(ev.CapacityBlock.ReservationID) {
+			t.Fatalf("capacity block without a valid reservation id: %s", describe(ev))
+		}
 	}
 }
 
@@ -176,6 +192,16 @@ func sameEvent(a, b Event) bool {
 			s := *e.Scheduled
 			s.StartTime, s.EndTime = s.StartTime.UTC(), s.EndTime.UTC()
 			e.Scheduled = &s
+		}
+		if e.Capacity != nil {
+			c := *e.Capacity
+			c.TerminationTime = c.TerminationTime.UTC()
+			e.Capacity = &c
+		}
+		if e.CapacityBlock != nil {
+			c := *e.CapacityBlock
+			c.EndDate = c.EndDate.UTC()
+			e.CapacityBlock = &c
 		}
 		return e
 	}

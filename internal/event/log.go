@@ -25,6 +25,18 @@ func (e Event) LogValue() slog.Value {
 	if e.Spot != nil {
 		attrs = append(attrs, slog.String("spotAction", string(e.Spot.Action)))
 	}
+	if e.Capacity != nil {
+		attrs = append(attrs, slog.String("instanceAction", string(e.Capacity.Action)))
+		if !e.Capacity.TerminationTime.IsZero() {
+			attrs = append(attrs, slog.Time("terminationTime", e.Capacity.TerminationTime))
+		}
+	}
+	if e.CapacityBlock != nil {
+		attrs = append(attrs, slog.String("capacityReservation", e.CapacityBlock.ReservationID))
+		if !e.CapacityBlock.EndDate.IsZero() {
+			attrs = append(attrs, slog.Time("endDate", e.CapacityBlock.EndDate))
+		}
+	}
 	if e.State != "" {
 		attrs = append(attrs, slog.String("state", string(e.State)))
 	}

@@ -15,6 +15,15 @@ const (
 	detailTypeRebalance        = "EC2 Instance Rebalance Recommendation"
 	detailTypeStateChange      = "EC2 Instance State-change Notification"
 	detailTypeHealth           = "AWS Health Event"
+
+	// An interruptible Capacity Reservation's two-minute warning; one page
+	// of the EC2 user guide spells it with "Interruptible" too.
+	detailTypeCapacityInterruption      = "EC2 Capacity Reservation Instance Interruption Warning"
+	detailTypeCapacityInterruptionOther = "EC2 Interruptible Capacity Reservation Instance Interruption Warning"
+	// A Capacity Block's end, 40 minutes ahead: the EC2 user guide spells it
+	// both ways.
+	detailTypeCapacityBlock      = "Capacity Block Expiration Warning"
+	detailTypeCapacityBlockOther = "Capacity Block Reservation Expiration Warning"
 )
 
 // detailKey selects the parser of an event.
@@ -32,13 +41,17 @@ type detailParser func(ev Event, detail json.RawMessage) (Event, error)
 // registry holds one parser per (source, detail-type); anything else is
 // KindUnknown.
 var registry = map[detailKey]detailParser{
-	{sourceAutoScaling, detailTypeTerminate}: parseTerminate,
-	{sourceAutoScaling, detailTypeLaunch}:    parseLaunch,
-	{sourceEC2, detailTypeSpotInterruption}:  parseSpotInterruption,
-	{sourceEC2, detailTypeRebalance}:         parseRebalance,
-	{sourceEC2, detailTypeStateChange}:       parseStateChange,
-	{sourceHealth, detailTypeHealth}:         parseScheduledChange,
-	{sourceEvents, detailTypeScheduled}:      parseSweep,
-	{SourceSweep, detailTypeTerminate}:       parseSweptTerminate,
-	{SourceSweep, detailTypeLaunch}:          parseSweptLaunch,
+	{sourceAutoScaling, detailTypeTerminate}:         parseTerminate,
+	{sourceAutoScaling, detailTypeLaunch}:            parseLaunch,
+	{sourceEC2, detailTypeSpotInterruption}:          parseSpotInterruption,
+	{sourceEC2, detailTypeCapacityInterruption}:      parseCapacityInterruption,
+	{sourceEC2, detailTypeCapacityInterruptionOther}: parseCapacityInterruption,
+	{sourceEC2, detailTypeCapacityBlock}:             parseCapacityBlock,
+	{sourceEC2, detailTypeCapacityBlockOther}:        parseCapacityBlock,
+	{sourceEC2, detailTypeRebalance}:                 parseRebalance,
+	{sourceEC2, detailTypeStateChange}:               parseStateChange,
+	{sourceHealth, detailTypeHealth}:                 parseScheduledChange,
+	{sourceEvents, detailTypeScheduled}:              parseSweep,
+	{SourceSweep, detailTypeTerminate}:               parseSweptTerminate,
+	{SourceSweep, detailTypeLaunch}:                  parseSweptLaunch,
 }

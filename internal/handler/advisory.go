@@ -14,13 +14,15 @@ import (
 )
 
 // advisory is the path of the events that advise and bring no hook to
-// complete: a spot interruption warning, a rebalance recommendation, an AWS
-// Health scheduled change (scheduled.go). The node is cordoned or drained,
-// as configured, or released when its instance is already down.
+// complete: a spot interruption warning, a capacity reservation's warning
+// (capacity.go), a rebalance recommendation, an AWS Health scheduled change
+// (scheduled.go). The node is cordoned or drained, as configured, or
+// released when its instance is already down.
 type advisory struct{ *invocation }
 
-// advisory handles spot warnings, rebalance recommendations and scheduled
-// changes: cordon or drain the node, as configured; no hook to complete.
+// advisory handles spot and capacity reservation interruption warnings,
+// rebalance recommendations and scheduled changes: cordon or drain the
+// node, as configured; no hook to complete.
 func (r *advisory) advisory(ctx context.Context, id string, action config.Action, timeout time.Duration) error {
 	r.log = r.log.With("instance", id)
 	if action == config.ActionIgnore {
@@ -31,6 +33,14 @@ func (r *advisory) advisory(ctx context.Context, id string, action config.Action
 	if err != nil || !ours {
 		return err
 	}
+	return r.onNode(ctx, inst, n, action, timeout)
+}
+
+// onNode cordons or drains n, the node of inst (an instance of this
+// cluster), as action says, the drain within timeout (drainDeadline); or
+// releases n when EC2 reports inst already down. n nil: inst has no node,
+// and r.out says so.
+func (r *advisory) onNode(ctx context.Context, inst instance.Instance, n *corev1.Node, action config.Action, timeout time.Duration) error {
 	if n == nil {
 		if inst.Down() {
 			// a warning about an instance already gone, its node with it: a
@@ -57,11 +67,52 @@ func (r *advisory) advisory(ctx context.Context, id string, action config.Action
 		}
 		return nil
 	}
+	return r.drainAdvised(ctx, n, inst.ID, causeOf(r.ev.Kind), r.advisoryExpiry(), r.drainDeadline(timeout))
+}
+
+// drainDeadline is when an advisory drain must be over. A warning's notice
+// runs from the warning, not from our start: a spot warning's drain ends
+// timeout after it, and so does an interruptible Capacity Reservation's,
+// or, when its warning gave EC2's termination time, as long before it as
+// timeout leaves of the 2-minute notice; a Capacity Block's ends
+// capacityBlockMargin before its instances begin to terminate. The others
+// end timeout after this drain began.
+func (r *advisory) drainDeadline(timeout time.Duration) time.Time {
 	start := r.started
-	if r.ev.Kind == event.KindSpotInterruption && !r.ev.Time.IsZero() && r.ev.Time.Before(start) {
-		start = r.ev.Time // the 2-minute notice runs from the warning, not from our start
+	switch r.ev.Kind {
+	case event.KindCapacityBlockExpiry:
+		return capacityBlockTerminations(r.ev, start).Add(-capacityBlockMargin)
+	case event.KindCapacityInterruption:
+		if at := r.ev.Capacity.TerminationTime; !at.IsZero() {
+			return at.Add(timeout - capacityInterruptionNotice)
+		}
+		return warned(r.ev, start).Add(timeout)
+	case event.KindSpotInterruption:
+		return warned(r.ev, start).Add(timeout)
 	}
-	return r.drainAdvised(ctx, n, id, causeOf(r.ev.Kind), r.advisoryExpiry(), start.Add(timeout))
+	return start.Add(timeout)
+}
+
+// warned is when a warning's notice began: when it was emitted, or start
+// (when this drain began), if that is sooner (a clock ahead of ours).
+func warned(ev event.Event, start time.Time) time.Time {
+	if !ev.Time.IsZero() && ev.Time.Before(start) {
+		return ev.Time
+	}
+	return start
+}
+
+// graceCap is the longest grace period a drain for cause gives an evicted
+// pod, and each drain tier's share of the time left (0: the pod's own, no
+// share): a warning's drain must fit its notice.
+func graceCap(cfg config.Config, cause node.Cause) time.Duration {
+	switch cause {
+	case node.CauseSpot, node.CauseCapacityInterruption:
+		return cfg.SpotGracePeriodCap // the 2-minute notice
+	case node.CauseCapacityBlock:
+		return capacityBlockNotice - capacityBlockMargin
+	}
+	return 0
 }
 
 // drainAdvised drains a node on an advisory event (no hook to complete),
@@ -113,6 +164,10 @@ func causeOf(k event.Kind) node.Cause {
 	switch k {
 	case event.KindSpotInterruption:
 		return node.CauseSpot
+	case event.KindCapacityInterruption:
+		return node.CauseCapacityInterruption
+	case event.KindCapacityBlockExpiry:
+		return node.CauseCapacityBlock
 	case event.KindScheduledChange:
 		return node.CauseScheduled
 	default:
@@ -120,9 +175,10 @@ func causeOf(k event.Kind) node.Cause {
 	}
 }
 
-// advisoryExpiry is when an advisory cause (spot warning, rebalance,
-// scheduled change) lapses if the instance is still running: its marks are
-// then lifted by the next event or sweep that reads the node.
+// advisoryExpiry is when an advisory cause (spot or capacity reservation
+// warning, rebalance, scheduled change) lapses if the instance is still
+// running: its marks are then lifted by the next event or sweep that reads
+// the node.
 func (r *advisory) advisoryExpiry() time.Time {
 	from := r.ev.Time
 	if from.IsZero() || from.After(r.h.now()) {

@@ -195,9 +195,7 @@ func (r *nodeDrain) drainer(cause node.Cause, dead bool, nodeName string, onEvic
 		// them beside the drain's last listing of the pods
 		o.AfterGone = func(ctx context.Context) { r.readAttachmentsSoon(ctx, nodeName) }
 	}
-	if cause == node.CauseSpot {
-		o.GraceCap = r.h.cfg.SpotGracePeriodCap // the drain must fit the 2-minute notice
-	}
+	o.GraceCap = graceCap(r.h.cfg, cause) // a warning's drain must fit its notice
 	if r.claimed != nil {
 		// drains that hold leases take turns on the PDBs they share
 		o.Turns = lease.NewTurns(r.claimed)

@@ -26,8 +26,8 @@ var (
 	// ErrNotReady: a launching instance's node was not Ready by the
 	// deadline, or could not be watched to the end (its cause says why).
 	ErrNotReady = errors.New("node did not become Ready before the deadline")
-	// ErrFanOut: some of a scheduled change's per-instance invocations could
-	// not be sent.
+	// ErrFanOut: some of the per-instance invocations of a scheduled change,
+	// or of a Capacity Block, could not be sent.
 	ErrFanOut = errors.New("could not invoke the function for every instance")
 	// ErrSweepRead: the sweep could not read everything; nothing was changed.
 	ErrSweepRead = errors.New("sweep read nothing complete")

@@ -52,7 +52,8 @@ type reading struct {
 	tagged bool   // carries the cluster tag
 	group  string // Auto Scaling's aws:autoscaling:groupName tag ("": none)
 	tags   map[string]string
-	err    error // DescribeInstances fails
+	err    error  // DescribeInstances fails
+	cr     string // the Capacity Reservation it runs in ("": none)
 }
 
 // fakeEC2 answers DescribeInstances from readings per instance, in turn (the
@@ -93,11 +94,12 @@ func (f *fakeEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstances
 		tags = append(tags, types.Tag{Key: aws.String(k), Value: aws.String(v)})
 	}
 	return &ec2.DescribeInstancesOutput{Reservations: []types.Reservation{{Instances: []types.Instance{{
-		InstanceId:     aws.String(id),
-		State:          &types.InstanceState{Name: types.InstanceStateName(r.state)},
-		PrivateDnsName: aws.String(nodeName(id)),
-		Placement:      &types.Placement{AvailabilityZone: aws.String("us-east-1a")},
-		Tags:           tags,
+		InstanceId:            aws.String(id),
+		State:                 &types.InstanceState{Name: types.InstanceStateName(r.state)},
+		PrivateDnsName:        aws.String(nodeName(id)),
+		Placement:             &types.Placement{AvailabilityZone: aws.String("us-east-1a")},
+		Tags:                  tags,
+		CapacityReservationId: optional(r.cr),
 	}}}}}, nil
 }
 
@@ -121,6 +123,8 @@ func (f *fakeEC2) filtered(filters []types.Filter) (*ec2.DescribeInstancesOutput
 				match = match && r.tagged && slices.Contains(fl.Values, clusterTag)
 			case "instance-state-name":
 				match = match && slices.Contains(fl.Values, string(r.state))
+			case "capacity-reservation-id":
+				match = match && slices.Contains(fl.Values, r.cr)
 			}
 		}
 		if !match {
@@ -131,7 +135,7 @@ func (f *fakeEC2) filtered(filters []types.Filter) (*ec2.DescribeInstancesOutput
 			tags = append(tags, types.Tag{Key: aws.String(clusterTag), Value: aws.String("owned")})
 		}
 		out = append(out, types.Instance{InstanceId: aws.String(id), State: &types.InstanceState{Name: types.InstanceStateName(r.state)},
-			PrivateDnsName: aws.String(nodeName(id)), Tags: tags})
+			PrivateDnsName: aws.String(nodeName(id)), Tags: tags, CapacityReservationId: optional(r.cr)})
 	}
 	return &ec2.DescribeInstancesOutput{Reservations: []types.Reservation{{Instances: out}}}, nil
 }
@@ -248,6 +252,14 @@ func (f *fakeLambda) Invoke(_ context.Context, in *lambda.InvokeInput, _ ...func
 	defer f.mu.Unlock()
 	f.invoked = append(f.invoked, in)
 	return &lambda.InvokeOutput{StatusCode: 202}, f.err
+}
+
+// optional is s, nil when empty (EC2 leaves out what is not there).
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func notActive() error {

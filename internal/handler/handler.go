@@ -9,7 +9,7 @@
 //	terminateHook  terminate.go   whose hook, claim, drain kept alive, then complete / hand over / fail
 //	launchHook     launch.go      wait for the node to join Ready, complete
 //	hook           hook.go        what both do with their hook; ownership.go decides whose it is
-//	advisory       advisory.go    spot warning, rebalance, and scheduled.go: AWS Health changes
+//	advisory       advisory.go    spot warning, rebalance; scheduled.go: AWS Health changes; capacity.go: capacity reservations
 //	stateChange    statechange.go an instance down (released), or running again (marks lifted)
 //	abruptRelease  abrupt.go      the force-release of a node whose instance is down; guard.go
 //	nodeDrain      drainnode.go   the graceful drain; volumes.go, dryrun.go
@@ -289,6 +289,10 @@ func (r *invocation) dispatch(ctx context.Context) error {
 		return (&launchHook{hook{invocation: r}}).handle(ctx)
 	case event.KindSpotInterruption:
 		return (&advisory{r}).advisory(ctx, r.ev.InstanceIDs[0], config.ActionDrain, r.h.cfg.SpotDrainTimeout)
+	case event.KindCapacityInterruption:
+		return (&advisory{r}).capacityInterruption(ctx)
+	case event.KindCapacityBlockExpiry:
+		return (&advisory{r}).capacityBlock(ctx)
 	case event.KindRebalance:
 		return (&advisory{r}).advisory(ctx, r.ev.InstanceIDs[0], r.h.cfg.RebalanceAction, r.h.cfg.DrainTimeout)
 	case event.KindScheduledChange:

@@ -65,6 +65,9 @@ type Instance struct {
 	// memory — its processes, with the volumes they had mounted — comes back
 	// when it starts, so it is never down for forcing (see Down).
 	Hibernated bool
+	// CapacityReservationID is the Capacity Reservation the instance runs
+	// in ("" when none).
+	CapacityReservationID string
 }
 
 // TagGroupName is the tag Auto Scaling puts on each instance it launches:
@@ -165,6 +168,7 @@ func fromEC2(in types.Instance, now time.Time) Instance {
 	}
 	i.Hibernated = hibernated(in)
 	i.PrivateDNSName = deref(in.PrivateDnsName)
+	i.CapacityReservationID = deref(in.CapacityReservationId)
 	if in.Placement != nil {
 		i.Zone = deref(in.Placement.AvailabilityZone)
 	}
@@ -222,6 +226,18 @@ func List(ctx context.Context, api EC2API, clk clock.PassiveClock, filter string
 func NotRunning() types.Filter {
 	return types.Filter{Name: aws.String("instance-state-name"), Values: []string{
 		string(StatePending), string(StateStopping), string(StateStopped), string(StateShuttingDown), string(StateTerminated)}}
+}
+
+// InReservation reads the instances carrying the tag key clusterTag that
+// are running or pending in the Capacity Reservation reservationID: those
+// whose workloads the reservation's end takes (a Capacity Block's). The
+// filter on the cluster's tag keeps other clusters' instances out of the
+// reading (safety rule 4: act only on this cluster's instances); the state
+// and tag filters go first (see List).
+func InReservation(ctx context.Context, api EC2API, clk clock.PassiveClock, reservationID, clusterTag string) (map[string]Instance, error) {
+	live := types.Filter{Name: aws.String("instance-state-name"), Values: []string{string(StatePending), string(StateRunning)}}
+	tagged := types.Filter{Name: aws.String("tag-key"), Values: []string{clusterTag}}
+	return List(ctx, api, clk, "capacity-reservation-id", []string{reservationID}, live, tagged)
 }
 
 // Gone is the reading of an instance EC2 did not list: unknown to it.

@@ -3,6 +3,7 @@ package instance
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -371,5 +372,38 @@ func TestWaitDownOnItsClock(t *testing.T) {
 	r := <-done
 	if r.err != nil || r.i.State != StateStopped || !r.i.SeenAt.Equal(at.Add(2*time.Second)) {
 		t.Errorf("WaitDown = %+v, %v: want stopped, seen at %v", r.i, r.err, at.Add(2*time.Second))
+	}
+}
+
+// TestInReservation: a Capacity Block's instances are read by its
+// reservation id, only those of this cluster (its tag key) and only those
+// running or starting; each reading says the reservation it runs in.
+func TestInReservation(t *testing.T) {
+	in := ec2Instance("i-0f3c9a2e7b5d1c846", types.InstanceStateNameRunning)
+	in.CapacityReservationId = aws.String("cr-0d4b8f2a6c1e9e357")
+	f := &fakeEC2{steps: []step{described(in)}}
+	got, err := InReservation(context.Background(), f, nil, "cr-0d4b8f2a6c1e9e357", "kubernetes.io/cluster/prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := got["i-0f3c9a2e7b5d1c846"]; len(got) != 1 || i.CapacityReservationID != "cr-0d4b8f2a6c1e9e357" || i.State != StateRunning {
+		t.Fatalf("readings = %+v, want the one running instance of cr-0d4b8f2a6c1e9e357", got)
+	}
+	if len(f.calls) != 1 {
+		t.Fatalf("%d calls, want 1", len(f.calls))
+	}
+	filters := map[string][]string{}
+	var order []string
+	for _, fl := range f.calls[0].Filters {
+		filters[aws.ToString(fl.Name)] = fl.Values
+		order = append(order, aws.ToString(fl.Name))
+	}
+	want := map[string][]string{
+		"instance-state-name":     {"pending", "running"},
+		"tag-key":                 {"kubernetes.io/cluster/prod"},
+		"capacity-reservation-id": {"cr-0d4b8f2a6c1e9e357"},
+	}
+	if !reflect.DeepEqual(filters, want) || order[len(order)-1] != "capacity-reservation-id" {
+		t.Errorf("filters %v (in order %v), want %v with the reservation last", filters, order, want)
 	}
 }

@@ -31,6 +31,12 @@ const (
 	CauseOutOfService Cause = "out-of-service"    // the instance is confirmed down
 )
 
+// The causes of the capacity reservations' warnings.
+const (
+	CauseCapacityInterruption Cause = "capacity-reservation-interruption" // an interruptible Capacity Reservation's interruption warning
+	CauseCapacityBlock        Cause = "capacity-block-expiration"         // a Capacity Block's expiration warning
+)
+
 // Mark says what a cause wants set on a node.
 type Mark struct {
 	Cause Cause

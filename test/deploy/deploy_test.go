@@ -91,12 +91,14 @@ var wantEnv = map[string]string{
 // With the default AsgTagKey (groups chosen by tag) the hook rules match on
 // the hook's name alone: the groups are not known at deployment.
 var wantRules = map[string]string{
-	"terminate-hook":    `{"detail":{"LifecycleHookName":["node-drainer-terminate"]},"detail-type":["EC2 Instance-terminate Lifecycle Action"],"source":["aws.autoscaling"]}`,
-	"launch-hook":       `{"detail":{"LifecycleHookName":["node-drainer-launch"]},"detail-type":["EC2 Instance-launch Lifecycle Action"],"source":["aws.autoscaling"]}`,
-	"spot-interruption": `{"detail-type":["EC2 Spot Instance Interruption Warning"],"source":["aws.ec2"]}`,
-	"rebalance":         `{"detail-type":["EC2 Instance Rebalance Recommendation"],"source":["aws.ec2"]}`,
-	"state-change":      `{"detail":{"state":["running","shutting-down","stopped","stopping","terminated"]},"detail-type":["EC2 Instance State-change Notification"],"source":["aws.ec2"]}`,
-	"scheduled-change":  `{"detail":{"eventTypeCategory":["scheduledChange"],"service":["EC2"]},"detail-type":["AWS Health Event"],"source":["aws.health"]}`,
+	"terminate-hook":        `{"detail":{"LifecycleHookName":["node-drainer-terminate"]},"detail-type":["EC2 Instance-terminate Lifecycle Action"],"source":["aws.autoscaling"]}`,
+	"launch-hook":           `{"detail":{"LifecycleHookName":["node-drainer-launch"]},"detail-type":["EC2 Instance-launch Lifecycle Action"],"source":["aws.autoscaling"]}`,
+	"spot-interruption":     `{"detail-type":["EC2 Spot Instance Interruption Warning"],"source":["aws.ec2"]}`,
+	"capacity-interruption": `{"detail-type":["EC2 Capacity Reservation Instance Interruption Warning","EC2 Interruptible Capacity Reservation Instance Interruption Warning"],"source":["aws.ec2"]}`,
+	"capacity-block":        `{"detail-type":["Capacity Block Expiration Warning","Capacity Block Reservation Expiration Warning"],"source":["aws.ec2"]}`,
+	"rebalance":             `{"detail-type":["EC2 Instance Rebalance Recommendation"],"source":["aws.ec2"]}`,
+	"state-change":          `{"detail":{"state":["running","shutting-down","stopped","stopping","terminated"]},"detail-type":["EC2 Instance State-change Notification"],"source":["aws.ec2"]}`,
+	"scheduled-change":      `{"detail":{"eventTypeCategory":["scheduledChange"],"service":["EC2"]},"detail-type":["AWS Health Event"],"source":["aws.health"]}`,
 }
 
 // The sweep (internal/event/sweep.go recognises its Scheduled Event), by rule
@@ -385,6 +387,13 @@ func TestDetectsDrift(t *testing.T) {
 			"IAM action autoscaling:PutLifecycleHook: only in sam"},
 		{"rule renamed in terraform", eventsTF, "    rebalance = {", "    rebalance-recommendation = {",
 			"event rule node-drainer-rebalance: only in sam"},
+		{"Capacity Block spelling dropped in SAM", samFile,
+			"                - Capacity Block Expiration Warning\n                - Capacity Block Reservation Expiration Warning\n",
+			"                - Capacity Block Expiration Warning\n",
+			"event rule node-drainer-capacity-block pattern"},
+		{"capacity interruption spelling dropped in terraform", eventsTF,
+			"\"EC2 Interruptible Capacity Reservation Instance Interruption Warning\",\n", "",
+			"event rule node-drainer-capacity-interruption pattern"},
 		{"IAM action changed in terraform", iamTF, `"ec2:DescribeInstances"`, `"ec2:DescribeInstanceStatus"`,
 			"IAM action ec2:DescribeInstances: only in sam"},
 		{"IAM action dropped in SAM", samFile, "              - autoscaling:CompleteLifecycleAction\n              - autoscaling:RecordLifecycleActionHeartbeat\n", "              - autoscaling:CompleteLifecycleAction\n",

@@ -268,6 +268,10 @@ type ASGSpec struct {
 	// (their launch template's HibernationOptions), so Hibernate works on
 	// any of them.
 	Hibernation bool
+	// CapacityReservation, if set, is the Capacity Reservation the group's
+	// instances run in (their launch template's target), as a Capacity
+	// Block's do.
+	CapacityReservation string
 }
 
 // Hook names the scenes' ASGs use.
@@ -288,6 +292,10 @@ func (e *Env) CreateASG(ctx context.Context, s ASGSpec) ([]Instance, error) {
 	data := &ec2types.RequestLaunchTemplateData{ImageId: aws.String("ami-12c6146b"), InstanceType: ec2types.InstanceTypeM5Large}
 	if s.Hibernation {
 		data.HibernationOptions = &ec2types.LaunchTemplateHibernationOptionsRequest{Configured: aws.Bool(true)}
+	}
+	if s.CapacityReservation != "" {
+		data.CapacityReservationSpecification = &ec2types.LaunchTemplateCapacityReservationSpecificationRequest{
+			CapacityReservationTarget: &ec2types.CapacityReservationTarget{CapacityReservationId: aws.String(s.CapacityReservation)}}
 	}
 	_, err := ec2c.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String(lt), LaunchTemplateData: data})
 	if err != nil {

@@ -502,9 +502,39 @@ def _install_hook_deletion():
     AutoScalingResponse.delete_lifecycle_hook = delete_lifecycle_hook
 
 
+def _install_capacity_reservations():
+    """An instance runs in the Capacity Reservation its launch template targets.
+
+    moto 5.2.1 ignores a launch template's CapacityReservationSpecification,
+    shows no instance's CapacityReservationId and refuses DescribeInstances'
+    capacity-reservation-id filter; a Capacity Block's instances are found by
+    it. The reservation itself is not modelled: the instance only names it.
+    """
+    from moto.ec2 import utils as ec2utils
+    from moto.ec2.models.instances import Instance, InstanceBackend
+
+    Instance.capacity_reservation_id = None  # serialized as CapacityReservationId when set
+    ec2utils.filter_dict_attribute_mapping["capacity-reservation-id"] = "capacity_reservation_id"
+    run = InstanceBackend.run_instances
+
+    def run_instances(self, image_id, count, user_data, security_group_names, **kwargs):
+        reservation = run(self, image_id, count, user_data, security_group_names, **kwargs)
+        target = None
+        if kwargs.get("launch_template"):
+            spec = self._get_template_from_args(kwargs["launch_template"]).data.get("CapacityReservationSpecification") or {}
+            target = (spec.get("CapacityReservationTarget") or {}).get("CapacityReservationId")
+        if target:
+            for inst in reservation.instances:
+                inst.capacity_reservation_id = target
+        return reservation
+
+    InstanceBackend.run_instances = run_instances
+
+
 _install_hibernation()
 _install_hook_metadata()
 _install_hook_deletion()
+_install_capacity_reservations()
 EventsHandler.test_event_pattern = test_event_pattern
 AutoScalingResponse.complete_lifecycle_action = complete_lifecycle_action
 AutoScalingResponse.describe_warm_pool = describe_warm_pool
