@@ -38,7 +38,7 @@ func Remove(ctx context.Context, api API, groups, names []string, owner string, 
 			continue
 		}
 		for _, h := range hooks {
-			did, err := releaseAll(ctx, api, h, g, owner, names, dryRun)
+			did, err := releaseAll(ctx, api, h, g, owner, dryRun)
 			if err != nil {
 				failed = append(failed, g+": "+err.Error())
 			} else if did != "" {
@@ -72,7 +72,7 @@ const releaseTries = 3
 // releaseAll takes owner's part of hook h of group g (release), reading a
 // shared hook again after to take out owner's name put back by another
 // removal's write at the same moment; it says what it did last.
-func releaseAll(ctx context.Context, api API, h astypes.LifecycleHook, g, owner string, names []string, dryRun bool) (string, error) {
+func releaseAll(ctx context.Context, api API, h astypes.LifecycleHook, g, owner string, dryRun bool) (string, error) {
 	var said string
 	for range releaseTries {
 		did, kept, err := release(ctx, api, h, g, owner, dryRun)

@@ -39,7 +39,8 @@ func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Ca
 	// condition is a blip as often as a death (rule 16)
 	dead := !node.Ready(n) && !r.h.cfg.DryRun && r.kubeletDead(ctx, n.Name)
 	windowEnd := r.h.now().Add(r.h.cfg.DeadNodeEvictionWindow)
-	if dead && windowEnd.Before(deadline) {
+	windowed := dead && windowEnd.Before(deadline) // the drain ends with the window
+	if windowed {
 		deadline = windowEnd
 	}
 	dctx, cancel := context.WithDeadline(ctx, deadline)
@@ -53,7 +54,10 @@ func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Ca
 		return false, fmt.Errorf("draining node %s: %w", n.Name, err)
 	}
 	r.out.Action = ActionDrained
-	if dead && cause == node.CauseTerminate && !r.h.now().Before(windowEnd) && r.stillDead(ctx, n.Name) {
+	// the window is spent when the drain ran to it: its context ended at the
+	// window's end (the injected clock may read a hair before it)
+	spent := !r.h.now().Before(windowEnd) || windowed && dctx.Err() != nil
+	if dead && cause == node.CauseTerminate && spent && r.stillDead(ctx, n.Name) {
 		r.out.Detail = strings.TrimSpace(r.out.Detail + " node NotReady (kubelet dead): pods evicted, not waited for past DEAD_NODE_EVICTION_WINDOW; volumes are released when EC2 reports the instance down")
 		r.record(ctx, n, node.EventDrainCompletedDeadKubelet(len(res.Evicted), r.out.Remaining))
 		r.drainEnded() // its end told (Node Drained) and measured, as a live node's

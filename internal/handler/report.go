@@ -46,7 +46,25 @@ const (
 // line per invocation to w (the function's stdout); without it none is
 // written.
 func WithMetrics(w io.Writer) Option {
-	return func(h *Handler) { h.metrics = w }
+	return func(h *Handler) {
+		if h.metrics = nil; w != nil {
+			h.metrics = &lineWriter{w: w}
+		}
+	}
+}
+
+// lineWriter writes one metrics line at a time: the instances of a Health
+// event run in parallel, each ending with its line (a data race on the
+// writer, found by make race).
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // report is what one invocation observed, for its timeline and metrics. A

@@ -204,7 +204,7 @@ func TestBeat(t *testing.T) {
 	flaky := Action{ASG: act.ASG, Hook: "flaky", InstanceID: act.InstanceID}
 	f := &fakeASG{beatErrs: map[string]error{gone.Hook: notActive(""), flaky.Hook: errors.New("throttled")}}
 	var reported []string
-	kept, failed := Beat(context.Background(), f, []Action{act, gone, flaky}, func(a Action, err error) { reported = append(reported, a.Hook) })
+	kept, failed := Beat(context.Background(), f, []Action{act, gone, flaky}, func(a Action, _ error) { reported = append(reported, a.Hook) })
 	if len(kept) != 2 || kept[0] != act || kept[1] != flaky || !failed {
 		t.Errorf("kept %+v, failed %v: want the active and the failed one kept, a failure said", kept, failed)
 	}
