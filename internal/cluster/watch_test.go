@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,24 +43,20 @@ func watching(c *fake.Clientset) <-chan struct{} {
 	return ch
 }
 
-// bubble runs a subtest in a synctest bubble: the informers' waits (a
+// Until's subtests run in synctest bubbles: the informers' waits (a
 // re-list's backoff, a deadline) are on the bubble's clock, exact and
 // without wall time however loaded the machine.
-func bubble(f func(t *testing.T)) func(t *testing.T) {
-	return func(t *testing.T) { synctest.Test(t, f) }
-}
-
 func TestUntil(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no"))
 
-	t.Run("done at once after the list", bubble(func(t *testing.T) {
+	t.Run("done at once after the list", clustertest.InBubble(func(t *testing.T) {
 		c := fake.NewClientset()
 		if err := Until(t.Context(), podsLW(c), &corev1.Pod{}, empty); err != nil {
 			t.Fatal(err)
 		}
 	}))
-	t.Run("done on a watch event", bubble(func(t *testing.T) {
+	t.Run("done on a watch event", clustertest.InBubble(func(t *testing.T) {
 		c := fake.NewClientset(pod)
 		opened := watching(c)
 		go func() {
@@ -74,7 +69,7 @@ func TestUntil(t *testing.T) {
 			t.Fatal(err)
 		}
 	}))
-	t.Run("timeout", bubble(func(t *testing.T) {
+	t.Run("timeout", clustertest.InBubble(func(t *testing.T) {
 		c := fake.NewClientset(pod)
 		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 		defer cancel()
@@ -84,7 +79,7 @@ func TestUntil(t *testing.T) {
 		}
 	}))
 	for _, verb := range []string{"list", "watch"} {
-		t.Run(verb+" forbidden is an error, at once", bubble(func(t *testing.T) {
+		t.Run(verb+" forbidden is an error, at once", clustertest.InBubble(func(t *testing.T) {
 			c := fake.NewClientset(pod)
 			c.PrependReactor(verb, "pods", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, forbidden })
 			c.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
@@ -108,7 +103,7 @@ func TestUntil(t *testing.T) {
 			}
 		}))
 	}
-	t.Run("a transient list failure is listed again", bubble(func(t *testing.T) {
+	t.Run("a transient list failure is listed again", clustertest.InBubble(func(t *testing.T) {
 		c := fake.NewClientset()
 		var lists atomic.Int32
 		c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -126,7 +121,7 @@ func TestUntil(t *testing.T) {
 			t.Fatalf("%d lists, want a second one", lists.Load())
 		}
 	}))
-	t.Run("done's error ends the wait", bubble(func(t *testing.T) {
+	t.Run("done's error ends the wait", clustertest.InBubble(func(t *testing.T) {
 		c := fake.NewClientset(pod)
 		boom := errors.New("boom")
 		err := Until(t.Context(), podsLW(c), &corev1.Pod{}, func(cache.Store) (bool, error) { return false, boom })
@@ -181,5 +176,3 @@ func TestWaitSynced(t *testing.T) {
 		t.Error("WaitSynced waited until the context ended")
 	}
 }
-
-func init() { clustertest.BubbleErrorHandlers() } // the reflectors in bubbles above
