@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -175,50 +176,57 @@ func TestHeartbeatInterval(t *testing.T) {
 	}
 }
 
+// The keep-alive tests run in synctest bubbles: KeepAlive's real clock is
+// the bubble's, so a failed heartbeat's 1 s retry takes no wall time and
+// "none after stop" is judged on the bubble's exact clock.
 func TestKeepAlive(t *testing.T) {
-	f := &fakeASG{}
-	stop := KeepAlive(context.Background(), f, nil, act, 10*time.Millisecond, func(err error) { t.Errorf("unexpected error: %v", err) })
-	deadline := time.Now().Add(5 * time.Second)
-	for f.beats() < 3 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	stop()
-	n := f.beats()
-	if n < 3 {
-		t.Fatalf("only %d heartbeats", n)
-	}
-	time.Sleep(50 * time.Millisecond)
-	if f.beats() != n {
-		t.Errorf("heartbeats after stop: %d then %d", n, f.beats())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeASG{}
+		stop := KeepAlive(context.Background(), f, nil, act, 10*time.Millisecond, func(err error) { t.Errorf("unexpected error: %v", err) })
+		deadline := time.Now().Add(5 * time.Second)
+		for f.beats() < 3 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		stop()
+		n := f.beats()
+		if n < 3 {
+			t.Fatalf("only %d heartbeats", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if f.beats() != n {
+			t.Errorf("heartbeats after stop: %d then %d", n, f.beats())
+		}
+	})
 }
 
 func TestKeepAliveReportsErrorsAndStopsWithContext(t *testing.T) {
-	f := &fakeASG{beatErr: errors.New("throttled")}
-	var mu sync.Mutex
-	var errs []error
-	ctx, cancel := context.WithCancel(context.Background())
-	stop := KeepAlive(ctx, f, nil, act, 10*time.Millisecond, func(err error) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeASG{beatErr: errors.New("throttled")}
+		var mu sync.Mutex
+		var errs []error
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := KeepAlive(ctx, f, nil, act, 10*time.Millisecond, func(err error) {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		})
+		deadline := time.Now().Add(5 * time.Second)
+		for f.beats() < 2 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+		stop() // returns once the loop is done, after ctx ended too
 		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
+		defer mu.Unlock()
+		if len(errs) == 0 || !strings.Contains(errs[0].Error(), "throttled") {
+			t.Errorf("errors not reported: %v", errs)
+		}
+		n := f.beats()
+		time.Sleep(40 * time.Millisecond)
+		if f.beats() != n {
+			t.Error("heartbeats after the context ended")
+		}
 	})
-	deadline := time.Now().Add(5 * time.Second)
-	for f.beats() < 2 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	stop() // returns once the loop is done, after ctx ended too
-	mu.Lock()
-	defer mu.Unlock()
-	if len(errs) == 0 || !strings.Contains(errs[0].Error(), "throttled") {
-		t.Errorf("errors not reported: %v", errs)
-	}
-	n := f.beats()
-	time.Sleep(40 * time.Millisecond)
-	if f.beats() != n {
-		t.Error("heartbeats after the context ended")
-	}
 }
 
 func TestInService(t *testing.T) {
