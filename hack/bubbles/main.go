@@ -17,8 +17,10 @@
 // arguments (sync.WaitGroup, sync.Cond), receives from a channel, or
 // selects without a default. A send is not counted: the tests send on
 // buffered channels. Every Go file of a package is checked when one of the
-// package's files imports testing/synctest (a reactor built in a helper
-// file runs in the bubbles of the package's tests all the same).
+// package's files imports testing/synctest or calls clustertest.Bubble or
+// InBubble (a reactor built in a helper file runs in the bubbles of the
+// package's tests all the same). A reactor that blocks inside a function
+// it calls is not found: the check reads the reactor's own body.
 //
 // It prints each blocking reactor as file:line and fails (exit 1) when
 // there is one.
@@ -125,11 +127,7 @@ func checkPackage(paths []string) ([]string, error) {
 			return nil, err
 		}
 		files = append(files, f)
-		for _, imp := range f.Imports {
-			if path, _ := strconv.Unquote(imp.Path.Value); path == "testing/synctest" {
-				bubbles = true
-			}
-		}
+		bubbles = bubbles || startsBubbles(f)
 	}
 	if !bubbles {
 		return nil, nil
@@ -152,6 +150,36 @@ func checkPackage(paths []string) ([]string, error) {
 		})
 	}
 	return found, nil
+}
+
+// startsBubbles reports whether f imports testing/synctest, or calls
+// clustertest.Bubble or clustertest.InBubble (synctest.Test with a watchdog).
+func startsBubbles(f *ast.File) bool {
+	helper := ""
+	for _, imp := range f.Imports {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		switch {
+		case path == "testing/synctest":
+			return true
+		case strings.HasSuffix(path, "/internal/cluster/clustertest"):
+			helper = "clustertest"
+			if imp.Name != nil {
+				helper = imp.Name.Name
+			}
+		}
+	}
+	found := false
+	if helper != "" {
+		ast.Inspect(f, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok {
+				if id, ok := sel.X.(*ast.Ident); ok && id.Name == helper && (sel.Sel.Name == "Bubble" || sel.Sel.Name == "InBubble") {
+					found = true
+				}
+			}
+			return !found
+		})
+	}
+	return found
 }
 
 func isReactorCall(call *ast.CallExpr) bool {

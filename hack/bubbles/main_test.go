@@ -28,6 +28,10 @@ func TestCheck(t *testing.T) {
 		{"a goroutine the reactor starts", bubble + "func f(c fake) {\n\tc.PrependReactor(\"*\", \"*\", func(a action) (bool, obj, error) {\n\t\tgo func() { time.Sleep(time.Second) }()\n\t\treturn false, nil, nil\n\t})\n}\n",
 			nil},
 		{"a sleep outside any reactor", bubble + "func f() { time.Sleep(time.Second) }\n", nil},
+		{"bubbles of clustertest.Bubble", "package p\n\nimport (\n\t\"time\"\n\n\t\"github.com/node-drainer/node-drainer/internal/cluster/clustertest\"\n)\n\nvar _ = clustertest.InBubble\n\nfunc f(c fake) {\n\tc.PrependReactor(\"get\", \"nodes\", func(a action) (bool, obj, error) {\n\t\ttime.Sleep(time.Second)\n\t\treturn false, nil, nil\n\t})\n}\n",
+			[]string{"p.go:13:3: a reactor sleeps"}},
+		{"clustertest without its bubbles", "package p\n\nimport (\n\t\"time\"\n\n\t\"github.com/node-drainer/node-drainer/internal/cluster/clustertest\"\n)\n\nvar _ = clustertest.Outside{}\n\nfunc f(c fake) {\n\tc.PrependReactor(\"get\", \"nodes\", func(a action) (bool, obj, error) {\n\t\ttime.Sleep(time.Second)\n\t\treturn false, nil, nil\n\t})\n}\n",
+			nil},
 		{"a package without bubbles", "package p\n\nimport \"time\"\n\nfunc f(c fake) {\n\tc.PrependReactor(\"get\", \"nodes\", func(a action) (bool, obj, error) {\n\t\ttime.Sleep(time.Second)\n\t\treturn false, nil, nil\n\t})\n}\n",
 			nil},
 	} {

@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 )
 
 func podsLW(c *fake.Clientset) *cache.ListWatch {
@@ -41,17 +43,20 @@ func watching(c *fake.Clientset) <-chan struct{} {
 	return ch
 }
 
+// Until's subtests run in synctest bubbles: the informers' waits (a
+// re-list's backoff, a deadline) are on the bubble's clock, exact and
+// without wall time however loaded the machine.
 func TestUntil(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no"))
 
-	t.Run("done at once after the list", func(t *testing.T) {
+	t.Run("done at once after the list", clustertest.InBubble(func(t *testing.T) {
 		c := fake.NewClientset()
 		if err := Until(t.Context(), podsLW(c), &corev1.Pod{}, empty); err != nil {
 			t.Fatal(err)
 		}
-	})
-	t.Run("done on a watch event", func(t *testing.T) {
+	}))
+	t.Run("done on a watch event", clustertest.InBubble(func(t *testing.T) {
 		c := fake.NewClientset(pod)
 		opened := watching(c)
 		go func() {
@@ -63,8 +68,8 @@ func TestUntil(t *testing.T) {
 		if err := Until(ctx, podsLW(c), &corev1.Pod{}, empty); err != nil {
 			t.Fatal(err)
 		}
-	})
-	t.Run("timeout", func(t *testing.T) {
+	}))
+	t.Run("timeout", clustertest.InBubble(func(t *testing.T) {
 		c := fake.NewClientset(pod)
 		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 		defer cancel()
@@ -72,9 +77,9 @@ func TestUntil(t *testing.T) {
 		if !errors.Is(err, ErrWaitTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v, want a timeout", err)
 		}
-	})
+	}))
 	for _, verb := range []string{"list", "watch"} {
-		t.Run(verb+" forbidden is an error, at once", func(t *testing.T) {
+		t.Run(verb+" forbidden is an error, at once", clustertest.InBubble(func(t *testing.T) {
 			c := fake.NewClientset(pod)
 			c.PrependReactor(verb, "pods", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, forbidden })
 			c.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
@@ -96,9 +101,9 @@ func TestUntil(t *testing.T) {
 			if time.Since(begin) > 5*time.Second {
 				t.Fatalf("took %s: the 403 was retried", time.Since(begin))
 			}
-		})
+		}))
 	}
-	t.Run("a transient list failure is listed again", func(t *testing.T) {
+	t.Run("a transient list failure is listed again", clustertest.InBubble(func(t *testing.T) {
 		c := fake.NewClientset()
 		var lists atomic.Int32
 		c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -115,15 +120,15 @@ func TestUntil(t *testing.T) {
 		if lists.Load() < 2 {
 			t.Fatalf("%d lists, want a second one", lists.Load())
 		}
-	})
-	t.Run("done's error ends the wait", func(t *testing.T) {
+	}))
+	t.Run("done's error ends the wait", clustertest.InBubble(func(t *testing.T) {
 		c := fake.NewClientset(pod)
 		boom := errors.New("boom")
 		err := Until(t.Context(), podsLW(c), &corev1.Pod{}, func(cache.Store) (bool, error) { return false, boom })
 		if !errors.Is(err, boom) {
 			t.Fatalf("err = %v", err)
 		}
-	})
+	}))
 }
 
 func TestFinal(t *testing.T) {

@@ -29,9 +29,19 @@ import (
 	kubectl "k8s.io/kubectl/pkg/drain"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 )
 
 const nodeName = "ip-10-0-1-23.ec2.internal"
+
+// The drains below run in testing/synctest bubbles (clustertest.Bubble):
+// the drain's clock is the real one (Options.Clock unset), which in a
+// bubble is the bubble's, so their deadlines, retry caps and PDB waits are
+// exact and take no wall time however loaded the machine (in real time, 1
+// in 20 runs of TestDrainRemainingErrors on a loaded machine reported a
+// refusal as a timeout, and the package took 17 s). Nothing blocks inside a
+// reactor of the fake clientset (it holds its lock meanwhile: see
+// clustertest.Outside).
 
 // podOpt changes a test pod.
 type podOpt func(*corev1.Pod)
@@ -238,9 +248,58 @@ func sorted(s []string) []string {
 	return s
 }
 
+var podsGVR = corev1.SchemeGroupVersion.WithResource("pods")
+
+// podWatches serves the fake's watches of pods, and tells the next watch
+// opened of the pods deleted before it. The fake's watches start from now,
+// not from the list's resourceVersion as the apiserver's do: a pod deleted
+// between a drain's list and its watch went unseen, and the drain waited
+// for it until its deadline ("evicted, still terminating": 3 to 5 in 300
+// runs of TestDrainEvictsAndReportsBlocked, TestDrainEvictsLateBoundPods
+// and TestDrainReturnsTheReReadsError, in real time as in a bubble).
+type podWatches struct {
+	c    *fake.Clientset
+	mu   sync.Mutex
+	gone []runtime.Object // deleted since the last watch opened
+}
+
+func watchPods(c *fake.Clientset) *podWatches {
+	w := &podWatches{c: c}
+	c.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		pw, err := c.Tracker().Watch(podsGVR, a.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, p := range w.gone { // into the new watch's buffer; one the drain's read never had is a no-op
+			pw.(interface{ Delete(runtime.Object) }).Delete(p)
+		}
+		w.gone = nil
+		return true, pw, nil
+	})
+	return w
+}
+
+// delete deletes the pod, and tells the next watch opened of it.
+func (w *podWatches) delete(ns, name string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p, err := w.c.Tracker().Get(podsGVR, ns, name)
+	if err == nil {
+		err = w.c.Tracker().Delete(podsGVR, ns, name)
+	}
+	if err == nil {
+		w.gone = append(w.gone, p)
+	}
+	return err
+}
+
 // evictions makes the fake clientset act on evictions: a pod named in
-// blocked is refused with 429 as a PDB would; any other is deleted.
+// blocked is refused with 429 as a PDB would; any other is deleted (once
+// the node's pods are watched: podWatches).
 func evictions(c *fake.Clientset, blocked ...string) *[]string {
+	pods := watchPods(c)
 	var evicted []string
 	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "eviction" {
@@ -252,57 +311,56 @@ func evictions(c *fake.Clientset, blocked ...string) *[]string {
 			return true, nil, err
 		}
 		evicted = append(evicted, ev.Namespace+"/"+ev.Name)
-		if err := c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name); err != nil {
-			return true, nil, err
-		}
-		return true, nil, nil
+		return true, nil, pods.delete(ev.Namespace, ev.Name)
 	})
 	return &evicted
 }
 
 func TestDrainEvictsAndReportsBlocked(t *testing.T) {
-	c := fake.NewClientset(nodePods()...)
-	evicted := evictions(c, "db-0")
-	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 50 * time.Millisecond}, nil)
-	// db-0 is refused until the end: the drain lasts the whole deadline (500
-	// ms was too short on a loaded machine to sync the watches and evict)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	res, err := d.Drain(ctx, nodeName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, p := range res.Evicted {
-		got = append(got, p.String())
-	}
-	if want := []string{"apps/bare", "apps/done", "apps/web-1"}; !reflect.DeepEqual(sorted(got), want) {
-		t.Errorf("evicted %v, want %v", got, want)
-	}
-	if len(res.Remaining) != 1 || res.Remaining[0].String() != "apps/db-0" || !strings.Contains(res.Remaining[0].Reason, "PodDisruptionBudget") {
-		t.Errorf("remaining %+v: want apps/db-0 blocked by its PodDisruptionBudget", res.Remaining)
-	}
-	if res.Done() {
-		t.Error("Done() with a pod remaining")
-	}
-	if want := []string{"apps/bare-data", "apps/data-db-0"}; !reflect.DeepEqual(res.Claims, want) {
-		t.Errorf("claims %v, want %v", res.Claims, want)
-	}
-	// the blocked pod was never deleted: a PDB is never violated
-	if _, err := c.CoreV1().Pods("apps").Get(context.Background(), "db-0", metav1.GetOptions{}); err != nil {
-		t.Errorf("the PDB-protected pod is gone: %v", err)
-	}
-	for _, a := range c.Actions() {
-		if a.GetVerb() == "delete" && a.GetResource().Resource == "pods" {
-			t.Errorf("drain deleted a pod instead of evicting it: %v", a)
+	clustertest.Bubble(t, func(t *testing.T) {
+		c := fake.NewClientset(nodePods()...)
+		evicted := evictions(c, "db-0")
+		d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 50 * time.Millisecond}, nil)
+		// db-0 is refused until the end: the drain lasts the whole deadline (500
+		// ms was too short on a loaded machine to sync the watches and evict)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		res, err := d.Drain(ctx, nodeName)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	// DaemonSet and mirror pods were left alone
-	for _, name := range []string{"agent-x", "static-etcd"} {
-		if slices.Contains(*evicted, "kube-system/"+name) {
-			t.Errorf("%s evicted", name)
+		var got []string
+		for _, p := range res.Evicted {
+			got = append(got, p.String())
 		}
-	}
+		if want := []string{"apps/bare", "apps/done", "apps/web-1"}; !reflect.DeepEqual(sorted(got), want) {
+			t.Errorf("evicted %v, want %v", got, want)
+		}
+		if len(res.Remaining) != 1 || res.Remaining[0].String() != "apps/db-0" || !strings.Contains(res.Remaining[0].Reason, "PodDisruptionBudget") {
+			t.Errorf("remaining %+v: want apps/db-0 blocked by its PodDisruptionBudget", res.Remaining)
+		}
+		if res.Done() {
+			t.Error("Done() with a pod remaining")
+		}
+		if want := []string{"apps/bare-data", "apps/data-db-0"}; !reflect.DeepEqual(res.Claims, want) {
+			t.Errorf("claims %v, want %v", res.Claims, want)
+		}
+		// the blocked pod was never deleted: a PDB is never violated
+		if _, err := c.CoreV1().Pods("apps").Get(context.Background(), "db-0", metav1.GetOptions{}); err != nil {
+			t.Errorf("the PDB-protected pod is gone: %v", err)
+		}
+		for _, a := range c.Actions() {
+			if a.GetVerb() == "delete" && a.GetResource().Resource == "pods" {
+				t.Errorf("drain deleted a pod instead of evicting it: %v", a)
+			}
+		}
+		// DaemonSet and mirror pods were left alone
+		for _, name := range []string{"agent-x", "static-etcd"} {
+			if slices.Contains(*evicted, "kube-system/"+name) {
+				t.Errorf("%s evicted", name)
+			}
+		}
+	})
 }
 
 func TestDrainEmptyNode(t *testing.T) {
@@ -342,41 +400,44 @@ func heldPod() (*corev1.Pod, *policyv1.PodDisruptionBudget) {
 // A pod held by its PDB is evicted as soon as the PDB allows a disruption,
 // not after the retry cap.
 func TestDrainRetriesWhenPDBAllows(t *testing.T) {
-	p, pdb := heldPod()
-	c := fake.NewClientset(p, pdb)
-	var allow atomic.Bool
-	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
+	clustertest.Bubble(t, func(t *testing.T) {
+		p, pdb := heldPod()
+		c := fake.NewClientset(p, pdb)
+		var allow atomic.Bool
+		pods := watchPods(c)
+		c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() != "eviction" {
+				return false, nil, nil
+			}
+			if !allow.Load() {
+				return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+			}
+			ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+			return true, nil, pods.delete(ev.Namespace, ev.Name)
+		})
+		pdbWatches(c, time.Minute, func(w *watch.FakeWatcher) {
+			time.Sleep(100 * time.Millisecond)
+			allow.Store(true)
+			ok := pdb.DeepCopy()
+			ok.Status.DisruptionsAllowed = 1
+			w.Modify(ok)
+		})
+		d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 20 * time.Second}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		res, err := d.Drain(ctx, nodeName)
+		took := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !allow.Load() {
-			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		if !res.Done() || len(res.Evicted) != 1 || res.Evicted[0].String() != "apps/web-1" {
+			t.Fatalf("result %+v: want apps/web-1 evicted", res)
 		}
-		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
-		return true, nil, c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
+		if took > 5*time.Second {
+			t.Errorf("evicted after %s: the PDB's change was not acted upon (retry cap 20s)", took)
+		}
 	})
-	pdbWatches(c, time.Minute, func(w *watch.FakeWatcher) {
-		time.Sleep(100 * time.Millisecond)
-		allow.Store(true)
-		ok := pdb.DeepCopy()
-		ok.Status.DisruptionsAllowed = 1
-		w.Modify(ok)
-	})
-	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 20 * time.Second}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	start := time.Now()
-	res, err := d.Drain(ctx, nodeName)
-	took := time.Since(start)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.Done() || len(res.Evicted) != 1 || res.Evicted[0].String() != "apps/web-1" {
-		t.Fatalf("result %+v: want apps/web-1 evicted", res)
-	}
-	if took > 5*time.Second {
-		t.Errorf("evicted after %s: the PDB's change was not acted upon (retry cap 20s)", took)
-	}
 }
 
 // A pod that goes while its eviction waits on a PDB allowing none (the
@@ -386,7 +447,7 @@ func TestDrainRetriesWhenPDBAllows(t *testing.T) {
 // (a Ready pod whose PDB's status already allows nothing).
 func TestDrainPodGoneWhileHeldByPDB(t *testing.T) {
 	for _, ready := range []bool{false, true} {
-		t.Run(map[bool]string{false: "refused, then gone", true: "held before trying, then gone"}[ready], func(t *testing.T) {
+		t.Run(map[bool]string{false: "refused, then gone", true: "held before trying, then gone"}[ready], clustertest.InBubble(func(t *testing.T) {
 			p, pdb := heldPod()
 			if ready {
 				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
@@ -408,71 +469,75 @@ func TestDrainPodGoneWhileHeldByPDB(t *testing.T) {
 			if took := time.Since(start); !res.Done() || len(res.Evicted) != 1 || took > 5*time.Second {
 				t.Fatalf("result %+v after %s: want apps/web-1 gone, the drain done as it went", res, took.Round(time.Millisecond))
 			}
-		})
+		}))
 	}
 }
 
 // A pod whose PDB never allows a disruption stays, reported as blocked, and
 // is never deleted.
 func TestDrainPDBNeverAllows(t *testing.T) {
-	p, pdb := heldPod()
-	c := fake.NewClientset(p, pdb)
-	evictions(c, "web-1")
-	pdbWatches(c, 30*time.Millisecond, nil)
-	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 50 * time.Millisecond}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
-	defer cancel()
-	res, err := d.Drain(ctx, nodeName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Done() || len(res.Remaining) != 1 || !strings.Contains(res.Remaining[0].Reason, "blocked by PodDisruptionBudget") {
-		t.Fatalf("result %+v: want apps/web-1 remaining, blocked by its PDB", res)
-	}
-	if _, err := c.CoreV1().Pods("apps").Get(context.Background(), "web-1", metav1.GetOptions{}); err != nil {
-		t.Errorf("the PDB-protected pod is gone: %v", err)
-	}
-	for _, a := range c.Actions() {
-		if a.GetVerb() == "delete" {
-			t.Errorf("drain deleted: %v", a)
+	clustertest.Bubble(t, func(t *testing.T) {
+		p, pdb := heldPod()
+		c := fake.NewClientset(p, pdb)
+		evictions(c, "web-1")
+		pdbWatches(c, 30*time.Millisecond, nil)
+		d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 50 * time.Millisecond}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+		defer cancel()
+		res, err := d.Drain(ctx, nodeName)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		if res.Done() || len(res.Remaining) != 1 || !strings.Contains(res.Remaining[0].Reason, "blocked by PodDisruptionBudget") {
+			t.Fatalf("result %+v: want apps/web-1 remaining, blocked by its PDB", res)
+		}
+		if _, err := c.CoreV1().Pods("apps").Get(context.Background(), "web-1", metav1.GetOptions{}); err != nil {
+			t.Errorf("the PDB-protected pod is gone: %v", err)
+		}
+		for _, a := range c.Actions() {
+			if a.GetVerb() == "delete" {
+				t.Errorf("drain deleted: %v", a)
+			}
+		}
+	})
 }
 
 // Every eviction names the UID of the pod it means; a refused precondition
 // (the name now belongs to a replacement) counts as the pod gone, and the
 // replacement is never touched.
 func TestEvictionNamesTheUID(t *testing.T) {
-	p, _ := heldPod()
-	p.UID = "uid-old"
-	c := fake.NewClientset(p)
-	var preconditions []types.UID
-	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
+	clustertest.Bubble(t, func(t *testing.T) {
+		p, _ := heldPod()
+		p.UID = "uid-old"
+		c := fake.NewClientset(p)
+		var preconditions []types.UID
+		c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() != "eviction" {
+				return false, nil, nil
+			}
+			ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+			if ev.DeleteOptions == nil || ev.DeleteOptions.Preconditions == nil || ev.DeleteOptions.Preconditions.UID == nil {
+				t.Errorf("eviction of %s without a UID precondition", ev.Name)
+				return true, nil, nil
+			}
+			preconditions = append(preconditions, *ev.DeleteOptions.Preconditions.UID)
+			// the pod was deleted meanwhile (its StatefulSet makes the
+			// replacement elsewhere: the fake's lists and watches ignore field
+			// selectors, so it is not made here; TestStillThere reads one)
+			_ = c.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ev.Namespace, ev.Name)
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "Pod"}, ev.Name,
+				errors.New("the UID in the precondition (uid-old) does not match the UID in record (uid-new). The object might have been deleted and then recreated"))
+		})
+		d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 50 * time.Millisecond}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		if _, err := d.Drain(ctx, nodeName); err != nil {
+			t.Fatal(err)
 		}
-		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
-		if ev.DeleteOptions == nil || ev.DeleteOptions.Preconditions == nil || ev.DeleteOptions.Preconditions.UID == nil {
-			t.Errorf("eviction of %s without a UID precondition", ev.Name)
-			return true, nil, nil
+		if !reflect.DeepEqual(preconditions, []types.UID{"uid-old"}) {
+			t.Errorf("preconditions %v: want one eviction naming uid-old, not retried against the replacement", preconditions)
 		}
-		preconditions = append(preconditions, *ev.DeleteOptions.Preconditions.UID)
-		// the pod was deleted meanwhile (its StatefulSet makes the
-		// replacement elsewhere: the fake's lists and watches ignore field
-		// selectors, so it is not made here; TestStillThere reads one)
-		_ = c.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ev.Namespace, ev.Name)
-		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "Pod"}, ev.Name,
-			errors.New("the UID in the precondition (uid-old) does not match the UID in record (uid-new). The object might have been deleted and then recreated"))
 	})
-	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 50 * time.Millisecond}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	if _, err := d.Drain(ctx, nodeName); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(preconditions, []types.UID{"uid-old"}) {
-		t.Errorf("preconditions %v: want one eviction naming uid-old, not retried against the replacement", preconditions)
-	}
 }
 
 // A 409 from the eviction API while the pod is still there (1.35's handler
@@ -480,36 +545,39 @@ func TestEvictionNamesTheUID(t *testing.T) {
 // contention) is no answer: the eviction is asked again, as after a 429,
 // until it is accepted; the pod is not counted gone while it runs.
 func TestEvictionConflictOnPDBIsRetried(t *testing.T) {
-	p, pdb := heldPod()
-	pdb.Status.DisruptionsAllowed = 1
-	c := fake.NewClientset(p, pdb)
-	var tries atomic.Int32
-	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
+	clustertest.Bubble(t, func(t *testing.T) {
+		p, pdb := heldPod()
+		pdb.Status.DisruptionsAllowed = 1
+		c := fake.NewClientset(p, pdb)
+		var tries atomic.Int32
+		pods := watchPods(c)
+		c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() != "eviction" {
+				return false, nil, nil
+			}
+			if tries.Add(1) <= 2 {
+				return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "policy", Resource: "poddisruptionbudgets"}, pdb.Name,
+					errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+			}
+			return true, nil, pods.delete(p.Namespace, p.Name)
+		})
+		d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 100 * time.Millisecond}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		res, err := d.Drain(ctx, nodeName)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if tries.Add(1) <= 2 {
-			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "policy", Resource: "poddisruptionbudgets"}, pdb.Name,
-				errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+		if n := tries.Load(); n != 3 {
+			t.Errorf("%d evictions: want the two conflicts retried, then the accepted one", n)
 		}
-		return true, nil, c.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), p.Namespace, p.Name)
+		if !res.Done() || len(res.Evicted) != 1 {
+			t.Fatalf("result %+v: want apps/web-1 evicted after the conflicts", res)
+		}
+		if _, err := c.CoreV1().Pods("apps").Get(context.Background(), "web-1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("web-1 still there (%v): its eviction was given up at the first 409", err)
+		}
 	})
-	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 100 * time.Millisecond}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	res, err := d.Drain(ctx, nodeName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := tries.Load(); n != 3 {
-		t.Errorf("%d evictions: want the two conflicts retried, then the accepted one", n)
-	}
-	if !res.Done() || len(res.Evicted) != 1 {
-		t.Fatalf("result %+v: want apps/web-1 evicted after the conflicts", res)
-	}
-	if _, err := c.CoreV1().Pods("apps").Get(context.Background(), "web-1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("web-1 still there (%v): its eviction was given up at the first 409", err)
-	}
 }
 
 // After a 409 the pod is read again: the one meant (its UID) is still there,
@@ -534,38 +602,40 @@ func TestStillThere(t *testing.T) {
 // its refusals are waited on like any PDB's, and retries are paced, not a
 // 50 ms loop.
 func TestEmptySelectorPDBIsPaced(t *testing.T) {
-	p, pdb := heldPod()
-	pdb.Spec.Selector = &metav1.LabelSelector{}
-	c := fake.NewClientset(p, pdb)
-	var tries atomic.Int32
-	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
+	clustertest.Bubble(t, func(t *testing.T) {
+		p, pdb := heldPod()
+		pdb.Spec.Selector = &metav1.LabelSelector{}
+		c := fake.NewClientset(p, pdb)
+		var tries atomic.Int32
+		c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() != "eviction" {
+				return false, nil, nil
+			}
+			tries.Add(1)
+			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		})
+		var watches atomic.Int32
+		c.PrependWatchReactor("poddisruptionbudgets", func(k8stesting.Action) (bool, watch.Interface, error) {
+			watches.Add(1)
+			return true, watch.NewFakeWithChanSize(1, false), nil
+		})
+		d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 200 * time.Millisecond}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		res, err := d.Drain(ctx, nodeName)
+		if err != nil {
+			t.Fatal(err)
 		}
-		tries.Add(1)
-		return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		if res.Done() || !strings.Contains(res.Remaining[0].Reason, "blocked by PodDisruptionBudget") {
+			t.Errorf("result %+v: want the pod blocked by its PDB", res)
+		}
+		if watches.Load() == 0 {
+			t.Error("the empty-selector PDB was not recognised as the pod's: no watch")
+		}
+		if n := tries.Load(); n > 8 {
+			t.Errorf("%d evictions in 1 s: want them paced by the PDB's watch (cap 200 ms)", n)
+		}
 	})
-	var watches atomic.Int32
-	c.PrependWatchReactor("poddisruptionbudgets", func(k8stesting.Action) (bool, watch.Interface, error) {
-		watches.Add(1)
-		return true, watch.NewFakeWithChanSize(1, false), nil
-	})
-	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 200 * time.Millisecond}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	res, err := d.Drain(ctx, nodeName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Done() || !strings.Contains(res.Remaining[0].Reason, "blocked by PodDisruptionBudget") {
-		t.Errorf("result %+v: want the pod blocked by its PDB", res)
-	}
-	if watches.Load() == 0 {
-		t.Error("the empty-selector PDB was not recognised as the pod's: no watch")
-	}
-	if n := tries.Load(); n > 8 {
-		t.Errorf("%d evictions in 1 s: want them paced by the PDB's watch (cap 200 ms)", n)
-	}
 }
 
 // Each reason a pod remains is an error callers tell apart with errors.Is
@@ -590,7 +660,7 @@ func TestDrainRemainingErrors(t *testing.T) {
 			return apierrors.NewServiceUnavailable("etcd leader changed")
 		}, false, true, false, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, clustertest.InBubble(func(t *testing.T) {
 			p, pdb := heldPod()
 			c := fake.NewClientset(p, pdb)
 			var tries atomic.Int32
@@ -623,33 +693,36 @@ func TestDrainRemainingErrors(t *testing.T) {
 			if got.Reason != got.Err.Error() {
 				t.Errorf("reason %q is not the error's text %q", got.Reason, got.Err)
 			}
-		})
+		}))
 	}
 }
 
 // A refusal that is lifted (the policy removed, the webhook back) lets the
 // pod go within the same drain: the drain does not end on the first no.
 func TestDrainRefusalLifted(t *testing.T) {
-	p, pdb := heldPod()
-	pdb.Status.DisruptionsAllowed = 1
-	c := fake.NewClientset(p, pdb)
-	var tries atomic.Int32
-	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
+	clustertest.Bubble(t, func(t *testing.T) {
+		p, pdb := heldPod()
+		pdb.Status.DisruptionsAllowed = 1
+		c := fake.NewClientset(p, pdb)
+		var tries atomic.Int32
+		pods := watchPods(c)
+		c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() != "eviction" {
+				return false, nil, nil
+			}
+			if tries.Add(1) < 3 {
+				return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "policy", Kind: "Eviction"}, p.Name, nil)
+			}
+			return true, nil, pods.delete(p.Namespace, p.Name)
+		})
+		d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		res, err := d.Drain(ctx, nodeName)
+		if err != nil || !res.Done() || len(res.Evicted) != 1 {
+			t.Fatalf("result %+v err %v after %d tries: want the pod evicted once the refusal was lifted", res, err, tries.Load())
 		}
-		if tries.Add(1) < 3 {
-			return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "policy", Kind: "Eviction"}, p.Name, nil)
-		}
-		return true, nil, c.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), p.Namespace, p.Name)
 	})
-	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	res, err := d.Drain(ctx, nodeName)
-	if err != nil || !res.Done() || len(res.Evicted) != 1 {
-		t.Fatalf("result %+v err %v after %d tries: want the pod evicted once the refusal was lifted", res, err, tries.Load())
-	}
 }
 
 func TestDrainListForbidden(t *testing.T) {
@@ -686,7 +759,7 @@ func TestWaitGone(t *testing.T) {
 		}
 		return r
 	}
-	t.Run("deleted, and replaced under the same name", func(t *testing.T) {
+	t.Run("deleted, and replaced under the same name", clustertest.InBubble(func(t *testing.T) {
 		a, b := pod("apps", "db-0"), pod("apps", "web-1")
 		c := fake.NewClientset(a, b)
 		watching := opened(c)
@@ -706,8 +779,8 @@ func TestWaitGone(t *testing.T) {
 		if err != nil || ctx.Err() != nil || !r.gone(*a) || !r.gone(*b) {
 			t.Fatalf("gone %v %v, err %v, ctx %v: want both gone before the deadline", r.gone(*a), r.gone(*b), err, ctx.Err())
 		}
-	})
-	t.Run("still there at the deadline", func(t *testing.T) {
+	}))
+	t.Run("still there at the deadline", clustertest.InBubble(func(t *testing.T) {
 		a := pod("apps", "db-0")
 		c := fake.NewClientset(a)
 		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
@@ -717,8 +790,8 @@ func TestWaitGone(t *testing.T) {
 		if err := r.waitGone(ctx); err != nil || r.gone(*a) {
 			t.Fatalf("gone %v, err %v: want not gone, no error", r.gone(*a), err)
 		}
-	})
-	t.Run("a forbidden watch is an error with its cause", func(t *testing.T) {
+	}))
+	t.Run("a forbidden watch is an error with its cause", clustertest.InBubble(func(t *testing.T) {
 		a := pod("apps", "db-0")
 		c := fake.NewClientset(a)
 		c.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
@@ -733,7 +806,7 @@ func TestWaitGone(t *testing.T) {
 		if !apierrors.IsForbidden(err) || time.Since(begin) > 5*time.Second {
 			t.Fatalf("err %v after %s: want the 403 at once", err, time.Since(begin))
 		}
-	})
+	}))
 }
 
 func readyPod(ns, name string, opts ...podOpt) *corev1.Pod {
@@ -787,42 +860,44 @@ func apiserverEvictions(c *fake.Clientset, allowed *atomic.Int32, governed ...st
 // storm) until the PDB allows one; one allowance admits one eviction, even
 // for two pods waiting on it.
 func TestEvictionsPacedByPDB(t *testing.T) {
-	a, b := readyPod("apps", "web-1"), readyPod("apps", "web-2")
-	_, pdb := heldPod()
-	c := fake.NewClientset(a, b, pdb)
-	var allowed atomic.Int32
-	tried, refused := apiserverEvictions(c, &allowed, "web-1", "web-2")
-	var fw atomic.Pointer[watch.FakeWatcher]
-	c.PrependWatchReactor("poddisruptionbudgets", func(k8stesting.Action) (bool, watch.Interface, error) {
-		w := watch.NewFakeWithChanSize(10, false)
-		fw.CompareAndSwap(nil, w)
-		return true, w, nil
+	clustertest.Bubble(t, func(t *testing.T) {
+		a, b := readyPod("apps", "web-1"), readyPod("apps", "web-2")
+		_, pdb := heldPod()
+		c := fake.NewClientset(a, b, pdb)
+		var allowed atomic.Int32
+		tried, refused := apiserverEvictions(c, &allowed, "web-1", "web-2")
+		var fw atomic.Pointer[watch.FakeWatcher]
+		c.PrependWatchReactor("poddisruptionbudgets", func(k8stesting.Action) (bool, watch.Interface, error) {
+			w := watch.NewFakeWithChanSize(10, false)
+			fw.CompareAndSwap(nil, w)
+			return true, w, nil
+		})
+		status := func(rv string, n int32) {
+			allowed.Store(n)
+			p := pdb.DeepCopy()
+			p.ResourceVersion, p.Status.DisruptionsAllowed = rv, n
+			fw.Load().Modify(p)
+		}
+		d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 50 * time.Millisecond}, nil)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		done := make(chan Result)
+		go func() { res, _ := d.Drain(ctx, nodeName); done <- res }()
+		time.Sleep(300 * time.Millisecond)
+		if len(tried()) != 0 {
+			t.Fatalf("evictions %v while the PDB allowed none", tried())
+		}
+		status("2", 1)
+		time.Sleep(300 * time.Millisecond)
+		if len(tried()) != 1 {
+			t.Fatalf("evictions %v: want one for one allowed disruption", tried())
+		}
+		status("3", 1)
+		res := <-done
+		if !res.Done() || len(tried()) != 2 || refused.Load() != 0 {
+			t.Errorf("result %+v, evictions %v, %d refused: want both evicted, one eviction each, none refused", res, tried(), refused.Load())
+		}
 	})
-	status := func(rv string, n int32) {
-		allowed.Store(n)
-		p := pdb.DeepCopy()
-		p.ResourceVersion, p.Status.DisruptionsAllowed = rv, n
-		fw.Load().Modify(p)
-	}
-	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 50 * time.Millisecond}, nil)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	done := make(chan Result)
-	go func() { res, _ := d.Drain(ctx, nodeName); done <- res }()
-	time.Sleep(300 * time.Millisecond)
-	if len(tried()) != 0 {
-		t.Fatalf("evictions %v while the PDB allowed none", tried())
-	}
-	status("2", 1)
-	time.Sleep(300 * time.Millisecond)
-	if len(tried()) != 1 {
-		t.Fatalf("evictions %v: want one for one allowed disruption", tried())
-	}
-	status("3", 1)
-	res := <-done
-	if !res.Done() || len(tried()) != 2 || refused.Load() != 0 {
-		t.Errorf("result %+v, evictions %v, %d refused: want both evicted, one eviction each, none refused", res, tried(), refused.Load())
-	}
 }
 
 // The drain goes in tiers: pods with RWO volumes first, critical pods last,
@@ -840,7 +915,7 @@ func TestDrainOrder(t *testing.T) {
 	dns := pod("kube-system", "coredns", managed, func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-cluster-critical" })
 	agent := pod("kube-system", "agent", managed, func(p *corev1.Pod) { p.Spec.Priority = &high })
 
-	t.Run("tiers", func(t *testing.T) {
+	t.Run("tiers", clustertest.InBubble(func(t *testing.T) {
 		c := fake.NewClientset(rwoClaim, rwxClaim, dns, agent, web, shared, db)
 		tried, _ := apiserverEvictions(c, nil)
 		d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil)
@@ -857,8 +932,8 @@ func TestDrainOrder(t *testing.T) {
 		if len(tried()) != 5 || (tried())[0] != "db-0" || !slices.Contains([]string{"coredns", "agent"}, (tried())[3]) || !slices.Contains([]string{"coredns", "agent"}, (tried())[4]) {
 			t.Errorf("evicted in the order %v: want db-0 first, the critical pods last", tried())
 		}
-	})
-	t.Run("a PDB-blocked tier does not hold the next", func(t *testing.T) {
+	}))
+	t.Run("a PDB-blocked tier does not hold the next", clustertest.InBubble(func(t *testing.T) {
 		blocked := readyPod("apps", "db-0", claim("data", "data-db-0"))
 		_, pdb := heldPod()
 		c := fake.NewClientset(rwoClaim, blocked, web, pdb)
@@ -877,8 +952,8 @@ func TestDrainOrder(t *testing.T) {
 		if len(res.Remaining) != 1 || !errors.Is(res.Remaining[0].Err, ErrBlockedByPDB) || !strings.Contains(res.Remaining[0].Reason, "apps/web") {
 			t.Errorf("remaining %+v: want db-0 blocked, its PDB named", res.Remaining)
 		}
-	})
-	t.Run("an unreadable claim counts as RWO", func(t *testing.T) {
+	}))
+	t.Run("an unreadable claim counts as RWO", clustertest.InBubble(func(t *testing.T) {
 		c := fake.NewClientset()
 		c.PrependReactor("get", "persistentvolumeclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumeclaims"}, "", errors.New("rbac"))
@@ -887,7 +962,7 @@ func TestDrainOrder(t *testing.T) {
 		if len(plan[TierVolumes]) != 1 || plan[TierVolumes][0].Name != "db-0" {
 			t.Errorf("plan %s", plan)
 		}
-	})
+	}))
 }
 
 // A grace cap (a spot warning's) shortens a pod's own grace period, never
@@ -933,36 +1008,38 @@ func ptr[T any](v T) *T { return &v }
 // tier: those pods are reported not evicted, as timed out, and were never
 // sent an eviction.
 func TestTierNotStartedByTheDeadline(t *testing.T) {
-	rwoClaim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "data-db-0"},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}}
-	db, web := pod("apps", "db-0", managed, claim("data", "data-db-0")), pod("apps", "web-1", managed)
-	c := fake.NewClientset(rwoClaim, db, web)
-	var tried []string
-	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
+	clustertest.Bubble(t, func(t *testing.T) {
+		rwoClaim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "data-db-0"},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}}
+		db, web := pod("apps", "db-0", managed, claim("data", "data-db-0")), pod("apps", "web-1", managed)
+		c := fake.NewClientset(rwoClaim, db, web)
+		var tried []string
+		c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() != "eviction" {
+				return false, nil, nil
+			}
+			tried = append(tried, a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction).Name)
+			return true, nil, nil // accepted; the pod terminates slowly (never, here)
+		})
+		ctx, cancel := context.WithTimeout(t.Context(), 400*time.Millisecond)
+		defer cancel()
+		res, err := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil).Drain(ctx, nodeName)
+		if err != nil {
+			t.Fatal(err)
 		}
-		tried = append(tried, a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction).Name)
-		return true, nil, nil // accepted; the pod terminates slowly (never, here)
+		if !slices.Equal(tried, []string{"db-0"}) {
+			t.Errorf("evictions %v: want db-0 only", tried)
+		}
+		var webErr error
+		for _, p := range res.Remaining {
+			if p.Name == "web-1" {
+				webErr = p.Err
+			}
+		}
+		if !errors.Is(webErr, ErrTimeout) || !strings.Contains(webErr.Error(), "before its tier started") {
+			t.Errorf("web-1: %v, want not evicted, timed out", webErr)
+		}
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), 400*time.Millisecond)
-	defer cancel()
-	res, err := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil).Drain(ctx, nodeName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(tried, []string{"db-0"}) {
-		t.Errorf("evictions %v: want db-0 only", tried)
-	}
-	var webErr error
-	for _, p := range res.Remaining {
-		if p.Name == "web-1" {
-			webErr = p.Err
-		}
-	}
-	if !errors.Is(webErr, ErrTimeout) || !strings.Contains(webErr.Error(), "before its tier started") {
-		t.Errorf("web-1: %v, want not evicted, timed out", webErr)
-	}
 }
 
 // The eviction API's own bookkeeping, played by the fake: an accepted
@@ -972,93 +1049,97 @@ func TestTierNotStartedByTheDeadline(t *testing.T) {
 // under an allowance of 2, evicted in parallel: each pod is evicted once,
 // none is refused.
 func TestParallelEvictionsTakeEachAllowanceOnce(t *testing.T) {
-	var objs []runtime.Object
-	for i := range 6 {
-		objs = append(objs, readyPod("apps", fmt.Sprintf("web-%d", i)))
-	}
-	_, pdb := heldPod()
-	pdb.Status.DisruptionsAllowed = 2
-	c := fake.NewClientset(append(objs, pdb)...)
-	var (
-		mu      sync.Mutex
-		status  = pdb.DeepCopy()
-		rv      = 1
-		fw      *watch.RaceFreeFakeWatcher // its sends after Stop are dropped
-		tried   []string
-		refused int
-	)
-	status.Status.DisruptedPods = map[string]metav1.Time{}
-	// the fake's watches start from now, not from the list's version as the
-	// apiserver's do: a pod goes once the node's pods are watched, or its
-	// deletion could fall between the drain's list and watch, unseen
-	podsWatched := make(chan struct{})
-	var once sync.Once
-	c.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
-		w, err := c.Tracker().Watch(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, a.GetNamespace())
-		once.Do(func() { close(podsWatched) })
-		return true, w, err
-	})
-	c.PrependWatchReactor("poddisruptionbudgets", func(k8stesting.Action) (bool, watch.Interface, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if fw == nil {
-			fw = watch.NewRaceFreeFake()
+	clustertest.Bubble(t, func(t *testing.T) {
+		var objs []runtime.Object
+		for i := range 6 {
+			objs = append(objs, readyPod("apps", fmt.Sprintf("web-%d", i)))
 		}
-		return true, fw, nil
-	})
-	publish := func(change func(*policyv1.PodDisruptionBudget)) { // under mu
-		change(status)
-		rv++
-		status.ResourceVersion = fmt.Sprint(rv)
-		// stored too, so that a re-list (the informer's) sees it, as the
-		// apiserver's would
-		_ = c.Tracker().Update(schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}, status.DeepCopy(), "apps")
-		if fw != nil {
-			fw.Modify(status.DeepCopy())
-		}
-	}
-	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
-		}
-		// no waiting here: the fake holds its lock while a reactor runs
-		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
-		mu.Lock()
-		defer mu.Unlock()
-		tried = append(tried, ev.Name)
-		if status.Status.DisruptionsAllowed <= 0 {
-			refused++
-			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
-		}
-		publish(func(p *policyv1.PodDisruptionBudget) {
-			p.Status.DisruptionsAllowed--
-			p.Status.DisruptedPods[ev.Name] = metav1.Now()
+		_, pdb := heldPod()
+		pdb.Status.DisruptionsAllowed = 2
+		c := fake.NewClientset(append(objs, pdb)...)
+		var (
+			mu      sync.Mutex
+			status  = pdb.DeepCopy()
+			rv      = 1
+			fw      *watch.RaceFreeFakeWatcher // its sends after Stop are dropped
+			tried   []string
+			refused int
+		)
+		status.Status.DisruptedPods = map[string]metav1.Time{}
+		// the fake's watches start from now, not from the list's version as the
+		// apiserver's do: a pod goes once the node's pods are watched, or its
+		// deletion could fall between the drain's list and watch, unseen
+		podsWatched := make(chan struct{})
+		var controllers sync.WaitGroup // the disruption controller's goroutines below
+		var once sync.Once
+		c.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+			w, err := c.Tracker().Watch(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, a.GetNamespace())
+			once.Do(func() { close(podsWatched) })
+			return true, w, err
 		})
-		go func() {
-			<-podsWatched
-			_ = c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
-			time.Sleep(50 * time.Millisecond) // the replacement turns Ready elsewhere
+		c.PrependWatchReactor("poddisruptionbudgets", func(k8stesting.Action) (bool, watch.Interface, error) {
 			mu.Lock()
 			defer mu.Unlock()
+			if fw == nil {
+				fw = watch.NewRaceFreeFake()
+			}
+			return true, fw, nil
+		})
+		publish := func(change func(*policyv1.PodDisruptionBudget)) { // under mu
+			change(status)
+			rv++
+			status.ResourceVersion = fmt.Sprint(rv)
+			// stored too, so that a re-list (the informer's) sees it, as the
+			// apiserver's would
+			_ = c.Tracker().Update(schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}, status.DeepCopy(), "apps")
+			if fw != nil {
+				fw.Modify(status.DeepCopy())
+			}
+		}
+		c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() != "eviction" {
+				return false, nil, nil
+			}
+			// no waiting here: the fake holds its lock while a reactor runs
+			ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+			mu.Lock()
+			defer mu.Unlock()
+			tried = append(tried, ev.Name)
+			if status.Status.DisruptionsAllowed <= 0 {
+				refused++
+				return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+			}
 			publish(func(p *policyv1.PodDisruptionBudget) {
-				delete(p.Status.DisruptedPods, ev.Name)
-				p.Status.DisruptionsAllowed++
+				p.Status.DisruptionsAllowed--
+				p.Status.DisruptedPods[ev.Name] = metav1.Now()
 			})
-		}()
-		return true, nil, nil
+			controllers.Go(func() {
+				<-podsWatched
+				_ = c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
+				time.Sleep(50 * time.Millisecond) // the replacement turns Ready elsewhere
+				mu.Lock()
+				defer mu.Unlock()
+				publish(func(p *policyv1.PodDisruptionBudget) {
+					delete(p.Status.DisruptedPods, ev.Name)
+					p.Status.DisruptionsAllowed++
+				})
+			})
+			return true, nil, nil
+		})
+		d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 50 * time.Millisecond}, nil)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		res, err := d.Drain(ctx, nodeName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		controllers.Wait() // the last allowances given back: the bubble ends with no goroutine asleep
+		mu.Lock()
+		defer mu.Unlock()
+		if !res.Done() || len(tried) != 6 || refused != 0 {
+			t.Errorf("result %+v; evictions %v, %d refused: want 6 pods evicted once each, none refused", res, tried, refused)
+		}
 	})
-	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 50 * time.Millisecond}, nil)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	res, err := d.Drain(ctx, nodeName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !res.Done() || len(tried) != 6 || refused != 0 {
-		t.Errorf("result %+v; evictions %v, %d refused: want 6 pods evicted once each, none refused", res, tried, refused)
-	}
 }
 
 // One eviction per PDB is in flight at a time: the eviction API retries a
@@ -1439,65 +1520,68 @@ func (b *syncBuffer) String() string {
 // once a round's pods are gone, as that listing is sent: after the round's
 // evictions, right before the list.
 func TestDrainEvictsLateBoundPods(t *testing.T) {
-	first := pod("apps", "web-1", managed)
-	late := pod("apps", "late", managed)
-	late.UID = "late-uid"
-	c := fake.NewClientset(first)
-	var evicted, seq []string
-	var mu sync.Mutex
-	c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
-		mu.Lock()
-		seq = append(seq, "list")
-		mu.Unlock()
-		return false, nil, nil
-	})
-	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
+	clustertest.Bubble(t, func(t *testing.T) {
+		first := pod("apps", "web-1", managed)
+		late := pod("apps", "late", managed)
+		late.UID = "late-uid"
+		c := fake.NewClientset(first)
+		var evicted, seq []string
+		var mu sync.Mutex
+		pods := watchPods(c)
+		c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+			mu.Lock()
+			seq = append(seq, "list")
+			mu.Unlock()
 			return false, nil, nil
+		})
+		c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() != "eviction" {
+				return false, nil, nil
+			}
+			ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+			mu.Lock()
+			evicted = append(evicted, ev.Name)
+			seq = append(seq, "evict "+ev.Name)
+			n := len(evicted)
+			mu.Unlock()
+			if n == 1 { // bound while the drain was under way
+				if err := c.Tracker().Add(late); err != nil {
+					return true, nil, err
+				}
+			}
+			return true, nil, pods.delete(ev.Namespace, ev.Name)
+		})
+		afterGone := func(context.Context) {
+			mu.Lock()
+			seq = append(seq, "after-gone")
+			mu.Unlock()
 		}
-		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+		d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, AfterGone: afterGone}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		res, err := d.Drain(ctx, nodeName)
+		if err != nil || !res.Done() {
+			t.Fatalf("result %+v err %v: want done", res, err)
+		}
 		mu.Lock()
-		evicted = append(evicted, ev.Name)
-		seq = append(seq, "evict "+ev.Name)
-		n := len(evicted)
-		mu.Unlock()
-		if n == 1 { // bound while the drain was under way
-			if err := c.Tracker().Add(late); err != nil {
-				return true, nil, err
+		defer mu.Unlock()
+		if !slices.Contains(evicted, "late") || len(res.Evicted) != 2 {
+			t.Errorf("evictions %v, evicted %v: want the late-bound pod evicted too", evicted, res.Evicted)
+		}
+		calls := 0
+		for i, e := range seq {
+			if e != "after-gone" {
+				continue
+			}
+			calls++
+			if i == 0 || !strings.HasPrefix(seq[i-1], "evict ") || i+1 == len(seq) || seq[i+1] != "list" {
+				t.Errorf("sequence %v: want each after-gone after its round's evictions, right before the listing", seq)
 			}
 		}
-		return true, nil, c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
+		if calls != 2 {
+			t.Errorf("sequence %v: AfterGone called %d times, want once a round (2)", seq, calls)
+		}
 	})
-	afterGone := func(context.Context) {
-		mu.Lock()
-		seq = append(seq, "after-gone")
-		mu.Unlock()
-	}
-	d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, AfterGone: afterGone}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	res, err := d.Drain(ctx, nodeName)
-	if err != nil || !res.Done() {
-		t.Fatalf("result %+v err %v: want done", res, err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Contains(evicted, "late") || len(res.Evicted) != 2 {
-		t.Errorf("evictions %v, evicted %v: want the late-bound pod evicted too", evicted, res.Evicted)
-	}
-	calls := 0
-	for i, e := range seq {
-		if e != "after-gone" {
-			continue
-		}
-		calls++
-		if i == 0 || !strings.HasPrefix(seq[i-1], "evict ") || i+1 == len(seq) || seq[i+1] != "list" {
-			t.Errorf("sequence %v: want each after-gone after its round's evictions, right before the listing", seq)
-		}
-	}
-	if calls != 2 {
-		t.Errorf("sequence %v: AfterGone called %d times, want once a round (2)", seq, calls)
-	}
 }
 
 // The PDBs watched are those of the pods' namespaces, one list and one
@@ -1574,26 +1658,29 @@ func TestPDBsWatchedByNamespace(t *testing.T) {
 // A listing of the node's pods again (rule 15) that fails ends the drain
 // with its error: a done round is not done once the re-read cannot be made.
 func TestDrainReturnsTheReReadsError(t *testing.T) {
-	c := fake.NewClientset(pod("apps", "web-1", managed))
-	var evicted atomic.Bool
-	c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if evicted.Load() {
-			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("rbac"))
-		}
-		return false, nil, nil
-	})
-	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
+	clustertest.Bubble(t, func(t *testing.T) {
+		c := fake.NewClientset(pod("apps", "web-1", managed))
+		pods := watchPods(c)
+		var evicted atomic.Bool
+		c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if evicted.Load() {
+				return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("rbac"))
+			}
 			return false, nil, nil
+		})
+		c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() != "eviction" {
+				return false, nil, nil
+			}
+			ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+			evicted.Store(true)
+			return true, nil, pods.delete(ev.Namespace, ev.Name)
+		})
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		res, err := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil).Drain(ctx, nodeName)
+		if !apierrors.IsForbidden(err) || len(res.Evicted) != 1 {
+			t.Errorf("result %+v, error %v: want the pod evicted and the re-read's 403", res, err)
 		}
-		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
-		evicted.Store(true)
-		return true, nil, c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	res, err := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil).Drain(ctx, nodeName)
-	if !apierrors.IsForbidden(err) || len(res.Evicted) != 1 {
-		t.Errorf("result %+v, error %v: want the pod evicted and the re-read's 403", res, err)
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -239,26 +240,32 @@ func TestRenewWithoutRead(t *testing.T) {
 }
 
 // KeepAlive sends nothing at once (Acquire has just written the lease), then
-// one update per period.
+// one update per period. In a synctest bubble the claim's real clock is the
+// bubble's: the periods are exact however loaded the machine (in real time,
+// a 50 ms sleep stretched past the first period renewed "at once").
 func TestKeepAliveWaitsOnePeriod(t *testing.T) {
-	ctx := context.Background()
-	c := newClient()
-	a, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.ClearActions()
-	const every = 100 * time.Millisecond
-	stop := a.keepAlive(ctx, every, func(err error) { t.Errorf("renewal: %v", err) })
-	time.Sleep(every / 2)
-	if n := len(c.Actions()); n != 0 {
-		t.Errorf("%d requests before the first period ended, want none", n)
-	}
-	time.Sleep(every * 2)
-	stop()
-	if n := len(c.Actions()); n < 1 || n > 3 {
-		t.Errorf("%d requests in %v of renewals every %v, want 1 to 3", n, every*5/2, every)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		c := newClient()
+		a, err := Acquire(ctx, c, ns, Name(inst), "req-a", "token-1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ClearActions()
+		const every = 100 * time.Millisecond
+		stop := a.keepAlive(ctx, every, func(err error) { t.Errorf("renewal: %v", err) })
+		time.Sleep(every / 2)
+		synctest.Wait()
+		if n := len(c.Actions()); n != 0 {
+			t.Errorf("%d requests before the first period ended, want none", n)
+		}
+		time.Sleep(every * 2)
+		synctest.Wait()
+		stop()
+		if n := len(c.Actions()); n != 2 {
+			t.Errorf("%d requests in %v of renewals every %v, want 2", n, every*5/2, every)
+		}
+	})
 }
 
 // newClient is a fake clientset whose leases keep the apiserver's optimistic

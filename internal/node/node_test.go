@@ -327,33 +327,38 @@ func TestWaitReady(t *testing.T) {
 		{name: "never Ready", objs: []runtime.Object{newNode(nodeName, pid, ready(corev1.ConditionFalse))}, want: nodeName, timeout: true},
 		{name: "watch forbidden", watch: forbidden, forbid: true},
 	} {
+		// in a synctest bubble: the 300 ms deadline is the bubble's, so the
+		// list is read before it however loaded the machine (a list read
+		// after it would leave "never Ready" without its node)
 		t.Run(tc.name, func(t *testing.T) {
-			c := fake.NewClientset(tc.objs...)
-			opened := make(chan struct{}, 10)
-			c.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
-				opened <- struct{}{}
-				return tc.watch != nil, nil, tc.watch
+			clustertest.Bubble(t, func(t *testing.T) {
+				c := fake.NewClientset(tc.objs...)
+				opened := make(chan struct{}, 10)
+				c.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
+					opened <- struct{}{}
+					return tc.watch != nil, nil, tc.watch
+				})
+				if tc.later != nil {
+					go func() { <-opened; tc.later(c) }()
+				}
+				limit := 5 * time.Second
+				if tc.timeout {
+					limit = 300 * time.Millisecond
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), limit)
+				defer cancel()
+				n, err := WaitReady(ctx, c, nodeName, instID)
+				if errors.Is(err, cluster.ErrWaitTimeout) != tc.timeout || apierrors.IsForbidden(err) != tc.forbid {
+					t.Fatalf("err %v: want timeout %v, forbidden %v", err, tc.timeout, tc.forbid)
+				}
+				got := ""
+				if n != nil {
+					got = n.Name
+				}
+				if got != tc.want {
+					t.Errorf("node %q, want %q", got, tc.want)
+				}
 			})
-			if tc.later != nil {
-				go func() { <-opened; tc.later(c) }()
-			}
-			limit := 5 * time.Second
-			if tc.timeout {
-				limit = 300 * time.Millisecond
-			}
-			ctx, cancel := context.WithTimeout(t.Context(), limit)
-			defer cancel()
-			n, err := WaitReady(ctx, c, nodeName, instID)
-			if errors.Is(err, cluster.ErrWaitTimeout) != tc.timeout || apierrors.IsForbidden(err) != tc.forbid {
-				t.Fatalf("err %v: want timeout %v, forbidden %v", err, tc.timeout, tc.forbid)
-			}
-			got := ""
-			if n != nil {
-				got = n.Name
-			}
-			if got != tc.want {
-				t.Errorf("node %q, want %q", got, tc.want)
-			}
 		})
 	}
 }

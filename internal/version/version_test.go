@@ -1,6 +1,10 @@
 package version
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"testing"
 )
@@ -36,5 +40,36 @@ func TestResolve(t *testing.T) {
 func TestGetIsNeverEmpty(t *testing.T) {
 	if Get() == "" {
 		t.Fatal("Get() is empty")
+	}
+}
+
+// The Makefile's link-time stamp reaches Get: the -X flag of its
+// BUILD_FLAGS names Version (a variable renamed, moved or made a constant
+// would leave every release without its version, and the linker says
+// nothing). A small program is built, not the bootstrap: linking the
+// bootstrap took 14 s of CPU, most of the unit tier's functions package;
+// functions/node-drainer's TestBootstrapLogsVersionFirst runs the
+// bootstrap's main with Version set.
+func TestMakefileStampReachesGet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program")
+	}
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`-X (\S+)=\$\(VERSION\)`).FindSubmatch(mk)
+	if m == nil {
+		t.Fatal("the Makefile stamps no -X <variable>=$(VERSION)")
+	}
+	const stamped = "v0.0.0-test-stamp"
+	bin := filepath.Join(t.TempDir(), "stamp")
+	build := exec.Command("go", "build", "-ldflags", "-X "+string(m[1])+"="+stamped, "-o", bin, "./testdata/stamp")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	got, err := exec.Command(bin).Output()
+	if err != nil || string(got) != stamped {
+		t.Errorf("the stamped program says %q (%v), want %q: the Makefile's -X %s does not reach Get", got, err, stamped, m[1])
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -186,43 +185,49 @@ func TestWaitDetached(t *testing.T) {
 			},
 			left: nil, forbid: true}, // left: the list's view, or the PVs, as the 403 races the sync
 	} {
+		// in a synctest bubble: the deadlines and the detach are on the
+		// bubble's clock, so the informer's list is read before a 250 ms
+		// deadline however loaded the machine (a list read after it would
+		// leave the PVs as "left" instead of the attachment)
 		t.Run(tc.name, func(t *testing.T) {
-			c := fake.NewClientset(tc.objs...)
-			if tc.setup != nil {
-				tc.setup(c)
-			}
-			if tc.detachIn > 0 {
-				// deleted once the watch is open, as a detach would be
-				opened := make(chan struct{}, 10)
-				c.PrependWatchReactor("volumeattachments", func(k8stesting.Action) (bool, watch.Interface, error) {
-					opened <- struct{}{}
-					return false, nil, nil
-				})
-				go func() {
-					<-opened
-					time.Sleep(tc.detachIn)
-					_ = c.StorageV1().VolumeAttachments().Delete(context.Background(), "csi-a", metav1.DeleteOptions{})
-				}()
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			if tc.timeout {
-				ctx, cancel = context.WithTimeout(context.Background(), 250*time.Millisecond)
-			}
-			defer cancel()
-			start := time.Now()
-			left, err := WaitDetached(ctx, c, nodeName, tc.pvs)
-			if (tc.left != nil || !tc.forbid) && !reflect.DeepEqual(left, tc.left) {
-				t.Errorf("left %q, want %q", left, tc.left)
-			}
-			if errors.Is(err, ErrTimeout) != tc.timeout || apierrors.IsForbidden(err) != tc.forbid {
-				t.Errorf("error %v: timeout %v forbidden %v, want %v %v", err, errors.Is(err, ErrTimeout), apierrors.IsForbidden(err), tc.timeout, tc.forbid)
-			}
-			if tc.timeout && !strings.Contains(err.Error(), nodeName) {
-				t.Errorf("error %q does not name the node", err)
-			}
-			if tc.forbid && time.Since(start) > time.Second {
-				t.Errorf("a 403 was waited on for %s", time.Since(start))
-			}
+			clustertest.Bubble(t, func(t *testing.T) {
+				c := fake.NewClientset(tc.objs...)
+				if tc.setup != nil {
+					tc.setup(c)
+				}
+				if tc.detachIn > 0 {
+					// deleted once the watch is open, as a detach would be
+					opened := make(chan struct{}, 10)
+					c.PrependWatchReactor("volumeattachments", func(k8stesting.Action) (bool, watch.Interface, error) {
+						opened <- struct{}{}
+						return false, nil, nil
+					})
+					go func() {
+						<-opened
+						time.Sleep(tc.detachIn)
+						_ = c.StorageV1().VolumeAttachments().Delete(context.Background(), "csi-a", metav1.DeleteOptions{})
+					}()
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+				if tc.timeout {
+					ctx, cancel = context.WithTimeout(t.Context(), 250*time.Millisecond)
+				}
+				defer cancel()
+				start := time.Now()
+				left, err := WaitDetached(ctx, c, nodeName, tc.pvs)
+				if (tc.left != nil || !tc.forbid) && !reflect.DeepEqual(left, tc.left) {
+					t.Errorf("left %q, want %q", left, tc.left)
+				}
+				if errors.Is(err, ErrTimeout) != tc.timeout || apierrors.IsForbidden(err) != tc.forbid {
+					t.Errorf("error %v: timeout %v forbidden %v, want %v %v", err, errors.Is(err, ErrTimeout), apierrors.IsForbidden(err), tc.timeout, tc.forbid)
+				}
+				if tc.timeout && !strings.Contains(err.Error(), nodeName) {
+					t.Errorf("error %q does not name the node", err)
+				}
+				if tc.forbid && time.Since(start) > time.Second {
+					t.Errorf("a 403 was waited on for %s", time.Since(start))
+				}
+			})
 		})
 	}
 }
@@ -622,7 +627,7 @@ func TestAttachmentsWithoutNodeSelector(t *testing.T) {
 func TestForceReleaseAsksAgainWhenItsVerdictIsOld(t *testing.T) {
 	for _, res := range []string{"pods", "volumeattachments"} {
 		t.Run(res, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
+			clustertest.Bubble(t, func(t *testing.T) {
 				c := fake.NewClientset(pod("a", "p-1", nodeName, false), attachment("csi-a", nodeName, "pv-a"))
 				byNode(c)
 				// an attempt that hangs, then fails: the hang is outside the
@@ -673,7 +678,7 @@ func TestForceReleaseAsksAgainWhenItsVerdictIsOld(t *testing.T) {
 // Verdict.Fresh asks the guard only when its last pass is GuardFresh old;
 // an objection stands.
 func TestVerdict(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	clustertest.Bubble(t, func(t *testing.T) {
 		asked, answer := 0, error(nil)
 		v := NewVerdict(func(context.Context) error { asked++; return answer })
 		ctx := t.Context()

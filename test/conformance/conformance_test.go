@@ -10,8 +10,16 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 	"github.com/node-drainer/node-drainer/test/harness"
 )
+
+// The world's side runs in a synctest bubble: a reflector's first error
+// there would sleep until a time apimachinery read in real time, and the
+// bubble's clock would jump 26 years (every behaviour's 3-minute context
+// expired). test/sim's tests replace the handlers in their own init, which
+// this package's binary does not run.
+func init() { clustertest.BubbleErrorHandlers() }
 
 var (
 	sides = flag.String("sides", "sim,real", "the sides to run: sim, real or both")
