@@ -92,8 +92,11 @@ func TestOutcomeEvents(t *testing.T) {
 		s := newScene(t, ctx, "oc", 2, harness.ASGSpec{})
 		target := s.insts[0]
 		w := s.guarded(ctx, target)
-		// each invocation drains ~6 s; the drain is blocked past 3 s in the first
-		rt := s.function(ctx, 8*time.Second, "DEADLINE_MARGIN=2s", "DRAIN_TIMEOUT=3m", "OUTCOME_BLOCKED_AFTER=3s", "OUTCOME_EVENT_BUS="+bus)
+		// each invocation drains ~4 s; the drain is blocked past 3 s in the
+		// first. The margin leaves the outcome put its 3 s bound: with less,
+		// the invocation that hands over skips the put and counts it lost
+		// (OutcomeEventsFailed.no-time), as it must
+		rt := s.function(ctx, 8*time.Second, "DEADLINE_MARGIN=4s", "DRAIN_TIMEOUT=3m", "OUTCOME_BLOCKED_AFTER=3s", "OUTCOME_EVENT_BUS="+bus)
 		payload, err := env.StartTerminating(ctx, s.asg, target, "token-oc")
 		if err != nil {
 			t.Fatal(err)

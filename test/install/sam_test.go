@@ -250,7 +250,7 @@ func (r *samRun) transform(t *testing.T) string {
 	// the rules: the event rules, the sweep's and the outcome events' route
 	// (created only when asked: OutcomeEventBus and OutcomeEventsTargetArn)
 	want := map[string]int{
-		"AWS::Lambda::Function": 1, "AWS::IAM::Role": 1, "AWS::Events::Rule": 8, "AWS::Lambda::Permission": 7,
+		"AWS::Lambda::Function": 1, "AWS::IAM::Role": 1, "AWS::Events::Rule": 10, "AWS::Lambda::Permission": 9,
 		"AWS::Lambda::EventInvokeConfig": 1, "AWS::SQS::Queue": 1, "AWS::SQS::QueuePolicy": 1, "AWS::Logs::LogGroup": 1,
 		"AWS::CloudWatch::Alarm": 5, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Policy": 4, "Custom::LifecycleHooks": 1, "Custom::LifecycleHooksRelease": 1, "AWS::EKS::AccessEntry": 1,
 	}
