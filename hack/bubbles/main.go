@@ -28,9 +28,10 @@
 //	GOWORK=off go run ./hack/bubbles -tests     # the tests that run bubbles
 //
 // prints the packages of internal/ and functions/ whose tests call
-// synctest.Test, then a -run pattern of those tests, on one line: `make
-// unit` runs them again and again (BUBBLE_COUNT), so that a bubble that can
-// hang under load hangs there, not once in CI.
+// synctest.Test, clustertest.Bubble or InBubble, then a -run pattern of
+// those tests, on one line: `make bubbles` runs them again and again
+// (BUBBLE_COUNT), so that a bubble that can hang under load hangs there,
+// not once in CI.
 package main
 
 import (
@@ -51,7 +52,7 @@ import (
 var roots = []string{"internal", "functions", "test"}
 
 func main() {
-	tests := flag.Bool("tests", false, "print each package's tests that call synctest.Test (directory and -run pattern), and check nothing")
+	tests := flag.Bool("tests", false, "print each package's tests that run bubbles: synctest.Test, clustertest.Bubble or InBubble (directory and -run pattern), and check nothing")
 	flag.Parse()
 	if *tests {
 		if err := printBubbleTests(os.Stdout, []string{"internal", "functions"}); err != nil {
@@ -242,7 +243,8 @@ func hasDefault(s *ast.SelectStmt) bool {
 }
 
 // printBubbleTests writes "./DIR... ^(TestA|TestB)$": the packages under
-// roots with tests whose body calls synctest.Test, and those tests.
+// roots with tests whose body calls synctest.Test, clustertest.Bubble or
+// clustertest.InBubble, and those tests.
 func printBubbleTests(w io.Writer, roots []string) error {
 	dirs, err := packages(roots)
 	if err != nil {
@@ -283,7 +285,8 @@ func callsSynctest(body *ast.BlockStmt) bool {
 	ast.Inspect(body, func(n ast.Node) bool {
 		if call, ok := n.(*ast.CallExpr); ok {
 			if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
-				if id, ok := sel.X.(*ast.Ident); ok && id.Name == "synctest" && sel.Sel.Name == "Test" {
+				if id, ok := sel.X.(*ast.Ident); ok && (id.Name == "synctest" && sel.Sel.Name == "Test" ||
+					id.Name == "clustertest" && (sel.Sel.Name == "Bubble" || sel.Sel.Name == "InBubble")) {
 					found = true
 				}
 			}

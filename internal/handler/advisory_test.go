@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/lease"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
@@ -27,15 +28,17 @@ func heldLease(name string) *coordinationv1.Lease {
 // A spot warning delivered twice while its drain runs is drained once: the
 // copy finds the warning's lease held and does nothing.
 func TestSpotWarningDuplicateWhileDraining(t *testing.T) {
-	e := newEnv(append(aNode(), heldLease(lease.AdvisoryName(string(event.KindSpotInterruption), idA)))...)
-	e.ec2.readings[idA] = []reading{running}
-	out, err := e.handle(t, spotEvent(idA, time.Now()), 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.Action != ActionIgnored || len(e.evicted) != 0 {
-		t.Errorf("outcome %+v, evicted %v: want the copy ignored, nothing evicted", out, e.evicted)
-	}
+	clustertest.Bubble(t, func(t *testing.T) {
+		e := newEnv(append(aNode(), heldLease(lease.AdvisoryName(string(event.KindSpotInterruption), idA)))...)
+		e.ec2.readings[idA] = []reading{running}
+		out, err := e.handle(t, spotEvent(idA, time.Now()), 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Action != ActionIgnored || len(e.evicted) != 0 {
+			t.Errorf("outcome %+v, evicted %v: want the copy ignored, nothing evicted", out, e.evicted)
+		}
+	})
 }
 
 // A spot warning drained to the end records its event as done: a late copy

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
 	"github.com/node-drainer/node-drainer/internal/node"
 )
@@ -66,21 +67,23 @@ func TestFailureDetail(t *testing.T) {
 // A drain held by a PDB until its deadline fails with ErrDrainFailed, which
 // the Outcome carries.
 func TestOutcomeErr(t *testing.T) {
-	e := newEnv(aNode()...)
-	e.ec2.readings[idA] = []reading{running}
-	e.blocked = []string{"db-0"}
-	e.cfg.ContinueLongDrains = false
-	out, err := e.handle(t, terminateEvent(idA), 1500*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f *Failure
-	if out.Action != ActionFailed || !errors.Is(out.Err(), ErrDrainFailed) || !errors.As(out.Err(), &f) || f.Result != lifecycle.Abandon {
-		t.Errorf("outcome %s, err %v: want failed with ErrDrainFailed, completed with ABANDON", out.Action, out.Err())
-	}
-	if (Outcome{Action: ActionDrained, err: f}).Err() != nil {
-		t.Error("Err of an outcome that did not fail")
-	}
+	clustertest.Bubble(t, func(t *testing.T) {
+		e := newEnv(aNode()...)
+		e.ec2.readings[idA] = []reading{running}
+		e.blocked = []string{"db-0"}
+		e.cfg.ContinueLongDrains = false
+		out, err := e.handle(t, terminateEvent(idA), 1500*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f *Failure
+		if out.Action != ActionFailed || !errors.Is(out.Err(), ErrDrainFailed) || !errors.As(out.Err(), &f) || f.Result != lifecycle.Abandon {
+			t.Errorf("outcome %s, err %v: want failed with ErrDrainFailed, completed with ABANDON", out.Action, out.Err())
+		}
+		if (Outcome{Action: ActionDrained, err: f}).Err() != nil {
+			t.Error("Err of an outcome that did not fail")
+		}
+	})
 }
 
 // Lambda's retry of a drain that failed comes a minute or more after its
@@ -102,7 +105,7 @@ func TestLateRetryKeepsTheDrainsStart(t *testing.T) {
 		{"on time: the drain goes on", time.Second, ActionContinued},
 		{"late, the mark older than the event: the drain goes on", 2 * time.Minute, ActionContinued},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, clustertest.InBubble(func(t *testing.T) {
 			e := newEnv(aNode()...)
 			e.ec2.readings[idA] = []reading{running}
 			e.blocked = []string{"db-0"}
@@ -131,6 +134,6 @@ func TestLateRetryKeepsTheDrainsStart(t *testing.T) {
 			if completed := len(e.asg.completed) == 1; completed != (tc.action == ActionFailed) {
 				t.Errorf("hook completed %v (%v), want %v", completed, e.asg.completed, tc.action == ActionFailed)
 			}
-		})
+		}))
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
@@ -311,7 +312,7 @@ func TestTerminate(t *testing.T) {
 			wantErr: true,
 		},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, clustertest.InBubble(func(t *testing.T) {
 			e := newEnv(tc.objs...)
 			e.ec2.readings[idA] = tc.ec2
 			if tc.setup != nil {
@@ -333,7 +334,7 @@ func TestTerminate(t *testing.T) {
 			if tc.check != nil {
 				tc.check(t, e, out)
 			}
-		})
+		}))
 	}
 }
 
@@ -360,7 +361,7 @@ func TestTerminateContinues(t *testing.T) {
 		{name: "invoke fails: an error to retry, the hook left as it is", invokeErr: errors.New("throttled"), action: ActionFailed, invocations: 1, wantErr: true},
 		{name: "action gone meanwhile: done, nothing invoked", heartbeat: notActive(), action: ActionCompleted},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, clustertest.InBubble(func(t *testing.T) {
 			e := newEnv(aNode()...)
 			e.ec2.readings[idA] = []reading{running}
 			e.blocked = []string{"db-0"}
@@ -405,7 +406,7 @@ func TestTerminateContinues(t *testing.T) {
 			if tc.action == ActionContinued && (e.events(t)[string(node.ReasonContinued)] != corev1.EventTypeNormal || out.Attempt != tc.attempt) {
 				t.Errorf("events %v, attempt %d", e.events(t), out.Attempt)
 			}
-		})
+		}))
 	}
 }
 
@@ -488,7 +489,7 @@ func TestLaunch(t *testing.T) {
 		{"foreign instance", []runtime.Object{newNode(idA)}, []reading{foreign}, nil, ActionIgnored, nil},
 		{"ASG not listed", []runtime.Object{newNode(idA)}, []reading{running}, []string{"other"}, ActionIgnored, nil},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, clustertest.InBubble(func(t *testing.T) {
 			e := newEnv(tc.objs...)
 			e.ec2.readings[idA] = tc.ec2
 			e.cfg.ASGNames = tc.asgs
@@ -502,7 +503,7 @@ func TestLaunch(t *testing.T) {
 			if tc.action == ActionNodeJoined && out.Node != nodeName(idA) {
 				t.Errorf("node %q", out.Node)
 			}
-		})
+		}))
 	}
 }
 
@@ -705,23 +706,25 @@ func TestAdvisory(t *testing.T) {
 
 // A spot drain's deadline runs from the warning, not from the invocation.
 func TestSpotDeadlineFromWarning(t *testing.T) {
-	e := newEnv(aNode()...)
-	e.ec2.readings[idA] = []reading{running}
-	e.blocked = []string{"db-0"}
-	e.cfg.SpotDrainTimeout = 2 * time.Second
-	warned := time.Now().Add(-1500 * time.Millisecond)
-	e.now = time.Now()
-	start := time.Now()
-	out, err := e.handle(t, spotEvent(idA, warned), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("drain took %s: the deadline did not count from the warning", took)
-	}
-	if len(out.Remaining) != 1 || e.events(t)[string(node.ReasonDrainBlocked)] != corev1.EventTypeWarning {
-		t.Errorf("remaining %v, events %v: want db-0 reported blocked", out.Remaining, e.events(t))
-	}
+	clustertest.Bubble(t, func(t *testing.T) {
+		e := newEnv(aNode()...)
+		e.ec2.readings[idA] = []reading{running}
+		e.blocked = []string{"db-0"}
+		e.cfg.SpotDrainTimeout = 2 * time.Second
+		warned := time.Now().Add(-1500 * time.Millisecond)
+		e.now = time.Now()
+		start := time.Now()
+		out, err := e.handle(t, spotEvent(idA, warned), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > time.Second { // from the warning: 0.5 s; from the invocation: 2 s
+			t.Errorf("drain took %s: the deadline did not count from the warning", took)
+		}
+		if len(out.Remaining) != 1 || e.events(t)[string(node.ReasonDrainBlocked)] != corev1.EventTypeWarning {
+			t.Errorf("remaining %v, events %v: want db-0 reported blocked", out.Remaining, e.events(t))
+		}
+	})
 }
 
 // A scheduled change names several instances: each is handled, and the
@@ -843,26 +846,28 @@ func TestForeignInstanceRemembered(t *testing.T) {
 // is asked again through the invocation's budget; the invocation hands over
 // only then, once, and the hook is not completed.
 func TestTerminateRefusedEvictionWaitsItsBudget(t *testing.T) {
-	e := newEnv(aNode()...)
-	e.ec2.readings[idA] = []reading{running}
-	var refusals atomic.Int32
-	e.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" || a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction).Name != "db-0" {
-			return false, nil, nil
+	clustertest.Bubble(t, func(t *testing.T) {
+		e := newEnv(aNode()...)
+		e.ec2.readings[idA] = []reading{running}
+		var refusals atomic.Int32
+		e.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() != "eviction" || a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction).Name != "db-0" {
+				return false, nil, nil
+			}
+			refusals.Add(1)
+			return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "policy", Kind: "Eviction"}, "db-0", nil)
+		})
+		out, err := e.handle(t, terminateEvent(idA), time.Second)
+		if err != nil {
+			t.Fatal(err)
 		}
-		refusals.Add(1)
-		return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "policy", Kind: "Eviction"}, "db-0", nil)
+		if out.Action != ActionContinued || len(e.asg.results()) != 0 || len(e.lam.invoked) != 1 {
+			t.Fatalf("outcome %+v, completed %v, %d invocations: want one hand-over, no completion", out, e.asg.results(), len(e.lam.invoked))
+		}
+		if n := refusals.Load(); n < 3 {
+			t.Errorf("the refused eviction was asked %d times in the budget: want it asked again until the budget's end", n)
+		}
 	})
-	out, err := e.handle(t, terminateEvent(idA), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.Action != ActionContinued || len(e.asg.results()) != 0 || len(e.lam.invoked) != 1 {
-		t.Fatalf("outcome %+v, completed %v, %d invocations: want one hand-over, no completion", out, e.asg.results(), len(e.lam.invoked))
-	}
-	if n := refusals.Load(); n < 3 {
-		t.Errorf("the refused eviction was asked %d times in the budget: want it asked again until the budget's end", n)
-	}
 }
 
 // The node's attachments read ahead (as the drain lists its pods again) are

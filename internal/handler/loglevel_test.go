@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 	"github.com/node-drainer/node-drainer/internal/logging"
 	"github.com/node-drainer/node-drainer/internal/metrics"
 )
@@ -40,7 +41,7 @@ func (b *syncBuffer) lines() [][]byte {
 // is dropped at WARN and ERROR.
 func TestMetricsKeptAtEveryLogLevel(t *testing.T) {
 	for _, name := range logging.Levels {
-		t.Run(name, func(t *testing.T) {
+		t.Run(name, clustertest.InBubble(func(t *testing.T) {
 			level, err := logging.ParseLevel(name)
 			if err != nil {
 				t.Fatal(err)
@@ -97,6 +98,6 @@ func TestMetricsKeptAtEveryLogLevel(t *testing.T) {
 			if old := logging.LambdaKeeps(metricLines[0], name); old != (level <= slog.LevelInfo) {
 				t.Errorf("Lambda's filter at %s itself keeps the metrics line: %t (the rule as stated drops a line without level above INFO)", name, old)
 			}
-		})
+		}))
 	}
 }

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
@@ -386,31 +387,31 @@ func TestBlockedToldWhateverTheCause(t *testing.T) {
 	unavailable := apierrors.NewServiceUnavailable("etcdserver: request timed out")
 	cases := []struct {
 		name       string
-		payload    []byte
+		payload    func() []byte // made in the bubble, at its clock
 		setup      func(e *env)
 		wantPods   bool   // the pods left are known
 		wantReason string // in the reason
 	}{
-		{"the apiserver fails listing the node's pods, handed over", terminateEvent(idA), func(e *env) {
+		{"the apiserver fails listing the node's pods, handed over", func() []byte { return terminateEvent(idA) }, func(e *env) {
 			e.fail("list", "pods", unavailable)
 		}, false, "request timed out"},
-		{"the hand-over fails", terminateEvent(idA), func(e *env) {
+		{"the hand-over fails", func() []byte { return terminateEvent(idA) }, func(e *env) {
 			e.blocked = []string{"web-1"}
 			e.lam.err = errors.New("TooManyRequestsException: Rate Exceeded")
 		}, true, "Rate Exceeded"},
-		{"an advisory drain left unfinished", scheduledEvent(idA), func(e *env) {
+		{"an advisory drain left unfinished", func() []byte { return scheduledEvent(idA) }, func(e *env) {
 			e.blocked = []string{"web-1"}
 		}, true, "not finished"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, clustertest.InBubble(func(t *testing.T) {
 			e := newEnv(newNode(idA), pod(idA, "apps", "web-1"))
 			e.ec2.readings[idA] = []reading{running}
 			e.cfg.OutcomeBlockedAfter = 300 * time.Millisecond
 			e.cfg.DeadlineMargin = time.Second // the put's bound (100 ms) fits after the hand-over
 			tc.setup(e)
 			h, bus := withBus(e)
-			out, _ := e.handleWith(h, tc.payload, 2500*time.Millisecond)
+			out, _ := e.handleWith(h, tc.payload(), 2500*time.Millisecond)
 			i := slices.Index(bus.entries, string(outcome.NodeDrainBlocked))
 			if i < 0 {
 				t.Fatalf("put %v, want %s (outcome %s: %s)", bus.entries, outcome.NodeDrainBlocked, out.Action, out.Detail)
@@ -423,7 +424,7 @@ func TestBlockedToldWhateverTheCause(t *testing.T) {
 				t.Errorf("blocked detail: remaining %+v (want known: %v), reason %q (want %q in it), blockedSeconds %v",
 					d.Remaining, tc.wantPods, d.Reason, tc.wantReason, d.BlockedSeconds)
 			}
-		})
+		}))
 	}
 }
 
@@ -432,44 +433,46 @@ func TestBlockedToldWhateverTheCause(t *testing.T) {
 // put short); a continuation, finding the node marked already, tells of
 // none.
 func TestDrainStartedToldOnce(t *testing.T) {
-	e := newEnv(aNode()...)
-	e.ec2.readings[idA] = []reading{running}
-	bus := &busAPI{asg: e.asg, delay: 1500 * time.Millisecond} // longer than the drain after its first eviction
-	h := e.handler()
-	WithOutcomes(outcome.NewPublisher(bus, "on-call", 2*time.Second))(h)
-	out, err := e.handleWith(h, terminateEvent(idA), 5*time.Second)
-	if err != nil || out.Action != ActionDrained {
-		t.Fatalf("drain: %v %+v", err, out)
-	}
-	want := []string{string(outcome.NodeDrainStarted), string(outcome.NodeDrained), string(outcome.LifecycleActionCompleted)}
-	if !slices.Equal(bus.entries, want) || len(bus.completed) != 2 {
-		t.Fatalf("put %v in %d calls, want %v in 2", bus.entries, len(bus.completed), want)
-	}
-	d := bus.details[0]
-	d.SchemaVersion = outcome.SchemaVersion
-	if err := outcome.Validate(outcome.NodeDrainStarted, d); err != nil || d.Node != nodeName(idA) || d.AutoScalingGroup != asgName || !strings.Contains(d.Reason, "/") {
-		t.Errorf("started detail %+v: %v", d, err)
-	}
+	clustertest.Bubble(t, func(t *testing.T) {
+		e := newEnv(aNode()...)
+		e.ec2.readings[idA] = []reading{running}
+		bus := &busAPI{asg: e.asg, delay: 1500 * time.Millisecond} // longer than the drain after its first eviction
+		h := e.handler()
+		WithOutcomes(outcome.NewPublisher(bus, "on-call", 2*time.Second))(h)
+		out, err := e.handleWith(h, terminateEvent(idA), 5*time.Second)
+		if err != nil || out.Action != ActionDrained {
+			t.Fatalf("drain: %v %+v", err, out)
+		}
+		want := []string{string(outcome.NodeDrainStarted), string(outcome.NodeDrained), string(outcome.LifecycleActionCompleted)}
+		if !slices.Equal(bus.entries, want) || len(bus.completed) != 2 {
+			t.Fatalf("put %v in %d calls, want %v in 2", bus.entries, len(bus.completed), want)
+		}
+		d := bus.details[0]
+		d.SchemaVersion = outcome.SchemaVersion
+		if err := outcome.Validate(outcome.NodeDrainStarted, d); err != nil || d.Node != nodeName(idA) || d.AutoScalingGroup != asgName || !strings.Contains(d.Reason, "/") {
+			t.Errorf("started detail %+v: %v", d, err)
+		}
 
-	// a continuation of a drain under way: the node is marked already
-	e2 := newEnv(aNode()...)
-	e2.ec2.readings[idA] = []reading{running}
-	e2.blocked = []string{"web-1"}
-	h2, bus2 := withBus(e2)
-	e2.cfg.DeadlineMargin = time.Second
-	if out, err := e2.handleWith(h2, terminateEvent(idA), 2500*time.Millisecond); err != nil || out.Action != ActionContinued {
-		t.Fatalf("first invocation: %v %+v, want continued", err, out)
-	}
-	if n := slices.Index(bus2.entries, string(outcome.NodeDrainStarted)); n < 0 {
-		t.Fatalf("first invocation put %v, want %s", bus2.entries, outcome.NodeDrainStarted)
-	}
-	bus2.entries = nil
-	e2.blocked = nil
-	cont := continuation(t, terminateEvent(idA), time.Now(), 2)
-	if out, err := e2.handleWith(h2, cont, 5*time.Second); err != nil || out.Action != ActionDrained {
-		t.Fatalf("continuation: %v %+v, want drained", err, out)
-	}
-	if slices.Contains(bus2.entries, string(outcome.NodeDrainStarted)) {
-		t.Errorf("the continuation put %v: the drain's start told twice", bus2.entries)
-	}
+		// a continuation of a drain under way: the node is marked already
+		e2 := newEnv(aNode()...)
+		e2.ec2.readings[idA] = []reading{running}
+		e2.blocked = []string{"web-1"}
+		h2, bus2 := withBus(e2)
+		e2.cfg.DeadlineMargin = time.Second
+		if out, err := e2.handleWith(h2, terminateEvent(idA), 2500*time.Millisecond); err != nil || out.Action != ActionContinued {
+			t.Fatalf("first invocation: %v %+v, want continued", err, out)
+		}
+		if n := slices.Index(bus2.entries, string(outcome.NodeDrainStarted)); n < 0 {
+			t.Fatalf("first invocation put %v, want %s", bus2.entries, outcome.NodeDrainStarted)
+		}
+		bus2.entries = nil
+		e2.blocked = nil
+		cont := continuation(t, terminateEvent(idA), time.Now(), 2)
+		if out, err := e2.handleWith(h2, cont, 5*time.Second); err != nil || out.Action != ActionDrained {
+			t.Fatalf("continuation: %v %+v, want drained", err, out)
+		}
+		if slices.Contains(bus2.entries, string(outcome.NodeDrainStarted)) {
+			t.Errorf("the continuation put %v: the drain's start told twice", bus2.entries)
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
 	"github.com/node-drainer/node-drainer/internal/node"
@@ -50,7 +51,7 @@ func TestOtherLifecycleOwners(t *testing.T) {
 		{"stopped, managed node group node: released", mng, all, stateEvent(idA, "stopped", time.Now()), stopped, ActionReleased, nil},
 		{"terminate hook, managed node group node already stopped: released", mng, all, terminateEvent(idA), stopped, ActionReleased, []lifecycle.Result{lifecycle.Continue}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, clustertest.InBubble(func(t *testing.T) {
 			e := newEnv(labelled(tc.labels)...)
 			e.cfg.SkipNodesOwnedBy = tc.skip
 			e.cfg.NodeLeaseStaleAfter = 0 // no kubelet Lease in the fake: the abrupt path may force
@@ -84,7 +85,7 @@ func TestOtherLifecycleOwners(t *testing.T) {
 			if owner, _ := node.OwnerOf(e.node(t, idA)); !strings.Contains(out.Detail, string(owner)) || !strings.Contains(out.Detail, "SKIP_NODES_OWNED_BY") {
 				t.Errorf("detail %q does not say which owner and why", out.Detail)
 			}
-		})
+		}))
 	}
 }
 

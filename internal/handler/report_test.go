@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 	"github.com/node-drainer/node-drainer/internal/metrics"
 	"github.com/node-drainer/node-drainer/internal/version"
 )
@@ -84,7 +85,7 @@ func TestTimelineAndMetrics(t *testing.T) {
 				"SweepOrphans": 0.0, "SweepZombies": 0.0, "SweepReplaced": 0.0, "SweepFailed": 0.0, "PodsEvicted": nil},
 		},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, clustertest.InBubble(func(t *testing.T) {
 			e := newEnv(append(aNode(), attachment("csi-db", idA, "pv-db"))...)
 			e.ec2.readings[idA] = []reading{tc.ec2}
 			var buf bytes.Buffer
@@ -129,7 +130,7 @@ func TestTimelineAndMetrics(t *testing.T) {
 					t.Errorf("pdb-wait step %q: want the pod and its PDBs", timelineDetail(out, StepPDBWait))
 				}
 			}
-		})
+		}))
 	}
 }
 

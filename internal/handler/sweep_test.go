@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lease"
@@ -77,7 +78,7 @@ func TestSweepActsOnNothingWithoutCompleteReadings(t *testing.T) {
 		},
 		"volumes": func(e *env) { e.fail("list", "volumeattachments", apierrors.NewTimeoutError("slow", 1)) },
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(name, clustertest.InBubble(func(t *testing.T) {
 			e := newEnv(newNode(idA), pod(idA, "apps", "web-1"), newNode(idB), pod(idB, "apps", "db-0"))
 			e.ec2.readings[idA] = []reading{{state: instance.StateRunning, tagged: true}}
 			e.ec2.readings[idB] = []reading{{state: instance.StateStopped, tagged: true}} // dead: pods to release
@@ -93,7 +94,7 @@ func TestSweepActsOnNothingWithoutCompleteReadings(t *testing.T) {
 			if len(e.asg.completed) != 0 {
 				t.Errorf("completed %v, want nothing", e.asg.completed)
 			}
-		})
+		}))
 	}
 }
 
@@ -246,56 +247,58 @@ func manyWaiting(n int) (ids []string, objs []runtime.Object, group astypes.Auto
 // what remains — no lease claimed with an ended context, no drain, no
 // completion —: it is left for the next sweep, and the summary says so.
 func TestSweepLeavesHooksQueuedPastTheBudget(t *testing.T) {
-	ids, objs, group := manyWaiting(maxParallelInstances + 1)
-	e := newEnv(objs...)
-	for _, id := range ids {
-		e.ec2.readings[id] = []reading{{state: instance.StateRunning, tagged: true}}
-		e.blocked = append(e.blocked, "held-"+id)
-	}
-	waitingGroup(e.asg, ids[0])
-	e.asg.groups = []astypes.AutoScalingGroup{group}
-	last := ids[len(ids)-1]
-	// an invocation took the last one before and its lease lapsed (it
-	// failed to hand it over): the function owes it a completion
-	taken := heldLease(lease.Name(last))
-	lapsed := metav1.NewMicroTime(time.Now().Add(-5 * time.Minute))
-	taken.Spec.AcquireTime, taken.Spec.RenewTime = &lapsed, &lapsed
-	if _, err := e.kube.CoordinationV1().Leases("node-drainer").Create(context.Background(), taken, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// a clock that runs: the budget is spent by the time the ninth's turn comes
-	out, err := e.handleWith(e.handlerOn(e.ec2, time.Now), sweepEvent(), 3*time.Second)
-	if err != nil {
-		t.Fatalf("sweep: %v (%+v)", err, out.Sweep)
-	}
-	if slices.Contains(out.Sweep.Hooks, last) || slices.ContainsFunc(out.Sweep.Failed, func(f string) bool { return strings.HasPrefix(f, last) }) {
-		t.Errorf("hooks %v failed %v: %s was started past the budget", out.Sweep.Hooks, out.Sweep.Failed, last)
-	}
-	if !slices.ContainsFunc(out.Sweep.Notes, func(n string) bool {
-		return strings.HasPrefix(n, last) && strings.Contains(n, "left for the next sweep: budget spent")
-	}) {
-		t.Errorf("notes %q: want %s left for the next sweep", out.Sweep.Notes, last)
-	}
-	// its age unknown, and an invocation that took it may have failed to
-	// hand it over: heartbeated, so the next sweep finds it waiting (rule 3)
-	e.asg.mu.Lock()
-	beaten := slices.Clone(e.asg.beaten)
-	e.asg.mu.Unlock()
-	if !slices.Contains(beaten, last) {
-		t.Errorf("heartbeats %v: the hook of %s, left for the next sweep, was not heartbeated", beaten, last)
-	}
-	if l, err := e.kube.CoordinationV1().Leases("node-drainer").Get(context.Background(), lease.Name(last), metav1.GetOptions{}); err != nil ||
-		ptr.Deref(l.Spec.HolderIdentity, "") != "another-invocation" || !l.Spec.RenewTime.Equal(&lapsed) {
-		t.Errorf("lease of %s: %+v, %v, want it as it was, not claimed", last, l, err)
-	}
-	for _, c := range e.asg.completed {
-		if aws.ToString(c.InstanceId) == last {
-			t.Errorf("the hook of %s was completed (%s)", last, aws.ToString(c.LifecycleActionResult))
+	clustertest.Bubble(t, func(t *testing.T) {
+		ids, objs, group := manyWaiting(maxParallelInstances + 1)
+		e := newEnv(objs...)
+		for _, id := range ids {
+			e.ec2.readings[id] = []reading{{state: instance.StateRunning, tagged: true}}
+			e.blocked = append(e.blocked, "held-"+id)
 		}
-	}
-	if len(out.Sweep.Hooks) != maxParallelInstances {
-		t.Errorf("hooks handled %v: want the %d that started in time", out.Sweep.Hooks, maxParallelInstances)
-	}
+		waitingGroup(e.asg, ids[0])
+		e.asg.groups = []astypes.AutoScalingGroup{group}
+		last := ids[len(ids)-1]
+		// an invocation took the last one before and its lease lapsed (it
+		// failed to hand it over): the function owes it a completion
+		taken := heldLease(lease.Name(last))
+		lapsed := metav1.NewMicroTime(time.Now().Add(-5 * time.Minute))
+		taken.Spec.AcquireTime, taken.Spec.RenewTime = &lapsed, &lapsed
+		if _, err := e.kube.CoordinationV1().Leases("node-drainer").Create(context.Background(), taken, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// a clock that runs: the budget is spent by the time the ninth's turn comes
+		out, err := e.handleWith(e.handlerOn(e.ec2, time.Now), sweepEvent(), 3*time.Second)
+		if err != nil {
+			t.Fatalf("sweep: %v (%+v)", err, out.Sweep)
+		}
+		if slices.Contains(out.Sweep.Hooks, last) || slices.ContainsFunc(out.Sweep.Failed, func(f string) bool { return strings.HasPrefix(f, last) }) {
+			t.Errorf("hooks %v failed %v: %s was started past the budget", out.Sweep.Hooks, out.Sweep.Failed, last)
+		}
+		if !slices.ContainsFunc(out.Sweep.Notes, func(n string) bool {
+			return strings.HasPrefix(n, last) && strings.Contains(n, "left for the next sweep: budget spent")
+		}) {
+			t.Errorf("notes %q: want %s left for the next sweep", out.Sweep.Notes, last)
+		}
+		// its age unknown, and an invocation that took it may have failed to
+		// hand it over: heartbeated, so the next sweep finds it waiting (rule 3)
+		e.asg.mu.Lock()
+		beaten := slices.Clone(e.asg.beaten)
+		e.asg.mu.Unlock()
+		if !slices.Contains(beaten, last) {
+			t.Errorf("heartbeats %v: the hook of %s, left for the next sweep, was not heartbeated", beaten, last)
+		}
+		if l, err := e.kube.CoordinationV1().Leases("node-drainer").Get(context.Background(), lease.Name(last), metav1.GetOptions{}); err != nil ||
+			ptr.Deref(l.Spec.HolderIdentity, "") != "another-invocation" || !l.Spec.RenewTime.Equal(&lapsed) {
+			t.Errorf("lease of %s: %+v, %v, want it as it was, not claimed", last, l, err)
+		}
+		for _, c := range e.asg.completed {
+			if aws.ToString(c.InstanceId) == last {
+				t.Errorf("the hook of %s was completed (%s)", last, aws.ToString(c.LifecycleActionResult))
+			}
+		}
+		if len(out.Sweep.Hooks) != maxParallelInstances {
+			t.Errorf("hooks handled %v: want the %d that started in time", out.Sweep.Hooks, maxParallelInstances)
+		}
+	})
 }
 
 // TestSweepStartsNoPathWithoutItsMinimum: with less left of the budget than

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
 	"github.com/node-drainer/node-drainer/internal/node"
@@ -278,7 +279,7 @@ func TestSweepDoesNotCountAnEarlierTripsHold(t *testing.T) {
 		{"scaled in into the pool again", astypes.LifecycleStateWarmedPendingWait},
 		{"scaled in for good", astypes.LifecycleStateTerminatingWait},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, clustertest.InBubble(func(t *testing.T) {
 			e := newEnv(newNode(idA), pod(idA, "apps", "web-1"))
 			e.ec2.readings[idA] = []reading{{state: instance.StateRunning, tagged: true, group: asgName}}
 			// the first trip: drained into the pool, completed
@@ -309,7 +310,7 @@ func TestSweepDoesNotCountAnEarlierTripsHold(t *testing.T) {
 			if got := e.asg.results(); !reflect.DeepEqual(got, []lifecycle.Result{lifecycle.Continue, lifecycle.Continue}) {
 				t.Errorf("completions %v, want CONTINUE for each trip (notes %v)", got, out.Sweep.Notes)
 			}
-		})
+		}))
 	}
 }
 
