@@ -144,6 +144,8 @@ func (r *advisory) drainAdvised(ctx context.Context, n *corev1.Node, id string, 
 	if err != nil || done {
 		return err
 	}
+	// not "drained": no hook waits, so nothing else would say pods remain
+	r.out.Action = ActionUnfinished
 	r.record(ctx, n, node.EventDrainBlocked(0, r.out.Remaining))
 	return nil
 }

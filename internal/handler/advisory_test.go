@@ -94,3 +94,30 @@ func TestSpotWarningDuringRebalanceDrain(t *testing.T) {
 		t.Errorf("outcome %+v, error %v, evicted %v: want drained", out, err, e.evicted)
 	}
 }
+
+// An advisory drain that ends at its deadline with pods left says so: its
+// outcome is drain-unfinished, with what remains, never "drained".
+func TestAdvisoryDrainUnfinishedIsNotDrained(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		payload func() []byte
+	}{
+		{"spot warning", func() []byte { return spotEvent(idA, time.Now()) }},
+		{"capacity reservation warning", func() []byte {
+			return capacityInterruptionEvent(idA, time.Now(), time.Now().Add(2*time.Minute))
+		}},
+	} {
+		t.Run(tc.name, clustertest.InBubble(func(t *testing.T) {
+			e := newEnv(aNode()...)
+			e.ec2.readings[idA] = []reading{running}
+			e.blocked = []string{"db-0"}
+			out, err := e.handle(t, tc.payload(), 3*time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Action != ActionUnfinished || len(out.Remaining) != 1 {
+				t.Errorf("outcome %s, remaining %v (%s): want %s, db-0 left", out.Action, out.Remaining, out.Detail, ActionUnfinished)
+			}
+		}))
+	}
+}

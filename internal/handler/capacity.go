@@ -42,7 +42,7 @@ const (
 func (r *advisory) capacityInterruption(ctx context.Context) error {
 	timeout := r.h.cfg.SpotDrainTimeout
 	err := r.advisory(ctx, r.ev.InstanceIDs[0], config.ActionDrain, timeout)
-	if r.out.Action == ActionDrained {
+	if r.out.Action == ActionDrained || r.out.Action == ActionUnfinished {
 		notice := "drained until " + r.drainDeadline(timeout).UTC().Format(time.RFC3339)
 		if at := r.ev.Capacity.TerminationTime; !at.IsZero() {
 			notice = "EC2 takes the instance at " + at.UTC().Format(time.RFC3339) + "; " + notice
@@ -130,7 +130,7 @@ func (r *advisory) capacityBlockInstance(ctx context.Context, id string) error {
 		return err
 	}
 	err = r.onNode(ctx, inst, n, config.ActionDrain, 0)
-	if r.out.Action == ActionDrained {
+	if r.out.Action == ActionDrained || r.out.Action == ActionUnfinished {
 		r.out.Detail = joinDetail(r.out.Detail, r.capacityBlockNotice())
 	}
 	return err

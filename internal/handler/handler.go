@@ -181,6 +181,7 @@ type Action string
 const (
 	ActionIgnored     Action = "ignored"
 	ActionDrained     Action = "drained"
+	ActionUnfinished  Action = "drain-unfinished" // an advisory drain ended at its deadline with pods left (no hook to complete)
 	ActionCordoned    Action = "cordoned"
 	ActionReleased    Action = "released"
 	ActionNotForced   Action = "not-forced"

@@ -41,7 +41,7 @@ var lambdaMetrics = []string{"Errors", "Throttles", "Invocations", "Duration"}
 // than FunctionName: those the handler writes.
 var dimensionValues = map[string][]string{
 	metrics.DimResult: {
-		string(handler.ActionIgnored), string(handler.ActionDrained), string(handler.ActionCordoned), string(handler.ActionReleased),
+		string(handler.ActionIgnored), string(handler.ActionDrained), string(handler.ActionUnfinished), string(handler.ActionCordoned), string(handler.ActionReleased),
 		string(handler.ActionNotForced), string(handler.ActionRecovered), string(handler.ActionContinued), string(handler.ActionCompleted),
 		string(handler.ActionFailed), string(handler.ActionNoNode), string(handler.ActionNodeJoined), string(handler.ActionUnmarked),
 		string(handler.ActionFannedOut), string(handler.ActionPerInstance), string(handler.ActionSwept), string(handler.ActionLeftAlone), "dry-run",
