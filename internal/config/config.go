@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/node-drainer/node-drainer/internal/logging"
+	"github.com/node-drainer/node-drainer/internal/outcome"
 )
 
 // Action is what to do with a node on an advisory event.
@@ -151,7 +152,7 @@ var Vars = []Var{
 	{"DELETE_TERMINATED_NODES", "false", "Delete the Node of a terminated instance (clusters without a cloud controller); needs rbac-delete-nodes.yaml, which grants nodes: delete only then."},
 	{"KUBE_CLIENT_QPS", "100", "Kubernetes client queries per second."},
 	{"KUBE_CLIENT_BURST", "200", "Kubernetes client burst."},
-	{"DEADLINE_MARGIN", "20s", "Time kept back from the Lambda deadline to complete the hook or continue."},
+	{"DEADLINE_MARGIN", "20s", "Time kept back from the Lambda deadline to complete the hook or continue; at least 3s when OUTCOME_EVENT_BUS is set."},
 	{"CONTINUE_LONG_DRAINS", "true", "Re-invoke the function asynchronously to continue a drain that outlasts one invocation."},
 	{"MAX_CONTINUATIONS", "20", "Most continuations of one drain; a continuation beyond it is refused (0: none)."},
 	{"TERMINATE_HOOK_NAME", "node-drainer-terminate", "Name of the terminate lifecycle hook the templates create (or that you create for node-drainer): the function completes it."},
@@ -239,6 +240,11 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	e.readGroups(&c)
 	e.readLimits(&c)
 	e.readCluster(&c)
+	if c.OutcomeEventBus != "" && c.DeadlineMargin > 0 && c.DeadlineMargin < outcome.DefaultTimeout {
+		// the completion at the deadline and the hand-over put their events
+		// within the margin: a shorter one skips them (counted, never sent)
+		e.fail(fmt.Errorf("DEADLINE_MARGIN=%s with OUTCOME_EVENT_BUS set: want at least %s, the bound of one outcome put, or the events of a completion at the deadline and of a hand-over are skipped", c.DeadlineMargin, outcome.DefaultTimeout))
+	}
 	if err := errors.Join(e.errs...); err != nil {
 		return Config{}, fmt.Errorf("invalid configuration: %w", err)
 	}

@@ -223,6 +223,7 @@ func TestFromEnvErrors(t *testing.T) {
 		{"out-of-service taint", []string{"OUT_OF_SERVICE_TAINT=on"}, []string{"OUT_OF_SERVICE_TAINT"}, false},
 		{"delete terminated nodes", []string{"DELETE_TERMINATED_NODES=off"}, []string{"DELETE_TERMINATED_NODES"}, false},
 		{"deadline margin", []string{"DEADLINE_MARGIN=0"}, []string{"DEADLINE_MARGIN"}, false},
+		{"deadline margin under the outcome put's bound", []string{"DEADLINE_MARGIN=2s", "OUTCOME_EVENT_BUS=on-call"}, []string{"DEADLINE_MARGIN", "OUTCOME_EVENT_BUS", "3s"}, false},
 		{"lead time", []string{"SCHEDULED_CHANGE_LEAD_TIME=-5m"}, []string{"SCHEDULED_CHANGE_LEAD_TIME"}, false},
 		{"max continuations negative", []string{"MAX_CONTINUATIONS=-1"}, []string{"MAX_CONTINUATIONS"}, false},
 		{"max continuations not a number", []string{"MAX_CONTINUATIONS=many"}, []string{"MAX_CONTINUATIONS"}, false},
@@ -270,6 +271,15 @@ func TestFromEnvErrors(t *testing.T) {
 				t.Errorf("want the zero Config with an error, got %+v", c)
 			}
 		})
+	}
+}
+
+// Without outcome events a short margin is the operator's to choose.
+func TestDeadlineMarginWithoutOutcomes(t *testing.T) {
+	for _, pairs := range [][]string{{"DEADLINE_MARGIN=2s"}, {"DEADLINE_MARGIN=3s", "OUTCOME_EVENT_BUS=on-call"}} {
+		if _, err := FromEnv(env(append([]string{"CLUSTER_NAME=prod"}, pairs...)...)); err != nil {
+			t.Errorf("%v: %v", pairs, err)
+		}
 	}
 }
 
