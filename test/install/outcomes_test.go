@@ -32,7 +32,8 @@ func redeployed(t *testing.T, ctx context.Context, fn deployedFunction) deployed
 // deployed), then drains the scene's instance i with the deployed function:
 // the deployment's own rule on that bus sends the drain's outcomes to the
 // target, one readable line each (the input transformer of both
-// templates). The target is an SQS queue: the emulator's EventBridge sends
+// templates): Node Drain Started, Node Drained and Lifecycle Action
+// Completed, each once. The target is an SQS queue: the emulator's EventBridge sends
 // to queues, not to SNS topics.
 func checkOutcomeEvents(t *testing.T, ctx context.Context, bus string, deploy func(bus, target string) deployedFunction, s *drainScene, i int) {
 	t.Helper()
@@ -93,6 +94,7 @@ func checkOutcomeEvents(t *testing.T, ctx context.Context, bus string, deploy fu
 		}
 	}
 	for _, want := range []string{
+		"Node Drain Started: " + target.ID + " (" + target.PrivateDNSName + ") in ", // once, at its first eviction
 		"Node Drained: " + target.ID + " (" + target.PrivateDNSName + ") in ",
 		"Lifecycle Action Completed: " + target.ID + " (" + target.PrivateDNSName + ") in ",
 	} {
