@@ -44,6 +44,10 @@ type Continuation struct {
 	// may still hold it, and itself: its claim may have taken it with the
 	// answer lost. Empty: Holder alone (a payload of an earlier version).
 	Holders []string `json:"holders,omitempty"`
+	// StartUntold: the drain has made no eviction yet, so its Node Drain
+	// Started is still to be told, by the first invocation that evicts.
+	// False (a payload of an earlier version too): told, or not ours.
+	StartUntold bool `json:"startUntold,omitempty"`
 }
 
 // MayTakeFrom is every invocation the continuation may take the lease from.

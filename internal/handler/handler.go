@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -221,6 +222,7 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome,
 		out: Outcome{Event: ev.Kind, DryRun: h.cfg.DryRun}}
 	if cont != nil {
 		r.raw, r.started, r.attempt, r.predecessors = cont.Event, cont.StartedAt, cont.Attempt, cont.MayTakeFrom()
+		r.startUntold = cont.StartUntold
 		r.out.Attempt = cont.Attempt
 	}
 	r.deadline, _ = ctx.Deadline()
@@ -278,8 +280,11 @@ type invocation struct {
 	// went (nil: none); waitVolumes takes it
 	attachments *attachmentsRead
 	// marked: this invocation marked the node for its drain (the drain
-	// began here): its first eviction is told (startTeller)
-	marked bool
+	// began here): its first eviction is told (startTeller); startUntold:
+	// a continuation of a drain that has evicted nothing yet (told
+	// likewise); told: this invocation told the drain's start
+	marked, startUntold bool
+	told                atomic.Bool
 }
 
 func (r *invocation) dispatch(ctx context.Context) error {

@@ -106,7 +106,9 @@ func (k *hook) continueLater(ctx context.Context, n *corev1.Node, holders []stri
 	// one's does (rule 17)
 	lifecycle.Beat(ctx, k.h.c.ASG, k.siblingActions(ctx), func(a lifecycle.Action, err error) { k.beatFailed(ctx, k.log, a, err, nil) })
 	payload, err := event.Continuation{Event: k.raw, StartedAt: k.started, Attempt: k.attempt + 1,
-		Holder: holders[len(holders)-1], Holders: holders}.Payload()
+		Holder: holders[len(holders)-1], Holders: holders,
+		// this drain's start, ours to tell, not told yet: the next tells it
+		StartUntold: (k.marked || k.startUntold) && !k.told.Load()}.Payload()
 	if err != nil {
 		return err
 	}

@@ -175,14 +175,16 @@ func putEvents(ctx context.Context, r *invocation, events []outcome.Event) {
 // the drain's, which may end first. Nil when outcome events are off, or when this
 // invocation did not mark the node: the drain began before it (a
 // continuation, a retry, a later event of the same change), and its start
-// was told then.
+// was told then; but a continuation of a drain that has evicted nothing yet
+// tells it (startUntold).
 func startTeller(ctx context.Context, r *invocation, n *corev1.Node) func(drain.Pod) {
-	if r.h.outcomes == nil || r.rep == nil || !r.marked {
+	if r.h.outcomes == nil || r.rep == nil || !r.marked && !r.startUntold {
 		return nil
 	}
 	var once sync.Once
 	return func(first drain.Pod) {
 		once.Do(func() {
+			r.told.Store(true)
 			// put aside: the drain, the completion and the hand-over never
 			// wait on it (rule 16); built now: the drain's goroutine reads
 			// the run, not the put's

@@ -476,3 +476,33 @@ func TestDrainStartedToldOnce(t *testing.T) {
 		}
 	})
 }
+
+// A drain whose first invocation evicted nothing (every eviction refused)
+// tells of its start in the continuation that makes its first eviction:
+// the hand-over says the start is still to be told. Seen on the harness
+// (outcome-2000-pods-long-names): the drain was never told started.
+func TestDrainStartedToldByTheContinuationThatEvictsFirst(t *testing.T) {
+	clustertest.Bubble(t, func(t *testing.T) {
+		e := newEnv(newNode(idA), pod(idA, "apps", "web-1"))
+		e.ec2.readings[idA] = []reading{running}
+		e.blocked = []string{"web-1"}
+		e.cfg.DeadlineMargin = time.Second
+		h, bus := withBus(e)
+		if out, err := e.handleWith(h, terminateEvent(idA), 2500*time.Millisecond); err != nil || out.Action != ActionContinued {
+			t.Fatalf("first invocation: %v %+v, want continued", err, out)
+		}
+		if slices.Contains(bus.entries, string(outcome.NodeDrainStarted)) {
+			t.Fatalf("first invocation put %v: started told with nothing evicted", bus.entries)
+		}
+		if len(e.lam.invoked) != 1 {
+			t.Fatalf("%d invocations sent, want the continuation", len(e.lam.invoked))
+		}
+		e.blocked = nil
+		if out, err := e.handleWith(h, e.lam.invoked[0].Payload, 5*time.Second); err != nil || out.Action != ActionDrained {
+			t.Fatalf("continuation: %v %+v, want drained", err, out)
+		}
+		if n := slices.Index(bus.entries, string(outcome.NodeDrainStarted)); n < 0 {
+			t.Errorf("put %v: the drain's first eviction, in the continuation, not told", bus.entries)
+		}
+	})
+}

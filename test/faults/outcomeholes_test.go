@@ -31,6 +31,7 @@ func outcomeHoleScenarios() []scenario {
 		{"outcome-dead-kubelet-drained", outcomeDeadKubeletDrained},
 		{"outcome-health-two-instances", outcomeHealthTwoInstances},
 		{"outcome-blocked-api-failing", outcomeBlockedAPIFailing},
+		{"outcome-2000-pods-long-names", outcome2000PodsLongNames},
 	}
 }
 
@@ -48,6 +49,9 @@ type outcomeQueue struct {
 	q        *sqs.Client
 	mu       sync.Mutex
 	got      map[outcome.DetailType][]outcome.Detail
+	// biggest is the size of the largest event read, biggestKind its type
+	biggest     int
+	biggestKind string
 }
 
 func (x *X) outcomeQueue() *outcomeQueue {
@@ -92,6 +96,9 @@ func (oq *outcomeQueue) read() {
 			x.t.Logf("event read back: %s instance=%s node=%s result=%s reason=%q", ev.DetailType, d.Instance, d.Node, d.Result, d.Reason)
 			oq.mu.Lock()
 			oq.got[outcome.DetailType(ev.DetailType)] = append(oq.got[outcome.DetailType(ev.DetailType)], d)
+			if n := len(aws.ToString(m.Body)); n > oq.biggest {
+				oq.biggest, oq.biggestKind = n, ev.DetailType
+			}
 			oq.mu.Unlock()
 			_, err := oq.q.DeleteMessage(x.ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(oq.url), ReceiptHandle: m.ReceiptHandle})
 			x.must(err)
