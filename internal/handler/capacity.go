@@ -2,10 +2,8 @@ package handler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/node-drainer/node-drainer/internal/config"
@@ -103,7 +101,7 @@ func (r *advisory) capacityBlock(ctx context.Context) error {
 	case r.canFanOut():
 		return r.fanOut(ctx, ids)
 	}
-	err = r.eachInstance(ctx, ids, (*advisory).capacityBlockInstance)
+	err = r.eachInParallel(ctx, ids, (*advisory).capacityBlockInstance)
 	r.out.Detail = fmt.Sprintf("%d instances of capacity reservation %s handled in parallel; %s", len(ids), cr, r.capacityBlockNotice())
 	return err
 }
@@ -142,33 +140,6 @@ func (r *advisory) capacityBlockNotice() string {
 	at := capacityBlockTerminations(r.ev, r.started)
 	return fmt.Sprintf("capacity block %s: instances begin to terminate at %s; drained until %s",
 		r.ev.CapacityBlock.ReservationID, at.UTC().Format(time.RFC3339), at.Add(-capacityBlockMargin).UTC().Format(time.RFC3339))
-}
-
-// eachInstance handles every instance of ids in this invocation with
-// handle, in parallel (at most maxParallelInstances at once), each with a
-// run of its own; their outcomes are in Outcome.Instances.
-func (r *advisory) eachInstance(ctx context.Context, ids []string, handle func(*advisory, context.Context, string) error) error {
-	outs := make([]Outcome, len(ids))
-	errs := make([]error, len(ids))
-	sem := make(chan struct{}, maxParallelInstances)
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		ev := r.ev
-		ev.InstanceIDs = []string{id}
-		sub := &invocation{h: r.h, ev: ev, raw: r.raw, started: r.started, attempt: r.attempt,
-			out: Outcome{Event: ev.Kind, Instance: id, DryRun: r.h.cfg.DryRun}, log: r.log}
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			errs[i] = handle(&advisory{sub}, ctx, id)
-			outs[i] = sub.out
-		})
-	}
-	wg.Wait()
-	r.out.Instance = ""
-	r.out.Action = ActionPerInstance
-	r.out.Instances = outs
-	return errors.Join(errs...)
 }
 
 // joinDetail is the outcome's detail a and b, either of which may be empty.

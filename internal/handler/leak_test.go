@@ -16,7 +16,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 	"github.com/node-drainer/node-drainer/internal/node"
+	"github.com/node-drainer/node-drainer/internal/outcome"
 )
 
 // slowEvents is the clientset whose Events of one reason are written
@@ -211,4 +213,32 @@ func TestLeftSinceFindsAGoroutineLeftRunning(t *testing.T) {
 	if err := leftSince(before); err != nil {
 		t.Errorf("leftSince once it ended = %v; want nil", err)
 	}
+}
+
+// A Capacity Block's instances handled in this invocation: as a Health
+// event's (above), each drain's late work is done when the handler
+// returns, and each instance's drain tells Node Drained (C8, C9).
+func TestCapacityBlockInParallelLeavesNothingRunning(t *testing.T) {
+	clustertest.Bubble(t, func(t *testing.T) {
+		e := blockEnv()
+		e.lam = nil
+		h, bus := withBus(e)
+		h.c.Kube = slowEvents{Clientset: e.kube, reason: node.ReasonDrainCompleted, delay: time.Second}
+		out, err, left := invoke(h, capacityBlockEvent(blockCR, time.Now()), 10*time.Second)
+		if left != nil {
+			t.Errorf("work left running after the handler returned: %v", left)
+		}
+		if err != nil || out.Action != ActionPerInstance || len(out.Instances) != 2 {
+			t.Fatalf("outcome %+v, %v; want %s with 2 instances", out, err, ActionPerInstance)
+		}
+		drained := 0
+		for _, ev := range bus.entries {
+			if ev == string(outcome.NodeDrained) {
+				drained++
+			}
+		}
+		if drained != 2 {
+			t.Errorf("put %v: want a Node Drained for each of the block's two instances", bus.entries)
+		}
+	})
 }

@@ -39,7 +39,7 @@ func (r *advisory) scheduledChange(ctx context.Context) error {
 	case r.canFanOut():
 		return r.fanOut(ctx, ids)
 	default:
-		return r.eachInParallel(ctx, ids)
+		return r.eachInParallel(ctx, ids, (*advisory).scheduledInstance)
 	}
 }
 
@@ -76,14 +76,15 @@ func (r *advisory) fanOut(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// eachInParallel handles every instance in this invocation, in parallel
-// (bounded), each with a run of its own, ended as the sweep ends each
+// eachInParallel handles every instance of ids in this invocation with
+// handle (a Health event's, a Capacity Block's), in parallel (at most
+// maxParallelInstances at once), each with a run of its own, ended as the sweep ends each
 // instance's (end): its outcome events (Node Drained, …), its metrics
 // line and its "handled" line, once what it began aside (recordSoon, the
 // attachments read ahead) is done, before the handler returns (Lambda
 // would freeze it, to resume in a later invocation). Their outcomes are
 // in Outcome.Instances.
-func (r *advisory) eachInParallel(ctx context.Context, ids []string) error {
+func (r *advisory) eachInParallel(ctx context.Context, ids []string, handle func(*advisory, context.Context, string) error) error {
 	outs := make([]Outcome, len(ids))
 	errs := make([]error, len(ids))
 	sem := make(chan struct{}, maxParallelInstances)
@@ -98,7 +99,7 @@ func (r *advisory) eachInParallel(ctx context.Context, ids []string) error {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			sctx := cluster.WithRetryObserver(ctx, sub.rep.retried)
-			errs[i] = sub.end(sctx, (&advisory{sub}).scheduledInstance(sctx, id))
+			errs[i] = sub.end(sctx, handle(&advisory{sub}, sctx, id))
 			outs[i] = sub.out
 		})
 	}
