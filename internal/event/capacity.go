@@ -53,16 +53,7 @@ func parseCapacityInterruption(ev Event, detail json.RawMessage) (Event, error) 
 		return Event{}, err
 	}
 	var problems problemList
-	if err := checkInstanceID("instance-id", d.InstanceID); err != nil {
-		problems.add(err)
-	}
-	switch action := SpotAction(d.InstanceAction); action {
-	case SpotActionTerminate, SpotActionStop, SpotActionHibernate:
-	case "":
-		problems.add(errors.New("instance-action is missing"))
-	default:
-		problems.add(fmt.Errorf("instance-action %s is not terminate, stop or hibernate", quote(d.InstanceAction)))
-	}
+	checkWarned(d.InstanceID, d.InstanceAction, &problems)
 	at := optionalTime("instance-termination-time", d.TerminationTime, &problems)
 	if err := problems.err(); err != nil {
 		return Event{}, err

@@ -35,16 +35,7 @@ func parseSpotInterruption(ev Event, detail json.RawMessage) (Event, error) {
 		return Event{}, err
 	}
 	var problems problemList
-	if err := checkInstanceID("instance-id", d.InstanceID); err != nil {
-		problems.add(err)
-	}
-	switch action := SpotAction(d.InstanceAction); action {
-	case SpotActionTerminate, SpotActionStop, SpotActionHibernate:
-	case "":
-		problems.add(errors.New("instance-action is missing"))
-	default:
-		problems.add(fmt.Errorf("instance-action %s is not terminate, stop or hibernate", quote(d.InstanceAction)))
-	}
+	checkWarned(d.InstanceID, d.InstanceAction, &problems)
 	if err := problems.err(); err != nil {
 		return Event{}, err
 	}
@@ -52,4 +43,20 @@ func parseSpotInterruption(ev Event, detail json.RawMessage) (Event, error) {
 	ev.InstanceIDs = []string{d.InstanceID}
 	ev.Spot = &SpotInterruption{Action: SpotAction(d.InstanceAction)}
 	return ev, nil
+}
+
+// checkWarned checks the instance and action of an interruption warning
+// (spot, interruptible Capacity Reservation): the same fields, the same
+// values.
+func checkWarned(id, action string, problems *problemList) {
+	if err := checkInstanceID("instance-id", id); err != nil {
+		problems.add(err)
+	}
+	switch SpotAction(action) {
+	case SpotActionTerminate, SpotActionStop, SpotActionHibernate:
+	case "":
+		problems.add(errors.New("instance-action is missing"))
+	default:
+		problems.add(fmt.Errorf("instance-action %s is not terminate, stop or hibernate", quote(action)))
+	}
 }
