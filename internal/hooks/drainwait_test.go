@@ -243,3 +243,33 @@ func TestDrainWaitBoundFitsTheServiceTimeout(t *testing.T) {
 		}
 	})
 }
+
+// S1: terraform renames the function by replacing it, and its hooks
+// invocation with it: the old invocation's delete (on the old function),
+// then the new one's create (on the new). The delete waits for the drain
+// in flight under the old deployment's hook, and the create puts the new
+// deployment's hooks on the tagged groups at once (no sweep needed), so a
+// tagged group is unhooked only between the two.
+func TestTerraformFunctionRenameHooksTaggedGroupsAtOnce(t *testing.T) {
+	clustertest.Bubble(t, func(t *testing.T) {
+		e := newEnv()
+		e.asg.groups = []astypes.AutoScalingGroup{waitingIn(taggedGroup("draining", "true"), idA, astypes.LifecycleStateTerminatingWait), taggedGroup("idle", "true")}
+		hp := &cutWatch{asg: e.asg, AutoScaling: &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{
+			"draining": {markedBy("node-drainer-terminate", "node-drainer-old")}, "idle": {markedBy("node-drainer-terminate", "node-drainer-old")},
+		}}}
+		oldCfg, newCfg := e.cfg, e.cfg
+		oldCfg.FunctionName = "node-drainer-old"
+		drainEndsAfter(t, e, "draining", 50*time.Second)
+		if out, err := New(oldCfg, Clients{Hooks: hp}, nil).Serve(lambdaCtx(t, 900*time.Second), terraformPayload(t, "delete", hookProps())); err != nil || len(hp.cut()) != 0 {
+			t.Fatalf("the old function's delete: %+v, %v, cut %v; want the drain waited for", out, err, hp.cut())
+		}
+		if out, err := New(newCfg, Clients{Hooks: hp}, nil).Serve(lambdaCtx(t, 900*time.Second), terraformPayload(t, "create", hookProps())); err != nil {
+			t.Fatalf("the new function's create: %+v, %v", out, err)
+		}
+		for _, g := range []string{"draining", "idle"} {
+			if hs := hp.Have[g]; len(hs) != 1 || aws.ToString(hs[0].NotificationMetadata) != `{"node-drainer":["node-drainer"]}` {
+				t.Errorf("%s after the rename: %+v; want the new deployment's hook, put by its create", g, hs)
+			}
+		}
+	})
+}
