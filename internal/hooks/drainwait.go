@@ -59,18 +59,23 @@ func drainWaitBound(ctx context.Context, margin time.Duration, start time.Time, 
 // that are owner's (discovery.Remove), once the instances waiting under
 // those it deletes when it begins have left their lifecycle action, or the
 // bound has passed (awaitDrains); p are the properties the names are of
-// (their transitions). It says each action a deletion cut (sayCut).
-func (s *hooksServed) removeAfterDrains(ctx context.Context, p hookProperties, take map[string][]string, owner string) (removed, failed []string) {
+// (their transitions). It says what it removed, then each action a
+// deletion cut (sayCut), and returns the groups' failures.
+func (s *hooksServed) removeAfterDrains(ctx context.Context, p hookProperties, take map[string][]string, owner string) (failed []string) {
 	groups := slices.Sorted(maps.Keys(take))
 	s.awaitDrains(ctx, p, take, owner)
 	// read again just before the deletions: what still waits is cut
 	waiting, werr := discovery.Waiting(ctx, s.k.c.Hooks, groups)
+	var removed []string
 	for _, g := range groups {
 		r, f := discovery.Remove(ctx, s.k.c.Hooks, []string{g}, take[g], owner, hooksDryRun)
 		removed, failed = append(removed, r...), append(failed, f...)
 	}
+	for _, r := range removed {
+		s.did = append(s.did, "removed "+r)
+	}
 	s.sayCut(ctx, p, removed, waiting, werr)
-	return removed, failed
+	return failed
 }
 
 // awaitDrains waits, bounded (drainWaitBound), until none of the instances

@@ -254,11 +254,7 @@ func (s *hooksServed) dropStale(ctx context.Context, old, props hookProperties, 
 	// the drains in flight under the hooks removed waited for first,
 	// bounded, as an uninstall's (rule 17): a scale-in begun under a
 	// renamed hook's old name is not completed by its deletion
-	removed, failed := s.removeAfterDrains(ctx, old, take, s.k.owner(old))
-	for _, r := range removed {
-		s.did = append(s.did, "removed "+r)
-	}
-	for _, f := range failed {
+	for _, f := range s.removeAfterDrains(ctx, old, take, s.k.owner(old)) {
 		if release {
 			s.failed = append(s.failed, f+": "+releaseFailed)
 			continue
@@ -309,11 +305,7 @@ func (s *hooksServed) removeAll(ctx context.Context, props hookProperties) {
 	for _, g := range groups {
 		take[g] = props.names()
 	}
-	removed, failed := s.removeAfterDrains(ctx, props, take, s.owner)
-	for _, r := range removed {
-		s.did = append(s.did, "removed "+r)
-	}
-	s.failed = append(s.failed, failed...)
+	s.failed = append(s.failed, s.removeAfterDrains(ctx, props, take, s.owner)...)
 }
 
 // sayCut says, of the hooks a removal deleted ("<group>/<hook>"), each
