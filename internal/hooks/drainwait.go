@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,10 +50,22 @@ func drainWaitBound(ctx context.Context, margin time.Duration, start time.Time, 
 	if d, ok := ctx.Deadline(); ok {
 		bound = min(bound, time.Until(d)-margin-drainWaitReserve)
 	}
-	if st, err := p.ServiceTimeout.Int64(); err == nil && st > 0 {
-		bound = min(bound, time.Until(start.Add(time.Duration(st)*time.Second))-drainWaitReserve)
+	if p.ServiceTimeout > 0 {
+		bound = min(bound, time.Until(start.Add(time.Duration(p.ServiceTimeout)*time.Second))-drainWaitReserve)
 	}
 	return max(bound, 0)
+}
+
+// seconds is a property of whole seconds as CloudFormation sends it (a
+// string) or a test does (a number); one unreadable is none (0), never a
+// request refused for it.
+type seconds int64
+
+func (s *seconds) UnmarshalJSON(b []byte) error {
+	if n, err := strconv.ParseInt(strings.Trim(string(b), `"`), 10, 64); err == nil {
+		*s = seconds(n)
+	}
+	return nil
 }
 
 // removeAfterDrains removes from each group of take the hooks it names

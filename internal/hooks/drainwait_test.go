@@ -2,7 +2,6 @@ package hooks
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -236,8 +235,17 @@ func TestDrainWaitBoundFitsTheServiceTimeout(t *testing.T) {
 			{"300", drainWait},
 			{"120", 120*time.Second - 10*time.Second - drainWaitReserve},
 			{"60", 0},
+			{"five minutes", drainWait}, // unreadable: none, and the request is not refused for it
 		} {
-			if got := drainWaitBound(ctx, 20*time.Second, start, hookProperties{ServiceTimeout: json.Number(tc.serviceTimeout)}); got != tc.want {
+			props := hookProps()
+			if tc.serviceTimeout != "" {
+				props["ServiceTimeout"] = tc.serviceTimeout
+			}
+			p, err := decodeHookProperties(props)
+			if err != nil {
+				t.Fatalf("ServiceTimeout %q: %v", tc.serviceTimeout, err)
+			}
+			if got := drainWaitBound(ctx, 20*time.Second, start, p); got != tc.want {
 				t.Errorf("ServiceTimeout %q: bound %s; want %s", tc.serviceTimeout, got, tc.want)
 			}
 		}

@@ -37,7 +37,7 @@ type hookProperties struct {
 	Release string `json:"Release"`
 	// ServiceTimeout is CloudFormation's own bound on the request
 	// (seconds), which a removal's wait fits in (drainWaitBound).
-	ServiceTimeout json.Number `json:"ServiceTimeout"`
+	ServiceTimeout seconds `json:"ServiceTimeout"`
 }
 
 // serveHooks does what a request asks; it returns what it changed
