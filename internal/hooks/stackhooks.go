@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/cfn"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -34,6 +35,9 @@ type hookProperties struct {
 	// leaving the deployment, before their grants change (template.yaml's
 	// LifecycleHooksRelease, terraform's release invocation); nothing else.
 	Release string `json:"Release"`
+	// ServiceTimeout is CloudFormation's own bound on the request
+	// (seconds), which a removal's wait fits in (drainWaitBound).
+	ServiceTimeout seconds `json:"ServiceTimeout"`
 }
 
 // serveHooks does what a request asks; it returns what it changed
@@ -57,7 +61,7 @@ func (k *Keeper) serveHooks(ctx context.Context, req cfn.Event) ([]string, error
 	if err != nil {
 		return nil, err
 	}
-	s := &hooksServed{k: k, owner: k.owner(props), tagged: map[discovery.Tag][]string{}}
+	s := &hooksServed{k: k, owner: k.owner(props), tagged: map[discovery.Tag][]string{}, start: time.Now()}
 	release := props.Release == "true"
 	switch req.RequestType {
 	case cfn.RequestCreate, cfn.RequestUpdate:
@@ -106,6 +110,7 @@ type hooksServed struct {
 	replaces    string // the old properties' owner, on an update
 	did, failed []string
 	tagged      map[discovery.Tag][]string // the groups carrying each tag, as read
+	start       time.Time                  // when the request began (the real clock: a removal's wait is timed by it)
 }
 
 // hooksDryRun: the stack's hooks are never a dry run's (hooksServed).
@@ -233,6 +238,7 @@ func (s *hooksServed) put(ctx context.Context, props hookProperties, had []strin
 // group no longer listed may be gone); it is said, with what removes it.
 func (s *hooksServed) dropStale(ctx context.Context, old, props hookProperties, oldGroups, newGroups []string, release bool) {
 	kept := []string{props.TerminateHookName, props.LaunchHookName}
+	take := map[string][]string{}
 	for _, g := range oldGroups {
 		drop := old.names()
 		if slices.Contains(newGroups, g) {
@@ -241,17 +247,19 @@ func (s *hooksServed) dropStale(ctx context.Context, old, props hookProperties, 
 			}
 			drop = slices.DeleteFunc(drop, func(n string) bool { return slices.Contains(kept, n) })
 		}
-		removed, failed := discovery.Remove(ctx, s.k.c.Hooks, []string{g}, drop, s.k.owner(old), hooksDryRun)
-		for _, r := range removed {
-			s.did = append(s.did, "removed "+r)
+		if len(drop) > 0 {
+			take[g] = drop
 		}
-		for _, f := range failed {
-			if release {
-				s.failed = append(s.failed, f+": "+releaseFailed)
-				continue
-			}
-			s.left(ctx, f, errors.New("remove it by hand (aws autoscaling delete-lifecycle-hook)"))
+	}
+	// the drains in flight under the hooks removed waited for first,
+	// bounded, as an uninstall's (rule 17): a scale-in begun under a
+	// renamed hook's old name is not completed by its deletion
+	for _, f := range s.removeAfterDrains(ctx, old, take, s.k.owner(old)) {
+		if release {
+			s.failed = append(s.failed, f+": "+releaseFailed)
+			continue
 		}
+		s.left(ctx, f, errors.New("remove it by hand (aws autoscaling delete-lifecycle-hook)"))
 	}
 }
 
@@ -279,9 +287,10 @@ func (s *hooksServed) left(ctx context.Context, what string, why error) {
 //
 // This is the uninstall, the one path that deletes a hook of ours while an
 // instance may wait under it (rule 17): the deletion completes the action
-// (CONTINUE, or ABANDON for a launch), and the drain in flight is cut.
-// docs/deploy.md asks that the drains end first; the removal does not wait
-// for them, and says each one it cut (the groups read just before).
+// (CONTINUE, or ABANDON for a launch), and the drain in flight is cut. So
+// the removal first waits, bounded, for the drains in flight under the
+// hooks it deletes (drainwait.go), and then says each one it cut (the
+// groups read just before the deletions).
 func (s *hooksServed) removeAll(ctx context.Context, props hookProperties) {
 	if props.AsgTagKey != "" { // else no sweep puts hooks: no mark (nor its grant)
 		if err := s.k.markRemoval(ctx, true); err != nil {
@@ -292,31 +301,25 @@ func (s *hooksServed) removeAll(ctx context.Context, props hookProperties) {
 	if err != nil {
 		s.failed = append(s.failed, err.Error())
 	}
-	waiting, werr := discovery.Waiting(ctx, s.k.c.Hooks, groups)
-	removed, failed := discovery.Remove(ctx, s.k.c.Hooks, groups, props.names(), s.owner, hooksDryRun)
-	for _, r := range removed {
-		s.did = append(s.did, "removed "+r)
+	take := map[string][]string{}
+	for _, g := range groups {
+		take[g] = props.names()
 	}
-	s.sayCut(ctx, props.names(), removed, waiting, werr)
-	s.failed = append(s.failed, failed...)
+	s.failed = append(s.failed, s.removeAfterDrains(ctx, props, take, s.owner)...)
 }
 
-// sayCut says, of the hooks an uninstall deleted ("<group>/<hook>"), each
-// one an instance waited under (waiting, by group): its action ended by
-// the deletion.
-func (s *hooksServed) sayCut(ctx context.Context, names, removed []string, waiting map[string][]string, werr error) {
+// sayCut says, of the hooks a removal deleted ("<group>/<hook>"), each
+// one an instance still waited under in its transition (waiting, by group,
+// read just before): its action ended by the deletion.
+func (s *hooksServed) sayCut(ctx context.Context, p hookProperties, removed []string, waiting map[string][]string, werr error) {
 	if werr != nil {
 		s.did = append(s.did, "the instances waiting under the hooks removed unread: "+werr.Error())
 		return
 	}
-	for _, g := range slices.Sorted(maps.Keys(waiting)) {
-		w := waiting[g]
-		for _, n := range names {
-			if r := g + "/" + n; slices.Contains(removed, r) {
-				s.did = append(s.did, "cut "+r+": "+strings.Join(w, ", ")+" waited under it")
-				s.k.log.WarnContext(ctx, "a hook removed while an instance waited under it: its lifecycle action ended undrained", "hook", r, "waiting", w)
-			}
-		}
+	cut := under(p, removed, waiting)
+	for _, r := range slices.Sorted(maps.Keys(cut)) {
+		s.did = append(s.did, "cut "+r+": "+strings.Join(cut[r], ", ")+" waited under it")
+		s.k.log.WarnContext(ctx, "a hook removed while an instance waited under it: its lifecycle action ended undrained", "hook", r, "waiting", cut[r])
 	}
 }
 

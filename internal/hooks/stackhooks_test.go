@@ -17,9 +17,9 @@ import (
 )
 
 // An uninstall removes the deployment's hooks even where an instance
-// waits under one (the operator's removal: docs/deploy.md asks that the
-// drains end first), and says each action it cut: the deletion completed
-// it (rule 17).
+// waits under one once its wait is over (here none: the invocation's 5 s
+// leave no time to wait, drainWaitBound), and says each action it cut:
+// the deletion completed it (rule 17).
 func TestStackDeleteSaysWhichDrainsItCut(t *testing.T) {
 	e := newEnv()
 	e.asg.groups = []astypes.AutoScalingGroup{waitingIn(taggedGroup("draining", "true"), idA, astypes.LifecycleStateTerminatingWait), taggedGroup("idle", "true")}

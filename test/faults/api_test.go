@@ -59,7 +59,7 @@ func scenarios() []scenario {
 		{"hook-name-not-listed", hookNameNotListed},
 		{"listed-asg-untagged-instance", listedASGUntagged},
 		{"spot-instance-gone", spotInstanceGone},
-	}, slices.Concat(recoveryScenarios(), simScenarios(), warmPoolScenarios(), outcomeScenarios(), siblingScenarios())...)
+	}, slices.Concat(recoveryScenarios(), simScenarios(), warmPoolScenarios(), outcomeScenarios(), siblingScenarios(), uninstallScenarios())...)
 }
 
 // recoveryScenarios are the scenes of the recovery paths on a bad day
