@@ -62,6 +62,7 @@ type Config struct {
 	ScheduledChangeLeadTime  time.Duration // act on a scheduled change this long before it starts
 	LifecycleResultOnFailure string        // CONTINUE or ABANDON
 	EvictUnmanagedPods       bool
+	PodPolicy                PodPolicy // podpolicy.go
 	VolumeDetachTimeout      time.Duration
 	StoppingWaitTimeout      time.Duration
 	OutOfServiceTaint        bool
@@ -237,6 +238,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.ZombieAfter = e.duration("ZOMBIE_AFTER")
 	e.errs = append(e.errs, c.readSweep(e.get)...)
 	e.readGroups(&c)
+	e.readPodPolicy(&c)
 	e.readLimits(&c)
 	e.readCluster(&c)
 	if err := errors.Join(e.errs...); err != nil {
