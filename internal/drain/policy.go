@@ -134,7 +134,9 @@ func (o Options) lastTurn(ctx context.Context, p corev1.Pod) (wait time.Duration
 // (PolicyLast): at its turn (lastTurn; once tiersDone is closed when the
 // drain has no deadline), unless it is gone on its own before then, in
 // which case it is not evicted at all. The eviction is the eviction API's,
-// under the pod's PDB, as any other pod's: never a delete (rule 1).
+// under the pod's PDB, naming its UID, as any other pod's: never a delete
+// (ARCHITECTURE.md §4, rules 2 and 9). Its wait ends with the drain's
+// context, so the hook's completion keeps its time (rule 3).
 func (d *Drainer) evictLast(ctx context.Context, r *run, p corev1.Pod, tiersDone <-chan struct{}) error {
 	wait, known := d.opts.lastTurn(ctx, p)
 	var at <-chan time.Time
