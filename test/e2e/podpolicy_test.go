@@ -35,6 +35,8 @@ func TestPodPolicy(t *testing.T) {
 	s.grPlacePods(ctx, target, "web", 1)
 	batch := s.ppProtectedPod(ctx, target, "batch", 20)
 
+	s.ppDryRuns(ctx, target, batch)
+
 	api := recordingProxy(t)
 	const drainTimeout = 60 * time.Second
 	rt := s.function(ctx, 2*time.Minute, "CLUSTER_ENDPOINT="+api.URL, "POD_POLICY=honor", "REBALANCE_ACTION=drain", "DRAIN_TIMEOUT=60s")
@@ -108,6 +110,37 @@ func TestPodPolicy(t *testing.T) {
 	ok, failed := s.completions(ctx, target.ID)
 	if len(ok) != 1 || len(failed) != 0 || ok[0].Params["LifecycleActionResult"] != "CONTINUE" {
 		t.Errorf("completions %v (failed %v): want one, CONTINUE", ok, failed)
+	}
+}
+
+// ppDryRuns: a dry run says what the policy would do with the protected
+// pod: left by a rebalance recommendation's drain (voluntary), evicted last
+// by a spot warning's (forced); nothing is evicted.
+func (s *scene) ppDryRuns(ctx context.Context, target harness.Instance, batch corev1.Pod) {
+	s.t.Helper()
+	rt := s.function(ctx, time.Minute, "DRY_RUN=true", "POD_POLICY=honor", "REBALANCE_ACTION=drain")
+	for _, tc := range []struct{ sample, want string }{
+		{"rebalance-recommendation.json", batch.Namespace + "/" + batch.Name + ": dry run: not evicted: blocked by pod policy: karpenter.sh/do-not-disrupt=true"},
+		{"spot-interruption.json", batch.Namespace + "/" + batch.Name + ": dry run: would evict last, 23s before the drain's deadline"},
+	} {
+		payload, err := harness.EventFile(tc.sample, map[string]string{"instance-id": target.ID})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		out, err := harness.Invoke(ctx, rt, payload)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		s.t.Logf("dry run of %s: plan %+v", tc.sample, out.Plan)
+		if out.Plan == nil || !slices.ContainsFunc(out.Plan.Evict, func(e string) bool { return strings.HasPrefix(e, tc.want) }) {
+			s.t.Errorf("dry run of %s: plan %+v, want %q", tc.sample, out.Plan, tc.want)
+		}
+	}
+	if got, err := env.Client.CoreV1().Pods(batch.Namespace).Get(ctx, batch.Name, metav1.GetOptions{}); err != nil || got.DeletionTimestamp != nil {
+		s.t.Errorf("a dry run touched the protected pod: %v", err)
+	}
+	if n := grGetNode(s.t, ctx, target.PrivateDNSName); n.Spec.Unschedulable {
+		s.t.Error("a dry run cordoned the node")
 	}
 }
 
