@@ -26,7 +26,8 @@ import (
 // Then the terminate hook (forced) evicts it last, through the eviction API:
 // at DRAIN_TIMEOUT less its grace period (20 s) and 3 s after the drain
 // began, its own grace period not cut short, and the hook is completed
-// once, CONTINUE.
+// once, CONTINUE; another such pod that ends on its own before its turn is
+// never sent an eviction.
 func TestPodPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -34,6 +35,7 @@ func TestPodPolicy(t *testing.T) {
 	target := s.insts[0]
 	s.grPlacePods(ctx, target, "web", 1)
 	batch := s.ppProtectedPod(ctx, target, "batch", 20)
+	job := s.ppProtectedPod(ctx, target, "job", 20) // ends on its own during the forced drain
 
 	s.ppDryRuns(ctx, target, batch)
 
@@ -55,8 +57,10 @@ func TestPodPolicy(t *testing.T) {
 	if len(out.Evicted) != 1 || !strings.HasPrefix(out.Evicted[0], s.ns+"/web-") {
 		t.Errorf("evicted %v: want the web pod alone", out.Evicted)
 	}
-	if len(out.Remaining) != 1 || !strings.HasPrefix(out.Remaining[0], batchName+": blocked by pod policy: karpenter.sh/do-not-disrupt=true") {
-		t.Errorf("remaining %v: want %s blocked by the pod policy", out.Remaining, batchName)
+	if len(out.Remaining) != 2 || !slices.ContainsFunc(out.Remaining, func(r string) bool {
+		return strings.HasPrefix(r, batchName+": blocked by pod policy: karpenter.sh/do-not-disrupt=true")
+	}) {
+		t.Errorf("remaining %v: want %s (and the job's pod) blocked by the pod policy", out.Remaining, batchName)
 	}
 	if got, err := env.Client.CoreV1().Pods(batch.Namespace).Get(ctx, batch.Name, metav1.GetOptions{}); err != nil || got.UID != batch.UID || got.DeletionTimestamp != nil {
 		t.Errorf("the protected pod is not there as it was: %v", err)
@@ -68,8 +72,8 @@ func TestPodPolicy(t *testing.T) {
 	if len(blocked) != 1 || !strings.Contains(blocked[0].Message, batchName) || !strings.Contains(blocked[0].Message, "pod policy") {
 		t.Errorf("%s Events %v: want one naming %s and the pod policy", node.ReasonDrainBlocked, blocked, batchName)
 	}
-	if at := ppEvictions(api, batch); len(at) != 0 {
-		t.Errorf("a voluntary drain sent %d evictions for the protected pod", len(at))
+	if at := slices.Concat(ppEvictions(api, batch), ppEvictions(api, job)); len(at) != 0 {
+		t.Errorf("a voluntary drain sent %d evictions for the protected pods", len(at))
 	}
 
 	// forced: the terminate hook
@@ -78,6 +82,11 @@ func TestPodPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
+	ended := make(chan error, 1)
+	go func() { // the job's pod ends on its own, well before its turn (37 s)
+		time.Sleep(5 * time.Second)
+		ended <- env.Client.CoreV1().Pods(job.Namespace).Delete(ctx, job.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &job.UID}})
+	}()
 	out, err = harness.Invoke(ctx, rt, payload)
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +94,12 @@ func TestPodPolicy(t *testing.T) {
 	t.Logf("terminate outcome: %+v (%s)", out, time.Since(began).Round(time.Millisecond))
 	if out.Action != "drained" || !slices.Contains(out.Evicted, batchName) || len(out.Remaining) != 0 {
 		t.Errorf("outcome %+v: want drained, %s evicted, nothing remaining", out, batchName)
+	}
+	if err := <-ended; err != nil {
+		t.Fatal(err)
+	}
+	if at := ppEvictions(api, job); len(at) != 0 {
+		t.Errorf("the job's pod, gone on its own before its turn, was sent %d evictions", len(at))
 	}
 	at := ppEvictions(api, batch)
 	if len(at) == 0 {
