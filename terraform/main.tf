@@ -44,6 +44,7 @@ locals {
     SCHEDULED_CHANGE_LEAD_TIME  = var.scheduled_change_lead_time
     LIFECYCLE_RESULT_ON_FAILURE = var.lifecycle_result_on_failure
     EVICT_UNMANAGED_PODS        = tostring(var.evict_unmanaged_pods)
+    POD_POLICY                  = var.pod_policy
     VOLUME_DETACH_TIMEOUT       = var.volume_detach_timeout
     STOPPING_WAIT_TIMEOUT       = var.stopping_wait_timeout
     OUT_OF_SERVICE_TAINT        = tostring(var.out_of_service_taint)

@@ -344,6 +344,16 @@ variable "evict_unmanaged_pods" {
   default     = true
 }
 
+variable "pod_policy" {
+  description = "Pods annotated karpenter.sh/do-not-disrupt \"true\" or cluster-autoscaler.kubernetes.io/safe-to-evict \"false\": ignore (drained as any other) or honor (a voluntary drain does not evict them and is reported blocked; a forced drain evicts them last, their grace period whole before its deadline)."
+  type        = string
+  default     = "ignore"
+  validation {
+    condition     = contains(["ignore", "honor"], var.pod_policy)
+    error_message = "pod_policy must be ignore or honor."
+  }
+}
+
 variable "volume_detach_timeout" {
   description = "How long a graceful drain waits for the node's VolumeAttachments to go."
   type        = string

@@ -63,6 +63,7 @@ type Config struct {
 	ScheduledChangeLeadTime  time.Duration // act on a scheduled change this long before it starts
 	LifecycleResultOnFailure string        // CONTINUE or ABANDON
 	EvictUnmanagedPods       bool
+	PodPolicy                PodPolicy // podpolicy.go
 	VolumeDetachTimeout      time.Duration
 	StoppingWaitTimeout      time.Duration
 	OutOfServiceTaint        bool
@@ -238,6 +239,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.ZombieAfter = e.duration("ZOMBIE_AFTER")
 	e.errs = append(e.errs, c.readSweep(e.get)...)
 	e.readGroups(&c)
+	e.readPodPolicy(&c)
 	e.readLimits(&c)
 	e.readCluster(&c)
 	if c.OutcomeEventBus != "" && c.DeadlineMargin > 0 && c.DeadlineMargin < outcome.DefaultTimeout {

@@ -74,6 +74,14 @@ type Options struct {
 	// what the caller reads after the drain (the node's volumes) is read
 	// beside that re-read instead of after it. ctx is the drain's.
 	AfterGone func(ctx context.Context)
+	// Policy is what the drain does with the pods that ask not to be
+	// disrupted (PolicyIgnore: nothing apart, and nothing more is read).
+	Policy Policy
+	// Deadline is when the drain must be over, if later than its
+	// context's (a drain that later invocations carry on): a pod evicted
+	// last (PolicyLast) goes its grace period before it (zero: the
+	// context's deadline).
+	Deadline time.Time
 	// Clock is what the drain reads the time from and waits on: the pacing
 	// of evictions, the PDBs' turns, each tier's share of the time left
 	// (nil: the real clock). The drain's own end is its context's deadline,

@@ -67,9 +67,18 @@ func (d *Drainer) DryRun(ctx context.Context, node string) (DryRunPlan, error) {
 	if err != nil {
 		return plan, err
 	}
-	plan.Order = d.Order(ctx, pods).String()
+	rest, last, _ := d.opts.protect(pods)
+	plan.Order = d.order(ctx, rest, last).String()
 	for _, p := range pods {
 		pl := Planned{Pod: Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Reason: "dry run: would evict"}}
+		held, ok := dryRunPolicy(ctx, d.opts, p)
+		if ok {
+			pl = held // kept: nothing asked; last: asked as the others are
+		}
+		if pl.Refused {
+			plan.Pods = append(plan.Pods, pl)
+			continue
+		}
 		if err := d.dryRunEvict(ctx, p); err != nil {
 			pl.Refused = true
 			pl.Err = err
@@ -78,6 +87,9 @@ func (d *Drainer) DryRun(ctx context.Context, node string) (DryRunPlan, error) {
 				pl.Reason = fmt.Sprintf("dry run: eviction refused now by %s: %s", d.listBlockers(ctx, p), pdbMessage(err))
 			} else {
 				pl.Reason = "dry run: eviction refused now: " + err.Error()
+			}
+			if ok {
+				pl.Reason += "; " + held.Reason
 			}
 		}
 		plan.Pods = append(plan.Pods, pl)

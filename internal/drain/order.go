@@ -42,7 +42,7 @@ type Plan map[Tier][]corev1.Pod
 // String lists each non-empty tier with its pods, for the log.
 func (p Plan) String() string {
 	var b strings.Builder
-	for _, t := range Tiers {
+	for _, t := range allTiers() {
 		if len(p[t]) == 0 {
 			continue
 		}
@@ -63,7 +63,7 @@ func (p Plan) String() string {
 // Sizes counts each non-empty tier's pods ("rwo-volumes 2, other 108").
 func (p Plan) Sizes() string {
 	var parts []string
-	for _, t := range Tiers {
+	for _, t := range allTiers() {
 		if len(p[t]) > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", t, len(p[t])))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,25 +15,45 @@ import (
 
 // drainPods is one round of Drain: the planned pods, evicted tier by tier
 // and waited for; read is the plan's list of the node's pods, where the
-// watch of them starts.
+// watch of them starts. The pods the policy holds (protect) are kept, or
+// evicted last, each at its own moment.
 func (d *Drainer) drainPods(ctx context.Context, node string, pods []corev1.Pod, read *corev1.PodList) Result {
-	var res Result
-	plan := Plan{TierOther: pods}
-	if !d.opts.Unordered {
-		plan = d.Order(ctx, pods)
-	}
-	cluster.Logger(ctx).InfoContext(ctx, "drain plan", "node", node, "pods", len(pods), "tiers", plan.String(), "dryRun", d.opts.DryRun)
+	pods, last, kept := d.opts.protect(pods)
+	res := Result{Remaining: kept}
+	plan := d.order(ctx, pods, last)
+	cluster.Logger(ctx).InfoContext(ctx, "drain plan", "node", node, "pods", len(pods)+len(last)+len(kept), "tiers", plan.String(), "dryRun", d.opts.DryRun)
+	want := slices.Concat(pods, last)
 	if d.opts.DryRun {
-		for _, p := range pods {
+		for _, p := range want {
 			res.Remaining = append(res.Remaining, Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Reason: "dry run: would evict"})
 		}
 		return res
 	}
-	d.phase(PhasePlanned, "%d pods: %s", len(pods), plan.Sizes())
-	r := d.start(ctx, node, pods, read)
+	if len(want) == 0 {
+		return res // every pod kept by the policy: nothing to evict or watch
+	}
+	d.phase(PhasePlanned, "%d pods: %s", len(want), plan.Sizes())
+	r := d.start(ctx, node, want, read)
 	defer r.stop()
 	d.phase(PhaseWatching, "the node's pods, the PDBs of %s", r.pdbScope)
 	var wg sync.WaitGroup
+	tiersDone := make(chan struct{})
+	for _, p := range last {
+		wg.Go(func() { r.done(p.UID, d.evictLast(ctx, r, p, tiersDone)) })
+	}
+	d.evictTiers(ctx, r, plan, &wg)
+	close(tiersDone)
+	wg.Wait()
+	round := tally(r, want, r.waitGone(ctx))
+	res.Evicted, res.Remaining = round.Evicted, append(res.Remaining, round.Remaining...)
+	d.phase(PhaseGone, "%d of %d pods gone", len(res.Evicted), len(want))
+	return res
+}
+
+// evictTiers evicts the plan's tiers one after the other (the pods of one
+// concurrently, on wg), each once the pods of the one before are gone,
+// blocked or failed, until ctx ends.
+func (d *Drainer) evictTiers(ctx context.Context, r *run, plan Plan, wg *sync.WaitGroup) {
 	var started []corev1.Pod // the pods of the tiers started
 	tiersLeft := 0
 	for _, t := range Tiers {
@@ -54,10 +75,6 @@ func (d *Drainer) drainPods(ctx context.Context, node string, pods []corev1.Pod,
 		}
 		r.waitTier(ctx, plan[t])
 	}
-	wg.Wait()
-	res = tally(r, pods, r.waitGone(ctx))
-	d.phase(PhaseGone, "%d of %d pods gone", len(res.Evicted), len(pods))
-	return res
 }
 
 // tally is the round's result: each of its pods gone (evicted) or

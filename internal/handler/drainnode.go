@@ -24,8 +24,9 @@ type nodeDrain struct{ *invocation }
 // remains is in r.out.Remaining.
 func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, expires, deadline time.Time) (bool, error) {
 	if r.h.cfg.DryRun {
-		return r.planDrain(ctx, n)
+		return r.planDrain(ctx, n, cause, deadline)
 	}
+	end := deadline // the drain's own, past this invocation's budget: the pod policy's
 	if err := r.mark(ctx, n, cause, expires); err != nil {
 		return false, err
 	}
@@ -41,12 +42,12 @@ func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Ca
 	windowEnd := r.h.now().Add(r.h.cfg.DeadNodeEvictionWindow)
 	windowed := dead && windowEnd.Before(deadline) // the drain ends with the window
 	if windowed {
-		deadline = windowEnd
+		deadline, end = windowEnd, windowEnd
 	}
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	r.step(StepEvicting, "until %s", deadline.UTC().Format(time.RFC3339))
-	drainer := r.drainer(cause, dead, n.Name, startTeller(ctx, r.invocation, n))
+	drainer := r.drainer(cause, dead, n.Name, end, startTeller(ctx, r.invocation, n))
 	res, err := drainer.Drain(dctx, n.Name)
 	listed := r.h.now() // the drain's last act: its list of the node's pods (rule 15)
 	r.evicted(res)
@@ -180,9 +181,9 @@ func (r *nodeDrain) kubeletDead(ctx context.Context, name string) bool {
 	return true
 }
 
-// drainer is the node's Drainer; onEvicted (nil: none) is told of each
-// eviction accepted.
-func (r *nodeDrain) drainer(cause node.Cause, dead bool, nodeName string, onEvicted func(drain.Pod)) *drain.Drainer {
+// drainer is the node's Drainer, for a drain that ends at end; onEvicted
+// (nil: none) is told of each eviction accepted.
+func (r *nodeDrain) drainer(cause node.Cause, dead bool, nodeName string, end time.Time, onEvicted func(drain.Pod)) *drain.Drainer {
 	o := drain.Options{
 		GracePeriodSeconds: -1,
 		EvictUnmanaged:     r.h.cfg.EvictUnmanagedPods,
@@ -193,6 +194,8 @@ func (r *nodeDrain) drainer(cause node.Cause, dead bool, nodeName string, onEvic
 		CriticalPriority:   r.h.cfg.CriticalPriority,
 		Unordered:          dead, // a dead kubelet ends no pod: tiers would never end
 		Clock:              r.h.clock,
+		Policy:             r.podPolicy(cause), // POD_POLICY
+		Deadline:           end,
 	}
 	if !dead {
 		// a live node's volumes are waited for once its pods are gone: read

@@ -39,8 +39,8 @@ type Plan struct {
 // planDrain computes the plan of a drain of n without writing anything to
 // the cluster (no mark, no Event, no eviction but the server-side dry-run
 // ones), logs it and puts it in the outcome.
-func (r *nodeDrain) planDrain(ctx context.Context, n *corev1.Node) (bool, error) {
-	p, err := r.drainer(node.CauseTerminate, !node.Ready(n), n.Name, nil).DryRun(ctx, n.Name)
+func (r *nodeDrain) planDrain(ctx context.Context, n *corev1.Node, cause node.Cause, end time.Time) (bool, error) {
+	p, err := r.drainer(cause, !node.Ready(n), n.Name, end, nil).DryRun(ctx, n.Name)
 	if err != nil {
 		return false, fmt.Errorf("planning the drain of node %s: %w", n.Name, err)
 	}

@@ -65,11 +65,11 @@ func outcomeEvents(r *invocation, rep reportSnapshot) []outcome.Event {
 		with(outcome.NodeDrained, func(e *outcome.Detail) { e.Remaining = nil })
 	case out.Action == ActionFailed && errors.Is(out.err, ErrDrainFailed):
 		with(outcome.NodeDrainFailed, func(e *outcome.Detail) { e.Reason = out.Detail })
-	case drainLeft(out, rep) && passedBlockedAfter(r.h.cfg.OutcomeBlockedAfter, r.started, rep):
+	case drainLeft(out, rep) && (passedBlockedAfter(r.h.cfg.OutcomeBlockedAfter, r.started, rep) || heldByPolicy(out.Remaining)):
 		with(outcome.NodeDrainBlocked, func(e *outcome.Detail) {
 			e.Result = "blocked"
 			e.DrainSeconds = rep.now.Sub(r.started).Seconds()
-			e.BlockedSeconds = max(e.BlockedSeconds, r.h.cfg.OutcomeBlockedAfter.Seconds())
+			e.BlockedSeconds = max(e.BlockedSeconds, blockedAtLeast(r, rep))
 			e.Reason = blockedReason(out, rep, rep.now.Sub(r.started))
 			e.Timeline = nil
 		})

@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
@@ -72,6 +73,13 @@ func (r *sweeper) zombie(ctx context.Context, z sweep.Zombie) (bool, error) {
 	}
 	if !inst.Found || inst.State != instance.StateRunning {
 		return false, nil // not a zombie any more: the abrupt path is the next sweep's
+	}
+	if held, err := r.zombieHeld(ctx, z.Node); err != nil || len(held) > 0 {
+		if err == nil { // POD_POLICY=honor: a replacement is voluntary
+			log.WarnContext(ctx, "zombie node: not replaced, pods on it ask not to be disrupted (POD_POLICY=honor)", "since", z.Since, "pods", held)
+			r.record(ctx, n, node.EventZombie(z.Since, z.InstanceID, "not replaced: "+strings.Join(held, "; ")))
+		}
+		return false, err
 	}
 	if r.h.cfg.DryRun {
 		log.WarnContext(ctx, "zombie node: would mark its instance Unhealthy (dry run)", "since", z.Since)

@@ -44,7 +44,8 @@ const (
 	// NodeDrainBlocked: a drain is not finished after the configured
 	// time (OUTCOME_BLOCKED_AFTER), whatever holds it (pods that will not
 	// go, the apiserver failing, a hand-over that failed); sent once per
-	// drain, by the invocation in which that time passes.
+	// drain, by the invocation in which that time passes; at once for a
+	// voluntary drain that left a pod for its pod policy (POD_POLICY).
 	NodeDrainBlocked DetailType = "Node Drain Blocked"
 	// NodeReleased: an instance EC2 reports down had its pods
 	// force-deleted or its VolumeAttachments deleted (the evidence is in

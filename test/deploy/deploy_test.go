@@ -59,6 +59,7 @@ var wantEnv = map[string]string{
 	"SCHEDULED_CHANGE_LEAD_TIME":  "15m",
 	"LIFECYCLE_RESULT_ON_FAILURE": "CONTINUE",
 	"EVICT_UNMANAGED_PODS":        "true",
+	"POD_POLICY":                  "ignore",
 	"VOLUME_DETACH_TIMEOUT":       "2m",
 	"STOPPING_WAIT_TIMEOUT":       "3m",
 	"OUT_OF_SERVICE_TAINT":        "true",
