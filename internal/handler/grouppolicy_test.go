@@ -179,3 +179,26 @@ func TestGroupPolicyDryRun(t *testing.T) {
 		t.Errorf("a dry run wrote %v", w)
 	}
 }
+
+// A continuation of a drain whose group gave it longer than DRAIN_TIMEOUT
+// is taken up, and the drain has the group's time: refused with the policy
+// off (older than DRAIN_TIMEOUT plus the slack), drained with it on.
+func TestGroupPolicyContinuationOfALongerDrain(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		e := newEnv(aNode()...)
+		e.cfg.GroupTags, e.cfg.HeartbeatTimeout = on, 300*time.Second
+		e.ec2.readings[idA] = []reading{running}
+		e.asg.groups = []astypes.AutoScalingGroup{policyGroup(map[string]string{config.TagDrainTimeout: "2h"})}
+		payload, err := event.NewContinuation(terminateEvent(idA), e.now.Add(-time.Hour), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := e.handle(t, payload, 3*time.Second)
+		switch {
+		case !on && (err == nil || len(e.asg.results()) != 0):
+			t.Errorf("off: outcome %s, %v, completions %v: want the continuation refused", out.Action, err, e.asg.results())
+		case on && (err != nil || !reflect.DeepEqual(e.asg.results(), []lifecycle.Result{lifecycle.Continue})):
+			t.Errorf("on: outcome %s (%s), %v, completions %v: want drained within the group's 2h", out.Action, out.Detail, err, e.asg.results())
+		}
+	}
+}
