@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/event"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
@@ -51,7 +52,7 @@ func TestGroupPolicyDrainTimeout(t *testing.T) {
 		{"past the hook's limit: DRAIN_TIMEOUT", true, map[string]string{config.TagDrainTimeout: "9h"}, nil, lifecycle.Continue, 1, nil, true},
 		{"the group unreadable: DRAIN_TIMEOUT, the event not failed", true, nil, errors.New("throttled"), lifecycle.Continue, 1, nil, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, clustertest.InBubble(func(t *testing.T) {
 			e := newEnv(aNode()...)
 			e.cfg.GroupTags, e.cfg.HeartbeatTimeout = tc.on, 300*time.Second
 			e.ec2.readings[idA] = []reading{running}
@@ -80,35 +81,37 @@ func TestGroupPolicyDrainTimeout(t *testing.T) {
 			if err := metrics.CheckCatalog(bytes.TrimSpace(buf.Bytes())); err != nil {
 				t.Error(err)
 			}
-		})
+		}))
 	}
 }
 
 // A group chosen by its tag (ASG_TAG_KEY) is read once for its selection:
 // that reading serves its policy too, no second call.
 func TestGroupPolicyReusesTheSelectionsRead(t *testing.T) {
-	e := newEnv(aNode()...)
-	tagMode(e)
-	e.cfg.GroupTags = true
-	e.ec2.readings[idA] = []reading{running}
-	e.asg.groups = []astypes.AutoScalingGroup{policyGroup(map[string]string{groupTagKey: "true", config.TagDrainTimeout: "1ms"})}
-	out, err := e.handle(t, terminateEvent(idA), 3*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.asg.describes != 1 {
-		t.Errorf("%d DescribeAutoScalingGroups, want 1: the selection's reading serves the policy", e.asg.describes)
-	}
-	if got := e.asg.results(); !reflect.DeepEqual(got, []lifecycle.Result{lifecycle.Abandon}) || out.GroupPolicy == nil || out.GroupPolicy.DrainTimeout != "1ms" {
-		t.Errorf("completions %v, group policy %+v: want the group's timeout taken", got, out.GroupPolicy)
-	}
+	clustertest.Bubble(t, func(t *testing.T) {
+		e := newEnv(aNode()...)
+		tagMode(e)
+		e.cfg.GroupTags = true
+		e.ec2.readings[idA] = []reading{running}
+		e.asg.groups = []astypes.AutoScalingGroup{policyGroup(map[string]string{groupTagKey: "true", config.TagDrainTimeout: "1ms"})}
+		out, err := e.handle(t, terminateEvent(idA), 3*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.asg.describes != 1 {
+			t.Errorf("%d DescribeAutoScalingGroups, want 1: the selection's reading serves the policy", e.asg.describes)
+		}
+		if got := e.asg.results(); !reflect.DeepEqual(got, []lifecycle.Result{lifecycle.Abandon}) || out.GroupPolicy == nil || out.GroupPolicy.DrainTimeout != "1ms" {
+			t.Errorf("completions %v, group policy %+v: want the group's timeout taken", got, out.GroupPolicy)
+		}
+	})
 }
 
 // Rebalance recommendations and scheduled changes take the group's action
 // over the setting's; a warm function reads each group once per
 // groupTagsTTL, however many events.
 func TestGroupPolicyAdvisoryActions(t *testing.T) {
-	t.Run("rebalance: the group says drain, REBALANCE_ACTION cordon", func(t *testing.T) {
+	t.Run("rebalance: the group says drain, REBALANCE_ACTION cordon", clustertest.InBubble(func(t *testing.T) {
 		e := newEnv(aNode()...)
 		e.cfg.GroupTags = true
 		e.ec2.readings[idA] = []reading{{state: running.state, tagged: true, group: asgName}}
@@ -124,8 +127,12 @@ func TestGroupPolicyAdvisoryActions(t *testing.T) {
 		if out, _ := e.handleWith(h, rebalanceEvent(idA), 3*time.Second); out.GroupPolicy == nil || e.asg.describes != 1 {
 			t.Errorf("second event: group policy %+v, %d DescribeAutoScalingGroups: want the group's tags kept, read once", out.GroupPolicy, e.asg.describes)
 		}
-	})
-	t.Run("rebalance: the group says cordon, REBALANCE_ACTION ignore", func(t *testing.T) {
+		time.Sleep(groupTagsTTL + time.Second) // the bubble's time
+		if out, _ := e.handleWith(h, rebalanceEvent(idA), 3*time.Second); out.GroupPolicy == nil || e.asg.describes != 2 {
+			t.Errorf("past groupTagsTTL: group policy %+v, %d DescribeAutoScalingGroups: want the group read again", out.GroupPolicy, e.asg.describes)
+		}
+	}))
+	t.Run("rebalance: the group says cordon, REBALANCE_ACTION ignore", clustertest.InBubble(func(t *testing.T) {
 		e := newEnv(aNode()...)
 		e.cfg.GroupTags, e.cfg.RebalanceAction = true, config.ActionIgnore
 		e.ec2.readings[idA] = []reading{{state: running.state, tagged: true, group: asgName}}
@@ -134,8 +141,8 @@ func TestGroupPolicyAdvisoryActions(t *testing.T) {
 		if err != nil || out.Action != ActionCordoned || !e.node(t, idA).Spec.Unschedulable {
 			t.Fatalf("outcome %s (%s), %v: want cordoned", out.Action, out.Detail, err)
 		}
-	})
-	t.Run("rebalance: no tag, ignore as configured, and off: neither EC2 nor the group read", func(t *testing.T) {
+	}))
+	t.Run("rebalance: no tag, ignore as configured, and off: neither EC2 nor the group read", clustertest.InBubble(func(t *testing.T) {
 		for _, on := range []bool{true, false} {
 			e := newEnv(aNode()...)
 			e.cfg.GroupTags, e.cfg.RebalanceAction = on, config.ActionIgnore
@@ -149,8 +156,8 @@ func TestGroupPolicyAdvisoryActions(t *testing.T) {
 				t.Errorf("off: %d group reads, %d EC2 reads; want none", e.asg.describes, e.ec2.calls)
 			}
 		}
-	})
-	t.Run("scheduled change: the group says ignore, SCHEDULED_CHANGE_ACTION drain", func(t *testing.T) {
+	}))
+	t.Run("scheduled change: the group says ignore, SCHEDULED_CHANGE_ACTION drain", clustertest.InBubble(func(t *testing.T) {
 		e := newEnv(aNode()...)
 		e.cfg.GroupTags = true
 		e.ec2.readings[idA] = []reading{{state: running.state, tagged: true, group: asgName}}
@@ -162,43 +169,47 @@ func TestGroupPolicyAdvisoryActions(t *testing.T) {
 		if out.Event != event.KindScheduledChange || out.GroupPolicy == nil || out.GroupPolicy.ScheduledChangeAction != "ignore" {
 			t.Errorf("group policy %+v: want the group's action said", out.GroupPolicy)
 		}
-	})
+	}))
 }
 
 // A dry run shows the group's policy in its outcome.
 func TestGroupPolicyDryRun(t *testing.T) {
-	e := newEnv(aNode()...)
-	e.cfg.GroupTags, e.cfg.DryRun, e.cfg.HeartbeatTimeout = true, true, 300*time.Second
-	e.ec2.readings[idA] = []reading{running}
-	e.asg.groups = []astypes.AutoScalingGroup{policyGroup(map[string]string{config.TagDrainTimeout: "2h"})}
-	out, err := e.handle(t, terminateEvent(idA), 3*time.Second)
-	if err != nil || out.GroupPolicy == nil || out.GroupPolicy.DrainTimeout != "2h0m0s" || out.Plan == nil {
-		t.Fatalf("outcome %+v, %v: want the plan and the group's drain timeout", out, err)
-	}
-	if w := e.writes(); len(w) != 0 {
-		t.Errorf("a dry run wrote %v", w)
-	}
+	clustertest.Bubble(t, func(t *testing.T) {
+		e := newEnv(aNode()...)
+		e.cfg.GroupTags, e.cfg.DryRun, e.cfg.HeartbeatTimeout = true, true, 300*time.Second
+		e.ec2.readings[idA] = []reading{running}
+		e.asg.groups = []astypes.AutoScalingGroup{policyGroup(map[string]string{config.TagDrainTimeout: "2h"})}
+		out, err := e.handle(t, terminateEvent(idA), 3*time.Second)
+		if err != nil || out.GroupPolicy == nil || out.GroupPolicy.DrainTimeout != "2h0m0s" || out.Plan == nil {
+			t.Fatalf("outcome %+v, %v: want the plan and the group's drain timeout", out, err)
+		}
+		if w := e.writes(); len(w) != 0 {
+			t.Errorf("a dry run wrote %v", w)
+		}
+	})
 }
 
 // A continuation of a drain whose group gave it longer than DRAIN_TIMEOUT
 // is taken up, and the drain has the group's time: refused with the policy
 // off (older than DRAIN_TIMEOUT plus the slack), drained with it on.
 func TestGroupPolicyContinuationOfALongerDrain(t *testing.T) {
-	for _, on := range []bool{false, true} {
-		e := newEnv(aNode()...)
-		e.cfg.GroupTags, e.cfg.HeartbeatTimeout = on, 300*time.Second
-		e.ec2.readings[idA] = []reading{running}
-		e.asg.groups = []astypes.AutoScalingGroup{policyGroup(map[string]string{config.TagDrainTimeout: "2h"})}
-		payload, err := event.NewContinuation(terminateEvent(idA), e.now.Add(-time.Hour), 2)
-		if err != nil {
-			t.Fatal(err)
+	clustertest.Bubble(t, func(t *testing.T) {
+		for _, on := range []bool{false, true} {
+			e := newEnv(aNode()...)
+			e.cfg.GroupTags, e.cfg.HeartbeatTimeout = on, 300*time.Second
+			e.ec2.readings[idA] = []reading{running}
+			e.asg.groups = []astypes.AutoScalingGroup{policyGroup(map[string]string{config.TagDrainTimeout: "2h"})}
+			payload, err := event.NewContinuation(terminateEvent(idA), e.now.Add(-time.Hour), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := e.handle(t, payload, 3*time.Second)
+			switch {
+			case !on && (err == nil || len(e.asg.results()) != 0):
+				t.Errorf("off: outcome %s, %v, completions %v: want the continuation refused", out.Action, err, e.asg.results())
+			case on && (err != nil || !reflect.DeepEqual(e.asg.results(), []lifecycle.Result{lifecycle.Continue})):
+				t.Errorf("on: outcome %s (%s), %v, completions %v: want drained within the group's 2h", out.Action, out.Detail, err, e.asg.results())
+			}
 		}
-		out, err := e.handle(t, payload, 3*time.Second)
-		switch {
-		case !on && (err == nil || len(e.asg.results()) != 0):
-			t.Errorf("off: outcome %s, %v, completions %v: want the continuation refused", out.Action, err, e.asg.results())
-		case on && (err != nil || !reflect.DeepEqual(e.asg.results(), []lifecycle.Result{lifecycle.Continue})):
-			t.Errorf("on: outcome %s (%s), %v, completions %v: want drained within the group's 2h", out.Action, out.Detail, err, e.asg.results())
-		}
-	}
+	})
 }
