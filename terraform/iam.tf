@@ -92,8 +92,9 @@ data "aws_iam_policy_document" "function" {
   }
 
   # The sweep reads the listed groups' instances and lifecycle states (and those
-  # of their warm pools, which DescribeAutoScalingGroups does not list); these
-  # actions have no resource types, so they cannot be scoped to the listed ASGs.
+  # of their warm pools, which DescribeAutoScalingGroups does not list), and
+  # group_policy_tags a group's policy tags; these actions have no resource
+  # types, so they cannot be scoped to the listed ASGs.
   statement {
     sid       = "DescribeAutoScalingGroups"
     effect    = "Allow"

@@ -60,6 +60,8 @@ locals {
     TERMINATE_HOOK_NAME         = var.terminate_hook_name
     LAUNCH_HOOK_NAME            = var.launch_hook_name
     ADVISORY_MARK_TTL           = var.advisory_mark_ttl
+    GROUP_POLICY_TAGS           = tostring(var.group_policy_tags)
+    LB_DRAIN_WAIT               = var.lb_drain_wait
     SKIP_NODES_OWNED_BY         = length(var.skip_nodes_owned_by) == 0 ? "none" : join(",", var.skip_nodes_owned_by)
     DEAD_NODE_EVICTION_WINDOW   = var.dead_node_eviction_window
     NODE_LEASE_STALE_AFTER      = var.node_lease_stale_after

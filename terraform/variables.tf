@@ -679,3 +679,21 @@ variable "asg_tag_value" {
     error_message = "asg_tag_value: 1-256 letters, digits, spaces or + - = . _ : / @."
   }
 }
+
+variable "group_policy_tags" {
+  description = "A group's own tags node-drainer.io/rebalance-action, node-drainer.io/scheduled-change-action and node-drainer.io/drain-timeout override rebalance_action, scheduled_change_action and drain_timeout for its instances (at most one autoscaling:DescribeAutoScalingGroups per event, kept 60 s)."
+  type        = bool
+  default     = false
+}
+
+variable "lb_drain_wait" {
+  description = "How long the evictions wait after the node is excluded from external load balancers: the target group's deregistration delay plus a health-check interval (Go duration; 0 = no wait; spent from drain_timeout: keep it well below)."
+  type        = string
+  default     = "0"
+
+  validation {
+    # 0, or a positive Go duration (h, m, s, ms; as template.yaml's AllowedPattern)
+    condition     = can(regex("^(0|([1-9][0-9]{0,5}(\\.[0-9]{1,3})?h([0-9]{1,6}(\\.[0-9]{1,3})?m)?([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?m([0-9]{1,6}(\\.[0-9]{1,3})?s)?([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?s([0-9]{1,6}(\\.[0-9]{1,3})?ms)?|[1-9][0-9]{0,5}(\\.[0-9]{1,3})?ms))$", var.lb_drain_wait))
+    error_message = "lb_drain_wait must be 0 or a positive Go duration such as 45s or 5m (units h, m, s, ms)."
+  }
+}

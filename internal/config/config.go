@@ -101,6 +101,8 @@ type Config struct {
 	// SkipNodesOwnedBy names the lifecycle owners (LifecycleOwners) whose
 	// nodes are left to them (empty: none).
 	SkipNodesOwnedBy []string
+
+	Policy // per node group (GROUP_POLICY_TAGS), and LB_DRAIN_WAIT: policy.go
 }
 
 // ZombieAction is what the sweep does with a zombie node.
@@ -242,15 +244,22 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	e.readPodPolicy(&c)
 	e.readLimits(&c)
 	e.readCluster(&c)
-	if c.OutcomeEventBus != "" && c.DeadlineMargin > 0 && c.DeadlineMargin < outcome.DefaultTimeout {
-		// the completion at the deadline and the hand-over put their events
-		// within the margin: a shorter one skips them (counted, never sent)
-		e.fail(fmt.Errorf("DEADLINE_MARGIN=%s with OUTCOME_EVENT_BUS set: want at least %s, the bound of one outcome put, or the events of a completion at the deadline and of a hand-over are skipped", c.DeadlineMargin, outcome.DefaultTimeout))
-	}
+	e.readPolicy(&c)
+	e.checkOutcomeMargin(c)
 	if err := errors.Join(e.errs...); err != nil {
 		return Config{}, fmt.Errorf("invalid configuration: %w", err)
 	}
 	return c, nil
+}
+
+// checkOutcomeMargin refuses a DEADLINE_MARGIN shorter than one outcome
+// put's bound when outcome events are on: the completion at the deadline
+// and the hand-over put their events within the margin, and a shorter one
+// skips them (counted, never sent).
+func (e *envReader) checkOutcomeMargin(c Config) {
+	if c.OutcomeEventBus != "" && c.DeadlineMargin > 0 && c.DeadlineMargin < outcome.DefaultTimeout {
+		e.fail(fmt.Errorf("DEADLINE_MARGIN=%s with OUTCOME_EVENT_BUS set: want at least %s, the bound of one outcome put, or the events of a completion at the deadline and of a hand-over are skipped", c.DeadlineMargin, outcome.DefaultTimeout))
+	}
 }
 
 // envReader reads the variables of Vars (a variable unset or blank is its

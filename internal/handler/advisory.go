@@ -22,15 +22,27 @@ type advisory struct{ *invocation }
 
 // advisory handles spot and capacity reservation interruption warnings,
 // rebalance recommendations and scheduled changes: cordon or drain the
-// node, as configured; no hook to complete.
+// node, as configured (a rebalance: or as its group's tags say,
+// GROUP_POLICY_TAGS); no hook to complete.
 func (r *advisory) advisory(ctx context.Context, id string, action config.Action, timeout time.Duration) error {
 	r.log = r.log.With("instance", id)
-	if action == config.ActionIgnore {
+	byGroup := r.ev.Kind == event.KindRebalance && r.h.cfg.GroupTags
+	if action == config.ActionIgnore && !byGroup {
 		r.out.Action, r.out.Detail = ActionIgnored, "configured to ignore "+string(r.ev.Kind)
 		return nil
 	}
-	inst, n, ours, err := r.instanceNode(ctx, id)
+	inst, ours, err := r.ours(ctx, id)
 	if err != nil || !ours {
+		return err
+	}
+	if byGroup {
+		if action, timeout = (policy{r.invocation}).advised(ctx, inst, action, timeout); action == config.ActionIgnore {
+			r.out.Action, r.out.Detail = ActionIgnored, "configured to ignore "+string(r.ev.Kind)+" (the group's policy, or REBALANCE_ACTION)"
+			return nil
+		}
+	}
+	n, err := r.findNode(ctx, inst)
+	if err != nil {
 		return err
 	}
 	return r.onNode(ctx, inst, n, action, timeout)

@@ -30,6 +30,7 @@ func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Ca
 	if err := r.mark(ctx, n, cause, expires); err != nil {
 		return false, err
 	}
+	drainEnd := deadline // the drain's own, before this invocation's budget bounds it
 	if budget := r.budget(ctx); budget.Before(deadline) {
 		deadline = budget
 	}
@@ -46,6 +47,9 @@ func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Ca
 	}
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	if !dead && !r.waitLB(dctx, n, cause, drainEnd, deadline) { // a dead node serves no load balancer
+		return false, nil
+	}
 	r.step(StepEvicting, "until %s", deadline.UTC().Format(time.RFC3339))
 	drainer := r.drainer(cause, dead, n.Name, end, startTeller(ctx, r.invocation, n))
 	res, err := drainer.Drain(dctx, n.Name)

@@ -34,6 +34,9 @@ type Plan struct {
 	// Attachments are the VolumeAttachments the drain would wait for
 	// ("name (pv)").
 	Attachments []string `json:"attachments,omitempty"`
+	// LBWait says how long the evictions would wait for the load
+	// balancers (LB_DRAIN_WAIT; empty: none).
+	LBWait string `json:"lbWait,omitempty"`
 }
 
 // planDrain computes the plan of a drain of n without writing anything to
@@ -44,7 +47,7 @@ func (r *nodeDrain) planDrain(ctx context.Context, n *corev1.Node, cause node.Ca
 	if err != nil {
 		return false, fmt.Errorf("planning the drain of node %s: %w", n.Name, err)
 	}
-	plan := &Plan{Order: p.Order, Evict: p.Describe(), PDBs: p.PDBs, WouldBlock: p.Blocking()}
+	plan := &Plan{Order: p.Order, Evict: p.Describe(), PDBs: p.PDBs, WouldBlock: p.Blocking(), LBWait: lbWaitPlan(r.h.cfg.LBDrainWait, node.Ready(n))}
 	for _, pl := range p.Pods {
 		if pl.Refused && !slices.ContainsFunc(plan.WouldBlock, func(b string) bool { return strings.Contains(pl.Reason, b) }) {
 			plan.WouldBlock = append(plan.WouldBlock, pl.String()+" refused now")

@@ -98,6 +98,8 @@ type Handler struct {
 	// hooks puts the sweep's hooks on tagged groups, heeding the removal
 	// mark (internal/hooks)
 	hooks *hooks.Keeper
+	// groups keeps the groups' policy tags a while (grouppolicy.go)
+	groups *utilcache.LRUExpireCache
 }
 
 // Foreign instances are remembered for foreignTTL (an instance tagged into
@@ -134,6 +136,7 @@ func New(cfg config.Config, c Clients, log *slog.Logger, opts ...Option) *Handle
 		h.clock = clock.RealClock{}
 	}
 	h.foreign = utilcache.NewLRUExpireCacheWithClock(foreignMax, h.clock)
+	h.groups = utilcache.NewLRUExpireCacheWithClock(groupTagsMax, h.clock)
 	h.hooks = hooks.New(cfg, hooks.Clients{Hooks: c.Hooks, Self: c.Self}, log, hooks.WithClock(h.clock))
 	return h
 }
@@ -169,6 +172,8 @@ type Outcome struct {
 	Sweep *SweepSummary `json:"sweep,omitempty"`
 	// Plan is what a dry run would have done on the node.
 	Plan *Plan `json:"plan,omitempty"`
+	// GroupPolicy is what the group's tags set (GROUP_POLICY_TAGS).
+	GroupPolicy *GroupPolicy `json:"groupPolicy,omitempty"`
 	// Timeline lists this invocation's steps, each with its time.
 	Timeline []Step `json:"timeline,omitempty"`
 
@@ -213,7 +218,7 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome,
 		// a continuation is refused whole, before anything is read or changed:
 		// the drain it continues completed its hook when it ran out of attempts
 		// or of time (canContinue), so this one is a replay or a stray
-		if err := cont.Check(start, h.cfg.MaxContinuations, h.cfg.DrainTimeout); err != nil {
+		if err := cont.Check(start, h.cfg.MaxContinuations, h.continuationTimeout()); err != nil {
 			h.log.ErrorContext(ctx, "rejected invocation", "event", ev, "error", err)
 			return Outcome{Event: ev.Kind, Action: ActionIgnored, Detail: err.Error(), Attempt: cont.Attempt}, err
 		}

@@ -270,7 +270,9 @@ func (k *hook) whose(ctx context.Context) (inst instance.Instance, ok bool, err 
 			// it is the verdict's: the event's retry, a minute later, reads
 			// again
 			f.tags.read = true
-			f.tags.carries, f.tags.elsewhere, f.tags.err = discovery.Selects(ctx, k.h.c.AutoScaling, act.ASG, groupTag(k.h.cfg))
+			read := &groupsRead{DescribeAutoScalingGroupsAPIClient: k.h.c.AutoScaling}
+			f.tags.carries, f.tags.elsewhere, f.tags.err = discovery.Selects(ctx, read, act.ASG, groupTag(k.h.cfg))
+			k.h.kept(act.ASG, read) // the same reading gives the group's policy
 			continue
 		case needEC2:
 			f.ec2.read = true

@@ -90,6 +90,8 @@ type report struct {
 	// outcome events put, and not put by why (OUTCOME_EVENT_BUS)
 	outcomesPut  int
 	outcomesLost outcome.Lost
+	// policyDefaulted: values of the group's policy not taken (grouppolicy.go)
+	policyDefaulted int
 }
 
 func newReport(begun time.Time, now func() time.Time) *report {
@@ -228,7 +230,7 @@ func (rep *report) metricsLine(out Outcome, cfg config.Config) *metrics.Entry {
 			d.Put(metrics.OutcomeEventsFailedFor+why, metrics.Count, float64(n))
 		}
 	}
-	rep.putRetries(d)
+	rep.putCounters(d)
 	if sw := out.Sweep; sw != nil {
 		for name, n := range map[string]int{metrics.SweepHooks: len(sw.Hooks), metrics.SweepDeadNodes: len(sw.Dead), metrics.SweepUnmarked: len(sw.Unmarked),
 			metrics.SweepOrphans: len(sw.Orphans), metrics.SweepZombies: len(sw.Zombies), metrics.SweepReplaced: len(sw.Replaced), metrics.SweepFailed: len(sw.Failed)} {
@@ -249,8 +251,12 @@ func (rep *report) metricsLine(out Outcome, cfg config.Config) *metrics.Entry {
 	return e
 }
 
-// putRetries puts the Kubernetes calls retried, by cause and in all.
-func (rep *report) putRetries(d *metrics.Directive) {
+// putCounters puts the Kubernetes calls retried, by cause and in all, and
+// the group policy's values not taken.
+func (rep *report) putCounters(d *metrics.Directive) {
+	if rep.policyDefaulted > 0 { // no series where no tag is ever refused
+		d.Put(metrics.GroupPolicyDefaulted, metrics.Count, float64(rep.policyDefaulted))
+	}
 	total := 0
 	for cause, n := range rep.retries {
 		d.Put(metrics.KubeAPIRetriesFor+cause, metrics.Count, float64(n))

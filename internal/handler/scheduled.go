@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/event"
@@ -127,7 +129,7 @@ func (r *advisory) scheduledInstance(ctx context.Context, id string) error {
 	action := r.h.cfg.ScheduledChangeAction
 	r.out.Instance = id
 	r.log = r.log.With("instance", id)
-	if sc.Status != event.HealthClosed && action == config.ActionIgnore {
+	if sc.Status != event.HealthClosed && action == config.ActionIgnore && !r.h.cfg.GroupTags {
 		r.out.Action, r.out.Detail = ActionIgnored, "configured to ignore "+string(r.ev.Kind)
 		return nil
 	}
@@ -135,22 +137,15 @@ func (r *advisory) scheduledInstance(ctx context.Context, id string) error {
 	if err != nil || n == nil {
 		return err
 	}
-	now := r.h.now()
-	if sc.Status == event.HealthClosed {
-		// whatever the configuration says now: it may have changed since
-		if !node.Holds(n, node.CauseScheduled) {
-			r.out.Action, r.out.Detail = ActionIgnored, "scheduled change "+string(sc.Status)+": node-drainer holds nothing on the node for it"
+	now, timeout := r.h.now(), r.h.cfg.DrainTimeout
+	if sc.Status != event.HealthClosed && r.h.cfg.GroupTags {
+		if action, timeout = (policy{r.invocation}).advised(ctx, inst, action, timeout); action == config.ActionIgnore {
+			r.out.Action, r.out.Detail = ActionIgnored, "configured to ignore "+string(r.ev.Kind)+" (the group's policy, or SCHEDULED_CHANGE_ACTION)"
 			return nil
 		}
-		undone, err := node.Release(ctx, r.h.c.Kube, n.Name, node.CauseScheduled, now, r.h.cfg.DryRun)
-		if err != nil {
-			return err
-		}
-		r.out.Action = ActionUnmarked
-		r.out.Detail = fmt.Sprintf("scheduled change %s closed: lifted its hold (removed: cordon=%v, drain taint=%v, load-balancer exclusion=%v; marks other causes or others hold stay)",
-			sc.EventTypeCode, undone.Cordoned, undone.Draining, undone.Labeled)
-		r.record(ctx, n, node.EventRecovered("", r.out.Detail))
-		return nil
+	}
+	if sc.Status == event.HealthClosed {
+		return r.scheduledClosed(ctx, n, sc, now)
 	}
 	if r.leftAlone(ctx, n, inst.Down()) {
 		return nil
@@ -176,7 +171,26 @@ func (r *advisory) scheduledInstance(ctx context.Context, id string) error {
 		}
 		return nil
 	}
-	return r.drainAdvised(ctx, n, id, node.CauseScheduled, expires, r.started.Add(r.h.cfg.DrainTimeout))
+	return r.drainAdvised(ctx, n, id, node.CauseScheduled, expires, r.started.Add(timeout))
+}
+
+// scheduledClosed lifts the hold node-drainer placed on n for a scheduled
+// change now closed (over or cancelled), whatever the configuration says
+// now: it may have changed since.
+func (r *advisory) scheduledClosed(ctx context.Context, n *corev1.Node, sc *event.ScheduledChange, now time.Time) error {
+	if !node.Holds(n, node.CauseScheduled) {
+		r.out.Action, r.out.Detail = ActionIgnored, "scheduled change "+string(sc.Status)+": node-drainer holds nothing on the node for it"
+		return nil
+	}
+	undone, err := node.Release(ctx, r.h.c.Kube, n.Name, node.CauseScheduled, now, r.h.cfg.DryRun)
+	if err != nil {
+		return err
+	}
+	r.out.Action = ActionUnmarked
+	r.out.Detail = fmt.Sprintf("scheduled change %s closed: lifted its hold (removed: cordon=%v, drain taint=%v, load-balancer exclusion=%v; marks other causes or others hold stay)",
+		sc.EventTypeCode, undone.Cordoned, undone.Draining, undone.Labeled)
+	r.record(ctx, n, node.EventRecovered("", r.out.Detail))
+	return nil
 }
 
 // scheduledExpiry is when a scheduled change's hold lapses if the instance

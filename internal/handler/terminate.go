@@ -62,10 +62,11 @@ func (t *terminateHook) drainDeadline(ctx context.Context, inst instance.Instanc
 		// instance back from a warm pool), not this drain's start
 		t.resumeStart(ctx, inst, t.ev.Time.Add(-markSkew))
 	}
+	timeout := policy{t.invocation}.drainTimeout(ctx, t.act.ASG) // the group's tag, or DRAIN_TIMEOUT
 	if t.h.cfg.DryRun {
-		return t.h.now().Add(dryRunLimit) // plan, then complete at once
+		return t.h.now().Add(dryRunLimit) // plan, then complete at once (the outcome shows the group's policy)
 	}
-	return t.started.Add(t.h.cfg.DrainTimeout)
+	return t.started.Add(timeout)
 }
 
 // claimInstance takes the instance's lease for the hook. end says that the

@@ -44,6 +44,9 @@ const (
 	OutcomeEventsPut       = "OutcomeEventsPut"
 	OutcomeEventsFailed    = "OutcomeEventsFailed"
 	OutcomeEventsFailedFor = "OutcomeEventsFailed."
+	// a group's policy tag refused, or the group unread: its setting's own
+	// value taken (GROUP_POLICY_TAGS)
+	GroupPolicyDefaulted = "GroupPolicyDefaulted"
 )
 
 // Metric is one metric of the catalog: its name (a prefix when Prefix is
@@ -90,6 +93,7 @@ var Catalog = []Metric{
 	{Name: OutcomeEventsPut, Unit: Count, DimensionSets: byEventResult},
 	{Name: OutcomeEventsFailed, Unit: Count, DimensionSets: byEventResult},
 	{Name: OutcomeEventsFailedFor, Prefix: true, Unit: Count, DimensionSets: byEventResult},
+	{Name: GroupPolicyDefaulted, Unit: Count, DimensionSets: byEventResult},
 }
 
 // Lookup finds name in the catalog (a prefixed metric by its prefix).

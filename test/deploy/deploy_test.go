@@ -75,6 +75,8 @@ var wantEnv = map[string]string{
 	"TERMINATE_HOOK_NAME":         "node-drainer-terminate",
 	"LAUNCH_HOOK_NAME":            "node-drainer-launch",
 	"ADVISORY_MARK_TTL":           "1h",
+	"GROUP_POLICY_TAGS":           "false",
+	"LB_DRAIN_WAIT":               "0",
 	"SKIP_NODES_OWNED_BY":         "karpenter,auto-mode,managed-nodegroup",
 	"DEAD_NODE_EVICTION_WINDOW":   "30s",
 	"NODE_LEASE_STALE_AFTER":      "15s",
