@@ -93,6 +93,7 @@ func TestGroupPolicyReusesTheSelectionsRead(t *testing.T) {
 		tagMode(e)
 		e.cfg.GroupTags = true
 		e.ec2.readings[idA] = []reading{running}
+		e.blocked = []string{"db-0"} // the drain cannot end before the group's 1 ms
 		e.asg.groups = []astypes.AutoScalingGroup{policyGroup(map[string]string{groupTagKey: "true", config.TagDrainTimeout: "1ms"})}
 		out, err := e.handle(t, terminateEvent(idA), 3*time.Second)
 		if err != nil {
