@@ -57,6 +57,9 @@ func TestGroupPolicyDrainTimeout(t *testing.T) {
 			e.cfg.GroupTags, e.cfg.HeartbeatTimeout = tc.on, 300*time.Second
 			e.ec2.readings[idA] = []reading{running}
 			e.asg.groups, e.asg.describeErr = []astypes.AutoScalingGroup{policyGroup(tc.tags)}, tc.readErr
+			if tc.result == lifecycle.Abandon {
+				e.blocked = []string{"db-0"} // the drain cannot end before the group's 1 ms
+			}
 			var buf bytes.Buffer
 			e.metrics = &buf
 			out, err := e.handle(t, terminateEvent(idA), 3*time.Second)
