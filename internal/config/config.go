@@ -99,6 +99,8 @@ type Config struct {
 	// SkipNodesOwnedBy names the lifecycle owners (LifecycleOwners) whose
 	// nodes are left to them (empty: none).
 	SkipNodesOwnedBy []string
+
+	Batch // BATCH_CORDON, NODE_CONDITIONS (batch.go)
 }
 
 // ZombieAction is what the sweep does with a zombie node.
@@ -239,6 +241,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	e.readGroups(&c)
 	e.readLimits(&c)
 	e.readCluster(&c)
+	e.readBatch(&c)
 	if err := errors.Join(e.errs...); err != nil {
 		return Config{}, fmt.Errorf("invalid configuration: %w", err)
 	}
