@@ -34,6 +34,9 @@ type Plan struct {
 	// Attachments are the VolumeAttachments the drain would wait for
 	// ("name (pv)").
 	Attachments []string `json:"attachments,omitempty"`
+	// Conditions are the Node conditions the drain would write
+	// (NODE_CONDITIONS), while it drains and once drained.
+	Conditions []string `json:"conditions,omitempty"`
 }
 
 // planDrain computes the plan of a drain of n without writing anything to
@@ -53,6 +56,9 @@ func (r *nodeDrain) planDrain(ctx context.Context, n *corev1.Node) (bool, error)
 	plan.Attachments, err = r.attachmentsToWait(ctx, n, p.Pods)
 	if err != nil {
 		return false, err
+	}
+	if r.h.cfg.NodeConditions {
+		plan.Conditions = []string{conditionsNow(node.PhaseDraining), conditionsNow(node.PhaseDrained)}
 	}
 	r.out.Plan = plan
 	r.step(StepPlanned, "%d pods to evict, PDBs that would block: %v, %d attachments to wait for", len(plan.Evict), plan.WouldBlock, len(plan.Attachments))

@@ -168,6 +168,10 @@ type Outcome struct {
 	Sweep *SweepSummary `json:"sweep,omitempty"`
 	// Plan is what a dry run would have done on the node.
 	Plan *Plan `json:"plan,omitempty"`
+	// BatchCordoned are the nodes of the group's other instances in
+	// Terminating:Wait that BATCH_CORDON cordoned before this drain's
+	// evictions (dry run: would cordon).
+	BatchCordoned []string `json:"batchCordoned,omitempty"`
 	// Timeline lists this invocation's steps, each with its time.
 	Timeline []Step `json:"timeline,omitempty"`
 

@@ -270,7 +270,9 @@ func (k *hook) whose(ctx context.Context) (inst instance.Instance, ok bool, err 
 			// it is the verdict's: the event's retry, a minute later, reads
 			// again
 			f.tags.read = true
-			f.tags.carries, f.tags.elsewhere, f.tags.err = discovery.Selects(ctx, k.h.c.AutoScaling, act.ASG, groupTag(k.h.cfg))
+			// the group as read is kept: BATCH_CORDON reads its instances
+			// from it, not again (batch.go)
+			f.tags.carries, f.tags.elsewhere, k.group, f.tags.err = discovery.SelectsGroup(ctx, k.h.c.AutoScaling, act.ASG, groupTag(k.h.cfg))
 			continue
 		case needEC2:
 			f.ec2.read = true

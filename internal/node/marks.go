@@ -29,6 +29,11 @@ const (
 	CauseRebalance    Cause = "rebalance"         // rebalance recommendation
 	CauseScheduled    Cause = "scheduled-change"  // AWS Health scheduled change
 	CauseOutOfService Cause = "out-of-service"    // the instance is confirmed down
+	// CauseBatch: the node's instance is in Terminating:Wait under a hook
+	// of ours in the group of an instance being drained (BATCH_CORDON):
+	// cordoned only, so that the pods evicted elsewhere do not land on it;
+	// its own drain is its own event's
+	CauseBatch Cause = "batch-cordon"
 )
 
 // The causes of the capacity reservations' warnings.
@@ -47,6 +52,10 @@ type Mark struct {
 	ExcludeLB    bool
 	Draining     bool
 	OutOfService bool
+	// Conditions: the drain's Node conditions (DrainInProgress, Drained;
+	// NODE_CONDITIONS) are node-drainer's to write, unless another writer's
+	// are there (conditions.go)
+	Conditions bool
 	// Renew, if set, is when this cause's present action began: a hold of
 	// the cause that began before it is an earlier action's (a terminate
 	// hold left on an instance that came back from a warm pool) and begins
@@ -66,21 +75,24 @@ type Changes struct {
 	Labeled      bool `json:"excludedFromLB,omitempty"`
 	Draining     bool `json:"drainTaint,omitempty"`
 	OutOfService bool `json:"outOfServiceTaint,omitempty"`
+	// Conditions: the drain's Node conditions (conditions.go), written on
+	// the status, not by ApplyTo itself
+	Conditions bool `json:"conditions,omitempty"`
 }
 
 // Any reports whether anything changed.
 func (c Changes) Any() bool { return c != Changes{} }
 
 func (c Changes) or(o Changes) Changes {
-	return Changes{c.Cordoned || o.Cordoned, c.Labeled || o.Labeled, c.Draining || o.Draining, c.OutOfService || o.OutOfService}
+	return Changes{c.Cordoned || o.Cordoned, c.Labeled || o.Labeled, c.Draining || o.Draining, c.OutOfService || o.OutOfService, c.Conditions || o.Conditions}
 }
 
 func (c Changes) and(o Changes) Changes {
-	return Changes{c.Cordoned && o.Cordoned, c.Labeled && o.Labeled, c.Draining && o.Draining, c.OutOfService && o.OutOfService}
+	return Changes{c.Cordoned && o.Cordoned, c.Labeled && o.Labeled, c.Draining && o.Draining, c.OutOfService && o.OutOfService, c.Conditions && o.Conditions}
 }
 
 func (c Changes) not() Changes {
-	return Changes{!c.Cordoned, !c.Labeled, !c.Draining, !c.OutOfService}
+	return Changes{!c.Cordoned, !c.Labeled, !c.Draining, !c.OutOfService, !c.Conditions}
 }
 
 // Hold is one cause's claim on the node: since when, until when, and the
@@ -202,7 +214,10 @@ func apply(ctx context.Context, c kubernetes.Interface, name string, read *corev
 			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: now}})
 			made.OutOfService = true
 		}
-		wants := Changes{m.Cordon, m.ExcludeLB, m.Draining, m.OutOfService}
+		if m.Conditions && !s.Owned.Conditions && !hasDrainCondition(n) {
+			made.Conditions = true // another writer's conditions stay theirs
+		}
+		wants := Changes{m.Cordon, m.ExcludeLB, m.Draining, m.OutOfService, m.Conditions}
 		h, held := s.Causes[m.Cause]
 		if !held || h.Since.Before(m.Renew) || h.Over != nil {
 			h.Since, h.Over = now, nil // an action over is not this one
@@ -268,6 +283,13 @@ func ReleaseHolds(ctx context.Context, c kubernetes.Interface, name string, hold
 			causes = append(causes, string(k))
 		}
 		return Changes{}, fmt.Errorf("unmarking node %s (%s): %w", name, strings.Join(causes, ", "), err)
+	}
+	if undone.Conditions && !dryRun {
+		// the annotation no longer says they are ours: a failure here
+		// leaves them, and says so
+		if err := removeDrainConditions(ctx, c, name, dryRun); err != nil {
+			return undone, err
+		}
 	}
 	return undone, nil
 }
