@@ -37,6 +37,10 @@ const batchCordonLimit = 10 * time.Second
 // causes), or earlier when the instance is in service again (back from a
 // warm pool: terminateOver); the instance's own drain holds the node for
 // its own cause meanwhile. A failure here is logged and the drain goes on.
+// Safety rules kept: 10 (the cordon is recorded as ours, for its own cause;
+// one someone else placed stays theirs), 4 (only nodes of this cluster, of
+// a group the event made ours), 7 (a dry run lists, changes nothing), 3 and
+// 14 (no other instance's hook is heartbeated or completed from here).
 func (t *terminateHook) cordonBatch(ctx context.Context) {
 	if !t.h.cfg.BatchCordon || t.h.c.AutoScaling == nil {
 		return
@@ -117,7 +121,8 @@ func (t *terminateHook) othersNode(n *corev1.Node) bool {
 // drainConditions writes the drain's Node conditions of phase
 // (NODE_CONDITIONS), on a node whose conditions are node-drainer's (owned,
 // as the marks are) and that does not show them already. A failure is
-// logged: the conditions tell the drain, they never stop it.
+// logged: the conditions tell the drain, they never stop it. Rule 10: only
+// conditions recorded as ours are written, and removed (node.ReleaseHolds).
 func (r *nodeDrain) drainConditions(ctx context.Context, n *corev1.Node, owned bool, phase node.DrainPhase, cause node.Cause) {
 	if !r.h.cfg.NodeConditions || !owned || node.InPhase(n, phase) {
 		return
