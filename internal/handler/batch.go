@@ -64,7 +64,10 @@ func (t *terminateHook) cordonBatch(ctx context.Context) {
 	mark := node.Mark{Cause: node.CauseBatch, Cordon: true, Expires: now.Add(t.h.cfg.DrainTimeout)}
 	for _, id := range sets.List(ids) {
 		n, ok := nodes[id]
-		if !ok || t.othersNode(n) {
+		if !ok || n.Spec.Unschedulable || t.othersNode(n) {
+			// cordoned already (its own drain, another invocation's batch
+			// cordon, someone else): nothing to write, so that a storm's
+			// invocations write each node once, not once each
 			continue
 		}
 		if t.h.cfg.DryRun {

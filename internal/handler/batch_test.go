@@ -10,6 +10,7 @@ import (
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 	"github.com/node-drainer/node-drainer/internal/node"
@@ -81,6 +82,25 @@ func TestBatchCordon(t *testing.T) {
 		}
 		if b := e.node(t, idB); b.Spec.Unschedulable || len(out.BatchCordoned) > 0 || e.asg.describes != 0 {
 			t.Errorf("off: B cordoned %v, batch %v, %d reads of the group: want none", b.Spec.Unschedulable, out.BatchCordoned, e.asg.describes)
+		}
+	}))
+	t.Run("cordoned already: not written again", clustertest.InBubble(func(t *testing.T) {
+		// a storm's invocations each see the others waiting: a node
+		// cordoned already (its own drain, another's batch cordon) costs
+		// no write
+		e := newEnv(append(aNode(), newNode(idB, func(n *corev1.Node) { n.Spec.Unschedulable = true }), newNode(idC))...)
+		e.ec2.readings[idA] = []reading{running}
+		e.asg.groups = batchGroup()
+		e.cfg.BatchCordon = true
+		out, err := e.handle(t, terminateEvent(idA), 2*time.Minute)
+		if err != nil || out.Action != ActionDrained || len(out.BatchCordoned) != 0 {
+			t.Fatalf("drain of A: %+v, %v: want nothing batch cordoned", out, err)
+		}
+		if slices.ContainsFunc(e.kube.Actions(), func(x k8stesting.Action) bool {
+			u, ok := x.(k8stesting.UpdateAction)
+			return ok && u.GetResource().Resource == "nodes" && u.GetObject().(*corev1.Node).Name == nodeName(idB)
+		}) {
+			t.Errorf("B, cordoned already, written: %v", e.writes())
 		}
 	}))
 	t.Run("dry run", clustertest.InBubble(func(t *testing.T) {
