@@ -61,7 +61,9 @@ func (t *terminateHook) cordonBatch(ctx context.Context) {
 		return
 	}
 	now := t.h.now()
-	mark := node.Mark{Cause: node.CauseBatch, Cordon: true, Expires: now.Add(t.h.cfg.DrainTimeout)}
+	// IfSchedulable: a node another writer cordoned since the list (its own
+	// drain, another invocation's batch cordon) is not written again
+	mark := node.Mark{Cause: node.CauseBatch, Cordon: true, Expires: now.Add(t.h.cfg.DrainTimeout), IfSchedulable: true}
 	for _, id := range sets.List(ids) {
 		n, ok := nodes[id]
 		if !ok || n.Spec.Unschedulable || t.othersNode(n) {
@@ -74,11 +76,13 @@ func (t *terminateHook) cordonBatch(ctx context.Context) {
 			t.out.BatchCordoned = append(t.out.BatchCordoned, n.Name+" (dry run: would cordon)")
 			continue
 		}
-		if _, err := node.ApplyTo(bctx, t.h.c.Kube, n, mark, now, false); err != nil {
+		made, err := node.ApplyTo(bctx, t.h.c.Kube, n, mark, now, false)
+		switch {
+		case err != nil:
 			t.log.WarnContext(ctx, "batch cordon: node not cordoned", "batchNode", n.Name, "batchInstance", id, "error", err)
-			continue
+		case made.Cordoned:
+			t.out.BatchCordoned = append(t.out.BatchCordoned, n.Name)
 		}
-		t.out.BatchCordoned = append(t.out.BatchCordoned, n.Name)
 	}
 	t.step(StepBatchCordon, "%d of %d instances in Terminating:Wait: %v", len(t.out.BatchCordoned), ids.Len(), t.out.BatchCordoned)
 	t.log.InfoContext(ctx, "batch cordon", "waiting", ids.Len(), "cordoned", t.out.BatchCordoned)

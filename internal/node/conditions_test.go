@@ -2,10 +2,15 @@ package node
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -138,4 +143,36 @@ func equalMaps(a, b map[corev1.NodeConditionType]string) bool {
 		}
 	}
 	return true
+}
+
+// A batch cordon (IfSchedulable) writes only a node not cordoned yet: one
+// cordoned by another writer between the read and the write (a conflict,
+// read again) is left as it is, not written again.
+func TestIfSchedulableLeavesACordonedNode(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
+	c := fake.NewClientset(newNode(nodeName, ""))
+	read := get(t, c, nodeName)
+	read.ResourceVersion = "1"
+	other := read.DeepCopy()
+	other.Spec.Unschedulable = true
+	if _, err := c.CoreV1().Nodes().Update(ctx, other, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	conflicted := false
+	c.PrependReactor("update", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if n := a.(k8stesting.UpdateAction).GetObject().(*corev1.Node); n.ResourceVersion == "1" && !conflicted {
+			conflicted = true
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, n.Name, errors.New("changed"))
+		}
+		return false, nil, nil
+	})
+	before := writes(c)
+	made, err := ApplyTo(ctx, c, read, Mark{Cause: CauseBatch, Cordon: true, Expires: now.Add(time.Hour), IfSchedulable: true}, now, false)
+	if err != nil || made.Any() {
+		t.Fatalf("ApplyTo = %+v, %v: want nothing made", made, err)
+	}
+	if w := writes(c) - before; w != 1 || Holds(get(t, c, nodeName), CauseBatch) {
+		t.Errorf("%d writes (the one that met the conflict, want it alone); held for the batch: %v", w, Holds(get(t, c, nodeName), CauseBatch))
+	}
 }

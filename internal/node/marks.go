@@ -56,6 +56,11 @@ type Mark struct {
 	// NODE_CONDITIONS) are node-drainer's to write, unless another writer's
 	// are there (conditions.go)
 	Conditions bool
+	// IfSchedulable: the mark is written only on a node not cordoned yet,
+	// as read at each try (a conflict reads again): one cordoned meanwhile,
+	// by anyone, is left as it is and nothing is written (a batch cordon:
+	// the cordon is what it is for)
+	IfSchedulable bool
 	// Renew, if set, is when this cause's present action began: a hold of
 	// the cause that began before it is an earlier action's (a terminate
 	// hold left on an instance that came back from a warm pool) and begins
@@ -195,6 +200,9 @@ func apply(ctx context.Context, c kubernetes.Interface, name string, read *corev
 	var made Changes
 	err := update(ctx, c, name, read, dryRun, m.Guard, func(n *corev1.Node, s *State) bool {
 		made = Changes{}
+		if m.IfSchedulable && n.Spec.Unschedulable {
+			return false
+		}
 		if m.Cordon && !n.Spec.Unschedulable {
 			n.Spec.Unschedulable, made.Cordoned = true, true
 		}
