@@ -24,8 +24,8 @@ const (
 // slow costs this much of the drain's time, never the drain itself.
 const batchCordonLimit = 10 * time.Second
 
-// cordonBatch (BATCH_CORDON) cordons, before this drain's own evictions
-// begin, the nodes of the other instances of the group already in
+// cordonBatch (BATCH_CORDON) cordons, right after this drain's own mark and
+// before its evictions begin, the nodes of the other instances of the group already in
 // Terminating:Wait: a scale-in of many, an instance refresh, a spot storm
 // leave together, and a pod evicted here must not land on the next node to
 // go. The group's terminate hook is ours (this event's), and every hook of a
@@ -123,6 +123,14 @@ func terminatingWait(g *astypes.AutoScalingGroup, self string) sets.Set[string] 
 func (t *terminateHook) othersNode(n *corev1.Node) bool {
 	owner, _ := node.OwnerOf(n)
 	return owner != "" && t.h.cfg.SkipsOwner(string(owner))
+}
+
+// afterMark runs the invocation's marked once (see invocation.onMarked).
+func (r *nodeDrain) afterMark(ctx context.Context) {
+	if f := r.onMarked; f != nil {
+		r.onMarked = nil
+		f(ctx)
+	}
 }
 
 // drainConditions writes the drain's Node conditions of phase

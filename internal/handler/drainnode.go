@@ -24,12 +24,14 @@ type nodeDrain struct{ *invocation }
 // remains is in r.out.Remaining.
 func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, expires, deadline time.Time) (bool, error) {
 	if r.h.cfg.DryRun {
+		r.afterMark(ctx)
 		return r.planDrain(ctx, n)
 	}
 	owned, err := r.mark(ctx, n, cause, expires)
 	if err != nil {
 		return false, err
 	}
+	r.afterMark(ctx)
 	r.drainConditions(ctx, n, owned, node.PhaseDraining, cause)
 	done, err := r.evictAndWait(ctx, n, cause, deadline)
 	if done {

@@ -266,6 +266,11 @@ type invocation struct {
 	log     *slog.Logger
 	rep     *report      // timeline and metrics (nil: not recorded)
 	claimed *lease.Claim // the instance's lease, while this invocation holds it (nil: none)
+	// onMarked, if set, runs once, right after the drain's own mark and
+	// before its evictions (a dry run: before its plan): BATCH_CORDON's
+	// cordons, so that a storm's nodes are cordoned by their own drains
+	// first and the batch writes only those whose drain has not begun
+	onMarked func(context.Context)
 	// deadline is the invocation's (zero: none): every budget derives from
 	// it, whatever context a step was given
 	deadline time.Time
