@@ -203,25 +203,7 @@ func apply(ctx context.Context, c kubernetes.Interface, name string, read *corev
 		if m.IfSchedulable && n.Spec.Unschedulable {
 			return false
 		}
-		if m.Cordon && !n.Spec.Unschedulable {
-			n.Spec.Unschedulable, made.Cordoned = true, true
-		}
-		if m.ExcludeLB {
-			if _, ok := n.Labels[LabelExcludeLB]; !ok {
-				if n.Labels == nil {
-					n.Labels = map[string]string{}
-				}
-				n.Labels[LabelExcludeLB], made.Labeled = "true", true
-			}
-		}
-		if m.Draining && !HasTaint(n, TaintDraining) {
-			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintDraining, Value: string(m.Cause), Effect: corev1.TaintEffectNoSchedule, TimeAdded: &metav1.Time{Time: now}})
-			made.Draining = true
-		}
-		if m.OutOfService && !HasTaint(n, TaintOutOfService) {
-			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: now}})
-			made.OutOfService = true
-		}
+		made = setMarks(n, m, now)
 		if m.Conditions && !s.Owned.Conditions && !hasDrainCondition(n) {
 			made.Conditions = true // another writer's conditions stay theirs
 		}
@@ -244,6 +226,32 @@ func apply(ctx context.Context, c kubernetes.Interface, name string, read *corev
 		return Changes{}, fmt.Errorf("marking node %s (%s): %w", name, m.Cause, err)
 	}
 	return made, nil
+}
+
+// setMarks sets on n what m asks and n lacks (cordon, label, taints), and
+// says which it set.
+func setMarks(n *corev1.Node, m Mark, now time.Time) Changes {
+	var made Changes
+	if m.Cordon && !n.Spec.Unschedulable {
+		n.Spec.Unschedulable, made.Cordoned = true, true
+	}
+	if m.ExcludeLB {
+		if _, ok := n.Labels[LabelExcludeLB]; !ok {
+			if n.Labels == nil {
+				n.Labels = map[string]string{}
+			}
+			n.Labels[LabelExcludeLB], made.Labeled = "true", true
+		}
+	}
+	if m.Draining && !HasTaint(n, TaintDraining) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintDraining, Value: string(m.Cause), Effect: corev1.TaintEffectNoSchedule, TimeAdded: &metav1.Time{Time: now}})
+		made.Draining = true
+	}
+	if m.OutOfService && !HasTaint(n, TaintOutOfService) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: now}})
+		made.OutOfService = true
+	}
+	return made
 }
 
 // Release drops cause from the node, and every cause that expired by now,
