@@ -49,6 +49,8 @@ locals {
     STOPPING_WAIT_TIMEOUT       = var.stopping_wait_timeout
     OUT_OF_SERVICE_TAINT        = tostring(var.out_of_service_taint)
     DELETE_TERMINATED_NODES     = tostring(var.delete_terminated_nodes)
+    BATCH_CORDON                = tostring(var.batch_cordon)
+    NODE_CONDITIONS             = tostring(var.node_conditions)
     KUBE_CLIENT_QPS             = tostring(var.kube_client_qps)
     KUBE_CLIENT_BURST           = tostring(var.kube_client_burst)
     DEADLINE_MARGIN             = var.deadline_margin

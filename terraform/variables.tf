@@ -390,6 +390,18 @@ variable "delete_terminated_nodes" {
   default     = false
 }
 
+variable "batch_cordon" {
+  description = "On a terminate hook, cordon first the nodes of the group's other instances already in Terminating:Wait, so that evicted pods do not land on the next node to go (cordon only; each is drained by its own event)."
+  type        = bool
+  default     = false
+}
+
+variable "node_conditions" {
+  description = "Set the Node conditions DrainInProgress and Drained (KEP-5683) while a node drains and once drained; removed with node-drainer's marks."
+  type        = bool
+  default     = false
+}
+
 variable "kube_client_qps" {
   description = "Kubernetes client QPS."
   type        = number

@@ -103,6 +103,7 @@ type Config struct {
 	SkipNodesOwnedBy []string
 
 	Policy // per node group (GROUP_POLICY_TAGS), and LB_DRAIN_WAIT: policy.go
+	Batch  // BATCH_CORDON, NODE_CONDITIONS (batch.go)
 }
 
 // ZombieAction is what the sweep does with a zombie node.
@@ -245,6 +246,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	e.readLimits(&c)
 	e.readCluster(&c)
 	e.readPolicy(&c)
+	e.readBatch(&c)
 	e.checkOutcomeMargin(c)
 	if err := errors.Join(e.errs...); err != nil {
 		return Config{}, fmt.Errorf("invalid configuration: %w", err)

@@ -194,23 +194,35 @@ func Carries(ctx context.Context, api autoscaling.DescribeAutoScalingGroupsAPICl
 // Selects is Carries, and says, of a group carrying the tag that is another
 // cluster's, by which of its tags (elsewhere; carries is false then).
 func Selects(ctx context.Context, api autoscaling.DescribeAutoScalingGroupsAPIClient, name string, tag Tag) (carries bool, elsewhere string, err error) {
+	carries, elsewhere, _, err = SelectsGroup(ctx, api, name, tag)
+	return carries, elsewhere, err
+}
+
+// SelectsGroup is Selects, and gives the group as read (its instances and
+// their lifecycle states included; nil: not read, or not found), so that
+// a caller needing it reads it once.
+func SelectsGroup(ctx context.Context, api autoscaling.DescribeAutoScalingGroupsAPIClient, name string, tag Tag) (carries bool, elsewhere string, group *astypes.AutoScalingGroup, err error) {
 	if tag.Key == "" || name == "" {
-		return false, "", nil
+		return false, "", nil, nil
 	}
 	out, err := api.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
 	if err != nil {
-		return false, "", fmt.Errorf("reading the tags of auto scaling group %s: %w", name, err)
+		return false, "", nil, fmt.Errorf("reading the tags of auto scaling group %s: %w", name, err)
 	}
-	for _, g := range out.AutoScalingGroups {
-		if aws.ToString(g.AutoScalingGroupName) != name || !tag.Carried(g) {
+	for i, g := range out.AutoScalingGroups {
+		if aws.ToString(g.AutoScalingGroupName) != name {
+			continue
+		}
+		group = &out.AutoScalingGroups[i]
+		if !tag.Carried(g) {
 			continue
 		}
 		if other := tag.Elsewhere(g); other != "" {
-			return false, other, nil
+			return false, other, group, nil
 		}
-		return true, "", nil
+		return true, "", group, nil
 	}
-	return false, "", nil
+	return false, "", group, nil
 }
 
 // Result is what Ensure found and did.

@@ -24,12 +24,27 @@ type nodeDrain struct{ *invocation }
 // remains is in r.out.Remaining.
 func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Cause, expires, deadline time.Time) (bool, error) {
 	if r.h.cfg.DryRun {
+		r.afterMark(ctx)
 		return r.planDrain(ctx, n, cause, deadline)
 	}
-	end := deadline // the drain's own, past this invocation's budget: the pod policy's
-	if err := r.mark(ctx, n, cause, expires); err != nil {
+	owned, err := r.mark(ctx, n, cause, expires)
+	if err != nil {
 		return false, err
 	}
+	r.afterMark(ctx)
+	r.drainConditions(ctx, n, owned, node.PhaseDraining, cause)
+	done, err := r.evictAndWait(ctx, n, cause, deadline)
+	if done {
+		r.drainConditions(ctx, n, owned, node.PhaseDrained, cause)
+	}
+	return done, err
+}
+
+// evictAndWait is drainNode's evictions, once the node is marked: evict
+// its pods until deadline (or this invocation's budget) and wait for their
+// volumes to be detached; it reports whether the node is fully drained.
+func (r *nodeDrain) evictAndWait(ctx context.Context, n *corev1.Node, cause node.Cause, deadline time.Time) (bool, error) {
+	end := deadline      // the drain's own, past this invocation's budget: the pod policy's
 	drainEnd := deadline // the drain's own, before this invocation's budget bounds it
 	if budget := r.budget(ctx); budget.Before(deadline) {
 		deadline = budget
@@ -82,9 +97,11 @@ func (r *nodeDrain) drainNode(ctx context.Context, n *corev1.Node, cause node.Ca
 }
 
 // mark marks the node for cause (until expires, if not zero): cordon, the
-// drain's taint, the load-balancer exclusion.
-func (r *nodeDrain) mark(ctx context.Context, n *corev1.Node, cause node.Cause, expires time.Time) error {
-	mark := node.Mark{Cause: cause, Expires: expires, Cordon: true, ExcludeLB: true, Draining: true}
+// drain's taint, the load-balancer exclusion; with NODE_CONDITIONS, the
+// drain's Node conditions taken as node-drainer's unless another writer's
+// are there. owned says that they are node-drainer's to write.
+func (r *nodeDrain) mark(ctx context.Context, n *corev1.Node, cause node.Cause, expires time.Time) (owned bool, err error) {
+	mark := node.Mark{Cause: cause, Expires: expires, Cordon: true, ExcludeLB: true, Draining: true, Conditions: r.h.cfg.NodeConditions}
 	if cause == node.CauseTerminate && !r.fromSweep && !r.ev.Time.IsZero() {
 		// a terminate hold from before this action's event is an earlier
 		// action's (an instance back from a warm pool whose hold was not
@@ -100,14 +117,15 @@ func (r *nodeDrain) mark(ctx context.Context, n *corev1.Node, cause node.Cause, 
 	}
 	made, err := node.ApplyTo(ctx, r.h.c.Kube, n, mark, r.h.now(), r.h.cfg.DryRun)
 	if err != nil {
-		return err
+		return false, err
 	}
+	before, _ := node.Marks(n)
 	r.step(StepMarked, "cordon, taint %s, load-balancer exclusion (changed now: %v)", node.TaintDraining, made.Any())
 	if made.Any() {
 		r.marked = true
 		r.record(ctx, n, node.EventDrainStarted(r.ev.DetailType))
 	}
-	return nil
+	return made.Conditions || before.Owned.Conditions, nil
 }
 
 // evicted puts in the outcome what the drain evicted, and what remains

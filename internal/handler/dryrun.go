@@ -37,6 +37,9 @@ type Plan struct {
 	// LBWait says how long the evictions would wait for the load
 	// balancers (LB_DRAIN_WAIT; empty: none).
 	LBWait string `json:"lbWait,omitempty"`
+	// Conditions are the Node conditions the drain would write
+	// (NODE_CONDITIONS), while it drains and once drained.
+	Conditions []string `json:"conditions,omitempty"`
 }
 
 // planDrain computes the plan of a drain of n without writing anything to
@@ -56,6 +59,9 @@ func (r *nodeDrain) planDrain(ctx context.Context, n *corev1.Node, cause node.Ca
 	plan.Attachments, err = r.attachmentsToWait(ctx, n, p.Pods)
 	if err != nil {
 		return false, err
+	}
+	if r.h.cfg.NodeConditions {
+		plan.Conditions = []string{conditionsNow(node.PhaseDraining), conditionsNow(node.PhaseDrained)}
 	}
 	r.out.Plan = plan
 	r.step(StepPlanned, "%d pods to evict, PDBs that would block: %v, %d attachments to wait for", len(plan.Evict), plan.WouldBlock, len(plan.Attachments))

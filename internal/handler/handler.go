@@ -174,6 +174,10 @@ type Outcome struct {
 	Plan *Plan `json:"plan,omitempty"`
 	// GroupPolicy is what the group's tags set (GROUP_POLICY_TAGS).
 	GroupPolicy *GroupPolicy `json:"groupPolicy,omitempty"`
+	// BatchCordoned are the nodes of the group's other instances in
+	// Terminating:Wait that BATCH_CORDON cordoned before this drain's
+	// evictions (dry run: would cordon).
+	BatchCordoned []string `json:"batchCordoned,omitempty"`
 	// Timeline lists this invocation's steps, each with its time.
 	Timeline []Step `json:"timeline,omitempty"`
 
@@ -270,6 +274,11 @@ type invocation struct {
 	log     *slog.Logger
 	rep     *report      // timeline and metrics (nil: not recorded)
 	claimed *lease.Claim // the instance's lease, while this invocation holds it (nil: none)
+	// onMarked, if set, runs once, right after the drain's own mark and
+	// before its evictions (a dry run: before its plan): BATCH_CORDON's
+	// cordons, so that a storm's nodes are cordoned by their own drains
+	// first and the batch writes only those whose drain has not begun
+	onMarked func(context.Context)
 	// deadline is the invocation's (zero: none): every budget derives from
 	// it, whatever context a step was given
 	deadline time.Time

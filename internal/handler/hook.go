@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
@@ -28,6 +29,8 @@ type hook struct {
 	// (rule 17); read says they were read from the group's hooks
 	siblings []lifecycle.Action
 	read     bool
+	// group is the act's group as whose read it (its tags; nil: not read)
+	group *astypes.AutoScalingGroup
 }
 
 // keepAlive heartbeats the hook, and its siblings, while the drain runs, at

@@ -271,8 +271,10 @@ func (k *hook) whose(ctx context.Context) (inst instance.Instance, ok bool, err 
 			// again
 			f.tags.read = true
 			read := &groupsRead{DescribeAutoScalingGroupsAPIClient: k.h.c.AutoScaling}
-			f.tags.carries, f.tags.elsewhere, f.tags.err = discovery.Selects(ctx, read, act.ASG, groupTag(k.h.cfg))
-			k.h.kept(act.ASG, read) // the same reading gives the group's policy
+			// the group as read is kept: the group's policy and BATCH_CORDON
+			// (its instances, batch.go) read it from there, not again
+			f.tags.carries, f.tags.elsewhere, k.group, f.tags.err = discovery.SelectsGroup(ctx, read, act.ASG, groupTag(k.h.cfg))
+			k.h.kept(act.ASG, read)
 			continue
 		case needEC2:
 			f.ec2.read = true

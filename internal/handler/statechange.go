@@ -130,9 +130,15 @@ func (r *stateChange) lift(ctx context.Context, n *corev1.Node, inst instance.In
 		lifted = append(lifted, string(node.CauseOutOfService))
 	}
 	if back {
-		// only the hold read above: a terminate action begun since renews it
-		holds[node.CauseTerminate] = marks.Causes[node.CauseTerminate].Since
-		lifted = append(lifted, string(node.CauseTerminate)+" ("+why+")")
+		// only the holds read above: a terminate action begun since renews
+		// them; a batch cordon (BATCH_CORDON) of an instance in service
+		// again is over too
+		for _, c := range []node.Cause{node.CauseTerminate, node.CauseBatch} {
+			if h, held := marks.Causes[c]; held {
+				holds[c] = h.Since
+				lifted = append(lifted, string(c)+" ("+why+")")
+			}
+		}
 	}
 	undone, err := node.ReleaseHolds(ctx, r.h.c.Kube, n.Name, holds, r.h.now(), r.h.cfg.DryRun)
 	if err != nil {
@@ -142,7 +148,7 @@ func (r *stateChange) lift(ctx context.Context, n *corev1.Node, inst instance.In
 	r.out.Detail = fmt.Sprintf("undid node-drainer's changes: cordon=%v out-of-service taint=%v drain taint=%v load-balancer exclusion=%v; lifted: %s; causes still held: %v",
 		undone.Cordoned, undone.OutOfService, undone.Draining, undone.Labeled, strings.Join(lifted, ", "),
 		slices.DeleteFunc(marks.CauseList(), func(c node.Cause) bool {
-			return (down && c == node.CauseOutOfService) || (back && c == node.CauseTerminate)
+			return (down && c == node.CauseOutOfService) || (back && (c == node.CauseTerminate || c == node.CauseBatch))
 		}))
 	if !back && why != "" {
 		r.out.Detail += "; " + why
@@ -162,7 +168,8 @@ func (r *stateChange) lift(ctx context.Context, n *corev1.Node, inst instance.In
 // The group is read only when such a hold is there; why says what was read
 // ("" when there is no hold).
 func (r *invocation) terminateOver(ctx context.Context, inst instance.Instance, marks node.State) (over bool, why string) {
-	if _, held := marks.Causes[node.CauseTerminate]; !held {
+	_, held := marks.Causes[node.CauseTerminate]
+	if _, batch := marks.Causes[node.CauseBatch]; !held && !batch {
 		return false, ""
 	}
 	group := inst.Group()

@@ -108,6 +108,7 @@ func (t *terminateHook) drainKeptAlive(ctx context.Context, stop context.CancelC
 	})
 	t.claimed = t.claim
 	stopHook := t.keepAlive(ctx, stop) // from now on: lookups that retry are heartbeated too
+	t.onMarked = t.cordonBatch         // after this drain's mark, before its evictions (BATCH_CORDON)
 	n, done, err := t.drainRetrying(ctx, inst)
 	stopHook()
 	stopLease()

@@ -195,6 +195,21 @@ func InService(state astypes.LifecycleState) bool {
 	return false
 }
 
+// Group reads group now, its instances and their lifecycle states
+// included, with one DescribeAutoScalingGroups (nil: no such group).
+func Group(ctx context.Context, api autoscaling.DescribeAutoScalingGroupsAPIClient, group string) (*astypes.AutoScalingGroup, error) {
+	out, err := api.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{group}})
+	if err != nil {
+		return nil, fmt.Errorf("reading group %s: %w", group, err)
+	}
+	for i, g := range out.AutoScalingGroups {
+		if aws.ToString(g.AutoScalingGroupName) == group {
+			return &out.AutoScalingGroups[i], nil
+		}
+	}
+	return nil, nil
+}
+
 // GroupState reads the instance's lifecycle state in group, with one
 // DescribeAutoScalingGroups of that group; "" when the group does not list
 // the instance (or does not exist).

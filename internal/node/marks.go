@@ -29,6 +29,11 @@ const (
 	CauseRebalance    Cause = "rebalance"         // rebalance recommendation
 	CauseScheduled    Cause = "scheduled-change"  // AWS Health scheduled change
 	CauseOutOfService Cause = "out-of-service"    // the instance is confirmed down
+	// CauseBatch: the node's instance is in Terminating:Wait under a hook
+	// of ours in the group of an instance being drained (BATCH_CORDON):
+	// cordoned only, so that the pods evicted elsewhere do not land on it;
+	// its own drain is its own event's
+	CauseBatch Cause = "batch-cordon"
 )
 
 // The causes of the capacity reservations' warnings.
@@ -47,6 +52,15 @@ type Mark struct {
 	ExcludeLB    bool
 	Draining     bool
 	OutOfService bool
+	// Conditions: the drain's Node conditions (DrainInProgress, Drained;
+	// NODE_CONDITIONS) are node-drainer's to write, unless another writer's
+	// are there (conditions.go)
+	Conditions bool
+	// IfSchedulable: the mark is written only on a node not cordoned yet,
+	// as read at each try (a conflict reads again): one cordoned meanwhile,
+	// by anyone, is left as it is and nothing is written (a batch cordon:
+	// the cordon is what it is for)
+	IfSchedulable bool
 	// Renew, if set, is when this cause's present action began: a hold of
 	// the cause that began before it is an earlier action's (a terminate
 	// hold left on an instance that came back from a warm pool) and begins
@@ -66,21 +80,24 @@ type Changes struct {
 	Labeled      bool `json:"excludedFromLB,omitempty"`
 	Draining     bool `json:"drainTaint,omitempty"`
 	OutOfService bool `json:"outOfServiceTaint,omitempty"`
+	// Conditions: the drain's Node conditions (conditions.go), written on
+	// the status, not by ApplyTo itself
+	Conditions bool `json:"conditions,omitempty"`
 }
 
 // Any reports whether anything changed.
 func (c Changes) Any() bool { return c != Changes{} }
 
 func (c Changes) or(o Changes) Changes {
-	return Changes{c.Cordoned || o.Cordoned, c.Labeled || o.Labeled, c.Draining || o.Draining, c.OutOfService || o.OutOfService}
+	return Changes{c.Cordoned || o.Cordoned, c.Labeled || o.Labeled, c.Draining || o.Draining, c.OutOfService || o.OutOfService, c.Conditions || o.Conditions}
 }
 
 func (c Changes) and(o Changes) Changes {
-	return Changes{c.Cordoned && o.Cordoned, c.Labeled && o.Labeled, c.Draining && o.Draining, c.OutOfService && o.OutOfService}
+	return Changes{c.Cordoned && o.Cordoned, c.Labeled && o.Labeled, c.Draining && o.Draining, c.OutOfService && o.OutOfService, c.Conditions && o.Conditions}
 }
 
 func (c Changes) not() Changes {
-	return Changes{!c.Cordoned, !c.Labeled, !c.Draining, !c.OutOfService}
+	return Changes{!c.Cordoned, !c.Labeled, !c.Draining, !c.OutOfService, !c.Conditions}
 }
 
 // Hold is one cause's claim on the node: since when, until when, and the
@@ -183,26 +200,14 @@ func apply(ctx context.Context, c kubernetes.Interface, name string, read *corev
 	var made Changes
 	err := update(ctx, c, name, read, dryRun, m.Guard, func(n *corev1.Node, s *State) bool {
 		made = Changes{}
-		if m.Cordon && !n.Spec.Unschedulable {
-			n.Spec.Unschedulable, made.Cordoned = true, true
+		if m.IfSchedulable && n.Spec.Unschedulable {
+			return false
 		}
-		if m.ExcludeLB {
-			if _, ok := n.Labels[LabelExcludeLB]; !ok {
-				if n.Labels == nil {
-					n.Labels = map[string]string{}
-				}
-				n.Labels[LabelExcludeLB], made.Labeled = "true", true
-			}
+		made = setMarks(n, m, now)
+		if m.Conditions && !s.Owned.Conditions && !hasDrainCondition(n) {
+			made.Conditions = true // another writer's conditions stay theirs
 		}
-		if m.Draining && !HasTaint(n, TaintDraining) {
-			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintDraining, Value: string(m.Cause), Effect: corev1.TaintEffectNoSchedule, TimeAdded: &metav1.Time{Time: now}})
-			made.Draining = true
-		}
-		if m.OutOfService && !HasTaint(n, TaintOutOfService) {
-			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: now}})
-			made.OutOfService = true
-		}
-		wants := Changes{m.Cordon, m.ExcludeLB, m.Draining, m.OutOfService}
+		wants := Changes{m.Cordon, m.ExcludeLB, m.Draining, m.OutOfService, m.Conditions}
 		h, held := s.Causes[m.Cause]
 		if !held || h.Since.Before(m.Renew) || h.Over != nil {
 			h.Since, h.Over = now, nil // an action over is not this one
@@ -221,6 +226,32 @@ func apply(ctx context.Context, c kubernetes.Interface, name string, read *corev
 		return Changes{}, fmt.Errorf("marking node %s (%s): %w", name, m.Cause, err)
 	}
 	return made, nil
+}
+
+// setMarks sets on n what m asks and n lacks (cordon, label, taints), and
+// says which it set.
+func setMarks(n *corev1.Node, m Mark, now time.Time) Changes {
+	var made Changes
+	if m.Cordon && !n.Spec.Unschedulable {
+		n.Spec.Unschedulable, made.Cordoned = true, true
+	}
+	if m.ExcludeLB {
+		if _, ok := n.Labels[LabelExcludeLB]; !ok {
+			if n.Labels == nil {
+				n.Labels = map[string]string{}
+			}
+			n.Labels[LabelExcludeLB], made.Labeled = "true", true
+		}
+	}
+	if m.Draining && !HasTaint(n, TaintDraining) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintDraining, Value: string(m.Cause), Effect: corev1.TaintEffectNoSchedule, TimeAdded: &metav1.Time{Time: now}})
+		made.Draining = true
+	}
+	if m.OutOfService && !HasTaint(n, TaintOutOfService) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: now}})
+		made.OutOfService = true
+	}
+	return made
 }
 
 // Release drops cause from the node, and every cause that expired by now,
@@ -268,6 +299,13 @@ func ReleaseHolds(ctx context.Context, c kubernetes.Interface, name string, hold
 			causes = append(causes, string(k))
 		}
 		return Changes{}, fmt.Errorf("unmarking node %s (%s): %w", name, strings.Join(causes, ", "), err)
+	}
+	if undone.Conditions && !dryRun {
+		// the annotation no longer says they are ours: a failure here
+		// leaves them, and says so
+		if err := removeDrainConditions(ctx, c, name, dryRun); err != nil {
+			return undone, err
+		}
 	}
 	return undone, nil
 }

@@ -48,6 +48,9 @@ func (r *Readings) Plan(cfg Config) Plan {
 			// a terminate hold on an instance its group has in service again
 			// (back from a warm pool): its action is over
 			_, terminating := marks.Causes[node.CauseTerminate]
+			if _, batch := marks.Causes[node.CauseBatch]; batch {
+				terminating = true // a batch cordon (BATCH_CORDON) is over with it
+			}
 			back := terminating && lifecycle.InService(astypes.LifecycleState(groupOf[id].state))
 			if mine && (down || back ||
 				slices.ContainsFunc(marks.CauseList(), func(c node.Cause) bool { return marks.Causes[c].Expired(r.Now) })) {

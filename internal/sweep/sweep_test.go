@@ -308,6 +308,21 @@ func TestPlan(t *testing.T) {
 				}
 			},
 		},
+		"a batch cordon (BATCH_CORDON) is lifted once the group has the instance in service again, or once it expired; kept while it waits to leave": {
+			r: Readings{Groups: []Group{groupOf("asg", nil,
+				asgInstance("i-1", "InService", "Healthy"), asgInstance("i-2", "Terminating:Proceed", "Healthy"),
+				asgInstance("i-3", "Terminating:Proceed", "Healthy"))},
+				Nodes: []corev1.Node{
+					marked(t, nodeOf("i-1", true, now), node.CauseBatch, now.Add(time.Hour)),
+					marked(t, nodeOf("i-2", true, now), node.CauseBatch, now.Add(time.Hour)),
+					marked(t, nodeOf("i-3", true, now), node.CauseBatch, now.Add(-time.Minute)),
+				}, Instances: map[string]instance.Instance{"i-1": running("i-1"), "i-2": running("i-2"), "i-3": running("i-3")}},
+			want: func(t *testing.T, p Plan) {
+				if !slices.Equal(p.Unmark, []string{"i-1", "i-3"}) {
+					t.Errorf("unmark %v, want i-1 (in service again) and i-3 (expired)", p.Unmark)
+				}
+			},
+		},
 		"an attachment to a node that is gone, whose instance EC2 does not run, is orphaned": {
 			r: Readings{Attachments: []storagev1.VolumeAttachment{va("a", "ip-10-9-9-1.ec2.internal"), va("b", "ip-10-9-9-2.ec2.internal"), va("c", "ip-10-9-9-3.ec2.internal"), va("d", "worker-7")},
 				ByDNSName: map[string][]instance.Instance{

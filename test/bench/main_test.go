@@ -155,6 +155,7 @@ var rows = []row{
 	{"storm_50_nodes_api_requests", "≤ 2500 (1000 pods + 30/node)", atMost(2500)},
 	{"storm_50_nodes_api_requests_per_node", "≤ 50 (20 pods + 30)", atMost(50)},
 	{"storm_50_nodes_evictions_per_pod", "≤ 1.1", atMost(1.1)},
+	{"storm_50_nodes_pods_evicted_twice", "- (BATCH_CORDON: 0)", nil},
 	{"storm_50_nodes_loose_pdb_hooks_completed", "= 50", func(v float64) bool { return v == 50 }},
 	{"storm_50_nodes_loose_pdb_pdb_violations", "= 0", func(v float64) bool { return v == 0 }},
 	{"storm_50_nodes_loose_pdb_p95_s", "≤ 2.5 × storm_50_nodes_loose_pdb_floor_p95_s", func(v float64) bool {
@@ -164,6 +165,7 @@ var rows = []row{
 	{"storm_50_nodes_loose_pdb_api_requests", "≤ 2500", atMost(2500)},
 	{"storm_50_nodes_loose_pdb_api_requests_per_node", "≤ 50", atMost(50)},
 	{"storm_50_nodes_loose_pdb_evictions_per_pod", "≤ 1.1", atMost(1.1)},
+	{"storm_50_nodes_loose_pdb_pods_evicted_twice", "- (BATCH_CORDON: 0)", nil},
 	// the storm whose PDBs span every node: 20 Deployments of one pod per
 	// node, so the 50 drains evict against the same 20 PDBs at once
 	{"storm_50_nodes_shared_pdb_hooks_completed", "= 50", func(v float64) bool { return v == 50 }},
@@ -172,6 +174,7 @@ var rows = []row{
 	{"storm_50_nodes_shared_pdb_api_requests", "≤ 2500", atMost(2500)},
 	{"storm_50_nodes_shared_pdb_api_requests_per_node", "≤ 50", atMost(50)},
 	{"storm_50_nodes_shared_pdb_evictions_per_pod", "≤ 1.1", atMost(1.1)},
+	{"storm_50_nodes_shared_pdb_pods_evicted_twice", "- (BATCH_CORDON: 0)", nil},
 	// the same layout drained on spot interruption warnings: no hook, each
 	// drain within SPOT_DRAIN_TIMEOUT (100 s by default) of its warning
 	{"storm_50_nodes_spot_drained", "= 50", func(v float64) bool { return v == 50 }},
@@ -182,6 +185,7 @@ var rows = []row{
 	{"storm_50_nodes_spot_api_requests", "≤ 2500", atMost(2500)},
 	{"storm_50_nodes_spot_api_requests_per_node", "≤ 50", atMost(50)},
 	{"storm_50_nodes_spot_evictions_per_pod", "≤ 1.1", atMost(1.1)},
+	{"storm_50_nodes_spot_pods_evicted_twice", "- (BATCH_CORDON: 0)", nil},
 	// the control plane alone, no drainer: each storm's pods deleted in
 	// PDB-sized waves, each once the last is replaced and Ready; p95 over the
 	// Deployments until all are replaced (stormFloor)

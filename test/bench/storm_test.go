@@ -225,7 +225,7 @@ func BenchmarkStorm(b *testing.B) {
 	n := *flagStormNodes
 	var names []string
 	for _, pre := range []string{"", "loose_pdb_", "shared_pdb_", spotPrefix} {
-		for _, m := range []string{stormDone(pre), "pdb_violations", "p95_s", "api_requests", "api_requests_per_node", "evictions_per_pod"} {
+		for _, m := range []string{stormDone(pre), "pdb_violations", "p95_s", "api_requests", "api_requests_per_node", "evictions_per_pod", "pods_evicted_twice"} {
 			names = append(names, stormMetric(n, pre+m))
 		}
 	}
@@ -235,16 +235,16 @@ func BenchmarkStorm(b *testing.B) {
 	defer cancel()
 	for i := range *flagStormRuns {
 		if stormPart("tight") {
-			storm(b, ctx, ours{}, i+1, n, stormTight, "")
+			storm(b, ctx, stormDrainer(), i+1, n, stormTight, "")
 		}
 		if stormPart("loose") {
-			storm(b, ctx, ours{}, i+1, n, stormLoose, "loose_pdb_")
+			storm(b, ctx, stormDrainer(), i+1, n, stormLoose, "loose_pdb_")
 		}
 		if stormPart("shared") {
-			storm(b, ctx, ours{}, i+1, n, stormShared, "shared_pdb_")
+			storm(b, ctx, stormDrainer(), i+1, n, stormShared, "shared_pdb_")
 		}
 		if stormPart("spot") {
-			storm(b, ctx, ours{}, i+1, n, stormShared, spotPrefix)
+			storm(b, ctx, stormDrainer(), i+1, n, stormShared, spotPrefix)
 		}
 		if stormPart("floor") {
 			record(stormMetric(n, "floor_p95_s"), stormFloor(b, ctx, n, stormTight))
@@ -312,6 +312,15 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape storm
 	if err != nil {
 		b.Fatal(err)
 	}
+	targetNodes := make([]string, n)
+	for i, t := range targets {
+		targetNodes[i] = t.PrivateDNSName
+	}
+	twice, stopTwice, err := watchEvictedTwice(ctx, s.name, targetNodes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stopTwice()
 	before, err := readAPICounts(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -328,6 +337,7 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape storm
 	answers, answered := make([]delivered, n), make([]time.Duration, n)
 	for i := range targets {
 		wg.Go(func() {
+			time.Sleep(time.Duration(i) * *flagStormStagger) // 0: all at once
 			answers[i], _ = h.deliver(ctx, i, payloads[i])
 			answered[i] = time.Since(send)
 		})
@@ -408,6 +418,7 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape storm
 	done := stormDone(prefix)
 	progress("%sstorm %srun %d: %d nodes × %d pods, %d Deployments of %d under PDBs of maxUnavailable %d, %s %d, p95 %.2f s, PDB floors broken %v; api requests: %s",
 		d.metric(""), prefix, run, n, stormPods, len(floors), shape.replicas(n), shape.maxUnavailable(n), done, len(took), p95, broken, delta)
+	progress("%sstorm %srun %d: %d replacement pods bound to a node of the storm (evicted twice)", d.metric(""), prefix, run, twice())
 	progress("%sstorm %srun %d: the disruption controller's queue: %s", d.metric(""), prefix, run, pdbQueueAfter.summary(pdbQueue, span))
 	if prefix == "single_" {
 		record(d.metric("drain_20_pods_s"), p95)
@@ -418,6 +429,7 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape storm
 		record(d.metric(stormMetric(n, prefix+"api_requests")), delta[d.apiKey()])
 		record(d.metric(stormMetric(n, prefix+"api_requests_per_node")), delta[d.apiKey()]/float64(n))
 		record(d.metric(stormMetric(n, prefix+"evictions_per_pod")), delta["POST pods/eviction"]/float64(n*stormPods))
+		record(d.metric(stormMetric(n, prefix+"pods_evicted_twice")), float64(twice()))
 	}
 	// the peer's spot drains that miss the notice are its result, not a
 	// failure of the bench

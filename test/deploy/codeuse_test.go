@@ -439,6 +439,15 @@ func kubeCalls(t *testing.T, root string) map[grant][]use {
 				group, verb, resource = "", "create", "pods/eviction"
 			case strings.HasSuffix(verbName, "Status") && kubeVerbs[strings.TrimSuffix(verbName, "Status")] != "":
 				verb, resource = kubeVerbs[strings.TrimSuffix(verbName, "Status")], resource+"/status"
+			case verbName == "Patch" && len(call.Args) > 5:
+				// Patch(ctx, name, type, data, opts, subresources...): the
+				// subresource's grant, not the resource's
+				lit, ok := call.Args[5].(*ast.BasicLit)
+				if !ok {
+					t.Errorf("%s: %s().%s().Patch: a subresource not written as a literal", fset.Position(call.Pos()), gvName, resName)
+					return true
+				}
+				verb, resource = "patch", resource+"/"+strings.Trim(lit.Value, "`\"")
 			case verb == "":
 				t.Errorf("%s: %s().%s().%s: unknown client-go method, add it to kubeVerbs", fset.Position(call.Pos()), gvName, resName, verbName)
 				return true

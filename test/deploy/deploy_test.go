@@ -64,6 +64,8 @@ var wantEnv = map[string]string{
 	"STOPPING_WAIT_TIMEOUT":       "3m",
 	"OUT_OF_SERVICE_TAINT":        "true",
 	"DELETE_TERMINATED_NODES":     "false",
+	"BATCH_CORDON":                "false",
+	"NODE_CONDITIONS":             "false",
 	"KUBE_CLIENT_QPS":             "100",
 	"KUBE_CLIENT_BURST":           "200",
 	"DEADLINE_MARGIN":             "20s",
