@@ -238,7 +238,7 @@ func TestCapacityBlockInParallelLeavesNothingRunning(t *testing.T) {
 			}
 		}
 		if drained != 2 {
-			t.Errorf("put %v: want a Node Drained for each of the block's two instances", bus.entries)
+			t.Errorf("put %v: want a Node Drained for each of the block's two instances (instances %+v)", bus.entries, out.Instances)
 		}
 	})
 }
