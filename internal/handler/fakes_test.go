@@ -154,6 +154,7 @@ type fakeASG struct {
 	heartbeatErr error
 	describeErr  error // DescribeAutoScalingGroups fails
 	describes    int   // DescribeAutoScalingGroups calls
+	hooksFail    int   // DescribeLifecycleHooks fails this many times first
 	// inactive names hooks with no action holding any instance: their
 	// heartbeats and completions fail as Auto Scaling's do
 	inactive map[string]bool
@@ -185,6 +186,15 @@ func (f *fakeASG) RecordLifecycleActionHeartbeat(_ context.Context, in *autoscal
 }
 
 func (f *fakeASG) DescribeLifecycleHooks(context.Context, *autoscaling.DescribeLifecycleHooksInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
+	f.mu.Lock()
+	fail := f.hooksFail > 0
+	if fail {
+		f.hooksFail--
+	}
+	f.mu.Unlock()
+	if fail {
+		return nil, &smithy.GenericAPIError{Code: "Throttling", Message: "Rate exceeded"}
+	}
 	if f.hooks != nil {
 		return &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: f.hooks}, nil
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kretry "k8s.io/client-go/util/retry"
 
 	"github.com/node-drainer/node-drainer/internal/cluster"
 	"github.com/node-drainer/node-drainer/internal/event"
@@ -49,7 +51,14 @@ func (k *hook) keepAlive(ctx context.Context, gone func(error)) (stop func()) {
 	// node) while this goroutine runs (a data race, found by make race)
 	log := k.log
 	go func() {
-		hooks, err := lifecycle.Hooks(ctx, k.h.c.ASG, k.act.ASG)
+		// read again on a failure (a throttle): unread, the siblings would
+		// never be heartbeated, and one would time out mid-drain with its
+		// default result (rule 17; the simulation's H5, seed 8262)
+		var hooks []astypes.LifecycleHook
+		err := kretry.OnError(hooksReadBackoff, func(error) bool { return ctx.Err() == nil }, func() (err error) {
+			hooks, err = lifecycle.Hooks(ctx, k.h.c.ASG, k.act.ASG)
+			return err
+		})
 		if err != nil {
 			log.WarnContext(ctx, "could not read the group's hooks: heartbeats at the fallback interval", "error", err)
 		} else {
@@ -80,6 +89,10 @@ func (k *hook) keepAlive(ctx context.Context, gone func(error)) (stop func()) {
 		})
 	}
 }
+
+// hooksReadBackoff paces keepAlive's reads of the group's hooks: 1, 2 and
+// 4 s apart, well within the least heartbeat timeout a sibling may have.
+var hooksReadBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Steps: 4}
 
 // canContinue says whether a drain cut short by this invocation's deadline
 // may go on in a fresh invocation.

@@ -65,6 +65,14 @@ func TestSiblingHooksCompleted(t *testing.T) {
 // is never heartbeated (rule 14). In a bubble: the drain's minutes pass at
 // once.
 func TestSiblingHooksHeartbeated(t *testing.T) {
+	t.Run("read", func(t *testing.T) { siblingsHeartbeated(t, 0) })
+	// the group's hooks unread at the drain's start (a throttle): the read
+	// is made again, else the sibling would never be heartbeated (found by
+	// the simulation's H5, seed 8262)
+	t.Run("read-again", func(t *testing.T) { siblingsHeartbeated(t, 2) })
+}
+
+func siblingsHeartbeated(t *testing.T, readFails int) {
 	synctest.Test(t, func(t *testing.T) {
 		const term = "autoscaling:EC2_INSTANCE_TERMINATING"
 		hookOn := func(name string, timeout int32, result string) astypes.LifecycleHook {
@@ -76,6 +84,7 @@ func TestSiblingHooksHeartbeated(t *testing.T) {
 		e.cfg.HookNames = []string{"legacy-terminate"}
 		e.asg.hooks = []astypes.LifecycleHook{hookOn("node-drainer-terminate", 300, "CONTINUE"),
 			hookOn("legacy-terminate", 60, "ABANDON"), hookOn("nth-terminate", 30, "CONTINUE")}
+		e.asg.hooksFail = readFails
 		e.blocked = []string{"db-0"} // a PDB allows no disruption, for 3 minutes
 		go func() {
 			time.Sleep(3 * time.Minute)
