@@ -155,6 +155,9 @@ type fakeASG struct {
 	describeErr  error // DescribeAutoScalingGroups fails
 	describes    int   // DescribeAutoScalingGroups calls
 	hooksFail    int   // DescribeLifecycleHooks fails this many times first
+	// completeFail: CompleteLifecycleAction of the named hook is throttled
+	// this many times first
+	completeFail map[string]int
 	// inactive names hooks with no action holding any instance: their
 	// heartbeats and completions fail as Auto Scaling's do
 	inactive map[string]bool
@@ -168,6 +171,10 @@ func (f *fakeASG) CompleteLifecycleAction(_ context.Context, in *autoscaling.Com
 	}
 	if f.inactive[aws.ToString(in.LifecycleHookName)] {
 		return nil, notActive()
+	}
+	if n := f.completeFail[aws.ToString(in.LifecycleHookName)]; n > 0 {
+		f.completeFail[aws.ToString(in.LifecycleHookName)] = n - 1
+		return nil, &smithy.GenericAPIError{Code: "Throttling", Message: "Rate exceeded"}
 	}
 	f.completed = append(f.completed, in)
 	return &autoscaling.CompleteLifecycleActionOutput{}, nil

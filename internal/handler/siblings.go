@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kretry "k8s.io/client-go/util/retry"
 
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
 )
@@ -24,7 +27,14 @@ import (
 // done.
 func (k *hook) completeSiblings(ctx context.Context, result lifecycle.Result) {
 	for _, sib := range k.siblingActions(ctx) {
-		completed, err := lifecycle.Complete(ctx, k.h.c.ASG, sib, result)
+		// a throttle is tried again: a sibling left would wait out its
+		// timeout, or end the instance's actions with an ABANDON (rule 17;
+		// the simulation's I3, seed 9552)
+		var completed bool
+		err := kretry.OnError(siblingCompleteBackoff, awsRetryable, func() (err error) {
+			completed, err = lifecycle.Complete(ctx, k.h.c.ASG, sib, result)
+			return err
+		})
 		switch {
 		case err != nil:
 			k.log.WarnContext(ctx, "could not complete the action of another hook of ours on this transition", "hook", sib.Hook, "error", err)
@@ -33,6 +43,10 @@ func (k *hook) completeSiblings(ctx context.Context, result lifecycle.Result) {
 		}
 	}
 }
+
+// siblingCompleteBackoff paces a sibling's completion tried again: 0.5, 1
+// and 2 s apart.
+var siblingCompleteBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: 4}
 
 // siblingActions are the instance's actions under the other hooks of ours
 // on act's transition: as keepAlive read them, or else read now. With

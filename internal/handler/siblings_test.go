@@ -23,15 +23,20 @@ func TestSiblingHooksCompleted(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		hookNames []string
+		throttled int      // the sibling's completion throttled this many times first
 		want      []string // the hooks completed, in order
 	}{
-		{"a second hook of ours", []string{"legacy-terminate", "legacy-launch"}, []string{"node-drainer-terminate", "legacy-terminate"}},
-		{"no HOOK_NAMES: none looked for", nil, []string{"node-drainer-terminate"}},
+		{"a second hook of ours", []string{"legacy-terminate", "legacy-launch"}, 0, []string{"node-drainer-terminate", "legacy-terminate"}},
+		// tried again, else the sibling waits out its timeout (the
+		// simulation's I3, seed 9552)
+		{"the sibling's completion throttled twice", []string{"legacy-terminate"}, 2, []string{"node-drainer-terminate", "legacy-terminate"}},
+		{"no HOOK_NAMES: none looked for", nil, 0, []string{"node-drainer-terminate"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(aNode()...)
 			e.ec2.readings[idA] = []reading{running}
 			e.cfg.HookNames = tc.hookNames
+			e.asg.completeFail = map[string]int{"legacy-terminate": tc.throttled}
 			e.asg.hooks = []astypes.LifecycleHook{hookOn("node-drainer-terminate", term), hookOn("legacy-terminate", term),
 				hookOn("nth-terminate", term), hookOn("legacy-launch", launch)}
 			out, err := e.handle(t, terminateEvent(idA), 5*time.Second)
