@@ -155,6 +155,7 @@ type fakeASG struct {
 	describeErr  error // DescribeAutoScalingGroups fails
 	describes    int   // DescribeAutoScalingGroups calls
 	hooksFail    int   // DescribeLifecycleHooks fails this many times first
+	beatFail     int   // RecordLifecycleActionHeartbeat is throttled this many times first
 	// completeFail: CompleteLifecycleAction of the named hook is throttled
 	// this many times first
 	completeFail map[string]int
@@ -188,6 +189,10 @@ func (f *fakeASG) RecordLifecycleActionHeartbeat(_ context.Context, in *autoscal
 	f.beats = append(f.beats, beat{hook: aws.ToString(in.LifecycleHookName), byToken: in.LifecycleActionToken != nil, at: time.Now()})
 	if f.inactive[aws.ToString(in.LifecycleHookName)] {
 		return nil, notActive()
+	}
+	if f.beatFail > 0 {
+		f.beatFail--
+		return nil, &smithy.GenericAPIError{Code: "Throttling", Message: "Rate exceeded"}
 	}
 	return &autoscaling.RecordLifecycleActionHeartbeatOutput{}, f.heartbeatErr
 }

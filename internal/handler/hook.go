@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -77,7 +78,16 @@ func (k *hook) keepAlive(ctx context.Context, gone func(error)) (stop func()) {
 		// (a hook the sweep found waiting has an unknown age: at once too)
 		if age := k.h.now().Sub(k.ev.Time); k.attempt > 1 || k.fromSweep || k.ev.Time.IsZero() || age >= interval {
 			log.InfoContext(ctx, "heartbeat at once", "hookAge", age.Round(time.Second).String(), "interval", interval.String(), "attempt", k.attempt)
-			acts, _ = lifecycle.Beat(ctx, k.h.c.ASG, acts, onErr)
+			// one that fails is tried again within seconds, not an interval
+			// later: the hook may be that close to its timeout (rule 3; the
+			// simulation's I3, seed 5628)
+			_ = kretry.OnError(hooksReadBackoff, func(error) bool { return ctx.Err() == nil }, func() error {
+				var failed bool
+				if acts, failed = lifecycle.Beat(ctx, k.h.c.ASG, acts, onErr); failed {
+					return errBeatFailed
+				}
+				return nil
+			})
 		}
 		stopped <- lifecycle.KeepAlive(ctx, k.h.c.ASG, k.h.clock, acts, interval, onErr)
 	}()
@@ -89,6 +99,9 @@ func (k *hook) keepAlive(ctx context.Context, gone func(error)) (stop func()) {
 		})
 	}
 }
+
+// errBeatFailed: a heartbeat at once failed (keepAlive tries it again).
+var errBeatFailed = errors.New("a heartbeat failed")
 
 // hooksReadBackoff paces keepAlive's reads of the group's hooks: 1, 2 and
 // 4 s apart, well within the least heartbeat timeout a sibling may have.

@@ -146,3 +146,40 @@ func TestSiblingHooks(t *testing.T) {
 		t.Errorf("siblings of a hook the group does not have: %v, want none", got)
 	}
 }
+
+// TestLateHookHeartbeatRetried: an event that comes late (its hook past
+// half its timeout) is heartbeated at once; a throttled heartbeat then is
+// tried again within seconds, not an interval later, past the timeout
+// (rule 3; the simulation's I3, seed 5628: 154 s late on a 300 s hook, the
+// next heartbeat 150 s later).
+func TestLateHookHeartbeatRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(aNode()...)
+		e.ec2.readings[idA] = []reading{running}
+		e.asg.hooks = []astypes.LifecycleHook{{LifecycleHookName: aws.String("node-drainer-terminate"),
+			LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(300), DefaultResult: aws.String("CONTINUE")}}
+		e.asg.beatFail = 1
+		e.blocked = []string{"db-0"}
+		go func() {
+			time.Sleep(40 * time.Second)
+			e.mu.Lock()
+			e.blocked = nil
+			e.mu.Unlock()
+		}()
+		late := envelope("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action", time.Now().Add(-200*time.Second), map[string]string{
+			"LifecycleActionToken": token, "AutoScalingGroupName": asgName, "LifecycleHookName": "node-drainer-terminate",
+			"EC2InstanceId": idA, "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING"})
+		start := time.Now()
+		if out, err := e.handle(t, late, 14*time.Minute); err != nil || out.Action != ActionDrained {
+			t.Fatalf("drain: %+v, %v", out, err)
+		}
+		beats := e.asg.beatsOf("node-drainer-terminate")
+		if len(beats) < 2 || beats[1].at.Sub(start) > 10*time.Second {
+			var at []string
+			for _, b := range beats {
+				at = append(at, b.at.Sub(start).String())
+			}
+			t.Fatalf("heartbeats at %v into the drain: want the throttled one at once tried again within 10 s", at)
+		}
+	})
+}
