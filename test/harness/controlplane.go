@@ -63,7 +63,23 @@ func (e *Env) DrainerKubeconfig() ([]byte, error) {
 	return clientcmd.Write(*kubeconfig(e.Server, e.pki.caPEM, e.kubeconfigUser))
 }
 
+// startEtcd starts etcd on two free ports. A port found free may be taken
+// by another process before etcd binds it (the tiers start harnesses side
+// by side): etcd then exits with "address already in use", and it is
+// started again on other ports, three times at most.
 func (e *Env) startEtcd(ctx context.Context) (string, error) {
+	for attempt := 1; ; attempt++ {
+		client, err := e.startEtcdOn(ctx)
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return client, err
+		}
+		if err := os.RemoveAll(filepath.Join(e.Dir, "etcd")); err != nil {
+			return "", err
+		}
+	}
+}
+
+func (e *Env) startEtcdOn(ctx context.Context) (string, error) {
 	ports, err := freePorts(2)
 	if err != nil {
 		return "", err
