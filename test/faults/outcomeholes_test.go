@@ -201,12 +201,18 @@ func outcomeBusRefusesOnce(x *X) {
 	ctx, cancel := context.WithTimeout(x.ctx, 2*time.Minute)
 	_ = rt.WaitIdle(ctx)
 	cancel()
+	// the proxy records a request once it has answered it, which may be
+	// after the invocation has returned: wait for the record a little
 	puts := 0
-	for _, r := range proxy.Requests() {
-		if isPutRecord(r) && r.Time.After(secondAt) {
-			puts++
+	_ = wait.PollUntilContextTimeout(x.ctx, 200*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		puts = 0
+		for _, r := range proxy.Requests() {
+			if isPutRecord(r) && r.Time.After(secondAt) {
+				puts++
+			}
 		}
-	}
+		return puts > 0, nil
+	})
 	x.expect(puts > 0, "the invocation after the refused put made no PutEvents: the refusal started the cooldown")
 	arrived := oq.waitFor(eventsWait, b.ID, outcome.NodeDrained, outcome.LifecycleActionCompleted)
 	x.expect(arrived, "the invocation after the refused put: no Node Drained and Lifecycle Action Completed for %s within %s (read: %s)", b.ID, eventsWait, oq.kinds())
