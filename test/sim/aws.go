@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
@@ -23,7 +22,6 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/node-drainer/node-drainer/internal/config"
-	"github.com/node-drainer/node-drainer/internal/handler"
 	"github.com/node-drainer/node-drainer/internal/instance"
 )
 
@@ -197,6 +195,9 @@ func matches(i ec2types.Instance, filters []ec2types.Filter) bool {
 // awsFault is a failure an AWS API answers with after the SDK's retries
 // gave up (rare: the SDK retries throttling and 5xx).
 func (w *World) awsFault(inv *invocation, op string) error {
+	if w.calm.Load() {
+		return nil
+	}
 	if w.roll(inv.id+"/aws/"+op) < w.Plan.APIFault/10 {
 		return &smithy.GenericAPIError{Code: "RequestLimitExceeded", Message: "Request limit exceeded (retries exhausted)"}
 	}
@@ -204,12 +205,6 @@ func (w *World) awsFault(inv *invocation, op string) error {
 }
 
 // Auto Scaling.
-
-type hookDef struct {
-	name, transition string
-	ours             bool // by the function's configuration
-	other            bool // another tool's: it completes its actions
-}
 
 type action struct {
 	group, instance string
@@ -231,9 +226,14 @@ type member struct {
 }
 
 type group struct {
-	name    string
-	hooks   []hookDef
-	members map[string]*member
+	name  string
+	hooks []hookDef
+	tags  map[string]string // the group's tags (hooks.go)
+	// everTagged: it carried the selection tag once (untagged since, its
+	// hooks stay: H3 does not ask them gone)
+	everTagged bool
+	untagged   bool // untagged once during the day
+	members    map[string]*member
 	// warm: the group has a warm pool of running instances that takes
 	// instances back on scale-in (ReuseOnScaleIn)
 	warm bool
@@ -244,30 +244,6 @@ type asgWorld struct {
 	mu     sync.Mutex
 	groups map[string]*group
 	tokens int
-}
-
-func (a *asgWorld) hooks() []hookDef {
-	// a hook the operator made and named in HOOK_NAMES stands for the
-	// template's (one hook of ours per transition: two would be guessed
-	// between, see the sweep's notes)
-	terminate := "node-drainer-terminate"
-	if a.w.Plan.ExtraOwnedHook {
-		terminate = "drain-extra"
-	}
-	hs := []hookDef{
-		{name: terminate, transition: "autoscaling:EC2_INSTANCE_TERMINATING", ours: true},
-		{name: "node-drainer-launch", transition: "autoscaling:EC2_INSTANCE_LAUNCHING", ours: true},
-	}
-	if a.w.Plan.OtherHook {
-		hs = append(hs, hookDef{name: "app-flush", transition: "autoscaling:EC2_INSTANCE_TERMINATING", other: true})
-	}
-	return hs
-}
-
-func (a *asgWorld) addGroup(name string, warm bool) {
-	a.mu.Lock()
-	a.groups[name] = &group{name: name, hooks: a.hooks(), members: map[string]*member{}, warm: warm}
-	a.mu.Unlock()
 }
 
 func (a *asgWorld) addMember(groupName, id, state string) {
@@ -304,12 +280,13 @@ func (a *asgWorld) transition(id, transition string) {
 		wait, origin, dest = "Warmed:Pending:Wait", "AutoScalingGroup", "WarmPool" // scaled in into the warm pool
 	}
 	m.state, m.actions = wait, nil
-	hb := time.Duration(a.w.Plan.HeartbeatSecs) * time.Second
 	var started []*action
 	for _, h := range g.hooks {
 		if h.transition != transition {
 			continue
 		}
+		h = a.settled(h)
+		hb := time.Duration(h.heartbeat) * time.Second
 		a.tokens++
 		ac := &action{group: g.name, instance: id, hook: h, token: fmt.Sprintf("token-%d", a.tokens), start: a.w.now(), origin: origin, dest: dest,
 			expires: a.w.now() + hb, global: a.w.now() + min(100*hb, 48*time.Hour)}
@@ -354,8 +331,8 @@ func (a *asgWorld) watchExpiry(ac *action) {
 		}
 		a.mu.Unlock()
 		a.w.inv.expired(ac)
-		a.w.tracef("world: ASG: hook %s of %s timed out: default result %s", ac.hook.name, ac.instance, a.w.Plan.DefaultResult)
-		a.finish(ac, a.w.Plan.DefaultResult)
+		a.w.tracef("world: ASG: hook %s of %s timed out: default result %s", ac.hook.name, ac.instance, ac.hook.result)
+		a.finish(ac, ac.hook.result)
 	})
 }
 
@@ -528,40 +505,13 @@ func (c asgClient) RecordLifecycleActionHeartbeat(_ context.Context, in *autosca
 				if ac.hook.name == hook && !ac.done {
 					c.w.tracef("%s: RecordLifecycleActionHeartbeat %s %s", c.inv.id, hook, id)
 					c.w.inv.heartbeat(c.inv, ac)
-					ac.expires = min(c.w.now()+time.Duration(c.w.Plan.HeartbeatSecs)*time.Second, ac.global)
+					ac.expires = min(c.w.now()+time.Duration(ac.hook.heartbeat)*time.Second, ac.global)
 					return &autoscaling.RecordLifecycleActionHeartbeatOutput{}, nil
 				}
 			}
 		}
 	}
 	return nil, &smithy.GenericAPIError{Code: "ValidationError", Message: "No active Lifecycle Action found with instance ID " + id}
-}
-
-func (c asgClient) DescribeLifecycleHooks(_ context.Context, in *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
-	if err := c.w.lambda.gate(c.inv, "autoscaling DescribeLifecycleHooks"); err != nil {
-		return nil, err
-	}
-	if err := c.w.awsFault(c.inv, "DescribeLifecycleHooks"); err != nil {
-		return nil, err
-	}
-	a := c.w.asg
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	g := a.groups[aws.ToString(in.AutoScalingGroupName)]
-	if g == nil {
-		return nil, &smithy.GenericAPIError{Code: "ValidationError", Message: "Group not found"}
-	}
-	var out []astypes.LifecycleHook
-	for _, h := range g.hooks {
-		if len(in.LifecycleHookNames) > 0 && !slices.Contains(in.LifecycleHookNames, h.name) {
-			continue
-		}
-		hb := c.w.Plan.HeartbeatSecs
-		out = append(out, astypes.LifecycleHook{AutoScalingGroupName: aws.String(g.name), LifecycleHookName: aws.String(h.name),
-			LifecycleTransition: aws.String(h.transition), HeartbeatTimeout: aws.Int32(hb), GlobalTimeout: aws.Int32(min(100*hb, 172800)),
-			DefaultResult: aws.String(c.w.Plan.DefaultResult)})
-	}
-	return &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: out}, nil
 }
 
 func (c asgClient) DescribeAutoScalingGroups(_ context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
@@ -582,11 +532,10 @@ func (c asgClient) DescribeAutoScalingGroups(_ context.Context, in *autoscaling.
 	var out []astypes.AutoScalingGroup
 	for _, n := range names {
 		g := a.groups[n]
-		if len(in.AutoScalingGroupNames) > 0 && !slices.Contains(in.AutoScalingGroupNames, n) {
+		if len(in.AutoScalingGroupNames) > 0 && !slices.Contains(in.AutoScalingGroupNames, n) || !g.selected(in.Filters) {
 			continue
 		}
-		ag := astypes.AutoScalingGroup{AutoScalingGroupName: aws.String(n),
-			Tags: []astypes.TagDescription{{Key: aws.String(clusterTag), Value: aws.String("owned"), ResourceId: aws.String(n)}}}
+		ag := astypes.AutoScalingGroup{AutoScalingGroupName: aws.String(n), Tags: g.tagList()}
 		if g.warm {
 			ag.WarmPoolConfiguration = &astypes.WarmPoolConfiguration{PoolState: astypes.WarmPoolStateRunning,
 				InstanceReusePolicy: &astypes.InstanceReusePolicy{ReuseOnScaleIn: aws.Bool(true)}}
@@ -727,6 +676,9 @@ type invocation struct {
 	// then is what it completed on; its retries add nothing)
 	completeFrom time.Duration
 	completing   bool
+	fn           string            // the function it runs as ("": the plan's)
+	result       chan directResult // a template's request: its result (fn.go)
+	hookFaults   int               // faults answered to its calls about hooks (H3)
 }
 
 // tryingToComplete notes the invocation's first CompleteLifecycleAction.
@@ -779,6 +731,7 @@ type lambdaWorld struct {
 	log     *slog.Logger
 	// what the event queue did: events run twice, throttles, drops
 	dups, throttled, dropped int
+	fns                      map[string]*function // the account's functions (fn.go)
 }
 
 // gate is every call of the function to the world: a call after the
@@ -817,6 +770,14 @@ const (
 
 // enqueue is async for an event queued at since.
 func (l *lambdaWorld) enqueue(id string, payload []byte, about string, retries int, since time.Duration) {
+	owner := mainOwner
+	if strings.HasPrefix(id, "sweep-b-") {
+		owner = secondOwner
+	}
+	if l.gone(owner) {
+		l.w.tracef("world: %s not run: function %s deleted", id, owner)
+		return
+	}
 	l.mu.Lock()
 	if l.running >= l.w.Plan.Concurrency {
 		l.seq[id]++
@@ -838,7 +799,7 @@ func (l *lambdaWorld) enqueue(id string, payload []byte, about string, retries i
 		return
 	}
 	l.running++
-	inv := &invocation{id: id, payload: payload, about: about, retries: retries, begun: l.w.now(), deadline: time.Now().Add(l.w.Plan.LambdaTimeout)}
+	inv := &invocation{id: id, payload: payload, about: about, retries: retries, begun: l.w.now(), deadline: time.Now().Add(l.w.Plan.LambdaTimeout), fn: owner}
 	if retries > 0 {
 		inv.id = fmt.Sprintf("%s/retry%d", id, retries)
 	}
@@ -859,18 +820,10 @@ func (l *lambdaWorld) enqueue(id string, payload []byte, about string, retries i
 }
 
 func (l *lambdaWorld) run(inv *invocation) {
-	h := handler.New(l.cfg, handler.Clients{
-		Kube:        l.w.kube.clientset(inv),
-		EC2:         ec2Client{l.w, inv},
-		ASG:         asgClient{l.w, inv},
-		AutoScaling: asgClient{l.w, inv},
-		Lambda:      lambdaClient{l.w, inv},
-	}, l.log)
 	ctx, cancel := context.WithDeadline(context.Background(), inv.deadline)
 	defer cancel()
 	// Lambda's retry of an asynchronous invocation keeps its request id
-	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: inv.requestID()})
-	out, err := h.Handle(ctx, inv.payload)
+	out, detail, err := l.serve(ctx, inv)
 	inv.mu.Lock()
 	dead := inv.dead
 	inv.ended = true
@@ -881,13 +834,19 @@ func (l *lambdaWorld) run(inv *invocation) {
 	l.mu.Lock()
 	l.running--
 	l.mu.Unlock()
-	detail := out.Detail
+	if inv.result != nil {
+		inv.result <- directResult{inv: inv, detail: detail, err: err}
+		return
+	}
 	if len(detail) > 160 {
 		detail = detail[:160] + "…"
 	}
 	l.w.tracef("%s: returned %s %s (error: %v)", inv.id, out.Action, detail, err)
 	if s := out.Sweep; s != nil && (len(s.Held)+len(s.Notes)+len(s.Failed) > 0) {
 		l.w.tracef("%s: sweep held %v; notes %q; failed %q", inv.id, s.Held, s.Notes, s.Failed)
+	}
+	if inv.about == "sweep" && err == nil {
+		l.w.inv.swept(inv)
 	}
 	if err != nil {
 		l.retry(inv)
@@ -907,6 +866,10 @@ func (l *lambdaWorld) kill(inv *invocation) {
 	l.running--
 	l.mu.Unlock()
 	l.w.tracef("%s: killed at its deadline (Task timed out)", inv.id)
+	if inv.result != nil {
+		inv.result <- directResult{inv: inv, err: errKilled}
+		return
+	}
 	l.retry(inv)
 }
 

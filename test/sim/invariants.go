@@ -30,7 +30,13 @@ const (
 	I10
 	I11
 	I12
-	numInvariants = I12
+	H1
+	H2
+	H3
+	H4
+	H5
+	H6
+	numInvariants = H6
 )
 
 // Names names each invariant.
@@ -47,6 +53,12 @@ var Names = [numInvariants + 1]string{"",
 	"I10 a terminated instance's ReadWriteOnce volumes released within 15 minutes",
 	"I11 no invocation waits on a node's pods that are all gone: it completes the terminate hook or ends within VOLUME_DETACH_TIMEOUT + 2 minutes",
 	"I12 no pod is given up on after an eviction's 409 while it is still there: once its PDB allows a disruption for a minute, it is evicted again before its node's terminate hook is completed",
+	"H1 no hook of ours deleted or rewritten (its transition, default result or owner), and no action of ours completed by a deletion, while an instance waits under it undrained; an uninstall's deletion only if it reports each drain it cut",
+	"H2 another tool's hook, and every hook no deployment put, keeps its settings and NotificationMetadata byte for byte",
+	"H3 once deployments and tags are still, within one sweep every tagged group of this cluster carries exactly its hooks, and no group never selected carries one of ours",
+	"H4 after the last deployment is removed, no hook of ours, nor a mark naming a removed deployment, remains",
+	"H5 every action of ours pending on a transition is heartbeated until it is completed, siblings included: none times out while the function holds the instance",
+	"H6 no put that Auto Scaling would refuse for its limits (metadata over 1,023 characters, heartbeat timeout outside 30-7,200 s, 50 hooks a group)",
 }
 
 // releaseBound is I10's bound: events may be lost (the sweep, every 5
@@ -94,7 +106,7 @@ func (v *Invariants) violate(i int, format string, args ...any) {
 
 // started: an invocation began (I8; I3's "an invocation about it began").
 func (v *Invariants) started(inv *invocation) {
-	if inv.about == "sweep" {
+	if inv.about == "sweep" || inv.about == "sweep-b" || inv.about == "deploy" {
 		return
 	}
 	v.check(I8)
@@ -212,11 +224,15 @@ func (v *Invariants) heartbeat(inv *invocation, ac *action) {
 	}
 }
 
-// expired: ac timed out (I3).
+// expired: ac timed out (I3, H5).
 func (v *Invariants) expired(ac *action) {
+	if v.w.lambda.gone(mainOwner) {
+		return // uninstalled: the drains it cut end with their hooks (H1), an operator's sibling outlives it
+	}
 	if ac.hook.ours && ac.touched {
 		v.violate(I3, "hook %s of %s timed out (started %s ago) though the function took it", ac.hook.name, ac.instance, (v.w.now() - ac.start).Round(time.Second))
 	}
+	v.siblingExpired(ac)
 }
 
 // afterDeadline: a call of a killed invocation (I9).
@@ -365,6 +381,9 @@ func (v *Invariants) terminated(id string) {
 }
 
 func (v *Invariants) released(n *simNode) {
+	if v.w.lambda.gone(mainOwner) {
+		return // uninstalled meanwhile: no function releases them (H1 holds the uninstall)
+	}
 	v.check(I10)
 	for _, va := range v.w.kube.vas() {
 		if va.Spec.NodeName == n.name {
@@ -442,6 +461,10 @@ func (v *Invariants) movedOn(n *simNode, running []*invocation, at time.Duration
 
 // final checks what must hold once the day is over (I7).
 func (v *Invariants) final() {
+	v.finalHooks()
+	if v.w.lambda.gone(mainOwner) {
+		return // uninstalled: a node's marks outlive the function (docs/deploy.md asks the drains to end first)
+	}
 	k := v.w.kube
 	for _, n := range k.alive() {
 		if v.w.ec2.truth(n.id) != "running" {

@@ -31,6 +31,9 @@ type Result struct {
 	Duplicates, Throttled, Dropped int
 	// NewUnseen counts EC2's NotFound answers for a just-launched instance
 	NewUnseen int
+	// Deploys counts what the day's deployments played: days, each kind
+	// of change, the faults answered to calls about hooks (by call)
+	Deploys map[string]int
 }
 
 // Run plays one seed's day. Call it inside a synctest bubble: it sleeps
@@ -51,6 +54,7 @@ func Run(seed int64, log *slog.Logger) Result {
 	w.asg = &asgWorld{w: w, groups: map[string]*group{}}
 	w.lambda = &lambdaWorld{w: w, cfg: cfg, seq: map[string]int{}, log: log}
 	w.bridge = bridge{w}
+	w.deploys = &deploys{w: w, uninstalls: map[string][]string{}, counts: map[string]int{}}
 
 	w.asg.addGroup("nodes", w.Plan.WarmPool)
 	for i := range w.Plan.Nodes {
@@ -67,10 +71,14 @@ func Run(seed int64, log *slog.Logger) Result {
 	}
 	w.kube.seed(w.Plan)
 	w.kube.start()
+	w.startDeploys()
 	sweeps := 0
 	w.every(w.Plan.SweepEvery, w.Plan.SweepEvery, func() {
 		sweeps++
 		w.lambda.async(fmt.Sprintf("sweep-%d", sweeps), sweepEvent(), "sweep", 0)
+		if d := w.Plan.Deploy; d != nil && d.Two { // the second deployment's sweep, at the same moment
+			w.lambda.async(fmt.Sprintf("sweep-b-%d", sweeps), sweepEvent(), "sweep-b", 0)
+		}
 	})
 	nextIdx := w.Plan.Nodes + 1
 	for _, h := range w.Plan.Events {
@@ -105,7 +113,10 @@ func Run(seed int64, log *slog.Logger) Result {
 	w.ec2.mu.Lock()
 	newUnseen := w.ec2.newUnseen
 	w.ec2.mu.Unlock()
-	return Result{Seed: seed, Steps: w.steps, Checks: inv.Checks, Violations: inv.Violations, Plan: w.Plan, Trace: w.trace,
+	w.deploys.mu.Lock()
+	deploys := w.deploys.counts
+	w.deploys.mu.Unlock()
+	return Result{Deploys: deploys, Seed: seed, Steps: w.steps, Checks: inv.Checks, Violations: inv.Violations, Plan: w.Plan, Trace: w.trace,
 		WatchesFrom: from, Replayed: replayed, Duplicates: dups, Throttled: throttled, Dropped: dropped, NewUnseen: newUnseen}
 }
 

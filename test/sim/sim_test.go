@@ -39,6 +39,7 @@ func TestSim(t *testing.T) {
 		watchesFrom, replayed    int
 		dups, throttled, dropped int
 		newUnseen                int
+		deploys                  = map[string]int{}
 
 		found atomic.Bool
 		// the first failing seed, told to a goroutine outside the bubbles,
@@ -73,6 +74,9 @@ func TestSim(t *testing.T) {
 					throttled += r.Throttled
 					dropped += r.Dropped
 					newUnseen += r.NewUnseen
+					for k, n := range r.Deploys {
+						deploys[k] += n
+					}
 					for i := range checks {
 						checks[i] += r.Checks[i]
 					}
@@ -101,6 +105,14 @@ func TestSim(t *testing.T) {
 	fmt.Printf("sim_watches_from_version=%d\nsim_watch_replayed=%d  # writes between a read and its watch, delivered on it\n", watchesFrom, replayed)
 	fmt.Printf("sim_lambda_duplicates=%d  # events Lambda's queue ran twice\nsim_lambda_throttled=%d\nsim_lambda_dropped=%d  # throttled past the maximum event age\n", dups, throttled, dropped)
 	fmt.Printf("sim_ec2_new_not_found=%d  # describes of a just-launched instance answered NotFound\n", newUnseen)
+	keys := make([]string, 0, len(deploys))
+	for k := range deploys {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys { // days of deployments, each kind of change, the faults on calls about hooks
+		fmt.Printf("sim_deploy_%s=%d\n", k, deploys[k])
+	}
 	fmt.Printf("sim_violations=%d\nsim_seconds=%.1f\n", violations, time.Since(begun).Seconds())
 	if found.Load() {
 		fmt.Println(<-firstAt)

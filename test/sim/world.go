@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -48,6 +49,10 @@ type World struct {
 	lambda *lambdaWorld
 	bridge bridge
 	inv    *Invariants
+	// deploys are the day's deployments and their operator (play.go)
+	deploys *deploys
+	// calm: no fault is drawn (a deployment's installation before the day)
+	calm atomic.Bool
 }
 
 // newWorld builds the world of a seed; call in the bubble (it reads the
@@ -161,6 +166,13 @@ type Plan struct {
 	OtherHook      bool // another tool's terminate hook on the node group
 	ExtraOwnedHook bool // a hook of ours named by HOOK_NAMES (besides the template's)
 	SweepEvery     time.Duration
+	// Sibling is the default result of a hook of ours beside the
+	// template's terminate hook, named by HOOK_NAMES (siblingHook), of
+	// SiblingSecs ("": none)
+	Sibling     string
+	SiblingSecs int32
+	OtherMeta   string  // the NotificationMetadata of another tool's hook (JSON or not)
+	Deploy      *Deploy // the day's deployments (nil: the groups' hooks are the template's, put before the day)
 
 	// cluster
 	Nodes        int    // in the node group
@@ -308,6 +320,7 @@ func NewPlan(seed int64) Plan {
 	}
 	sort.SliceStable(p.Events, func(i, j int) bool { return p.Events[i].At < p.Events[j].At })
 	p.WarmPool = chance(0.25) // drawn last: the plans drawn before warm pools came stay as they were
+	drawDeploy(seed, &p)
 	return p
 }
 
@@ -322,7 +335,7 @@ func (p Plan) String() string {
 	for _, e := range p.Events {
 		evs = append(evs, e.String())
 	}
-	return fmt.Sprintf("nodes=%d skippedGroup=%v/%s warmPool=%v web=%d dbs=%d unmanaged=%v lambdaTimeout=%s concurrency=%d heartbeat=%ds default=%s otherHook=%v extraHook=%v apiFault=%.2f outages=%v refusals=%v controller=%v\n  env: %s\n  events: %s",
+	return fmt.Sprintf("nodes=%d skippedGroup=%v/%s warmPool=%v web=%d dbs=%d unmanaged=%v lambdaTimeout=%s concurrency=%d heartbeat=%ds default=%s otherHook=%v extraHook=%v sibling=%s/%ds apiFault=%.2f outages=%v refusals=%v controller=%v\n  deploy: %s\n  env: %s\n  events: %s",
 		p.Nodes, p.SkippedGroup, p.SkippedOwner, p.WarmPool, p.Web, p.DBs, p.Unmanaged, p.LambdaTimeout, p.Concurrency, p.HeartbeatSecs, p.DefaultResult,
-		p.OtherHook, p.ExtraOwnedHook, p.APIFault, p.Outages, p.Refusals, p.ControllerUp, strings.Join(env, " "), strings.Join(evs, ", "))
+		p.OtherHook, p.ExtraOwnedHook, p.Sibling, p.SiblingSecs, p.APIFault, p.Outages, p.Refusals, p.ControllerUp, p.Deploy, strings.Join(env, " "), strings.Join(evs, ", "))
 }
