@@ -231,7 +231,7 @@ func (v *Invariants) converged(inv *invocation, hb int32) {
 					v.violate(H3, "after %s, still: %s/%s is %s %ds %s %q, not the deployment's (%ds CONTINUE, marked %s)", inv.id, g.name, w.name,
 						h.transition, h.heartbeat, h.result, h.meta, hb, mainOwner)
 				}
-			case !tagged && !g.everTagged && !slices.Contains(v.w.lambda.config(mainOwner).ASGNames, g.name) && i >= 0 && strings.Contains(g.hooks[i].meta, `"`+mainOwner+`"`):
+			case !tagged && (far || !g.everTagged) && !slices.Contains(v.w.lambda.config(mainOwner).ASGNames, g.name) && i >= 0 && strings.Contains(g.hooks[i].meta, `"`+mainOwner+`"`):
 				v.violate(H3, "after %s, still: %s/%s is ours on a group this deployment never selected", inv.id, g.name, w.name)
 			}
 		}

@@ -22,7 +22,7 @@ const (
 	joinGroup   = "listed2" // joins AsgNames (its tag for terraform) and leaves
 	farGroup    = "far"     // another cluster's, carrying the same tag
 	handGroup   = "hand"    // tagged, with a hook of our terminate name made by hand
-	sharedGroup = "shared"  // the tag and no cluster's: both deployments select it
+	sharedGroup = "common"  // the tag and no cluster's: both deployments select it (first by name: both uninstalls reach it at one moment)
 	farCluster  = "kubernetes.io/cluster/other"
 )
 
