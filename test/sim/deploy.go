@@ -152,6 +152,7 @@ type deploys struct {
 	// waiting undrained ("<group>/<hook>"), to be reported (H1)
 	uninstalls map[string][]string
 	counts     map[string]int
+	wg         sync.WaitGroup // the operator's operations running
 }
 
 func (ds *deploys) count(k string) {

@@ -60,8 +60,9 @@ func (a *asgWorld) hooks() []hookDef {
 	var hs []hookDef
 	if p.Deploy == nil {
 		// a hook the operator made and named in HOOK_NAMES stands for the
-		// template's (one hook of ours per transition: two would be guessed
-		// between, see the sweep's notes)
+		// template's on some days (ExtraOwnedHook); on others one stands
+		// beside it on the same transition (Plan.Sibling: the drain
+		// heartbeats and completes both, C2)
 		terminate := "node-drainer-terminate"
 		if p.ExtraOwnedHook {
 			terminate = "drain-extra"

@@ -76,24 +76,40 @@ func (w *World) startDeploys() {
 		second.heartbeat = 300
 	}
 	// the installation, before the day's events: calm (it went through)
-	go func() {
+	ds.spawn(func() {
 		for _, d := range ds.all {
 			ds.install(d)
 		}
 		w.tracef("world: the deployments installed")
-	}()
+	})
 	for _, c := range p.Changes {
-		w.after(c.At, func() { go ds.change(main, c) })
+		w.after(c.At, func() { ds.spawn(func() { ds.change(main, c) }) })
 	}
 	if p.FailedDestroy > 0 {
-		w.after(p.FailedDestroy, func() { go ds.failedDestroy(main) })
+		w.after(p.FailedDestroy, func() { ds.spawn(func() { ds.failedDestroy(main) }) })
 	}
 	w.after(p.RemoveAt, func() {
-		go ds.uninstall(main)
+		ds.spawn(func() { ds.uninstall(main) })
 		if second != nil {
-			go ds.uninstall(second)
+			ds.spawn(func() { ds.uninstall(second) })
 		}
 	})
+}
+
+// spawn runs an operation of the operator's (Run waits for them all).
+func (ds *deploys) spawn(f func()) {
+	ds.wg.Add(1)
+	go func() {
+		defer ds.wg.Done()
+		f()
+	}()
+}
+
+// pause waits d before an operation is tried again; false: the day is
+// over meanwhile.
+func (ds *deploys) pause(d time.Duration) bool {
+	time.Sleep(d)
+	return !ds.w.isStopped()
 }
 
 // install is d's Create: the main resource's (and SAM's release
@@ -157,8 +173,8 @@ func (ds *deploys) change(d *deployment, c Change) {
 // operator mends the cause).
 func (ds *deploys) update(d, next *deployment, old map[string]any) {
 	for try := range 2 {
-		if try > 0 {
-			time.Sleep(time.Minute)
+		if try > 0 && !ds.pause(time.Minute) {
+			return
 		}
 		ok, _ := ds.serve(next, "update-release", cfn.RequestUpdate, true, withRelease(old))
 		if !ok {
@@ -226,8 +242,8 @@ func (ds *deploys) uninstall(d *deployment) {
 		ds.count("uninstall_during_events")
 	}
 	for try := range 3 {
-		if try > 0 {
-			time.Sleep(2 * time.Minute)
+		if try > 0 && !ds.pause(2*time.Minute) {
+			return
 		}
 		if ok, _ := ds.serve(d, fmt.Sprintf("delete-%d", try), cfn.RequestDelete, false, nil); ok {
 			ds.mu.Lock()

@@ -94,6 +94,7 @@ func Run(seed int64, log *slog.Logger) Result {
 	w.stop()
 	// the invocations still running end by their deadlines
 	time.Sleep(w.Plan.LambdaTimeout + time.Second)
+	w.deploys.wg.Wait() // an operation tried again past the day's end gives up
 	w.lambda.mu.Lock()
 	dups, throttled, dropped := w.lambda.dups, w.lambda.throttled, w.lambda.dropped
 	for _, i := range w.lambda.all {
