@@ -212,12 +212,15 @@ type action struct {
 	token           string
 	// origin and dest are the event's Origin and Destination in a group
 	// with a warm pool ("" without one)
-	origin, dest    string
-	start           time.Duration
-	expires, global time.Duration
-	done            bool
-	result          string
-	touched         bool // an invocation of the function about it started
+	origin, dest string
+	start        time.Duration
+	// last is when it began or was last heartbeated: it times out at its
+	// hook's heartbeat timeout after, or its global timeout after start,
+	// the hook read as it is now (due), as motoext does
+	last    time.Duration
+	done    bool
+	result  string
+	touched bool // an invocation of the function about it started
 }
 
 type member struct {
@@ -286,10 +289,9 @@ func (a *asgWorld) transition(id, transition string) {
 			continue
 		}
 		h = a.settled(h)
-		hb := time.Duration(h.heartbeat) * time.Second
 		a.tokens++
 		ac := &action{group: g.name, instance: id, hook: h, token: fmt.Sprintf("token-%d", a.tokens), start: a.w.now(), origin: origin, dest: dest,
-			expires: a.w.now() + hb, global: a.w.now() + min(100*hb, 48*time.Hour)}
+			last: a.w.now()}
 		m.actions = append(m.actions, ac)
 		started = append(started, ac)
 	}
@@ -316,7 +318,7 @@ func (a *asgWorld) transition(id, transition string) {
 // watchExpiry applies the default result when an action times out.
 func (a *asgWorld) watchExpiry(ac *action) {
 	a.mu.Lock()
-	at := min(ac.expires, ac.global)
+	at, _ := a.due(ac)
 	a.mu.Unlock()
 	a.w.after(at-a.w.now()+time.Millisecond, func() {
 		a.mu.Lock()
@@ -324,15 +326,17 @@ func (a *asgWorld) watchExpiry(ac *action) {
 			a.mu.Unlock()
 			return
 		}
-		if now := a.w.now(); now < min(ac.expires, ac.global) {
+		at, result := a.due(ac)
+		if now := a.w.now(); now < at {
 			a.mu.Unlock()
 			a.watchExpiry(ac)
 			return
 		}
+		ac.hook.result = result
 		a.mu.Unlock()
 		a.w.inv.expired(ac)
-		a.w.tracef("world: ASG: hook %s of %s timed out: default result %s", ac.hook.name, ac.instance, ac.hook.result)
-		a.finish(ac, ac.hook.result)
+		a.w.tracef("world: ASG: hook %s of %s timed out: default result %s", ac.hook.name, ac.instance, result)
+		a.finish(ac, result)
 	})
 }
 
@@ -505,7 +509,7 @@ func (c asgClient) RecordLifecycleActionHeartbeat(_ context.Context, in *autosca
 				if ac.hook.name == hook && !ac.done {
 					c.w.tracef("%s: RecordLifecycleActionHeartbeat %s %s", c.inv.id, hook, id)
 					c.w.inv.heartbeat(c.inv, ac)
-					ac.expires = min(c.w.now()+time.Duration(ac.hook.heartbeat)*time.Second, ac.global)
+					ac.last = c.w.now()
 					return &autoscaling.RecordLifecycleActionHeartbeatOutput{}, nil
 				}
 			}

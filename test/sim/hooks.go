@@ -142,6 +142,42 @@ func (g *group) selected(filters []astypes.Filter) bool {
 	return true
 }
 
+// due is when ac times out, and with what, its hook read as the group has
+// it now (a put that changes the timeout or the default result applies to
+// the actions in flight, as motoext plays it); a hook the group no longer
+// has never times out. Call with the lock held.
+func (a *asgWorld) due(ac *action) (time.Duration, string) {
+	g := a.groups[ac.group]
+	i := -1
+	if g != nil {
+		i = slices.IndexFunc(g.hooks, func(h hookDef) bool { return h.name == ac.hook.name })
+	}
+	if i < 0 {
+		return 100 * 365 * 24 * time.Hour, ac.hook.result
+	}
+	h := a.settled(g.hooks[i])
+	hb := time.Duration(h.heartbeat) * time.Second
+	return min(ac.last+hb, ac.start+min(100*hb, 48*time.Hour)), h.result
+}
+
+// rearm watches again the actions pending under hook name of g, whose
+// timeout a put may have shortened. Call without the lock.
+func (a *asgWorld) rearm(g *group, name string) {
+	a.mu.Lock()
+	var pending []*action
+	for _, m := range g.members {
+		for _, ac := range m.actions {
+			if !ac.done && ac.hook.name == name {
+				pending = append(pending, ac)
+			}
+		}
+	}
+	a.mu.Unlock()
+	for _, ac := range pending {
+		a.watchExpiry(ac)
+	}
+}
+
 // hookFault is a throttle or a 5xx answered to a call about hooks or the
 // function's tags, after the SDK's retries gave up.
 func (w *World) hookFault(inv *invocation, op string) error {
@@ -245,6 +281,9 @@ func (c asgClient) PutLifecycleHook(_ context.Context, in *autoscaling.PutLifecy
 	}
 	a.mu.Unlock()
 	c.w.tracef("%s: PutLifecycleHook %s/%s %s %ds %s %q", c.inv.id, group, name, h.transition, h.heartbeat, h.result, h.meta)
+	if was != nil {
+		a.rearm(g, name)
+	}
 	return &autoscaling.PutLifecycleHookOutput{}, nil
 }
 
