@@ -33,8 +33,18 @@ cases=(
   "pods-listed-after-volumes|internal/handler/drainnode.go|s/^const listFresh = 500 \* time.Millisecond/const listFresh = 500 * time.Hour/"
   "pod-gone-ends-pdb-wait|internal/drain/budget.go|s/\t\tif r.gone(p) {/\t\tif false \&\& r.gone(p) {/"
   "handover-names-every-holder|internal/handler/terminate.go|s/\t\tholders = append(slices.Clone(t.predecessors), holders...)/\t\tholders = append(slices.Clone(t.predecessors), holders...)[:max(len(t.predecessors), 1)]/"
+  "hooks-take-back-only-put|internal/hooks/removal.go|s/^\tif rerr != nil {$/\tif false \&\& rerr != nil {/;s/^\tif !again.removing() {$/\tif rerr == nil \&\& !again.removing() {/;s#k.takeBack(ctx, res.Put, hooks)#k.takeBack(ctx, func() (p []string) { for _, g := range res.Tagged { for _, hk := range hooks { p = append(p, aws.ToString(g.AutoScalingGroupName)+\"/\"+hk.Name) } }; return p }(), hooks)#;s/if w := waiting\[g\]; len(w) > 0 {/if w := waiting[g]; false \&\& len(w) > 0 {/"
+  "siblings-heartbeated|internal/handler/hook.go|s/^\t\tacts := append(\[\]lifecycle.Action{k.act}, k.siblings...)$/\t\tacts := []lifecycle.Action{k.act}/;s/^\tlifecycle.Beat(ctx, k.h.c.ASG, k.siblingActions(ctx), /\tlifecycle.Beat(ctx, k.h.c.ASG, nil, /"
+  "stack-put-this-cluster|internal/hooks/stackhooks.go|s/tagged, err := s.taggedGroups(ctx, s.putTag(props))/tagged, err := s.taggedGroups(ctx, discovery.Tag{Key: props.AsgTagKey, Value: props.AsgTagValue})/"
+  "one-owner-per-hook|internal/discovery/marks.go|s/^\tcase anothers:$/\tcase anothers:\n\t\treturn step{in: again(*cur, group, m.with(append(slices.Clone(m.owners), want.Owner)))}/"
   "watch-hears-deletions|internal/cluster/watch.go|s/\t\t\t\tDeleteFunc: changed,/\t\t\t\tDeleteFunc: nil,/"
 )
+# the four hooks rows (issue 54) revert C1 (a sweep's take-back: on a failed
+# read of the removal mark too, on every tagged group, under a waiting
+# instance), C2 (the drain heartbeats its HOOK_NAMES siblings), C3 (a stack
+# update puts hooks on this cluster's tagged groups only) and C5 (one owner
+# per hook: a hook another deployment marked is joined, its list of owners
+# read, modified and written, as before)
 # watch-hears-deletions is no fix of a bug found: it makes the pods' informer deaf
 # to deletions, the kind of watch bug only the liveness invariant (I11) sees
 # a case that reverts a second fix with its first: name -> file|expression
@@ -78,7 +88,7 @@ for c in "${cases[@]}"; do
   start=$(date +%s)
   out=$(/tmp/teeth-rev.test -test.run '^TestSim$' -test.timeout 30m -seeds "$SEEDS" -first 2>&1)
   first=$(grep -m1 -o 'sim_first_failing_seed=.*' <<<"$out")
-  inv=$(grep -m1 -o 'seed [0-9]*: I[0-9]*[^:]*' <<<"$out")
+  inv=$(grep -m1 -o 'seed [0-9]*: [IH][0-9]*[^:]*' <<<"$out")
   if [ -n "$first" ]; then
     echo "teeth $name: $first: $inv"
   else
