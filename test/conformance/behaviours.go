@@ -77,6 +77,8 @@ var Behaviours = []Behaviour{
 	{"autoscaling/ABANDON of one terminate hook ends the instance's other actions: their completion refused", abandonEndsOthers},
 	{"autoscaling/CONTINUE of one terminate hook leaves the other's action waiting", continueLeavesOthers},
 	{"autoscaling/CompleteLifecycleAction with a wrong token refused", completeWrongToken},
+	{"autoscaling/DeleteLifecycleHook ends the action waiting under the hook: the instance goes on, its completion refused", deleteEndsAction},
+	{"autoscaling/a waiting action ends at its hook's HeartbeatTimeout (put to 30 s while it waits): its completion refused", timeoutEndsAction},
 	{"autoscaling/RecordLifecycleActionHeartbeat accepted while waiting", heartbeatAccepted},
 	{"autoscaling/RecordLifecycleActionHeartbeat after completion refused", heartbeatAfterComplete},
 	{"ec2/stopped instance: state stopped, StateReason Client.UserInitiatedShutdown", ec2Stopped(false, "Client.UserInitiatedShutdown")},
@@ -1225,6 +1227,84 @@ func continueLeavesOthers(ctx context.Context, s Side, _ string) error {
 		return err
 	}
 	return completeHook(ctx, s, group, OtherHook, id, other, "CONTINUE")
+}
+
+// terminateHook reads group's terminate hook, and gives what puts it back
+// as it was (the sim side's group serves every behaviour).
+func terminateHook(ctx context.Context, s Side, group string) (restore func() error, err error) {
+	out, err := s.ASG().DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(group),
+		LifecycleHookNames: []string{"node-drainer-terminate"}})
+	if err != nil {
+		return nil, err
+	}
+	if len(out.LifecycleHooks) != 1 {
+		return nil, fmt.Errorf("group %s has %d hooks named node-drainer-terminate", group, len(out.LifecycleHooks))
+	}
+	h := out.LifecycleHooks[0]
+	return func() error {
+		_, err := s.ASG().PutLifecycleHook(context.WithoutCancel(ctx), &autoscaling.PutLifecycleHookInput{AutoScalingGroupName: aws.String(group),
+			LifecycleHookName: h.LifecycleHookName, LifecycleTransition: h.LifecycleTransition, HeartbeatTimeout: h.HeartbeatTimeout,
+			DefaultResult: h.DefaultResult, NotificationMetadata: h.NotificationMetadata})
+		return err
+	}, nil
+}
+
+// deleteEndsAction: "If there are any outstanding lifecycle actions, they
+// are completed first (ABANDON for launching instances, CONTINUE for
+// terminating instances)" (DeleteLifecycleHook, API reference).
+func deleteEndsAction(ctx context.Context, s Side, _ string) (err error) {
+	group, id, token, err := s.Terminating(ctx)
+	if err != nil {
+		return err
+	}
+	restore, err := terminateHook(ctx, s, group)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, restore()) }()
+	if _, err := s.ASG().DeleteLifecycleHook(ctx, &autoscaling.DeleteLifecycleHookInput{AutoScalingGroupName: aws.String(group),
+		LifecycleHookName: aws.String("node-drainer-terminate")}); err != nil {
+		return err
+	}
+	// refused: the world says "No active Lifecycle Action found", moto
+	// "No Lifecycle Hook found with name …" (docs/testing.md: a mismatch of
+	// message, recorded, which lifecycle.IsNotActive reads as a failure)
+	if code, _ := apiCode(complete(ctx, s, group, id, token, "CONTINUE")); code != "ValidationError" {
+		return fmt.Errorf("the completion after its hook's deletion: %q, want a ValidationError", code)
+	}
+	for range 20 {
+		if st, err := lifecycleState(ctx, s, group, id); err != nil || st != "Terminating:Wait" {
+			return err
+		}
+		s.Sleep(250 * time.Millisecond)
+	}
+	return errors.New("the instance still in Terminating:Wait 5 s after its only hook's deletion")
+}
+
+// timeoutEndsAction: an action not heartbeated ends at its hook's
+// HeartbeatTimeout with the hook's DefaultResult (the user guide's
+// lifecycle hooks); the timeout is put to 30 s (the least) while the
+// action waits, and applies to it.
+func timeoutEndsAction(ctx context.Context, s Side, _ string) (err error) {
+	group, id, token, err := s.Terminating(ctx)
+	if err != nil {
+		return err
+	}
+	restore, err := terminateHook(ctx, s, group)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, restore()) }()
+	if _, err := s.ASG().PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{AutoScalingGroupName: aws.String(group),
+		LifecycleHookName: aws.String("node-drainer-terminate"), LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"),
+		HeartbeatTimeout: aws.Int32(30), DefaultResult: aws.String("CONTINUE")}); err != nil {
+		return err
+	}
+	if err := heartbeat(ctx, s, group, id, token); err != nil { // the 30 s from now
+		return err
+	}
+	s.Sleep(33 * time.Second)
+	return wantNoActive(complete(ctx, s, group, id, token, "CONTINUE"), "the completion past its hook's HeartbeatTimeout")
 }
 
 func completeHook(ctx context.Context, s Side, group, hook, id, token, result string) error {

@@ -78,7 +78,7 @@ type simSide struct {
 
 // simNodes: two for the pods, a spare, eleven for the AWS behaviours
 // (node), the last for Unwell.
-const simNodes = 15
+const simNodes = 17
 
 func newSimSide() *simSide { return &simSide{lab: sim.NewLab(simNodes), next: 3} }
 
