@@ -282,6 +282,14 @@ func (a *asgWorld) transition(id, transition string) {
 	case g.warm:
 		wait, origin, dest = "Warmed:Pending:Wait", "AutoScalingGroup", "WarmPool" // scaled in into the warm pool
 	}
+	for _, ac := range m.actions {
+		// a launch still waiting when the instance is scaled in (an
+		// unready node's replacement): its action ends with the
+		// transition, and its timeout with it
+		if !ac.done {
+			ac.done, ac.result = true, "ended by "+transition
+		}
+	}
 	m.state, m.actions = wait, nil
 	var started []*action
 	for _, h := range g.hooks {
