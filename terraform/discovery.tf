@@ -32,6 +32,7 @@ locals {
     CreateTerminateHook = tostring(var.create_terminate_hook)
     CreateLaunchHook    = tostring(var.create_launch_hook)
     HeartbeatTimeout    = tostring(var.heartbeat_timeout)
+    SweepSchedule       = local.sweep_on ? var.sweep_schedule : ""
     Owner               = var.function_name
   }
 }

@@ -79,6 +79,10 @@ locals {
   }
 
   sweep_on = var.sweep_schedule != null && var.sweep_schedule != ""
+  # the sweep's period in seconds, of a rate expression (null: no sweep, or
+  # a cron expression, whose period is the operator's to keep)
+  sweep_rate   = local.sweep_on ? regex("^(?:rate\\(([0-9]+) (minute|minutes|hour|hours|day|days)\\))?", var.sweep_schedule) : [null, null]
+  sweep_period = local.sweep_rate[0] == null ? null : tonumber(local.sweep_rate[0]) * { minute = 60, minutes = 60, hour = 3600, hours = 3600, day = 86400, days = 86400 }[local.sweep_rate[1]]
 
   # Every rule that invokes the function, the sweep's schedule included: one
   # target (same DLQ and retry policy) and one permission each.
@@ -106,6 +110,16 @@ resource "aws_cloudwatch_event_rule" "sweep" {
 
   # destroyed before the invocation that removes the hooks the sweep put
   depends_on = [aws_lambda_invocation.hooks]
+
+  lifecycle {
+    # after Lambda's last retry of a failed drain only the next sweep
+    # heartbeats its hook: the hook must outlast the sweep's period and a
+    # minute (as the function refuses otherwise: internal/hooks/sweepperiod.go)
+    precondition {
+      condition     = var.heartbeat_timeout >= coalesce(local.sweep_period, 0) + 60 # no period (cron, none): 60, below the least heartbeat_timeout
+      error_message = "heartbeat_timeout (${var.heartbeat_timeout}) must be at least the sweep's period and a minute (sweep_schedule ${coalesce(var.sweep_schedule, "null")}: ${coalesce(local.sweep_period, 0) + 60}): after Lambda's last retry of a failed drain only the next sweep heartbeats its hook. Raise heartbeat_timeout or shorten sweep_schedule."
+    }
+  }
 }
 
 # The event rules' targets and permissions. The sweep's are apart: the

@@ -500,13 +500,13 @@ variable "log_level" {
 }
 
 variable "heartbeat_timeout" {
-  description = "Lifecycle hook heartbeat timeout in seconds (the function heartbeats while it drains). At least 180: Lambda retries a failed invocation a minute later, and a hook must outlive that."
+  description = "Lifecycle hook heartbeat timeout in seconds (the function heartbeats while it drains). At least 300 (Lambda retries a failed invocation 1 and then 2 minutes later), and at least the sweep's period (sweep_schedule) and a minute: after Lambda's last retry only the next sweep heartbeats the hook again."
   type        = number
-  default     = 300
+  default     = 360
 
   validation {
-    condition     = var.heartbeat_timeout >= 180 && var.heartbeat_timeout <= 7200
-    error_message = "heartbeat_timeout must be 180-7200: Lambda retries a failed invocation a minute later (then two), and a hook with a shorter timeout expires to its default result meanwhile."
+    condition     = var.heartbeat_timeout >= 300 && var.heartbeat_timeout <= 7200
+    error_message = "heartbeat_timeout must be 300-7200: Lambda retries a failed invocation 1 and then 2 minutes later, and a hook with a shorter timeout expires to its default result meanwhile."
   }
 }
 

@@ -31,7 +31,7 @@ func TestFromEnvDefaults(t *testing.T) {
 		ClusterTagKey:            "kubernetes.io/cluster/prod",
 		ASGTagValue:              "true",
 		CreateTerminateHook:      true,
-		HeartbeatTimeout:         300 * time.Second,
+		HeartbeatTimeout:         360 * time.Second,
 		DryRun:                   false,
 		DrainTimeout:             30 * time.Minute,
 		SpotDrainTimeout:         100 * time.Second,
@@ -250,7 +250,7 @@ func TestFromEnvErrors(t *testing.T) {
 		{"group tag value with a brace", []string{"ASG_TAG_KEY=node-drainer.io/enabled", "ASG_TAG_VALUE={x}"}, []string{"ASG_TAG_VALUE"}, false},
 		{"create terminate hook", []string{"CREATE_TERMINATE_HOOK=yes"}, []string{"CREATE_TERMINATE_HOOK"}, false},
 		{"create launch hook", []string{"CREATE_LAUNCH_HOOK=1x"}, []string{"CREATE_LAUNCH_HOOK"}, false},
-		{"heartbeat timeout below the retry", []string{"HEARTBEAT_TIMEOUT=60"}, []string{"HEARTBEAT_TIMEOUT", "180 to 7200"}, false},
+		{"heartbeat timeout below the retry", []string{"HEARTBEAT_TIMEOUT=60"}, []string{"HEARTBEAT_TIMEOUT", "300 to 7200"}, false},
 		{"heartbeat timeout a duration", []string{"HEARTBEAT_TIMEOUT=5m"}, []string{"HEARTBEAT_TIMEOUT"}, false},
 		{"every problem reported at once", []string{"DRY_RUN=x", "DRAIN_TIMEOUT=x", "KUBE_CLIENT_BURST=x"}, []string{"DRY_RUN", "DRAIN_TIMEOUT", "KUBE_CLIENT_BURST", "CLUSTER_NAME is required"}, true},
 	} {

@@ -386,3 +386,55 @@ func TestStackAnswerEndsBeforeTheDeadline(t *testing.T) {
 		t.Fatalf("error %v, want the answer's failure, for Lambda to retry", err)
 	}
 }
+
+// A HeartbeatTimeout the sweep's period (and a minute) does not fit in is
+// refused by Create and by an Update's both steps, before anything changes:
+// after Lambda's last retry of a failed drain only the next sweep heartbeats
+// its hook (the simulation's I3, seed 1187). A cron schedule, or none, is not
+// checked; a Delete is never refused.
+func TestHeartbeatMustOutlastTheSweep(t *testing.T) {
+	for _, tc := range []struct {
+		heartbeat, schedule string
+		refused             bool
+	}{
+		{"300", "rate(5 minutes)", true},
+		{"359", "rate(5 minutes)", true},
+		{"360", "rate(5 minutes)", false},
+		{"3600", "rate(1 hour)", true},
+		{"300", "rate(4 minutes)", false},
+		{"300", "cron(0/10 * * * ? *)", false},
+		{"300", "", false},
+	} {
+		srv := newCFNServer(t)
+		e := newEnv()
+		e.asg.groups = []astypes.AutoScalingGroup{{AutoScalingGroupName: aws.String("blue")}}
+		hp := &hookstest.AutoScaling{Groups: e.asg}
+		h := deployment(e, hp, "node-drainer", nil)
+		p := hookProps("blue")
+		p["HeartbeatTimeout"], p["SweepSchedule"] = tc.heartbeat, tc.schedule
+		release := hookProps("blue")
+		release["HeartbeatTimeout"], release["SweepSchedule"], release["Release"] = tc.heartbeat, tc.schedule, "true"
+		for _, req := range [][]byte{
+			stackPayload(t, srv.URL, cfn.RequestCreate, p, nil),
+			stackPayload(t, srv.URL, cfn.RequestUpdate, release, hookProps("blue", "green")),
+		} {
+			out, _ := h.Serve(context.Background(), req)
+			r := <-srv.answers
+			refused := r.Status == cfn.StatusFailed && strings.Contains(r.Reason, "sweep's period")
+			if refused != tc.refused {
+				t.Errorf("HeartbeatTimeout %s, SweepSchedule %q: %s %q (outcome %s); want refused %v", tc.heartbeat, tc.schedule, r.Status, r.Reason, out.Action, tc.refused)
+			}
+		}
+		if tc.refused && (len(hp.Puts) != 0 || len(hp.Deletes) != 0) {
+			t.Errorf("HeartbeatTimeout %s, SweepSchedule %q refused, yet puts %v, deletes %v", tc.heartbeat, tc.schedule, hp.Puts, hp.Deletes)
+		}
+		del := hookProps("blue")
+		del["HeartbeatTimeout"], del["SweepSchedule"] = tc.heartbeat, tc.schedule
+		if _, err := h.Serve(context.Background(), stackPayload(t, srv.URL, cfn.RequestDelete, del, nil)); err != nil {
+			t.Errorf("delete with HeartbeatTimeout %s, SweepSchedule %q: %v", tc.heartbeat, tc.schedule, err)
+		}
+		if r := <-srv.answers; r.Status != cfn.StatusSuccess {
+			t.Errorf("delete with HeartbeatTimeout %s, SweepSchedule %q: %s %q", tc.heartbeat, tc.schedule, r.Status, r.Reason)
+		}
+	}
+}

@@ -28,6 +28,9 @@ type hookProperties struct {
 	HeartbeatTimeout    string   `json:"HeartbeatTimeout"`
 	AsgTagKey           string   `json:"AsgTagKey"`
 	AsgTagValue         string   `json:"AsgTagValue"`
+	// SweepSchedule is the sweep rule's schedule ("": none), which the
+	// hooks' HeartbeatTimeout must outlast (checkSweepOutlasted).
+	SweepSchedule string `json:"SweepSchedule"`
 	// Owner is the deployment's name in its hooks' marks (its function's;
 	// empty: the function serving the request).
 	Owner string `json:"Owner"`
@@ -65,6 +68,9 @@ func (k *Keeper) serveHooks(ctx context.Context, req cfn.Event) ([]string, error
 	release := props.Release == "true"
 	switch req.RequestType {
 	case cfn.RequestCreate, cfn.RequestUpdate:
+		if err := props.check(); err != nil {
+			return nil, err // refused before anything changes, the release step too
+		}
 		if !release {
 			s.unmarkRemoval(ctx, props)
 		}
@@ -364,18 +370,42 @@ func (p hookProperties) names() []string {
 	return n
 }
 
+// heartbeat is the properties' HeartbeatTimeout in seconds, within Auto
+// Scaling's limits.
+func (p hookProperties) heartbeat() (int64, error) {
+	hb, err := strconv.ParseInt(p.HeartbeatTimeout, 10, 32)
+	if err != nil || hb < 30 || hb > 7200 {
+		return 0, fmt.Errorf("HeartbeatTimeout %q: want whole seconds from 30 to 7200", p.HeartbeatTimeout)
+	}
+	return hb, nil
+}
+
+// check refuses properties a Create or an Update must not put: a bad
+// HeartbeatTimeout, one the sweep's period does not fit in, a hook asked
+// for without its name.
+func (p hookProperties) check() error {
+	hb, err := p.heartbeat()
+	if err != nil {
+		return err
+	}
+	if err := checkSweepOutlasted(hb, p.SweepSchedule); err != nil {
+		return err
+	}
+	if p.CreateTerminateHook == "true" && p.TerminateHookName == "" {
+		return errors.New("CreateTerminateHook without a TerminateHookName")
+	}
+	if p.CreateLaunchHook == "true" && p.LaunchHookName == "" {
+		return errors.New("CreateLaunchHook without a LaunchHookName")
+	}
+	return nil
+}
+
 // hooks are the hooks the properties ask for, with the settings the sweep
 // gives tagged groups (ensureHooks).
 func (p hookProperties) hooks() ([]discovery.Hook, error) {
-	hb, err := strconv.ParseInt(p.HeartbeatTimeout, 10, 32)
-	if err != nil || hb < 30 || hb > 7200 {
-		return nil, fmt.Errorf("HeartbeatTimeout %q: want whole seconds from 30 to 7200", p.HeartbeatTimeout)
+	if err := p.check(); err != nil {
+		return nil, err
 	}
-	if p.CreateTerminateHook == "true" && p.TerminateHookName == "" {
-		return nil, errors.New("CreateTerminateHook without a TerminateHookName")
-	}
-	if p.CreateLaunchHook == "true" && p.LaunchHookName == "" {
-		return nil, errors.New("CreateLaunchHook without a LaunchHookName")
-	}
+	hb, _ := p.heartbeat()
 	return p.wanted(int32(hb)), nil
 }

@@ -48,7 +48,7 @@ var wantEnv = map[string]string{
 	"ASG_TAG_VALUE":               "true",
 	"CREATE_TERMINATE_HOOK":       "true",
 	"CREATE_LAUNCH_HOOK":          "false",
-	"HEARTBEAT_TIMEOUT":           "300",
+	"HEARTBEAT_TIMEOUT":           "360",
 	"DRY_RUN":                     "false",
 	"DRAIN_TIMEOUT":               "30m",
 	"SPOT_DRAIN_TIMEOUT":          "100s",
@@ -213,8 +213,8 @@ func TestBothMatchTheContract(t *testing.T) {
 			}
 
 			term := s.Hooks["autoscaling:EC2_INSTANCE_TERMINATING"]
-			if term.DefaultResult != "CONTINUE" || term.HeartbeatTimeout != "300" {
-				t.Errorf("terminate hook = %+v, want DefaultResult CONTINUE, HeartbeatTimeout 300", term)
+			if term.DefaultResult != "CONTINUE" || term.HeartbeatTimeout != "360" {
+				t.Errorf("terminate hook = %+v, want DefaultResult CONTINUE, HeartbeatTimeout 360", term)
 			}
 			if !slices.Equal(s.AccessEntryGroups, []string{"node-drainer"}) {
 				t.Errorf("access entry groups = %v, want [node-drainer]", s.AccessEntryGroups)
@@ -424,7 +424,7 @@ func TestDetectsDrift(t *testing.T) {
 		{"handler in SAM", samFile, "Handler: bootstrap", "Handler: main", "function handler"},
 		{"timeout in terraform", mainTF, "timeout                        = 900", "timeout                        = 600", "function timeout"},
 		{"memory default in terraform", varsTF, "default     = 256", "default     = 512", "function memory_size"},
-		{"hook heartbeat default in SAM", samFile, "Default: 300\n", "Default: 600\n", "lifecycle hook autoscaling:EC2_INSTANCE_TERMINATING"},
+		{"hook heartbeat default in SAM", samFile, "Default: 360\n", "Default: 600\n", "lifecycle hook autoscaling:EC2_INSTANCE_TERMINATING"},
 		{"hook result in terraform", mainTF,
 			"lifecycle_transition   = \"autoscaling:EC2_INSTANCE_TERMINATING\"\n  heartbeat_timeout      = var.heartbeat_timeout\n  default_result         = \"CONTINUE\"",
 			"lifecycle_transition   = \"autoscaling:EC2_INSTANCE_TERMINATING\"\n  heartbeat_timeout      = var.heartbeat_timeout\n  default_result         = \"ABANDON\"",

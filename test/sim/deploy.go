@@ -29,7 +29,7 @@ type Deploy struct {
 	Listed bool   // the node group is in AsgNames (SAM), else tagged
 	Far    bool   // a group of another cluster carries the same tag
 	Hand   string // "json", "text": a hook of our terminate name made by hand on a tagged group ("": none)
-	// Changes are the day's changes: heartbeat (HeartbeatTimeout 180↔300),
+	// Changes are the day's changes: heartbeat (HeartbeatTimeout 360↔600),
 	// join, leave (a group joins and leaves AsgNames, or its tag for
 	// terraform), untag, retag (the spare group's tag)
 	Changes  []Change
@@ -67,7 +67,7 @@ func drawDeploy(seed int64, p *Plan) {
 	chance := func(x float64) bool { return r.Float64() < x }
 	if chance(0.5) {
 		p.Sibling = []string{"CONTINUE", "ABANDON"}[r.IntN(2)]
-		p.SiblingSecs = []int32{180, 300}[r.IntN(2)]
+		p.SiblingSecs = []int32{360, 600}[r.IntN(2)] // the least the templates allow a hook of ours, HOOK_NAMES' too (docs/configuration.md)
 		p.ExtraOwnedHook = false
 		p.Env["HOOK_NAMES"] = siblingHook
 	}
@@ -175,7 +175,7 @@ func (ds *deploys) failsDelete(inv *invocation) bool {
 func (ds *deploys) props(d *deployment, release bool) map[string]any {
 	m := map[string]any{"TerminateHookName": "node-drainer-terminate", "LaunchHookName": "node-drainer-launch",
 		"CreateTerminateHook": "true", "CreateLaunchHook": "true", "HeartbeatTimeout": strconv.Itoa(int(d.heartbeat)),
-		"AsgTagKey": groupTagKey, "AsgTagValue": "true"}
+		"AsgTagKey": groupTagKey, "AsgTagValue": "true", "SweepSchedule": fmt.Sprintf("rate(%d minutes)", int(ds.w.Plan.SweepEvery/time.Minute))}
 	if ds.w.Plan.Deploy.Tool == "sam" {
 		names := []any{}
 		for _, g := range d.listed {

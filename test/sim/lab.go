@@ -41,7 +41,7 @@ func NewLab(nodes int) *Lab {
 	inv.w = w
 	w.Plan = Plan{
 		Env:           map[string]string{"CLUSTER_NAME": "lab"},
-		LambdaTimeout: 15 * time.Minute, Concurrency: 50, HeartbeatSecs: 300, DefaultResult: "CONTINUE",
+		LambdaTimeout: 15 * time.Minute, Concurrency: 50, HeartbeatSecs: 360, DefaultResult: "CONTINUE",
 		SweepEvery: 5 * time.Minute, Nodes: nodes,
 	}
 	cfg, err := config.FromEnv(func(k string) string { return w.Plan.Env[k] })

@@ -72,8 +72,8 @@ func (w *World) startDeploys() {
 		add(sharedGroup, map[string]string{groupTagKey: "true"})
 		second = mk(secondOwner)
 		w.lambda.addFunction(secondOwner, map[string]string{"CLUSTER_NAME": "sim-b", "AWS_LAMBDA_FUNCTION_NAME": secondOwner,
-			"ASG_TAG_KEY": groupTagKey, "ASG_TAG_VALUE": "true", "CREATE_LAUNCH_HOOK": "true", "HEARTBEAT_TIMEOUT": "300"})
-		second.heartbeat = 300
+			"ASG_TAG_KEY": groupTagKey, "ASG_TAG_VALUE": "true", "CREATE_LAUNCH_HOOK": "true", "HEARTBEAT_TIMEOUT": "360"})
+		second.heartbeat = 360
 	}
 	// the installation, before the day's events: calm (it went through)
 	ds.spawn(func() {
@@ -149,7 +149,7 @@ func (ds *deploys) change(d *deployment, c Change) {
 	next := deployment{owner: d.owner, heartbeat: d.heartbeat, listed: d.listed, physical: d.physical}
 	switch c.What {
 	case "heartbeat":
-		next.heartbeat = 480 - d.heartbeat // 180 <-> 300
+		next.heartbeat = 960 - d.heartbeat // 360 <-> 600
 	case "join", "leave":
 		if ds.w.Plan.Deploy.Tool == "terraform" { // terraform lists groups with hook resources of its own: the tag instead
 			ds.w.asg.retagGroup(joinGroup, c.What == "join")

@@ -258,7 +258,7 @@ func NewPlan(seed int64) Plan {
 		},
 		LambdaTimeout: []time.Duration{time.Minute, 3 * time.Minute, 15 * time.Minute}[r.IntN(3)],
 		Concurrency:   []int{3, 5, 50}[r.IntN(3)],   // below 3, one long drain starves the rest (docs/testing.md)
-		HeartbeatSecs: []int32{180, 300}[r.IntN(2)], // the templates' least (Lambda retries a failed invocation a minute later)
+		HeartbeatSecs: []int32{360, 600}[r.IntN(2)], // the templates' default, the least with a sweep every 5 minutes (internal/hooks/sweepperiod.go)
 		DefaultResult: pick("CONTINUE", "ABANDON"),
 		OtherHook:     chance(0.3),
 		SweepEvery:    5 * time.Minute,
