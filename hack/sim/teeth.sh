@@ -51,6 +51,12 @@ cases=(
 # a case that reverts a second fix with its first: name -> file|expression
 declare -A also=(
   ["admission-refusal+not-drained-retried"]="internal/handler/terminate.go|s/^\t\terr = errNotDrained$/\t\treturn found, false, nil/"
+  ["least-heartbeat"]="internal/config/config.go|s/hb < 300 || hb > 7200/hb < 180 || hb > 7200/"
+)
+# and a third revert (the least heartbeat is held in three places: the
+# world's draws, the function's configuration, the stack's sweep check)
+declare -A also3=(
+  ["least-heartbeat"]="internal/hooks/stackhooks.go|s/checkSweepOutlasted(hb, p.SweepSchedule)/checkSweepOutlasted(hb, \"\")/"
 )
 if [ -n "$check" ]; then
   bad=0
@@ -60,21 +66,25 @@ if [ -n "$check" ]; then
       echo "teeth $name: the revert does not apply to $file (the fix moved?)"; bad=1
     fi
   done
-  for name in "${!also[@]}"; do
-    IFS='|' read -r file expr <<<"${also[$name]}"
-    if [ ! -f "$file" ] || sed "$expr" "$file" | cmp -s - "$file"; then
-      echo "teeth $name: its second revert does not apply to $file"; bad=1
-    fi
+  for name in "${!also[@]}" "${!also3[@]}"; do
+    for x in "${also[$name]:-}" "${also3[$name]:-}"; do
+      [ -n "$x" ] || continue
+      IFS='|' read -r file expr <<<"$x"
+      if [ ! -f "$file" ] || sed "$expr" "$file" | cmp -s - "$file"; then
+        echo "teeth $name: a further revert does not apply to $file"; bad=1
+      fi
+    done
   done
   [ $bad = 0 ] && echo "teeth: all ${#cases[@]} reverts apply"
   exit $bad
 fi
 for c in "${cases[@]}"; do
   IFS='|' read -r name file expr <<<"$c"
-  file2= expr2=
+  file2= expr2= file3= expr3=
   if [ -n "${also[$name]:-}" ]; then IFS='|' read -r file2 expr2 <<<"${also[$name]}"; fi
+  if [ -n "${also3[$name]:-}" ]; then IFS='|' read -r file3 expr3 <<<"${also3[$name]}"; fi
   if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then continue; fi
-  orig=$(mktemp); orig2=$(mktemp)
+  orig=$(mktemp); orig2=$(mktemp); orig3=$(mktemp)
   cp "$file" "$orig"
   sed -i "$expr" "$file"
   if cmp -s "$file" "$orig"; then echo "teeth $name: the revert did not apply (the fix moved?)"; continue; fi
@@ -82,12 +92,18 @@ for c in "${cases[@]}"; do
     cp "$file2" "$orig2"
     sed -i "$expr2" "$file2"
   fi
-  if ! go test -c -o /tmp/teeth-rev.test ./test/sim 2>/tmp/teeth-build.txt; then
-    echo "teeth $name: does not build reverted"; cp "$orig" "$file"; [ -n "${file2:-}" ] && cp "$orig2" "$file2"; continue
+  if [ -n "${file3:-}" ]; then
+    cp "$file3" "$orig3"
+    sed -i "$expr3" "$file3"
   fi
-  cp "$orig" "$file"; [ -n "${file2:-}" ] && cp "$orig2" "$file2"; rm -f "$orig" "$orig2"
+  restore() { cp "$orig" "$file"; [ -n "${file2:-}" ] && cp "$orig2" "$file2"; [ -n "${file3:-}" ] && cp "$orig3" "$file3"; rm -f "$orig" "$orig2" "$orig3"; }
+  bin=$(mktemp /tmp/teeth-rev.XXXXXX) # its own: two searches at once do not share a binary
+  if ! go test -c -o "$bin" ./test/sim 2>/tmp/teeth-build.txt; then
+    echo "teeth $name: does not build reverted"; restore; continue
+  fi
+  restore
   start=$(date +%s)
-  out=$(/tmp/teeth-rev.test -test.run '^TestSim$' -test.timeout 30m -seeds "$SEEDS" -first 2>&1)
+  out=$("$bin" -test.run '^TestSim$' -test.timeout 30m -seeds "$SEEDS" -first 2>&1)
   first=$(grep -m1 -o 'sim_first_failing_seed=.*' <<<"$out")
   inv=$(grep -m1 -o 'seed [0-9]*: [IH][0-9]*[^:]*' <<<"$out")
   if [ -n "$first" ]; then
@@ -95,4 +111,5 @@ for c in "${cases[@]}"; do
   else
     echo "teeth $name: NOT FOUND in $SEEDS seeds ($(( $(date +%s) - start )) s)"
   fi
+  rm -f "$bin"
 done
