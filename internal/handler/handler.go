@@ -189,22 +189,27 @@ type Action string
 
 // Actions an Outcome reports.
 const (
-	ActionIgnored     Action = "ignored"
-	ActionDrained     Action = "drained"
-	ActionUnfinished  Action = "drain-unfinished" // an advisory drain ended at its deadline with pods left (no hook to complete)
-	ActionCordoned    Action = "cordoned"
-	ActionReleased    Action = "released"
-	ActionNotForced   Action = "not-forced"
-	ActionRecovered   Action = "recovered"
-	ActionContinued   Action = "continued"
-	ActionCompleted   Action = "lifecycle-completed"
-	ActionFailed      Action = "failed"
-	ActionNoNode      Action = "node-not-found"
-	ActionNodeJoined  Action = "node-joined"
-	ActionUnmarked    Action = "unmarked"     // a cause's hold lifted (a scheduled change closed, an advisory cause expired)
-	ActionFannedOut   Action = "fanned-out"   // one invocation per instance sent
-	ActionPerInstance Action = "per-instance" // see Outcome.Instances
-	ActionSwept       Action = "swept"        // see Outcome.Sweep
+	ActionIgnored    Action = "ignored"
+	ActionDrained    Action = "drained"
+	ActionUnfinished Action = "drain-unfinished" // an advisory drain ended at its deadline with pods left (no hook to complete)
+	// ActionEndedElsewhere: the drain ended, but Auto Scaling refused its
+	// completion as no longer active: the action had ended otherwise (its
+	// hook timed out or was deleted, someone else completed it), maybe while
+	// pods were still on the node; never told drained
+	ActionEndedElsewhere Action = "ended-elsewhere"
+	ActionCordoned       Action = "cordoned"
+	ActionReleased       Action = "released"
+	ActionNotForced      Action = "not-forced"
+	ActionRecovered      Action = "recovered"
+	ActionContinued      Action = "continued"
+	ActionCompleted      Action = "lifecycle-completed"
+	ActionFailed         Action = "failed"
+	ActionNoNode         Action = "node-not-found"
+	ActionNodeJoined     Action = "node-joined"
+	ActionUnmarked       Action = "unmarked"     // a cause's hold lifted (a scheduled change closed, an advisory cause expired)
+	ActionFannedOut      Action = "fanned-out"   // one invocation per instance sent
+	ActionPerInstance    Action = "per-instance" // see Outcome.Instances
+	ActionSwept          Action = "swept"        // see Outcome.Sweep
 )
 
 // Handle runs one invocation. A malformed event is an error and changes

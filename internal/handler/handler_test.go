@@ -290,9 +290,9 @@ func TestTerminate(t *testing.T) {
 			},
 		},
 		{
-			name: "action no longer active: done", objs: aNode(), ec2: []reading{running},
+			name: "action no longer active: not this drain's end", objs: aNode(), ec2: []reading{running},
 			setup:  func(e *env) { e.asg.completeErr = notActive() },
-			action: ActionDrained,
+			action: ActionEndedElsewhere,
 			check: func(t *testing.T, e *env, out Outcome) {
 				if !strings.Contains(out.Detail, "no longer active") || out.LifecycleResult != string(lifecycle.Continue) {
 					t.Errorf("outcome %+v", out)

@@ -63,7 +63,7 @@ func outcomeEvents(r *invocation, rep reportSnapshot) []outcome.Event {
 	switch {
 	case out.Action == ActionDrained && rep.drainEnded:
 		with(outcome.NodeDrained, func(e *outcome.Detail) { e.Remaining = nil })
-	case out.Action == ActionFailed && errors.Is(out.err, ErrDrainFailed):
+	case out.Action == ActionFailed && errors.Is(out.err, ErrDrainFailed), out.Action == ActionEndedElsewhere:
 		with(outcome.NodeDrainFailed, func(e *outcome.Detail) { e.Reason = out.Detail })
 	case drainLeft(out, rep) && (passedBlockedAfter(r.h.cfg.OutcomeBlockedAfter, r.started, rep) || heldByPolicy(out.Remaining)):
 		with(outcome.NodeDrainBlocked, func(e *outcome.Detail) {

@@ -506,3 +506,32 @@ func TestDrainStartedToldByTheContinuationThatEvictsFirst(t *testing.T) {
 		}
 	})
 }
+
+// A drain whose completion Auto Scaling refuses as no longer active (its
+// action ended otherwise: timed out, its hook deleted, completed by someone
+// else, possibly while pods were still on the node) is never told
+// "drained": its outcome is ended-elsewhere, told as Node Drain Failed with
+// why, and no completion is told (issue 54: C1's outcome said drained).
+func TestCompletionRefusedIsNotDrained(t *testing.T) {
+	clustertest.Bubble(t, func(t *testing.T) {
+		e := newEnv(aNode()...)
+		e.ec2.readings[idA] = []reading{running}
+		e.asg.completeErr = notActive()
+		h, bus := withBus(e)
+		out, err := e.handleWith(h, terminateEvent(idA), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Action != ActionEndedElsewhere || !strings.Contains(out.Detail, "no longer active") {
+			t.Errorf("outcome %s %q: want %s, saying the action was no longer active", out.Action, out.Detail, ActionEndedElsewhere)
+		}
+		if slices.Contains(bus.entries, string(outcome.NodeDrained)) || slices.Contains(bus.entries, string(outcome.LifecycleActionCompleted)) || !slices.Contains(bus.entries, string(outcome.NodeDrainFailed)) {
+			t.Errorf("put %v: want Node Drain Failed, neither Node Drained nor Lifecycle Action Completed", bus.entries)
+		}
+		for i, d := range bus.details {
+			if bus.entries[i] == string(outcome.NodeDrainFailed) && (d.Result != string(ActionEndedElsewhere) || !strings.Contains(d.Reason, "no longer active")) {
+				t.Errorf("Node Drain Failed detail: result %q, reason %q", d.Result, d.Reason)
+			}
+		}
+	})
+}
