@@ -269,6 +269,28 @@ func evictions(c *fake.Clientset, blocked ...string) *[]string {
 	return &evicted
 }
 
+// refusingEvictions makes the fake clientset answer the first n evictions
+// (every one: n < 0) with err, as a PDB (429), a conflict on its status
+// (409) or an admission policy would; nil accepts them and leaves the pod
+// there, still terminating. Each one after is accepted and its pod deleted
+// (and the watches opened later told: clustertest.PodWatches). It returns
+// the count of evictions asked.
+func refusingEvictions(c *fake.Clientset, n int32, err error) *atomic.Int32 {
+	pods := clustertest.WatchPods(c)
+	var tries atomic.Int32
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		if try := tries.Add(1); n < 0 || try <= n {
+			return true, nil, err
+		}
+		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+		return true, nil, pods.Delete(ev.Namespace, ev.Name)
+	})
+	return &tries
+}
+
 func TestDrainEvictsAndReportsBlocked(t *testing.T) {
 	clustertest.Bubble(t, func(t *testing.T) {
 		c := fake.NewClientset(nodePods()...)
@@ -502,18 +524,8 @@ func TestEvictionConflictOnPDBIsRetried(t *testing.T) {
 		p, pdb := heldPod()
 		pdb.Status.DisruptionsAllowed = 1
 		c := fake.NewClientset(p, pdb)
-		var tries atomic.Int32
-		pods := clustertest.WatchPods(c)
-		c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-			if a.GetSubresource() != "eviction" {
-				return false, nil, nil
-			}
-			if tries.Add(1) <= 2 {
-				return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "policy", Resource: "poddisruptionbudgets"}, pdb.Name,
-					errors.New("the object has been modified; please apply your changes to the latest version and try again"))
-			}
-			return true, nil, pods.Delete(p.Namespace, p.Name)
-		})
+		tries := refusingEvictions(c, 2, apierrors.NewConflict(schema.GroupResource{Group: "policy", Resource: "poddisruptionbudgets"}, pdb.Name,
+			errors.New("the object has been modified; please apply your changes to the latest version and try again")))
 		d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 100 * time.Millisecond}, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -559,14 +571,7 @@ func TestEmptySelectorPDBIsPaced(t *testing.T) {
 		p, pdb := heldPod()
 		pdb.Spec.Selector = &metav1.LabelSelector{}
 		c := fake.NewClientset(p, pdb)
-		var tries atomic.Int32
-		c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-			if a.GetSubresource() != "eviction" {
-				return false, nil, nil
-			}
-			tries.Add(1)
-			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
-		})
+		tries := refusingEvictions(c, -1, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0))
 		var watches atomic.Int32
 		c.PrependWatchReactor("poddisruptionbudgets", func(k8stesting.Action) (bool, watch.Interface, error) {
 			watches.Add(1)
@@ -616,14 +621,7 @@ func TestDrainRemainingErrors(t *testing.T) {
 		t.Run(tc.name, clustertest.InBubble(func(t *testing.T) {
 			p, pdb := heldPod()
 			c := fake.NewClientset(p, pdb)
-			var tries atomic.Int32
-			c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-				if a.GetSubresource() != "eviction" {
-					return false, nil, nil
-				}
-				tries.Add(1)
-				return true, nil, tc.evict()
-			})
+			tries := refusingEvictions(c, -1, tc.evict())
 			pdbWatches(c, 20*time.Millisecond, nil)
 			d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 20 * time.Millisecond}, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -657,17 +655,7 @@ func TestDrainRefusalLifted(t *testing.T) {
 		p, pdb := heldPod()
 		pdb.Status.DisruptionsAllowed = 1
 		c := fake.NewClientset(p, pdb)
-		var tries atomic.Int32
-		pods := clustertest.WatchPods(c)
-		c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-			if a.GetSubresource() != "eviction" {
-				return false, nil, nil
-			}
-			if tries.Add(1) < 3 {
-				return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "policy", Kind: "Eviction"}, p.Name, nil)
-			}
-			return true, nil, pods.Delete(p.Namespace, p.Name)
-		})
+		tries := refusingEvictions(c, 2, apierrors.NewInvalid(schema.GroupKind{Group: "policy", Kind: "Eviction"}, p.Name, nil))
 		d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
