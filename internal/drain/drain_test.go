@@ -248,58 +248,11 @@ func sorted(s []string) []string {
 	return s
 }
 
-var podsGVR = corev1.SchemeGroupVersion.WithResource("pods")
-
-// podWatches serves the fake's watches of pods, and tells the next watch
-// opened of the pods deleted before it. The fake's watches start from now,
-// not from the list's resourceVersion as the apiserver's do: a pod deleted
-// between a drain's list and its watch went unseen, and the drain waited
-// for it until its deadline ("evicted, still terminating": 3 to 5 in 300
-// runs of TestDrainEvictsAndReportsBlocked, TestDrainEvictsLateBoundPods
-// and TestDrainReturnsTheReReadsError, in real time as in a bubble).
-type podWatches struct {
-	c    *fake.Clientset
-	mu   sync.Mutex
-	gone []runtime.Object // deleted since the last watch opened
-}
-
-func watchPods(c *fake.Clientset) *podWatches {
-	w := &podWatches{c: c}
-	c.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
-		pw, err := c.Tracker().Watch(podsGVR, a.GetNamespace())
-		if err != nil {
-			return true, nil, err
-		}
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		for _, p := range w.gone { // into the new watch's buffer; one the drain's read never had is a no-op
-			pw.(interface{ Delete(runtime.Object) }).Delete(p)
-		}
-		w.gone = nil
-		return true, pw, nil
-	})
-	return w
-}
-
-// delete deletes the pod, and tells the next watch opened of it.
-func (w *podWatches) delete(ns, name string) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	p, err := w.c.Tracker().Get(podsGVR, ns, name)
-	if err == nil {
-		err = w.c.Tracker().Delete(podsGVR, ns, name)
-	}
-	if err == nil {
-		w.gone = append(w.gone, p)
-	}
-	return err
-}
-
 // evictions makes the fake clientset act on evictions: a pod named in
-// blocked is refused with 429 as a PDB would; any other is deleted (once
-// the node's pods are watched: podWatches).
+// blocked is refused with 429 as a PDB would; any other is deleted (and
+// the watches opened later are told: clustertest.PodWatches).
 func evictions(c *fake.Clientset, blocked ...string) *[]string {
-	pods := watchPods(c)
+	pods := clustertest.WatchPods(c)
 	var evicted []string
 	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "eviction" {
@@ -311,9 +264,31 @@ func evictions(c *fake.Clientset, blocked ...string) *[]string {
 			return true, nil, err
 		}
 		evicted = append(evicted, ev.Namespace+"/"+ev.Name)
-		return true, nil, pods.delete(ev.Namespace, ev.Name)
+		return true, nil, pods.Delete(ev.Namespace, ev.Name)
 	})
 	return &evicted
+}
+
+// refusingEvictions makes the fake clientset answer the first n evictions
+// (every one: n < 0) with err, as a PDB (429), a conflict on its status
+// (409) or an admission policy would; nil accepts them and leaves the pod
+// there, still terminating. Each one after is accepted and its pod deleted
+// (and the watches opened later told: clustertest.PodWatches). It returns
+// the count of evictions asked.
+func refusingEvictions(c *fake.Clientset, n int32, err error) *atomic.Int32 {
+	pods := clustertest.WatchPods(c)
+	var tries atomic.Int32
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		if try := tries.Add(1); n < 0 || try <= n {
+			return true, nil, err
+		}
+		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+		return true, nil, pods.Delete(ev.Namespace, ev.Name)
+	})
+	return &tries
 }
 
 func TestDrainEvictsAndReportsBlocked(t *testing.T) {
@@ -404,7 +379,7 @@ func TestDrainRetriesWhenPDBAllows(t *testing.T) {
 		p, pdb := heldPod()
 		c := fake.NewClientset(p, pdb)
 		var allow atomic.Bool
-		pods := watchPods(c)
+		pods := clustertest.WatchPods(c)
 		c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			if a.GetSubresource() != "eviction" {
 				return false, nil, nil
@@ -413,7 +388,7 @@ func TestDrainRetriesWhenPDBAllows(t *testing.T) {
 				return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
 			}
 			ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
-			return true, nil, pods.delete(ev.Namespace, ev.Name)
+			return true, nil, pods.Delete(ev.Namespace, ev.Name)
 		})
 		pdbWatches(c, time.Minute, func(w *watch.FakeWatcher) {
 			time.Sleep(100 * time.Millisecond)
@@ -549,18 +524,8 @@ func TestEvictionConflictOnPDBIsRetried(t *testing.T) {
 		p, pdb := heldPod()
 		pdb.Status.DisruptionsAllowed = 1
 		c := fake.NewClientset(p, pdb)
-		var tries atomic.Int32
-		pods := watchPods(c)
-		c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-			if a.GetSubresource() != "eviction" {
-				return false, nil, nil
-			}
-			if tries.Add(1) <= 2 {
-				return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "policy", Resource: "poddisruptionbudgets"}, pdb.Name,
-					errors.New("the object has been modified; please apply your changes to the latest version and try again"))
-			}
-			return true, nil, pods.delete(p.Namespace, p.Name)
-		})
+		tries := refusingEvictions(c, 2, apierrors.NewConflict(schema.GroupResource{Group: "policy", Resource: "poddisruptionbudgets"}, pdb.Name,
+			errors.New("the object has been modified; please apply your changes to the latest version and try again")))
 		d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 100 * time.Millisecond}, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -606,14 +571,7 @@ func TestEmptySelectorPDBIsPaced(t *testing.T) {
 		p, pdb := heldPod()
 		pdb.Spec.Selector = &metav1.LabelSelector{}
 		c := fake.NewClientset(p, pdb)
-		var tries atomic.Int32
-		c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-			if a.GetSubresource() != "eviction" {
-				return false, nil, nil
-			}
-			tries.Add(1)
-			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
-		})
+		tries := refusingEvictions(c, -1, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0))
 		var watches atomic.Int32
 		c.PrependWatchReactor("poddisruptionbudgets", func(k8stesting.Action) (bool, watch.Interface, error) {
 			watches.Add(1)
@@ -663,14 +621,7 @@ func TestDrainRemainingErrors(t *testing.T) {
 		t.Run(tc.name, clustertest.InBubble(func(t *testing.T) {
 			p, pdb := heldPod()
 			c := fake.NewClientset(p, pdb)
-			var tries atomic.Int32
-			c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-				if a.GetSubresource() != "eviction" {
-					return false, nil, nil
-				}
-				tries.Add(1)
-				return true, nil, tc.evict()
-			})
+			tries := refusingEvictions(c, -1, tc.evict())
 			pdbWatches(c, 20*time.Millisecond, nil)
 			d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true, RetryCap: 20 * time.Millisecond}, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -704,17 +655,7 @@ func TestDrainRefusalLifted(t *testing.T) {
 		p, pdb := heldPod()
 		pdb.Status.DisruptionsAllowed = 1
 		c := fake.NewClientset(p, pdb)
-		var tries atomic.Int32
-		pods := watchPods(c)
-		c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-			if a.GetSubresource() != "eviction" {
-				return false, nil, nil
-			}
-			if tries.Add(1) < 3 {
-				return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "policy", Kind: "Eviction"}, p.Name, nil)
-			}
-			return true, nil, pods.delete(p.Namespace, p.Name)
-		})
+		tries := refusingEvictions(c, 2, apierrors.NewInvalid(schema.GroupKind{Group: "policy", Kind: "Eviction"}, p.Name, nil))
 		d := New(c, Options{GracePeriodSeconds: -1, EvictUnmanaged: true}, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -1527,7 +1468,7 @@ func TestDrainEvictsLateBoundPods(t *testing.T) {
 		c := fake.NewClientset(first)
 		var evicted, seq []string
 		var mu sync.Mutex
-		pods := watchPods(c)
+		pods := clustertest.WatchPods(c)
 		c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 			mu.Lock()
 			seq = append(seq, "list")
@@ -1549,7 +1490,7 @@ func TestDrainEvictsLateBoundPods(t *testing.T) {
 					return true, nil, err
 				}
 			}
-			return true, nil, pods.delete(ev.Namespace, ev.Name)
+			return true, nil, pods.Delete(ev.Namespace, ev.Name)
 		})
 		afterGone := func(context.Context) {
 			mu.Lock()
@@ -1660,7 +1601,7 @@ func TestPDBsWatchedByNamespace(t *testing.T) {
 func TestDrainReturnsTheReReadsError(t *testing.T) {
 	clustertest.Bubble(t, func(t *testing.T) {
 		c := fake.NewClientset(pod("apps", "web-1", managed))
-		pods := watchPods(c)
+		pods := clustertest.WatchPods(c)
 		var evicted atomic.Bool
 		c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 			if evicted.Load() {
@@ -1674,7 +1615,7 @@ func TestDrainReturnsTheReReadsError(t *testing.T) {
 			}
 			ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
 			evicted.Store(true)
-			return true, nil, pods.delete(ev.Namespace, ev.Name)
+			return true, nil, pods.Delete(ev.Namespace, ev.Name)
 		})
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()

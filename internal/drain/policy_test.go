@@ -59,8 +59,8 @@ type evictedAt struct {
 	grace map[string]int64
 }
 
-func timedEvictions(c *fake.Clientset, start time.Time, blocked ...string) (*evictedAt, *podWatches) {
-	pods := watchPods(c)
+func timedEvictions(c *fake.Clientset, start time.Time, blocked ...string) (*evictedAt, *clustertest.PodWatches) {
+	pods := clustertest.WatchPods(c)
 	e := &evictedAt{at: map[string]time.Duration{}, grace: map[string]int64{}}
 	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "eviction" {
@@ -76,7 +76,7 @@ func timedEvictions(c *fake.Clientset, start time.Time, blocked ...string) (*evi
 		if slices.Contains(blocked, ev.Name) {
 			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
 		}
-		return true, nil, pods.delete(ev.Namespace, ev.Name)
+		return true, nil, pods.Delete(ev.Namespace, ev.Name)
 	})
 	return e, pods
 }
@@ -189,7 +189,7 @@ func TestPolicyLastGoneOnItsOwn(t *testing.T) {
 				return
 			case <-time.After(time.Minute):
 			}
-			if err := pods.delete("apps", "batch-0"); err != nil {
+			if err := pods.Delete("apps", "batch-0"); err != nil {
 				t.Error(err)
 			}
 		}()

@@ -26,10 +26,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	ktypes "k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 	"github.com/node-drainer/node-drainer/internal/config"
 	"github.com/node-drainer/node-drainer/internal/instance"
 	"github.com/node-drainer/node-drainer/internal/lifecycle"
@@ -363,29 +363,10 @@ func newEnv(objs ...runtime.Object) *env {
 	})
 	// the fake's watches start from now, not from the list's version as the
 	// apiserver's do: an evicted pod goes once the node's pods are watched,
-	// or its deletion could fall between the drain's list and watch
-	// — and a watch opened later (another drain's, a continuation's) is
-	// told of the evicted pods already gone, as one from the list's version
-	// would be: a deletion of a pod the drain never had is a no-op
-	watched := make(chan struct{})
-	var once sync.Once
-	var goneMu sync.Mutex
-	var gone []runtime.Object // the evicted pods deleted, the last 50
-	e.kube.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
-		goneMu.Lock() // a deletion is wholly before this watch (replayed) or after (delivered)
-		defer goneMu.Unlock()
-		w, err := e.kube.Tracker().Watch(corev1.SchemeGroupVersion.WithResource("pods"), a.GetNamespace())
-		if err != nil {
-			return true, nil, err
-		}
-		for _, p := range gone {
-			if ns := a.GetNamespace(); ns == "" || p.(metav1.Object).GetNamespace() == ns {
-				w.(interface{ Delete(runtime.Object) }).Delete(p)
-			}
-		}
-		once.Do(func() { close(watched) }) // once the watch is registered
-		return true, w, nil
-	})
+	// or its deletion could fall between the drain's list and watch; a watch
+	// opened later (another drain's, a continuation's) is told of the
+	// evicted pods already gone (clustertest.PodWatches)
+	pods := clustertest.WatchPods(e.kube)
 	// evictions: refused with 429 for a blocked pod, as a PDB does; otherwise the pod goes
 	e.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "eviction" {
@@ -409,16 +390,10 @@ func newEnv(objs ...runtime.Object) *env {
 		// fake holds its lock while one runs)
 		go func() {
 			select {
-			case <-watched:
+			case <-pods.Watched():
 			case <-time.After(time.Second):
 			}
-			goneMu.Lock()
-			defer goneMu.Unlock()
-			gvr := corev1.SchemeGroupVersion.WithResource("pods")
-			p, err := e.kube.Tracker().Get(gvr, ev.Namespace, ev.Name)
-			if err == nil && e.kube.Tracker().Delete(gvr, ev.Namespace, ev.Name) == nil {
-				gone = append(gone, p)[max(0, len(gone)+1-50):]
-			}
+			_ = pods.Delete(ev.Namespace, ev.Name)
 		}()
 		return true, nil, nil
 	})

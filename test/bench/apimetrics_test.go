@@ -29,6 +29,14 @@ const fnKey = "node-drainer (flow schema)"
 // FlowSchema, harness.PeerGroup).
 const peerKey = "aws-node-termination-handler (flow schema)"
 
+// evictionRequests counts every eviction the apiserver was asked for,
+// whatever it answered (a 429 of a PDB, a 409, ...); evictionsAccepted the
+// ones it accepted (2xx: the pod was evicted, or was already going).
+const (
+	evictionRequests  = "POST pods/eviction"
+	evictionsAccepted = "POST pods/eviction accepted"
+)
+
 // scraped are the apiserver's metrics readAPICounts reads.
 var scraped = []string{
 	"apiserver_request_total", "apiserver_flowcontrol_dispatched_requests_total",
@@ -58,8 +66,14 @@ func readAPICounts(ctx context.Context) (apiCounts, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the apiserver's /metrics: %w", err)
 	}
+	return parseAPICounts(raw)
+}
+
+// parseAPICounts reads the apiserver's /metrics text raw as readAPICounts
+// does.
+func parseAPICounts(raw []byte) (apiCounts, error) {
 	out := apiCounts{}
-	err = eachSample(raw, scraped, func(name string, labels map[string]string, v float64) {
+	err := eachSample(raw, scraped, func(name string, labels map[string]string, v float64) {
 		switch name {
 		case "apiserver_request_duration_seconds_sum", "apiserver_request_duration_seconds_count":
 			if labels["verb"] == "POST" && labels["resource"] == "pods" && labels["subresource"] == "eviction" {
@@ -92,6 +106,9 @@ func readAPICounts(ctx context.Context) (apiCounts, error) {
 			key += "/" + labels["subresource"]
 		}
 		out[key] += v
+		if key == evictionRequests && strings.HasPrefix(labels["code"], "2") {
+			out[evictionsAccepted] += v
+		}
 	})
 	return out, err
 }

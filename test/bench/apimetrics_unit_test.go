@@ -48,6 +48,25 @@ func TestEachSampleSumsCountersAndReadsHistograms(t *testing.T) {
 	}
 }
 
+// Every eviction request counts under "POST pods/eviction", whatever its
+// answer; the accepted ones (2xx: the pod evicted) count again apart, so a
+// 429 retried is not read as a pod evicted twice.
+func TestParseAPICountsTellsAcceptedEvictions(t *testing.T) {
+	c, err := parseAPICounts([]byte(metricsText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c[evictionRequests]; got != 113 {
+		t.Errorf("eviction requests %v, want 113 (110 accepted, 3 refused)", got)
+	}
+	if got := c[evictionsAccepted]; got != 110 {
+		t.Errorf("evictions accepted %v, want 110 (the 3 answered 429 are not)", got)
+	}
+	if got := c["GET nodes"]; got != 7 {
+		t.Errorf("GET nodes %v, want 7", got)
+	}
+}
+
 func TestEachSampleRefusesBrokenText(t *testing.T) {
 	err := eachSample([]byte("apiserver_request_total{verb=\"GET\" 7\n"), []string{"apiserver_request_total"}, func(string, map[string]string, float64) {
 		t.Error("a sample from broken text")

@@ -88,13 +88,13 @@ func BenchmarkNTHStorm(b *testing.B) {
 	needHarness(b)
 	n := *flagStormNodes
 	var names []string
-	for _, m := range []string{"hooks_completed", "pdb_violations", "p95_s", "api_requests", "api_requests_per_node", "evictions_per_pod"} {
+	for _, m := range []string{"hooks_completed", "pdb_violations", "p95_s", "api_requests", "api_requests_per_node", "evictions_per_pod", "eviction_requests_per_pod"} {
 		for _, d := range []nth{nthDefaults(), nthTuned(n)} {
 			names = append(names, d.metric(stormMetric(n, m)))
 		}
 		names = append(names, nthDefaults().metric(stormMetric(n, "shared_pdb_"+m)))
 	}
-	for _, m := range []string{stormDone(spotPrefix), "pdb_violations", "p95_s", "api_requests", "api_requests_per_node", "evictions_per_pod"} {
+	for _, m := range []string{stormDone(spotPrefix), "pdb_violations", "p95_s", "api_requests", "api_requests_per_node", "evictions_per_pod", "eviction_requests_per_pod"} {
 		for _, d := range []nth{nthDefaults(), nthTuned(n)} {
 			names = append(names, d.metric(stormMetric(n, spotPrefix+m)))
 		}

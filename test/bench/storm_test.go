@@ -40,6 +40,10 @@ const stormPods = 20
 // volumes spread over them"), whose detach the drain waits for.
 const stormRWOEvery = 5
 
+// stormPodsOf is the pods a storm of n nodes drains: stormPods on each, and
+// the StatefulSet pod of every stormRWOEvery-th (placeStorm: nodes 0, 5, ...).
+func stormPodsOf(n int) int { return n*stormPods + (n+stormRWOEvery-1)/stormRWOEvery }
+
 // stormContinuationWait bounds the wait for hooks still being drained by a
 // continuation after every delivery has answered.
 const stormContinuationWait = 15 * time.Minute
@@ -218,14 +222,17 @@ func percentile95(vs []float64) float64 {
 //   - p95_s: 95th percentile of event → hook completed;
 //   - api_requests: the function's own apiserver requests (its FlowSchema's
 //     dispatched count), all hooks together; api_requests_per_node and
-//     evictions_per_pod (every eviction the apiserver received per pod
-//     drained; 1.0: none retried into a 429).
+//     evictions_per_pod (the evictions the apiserver accepted per pod
+//     drained; 1.0: none but the first of each pod, pods_evicted_twice
+//     adds its replacements evicted again) and eviction_requests_per_pod
+//     (every eviction it was asked for, whatever its answer; 1.0: none
+//     retried after a 429 or a 409).
 func BenchmarkStorm(b *testing.B) {
 	needHarness(b)
 	n := *flagStormNodes
 	var names []string
 	for _, pre := range []string{"", "loose_pdb_", "shared_pdb_", spotPrefix} {
-		for _, m := range []string{stormDone(pre), "pdb_violations", "p95_s", "api_requests", "api_requests_per_node", "evictions_per_pod", "pods_evicted_twice"} {
+		for _, m := range []string{stormDone(pre), "pdb_violations", "p95_s", "api_requests", "api_requests_per_node", "evictions_per_pod", "eviction_requests_per_pod", "pods_evicted_twice"} {
 			names = append(names, stormMetric(n, pre+m))
 		}
 	}
@@ -428,7 +435,8 @@ func storm(b *testing.B, ctx context.Context, d drainer, run, n int, shape storm
 		record(d.metric(stormMetric(n, prefix+"p95_s")), p95)
 		record(d.metric(stormMetric(n, prefix+"api_requests")), delta[d.apiKey()])
 		record(d.metric(stormMetric(n, prefix+"api_requests_per_node")), delta[d.apiKey()]/float64(n))
-		record(d.metric(stormMetric(n, prefix+"evictions_per_pod")), delta["POST pods/eviction"]/float64(n*stormPods))
+		record(d.metric(stormMetric(n, prefix+"evictions_per_pod")), delta[evictionsAccepted]/float64(stormPodsOf(n)))
+		record(d.metric(stormMetric(n, prefix+"eviction_requests_per_pod")), delta[evictionRequests]/float64(stormPodsOf(n)))
 		record(d.metric(stormMetric(n, prefix+"pods_evicted_twice")), float64(twice()))
 	}
 	// the peer's spot drains that miss the notice are its result, not a
