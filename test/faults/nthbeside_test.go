@@ -3,7 +3,10 @@ package faults
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -18,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/node-drainer/node-drainer/internal/node"
@@ -45,16 +49,10 @@ const (
 
 // The EventBridge rules each tool is deployed with, matched by the
 // emulator's own matcher (TestEventPattern) to play EventBridge's routing.
+// node-drainer's are template.yaml's own (templateRules); NTH's are its
+// v1.25.6 README's (queue processor): every terminate lifecycle action of
+// the account, and every spot warning.
 var (
-	// template.yaml's TerminateLifecycleAction and SpotInterruption, groups
-	// chosen by tag (AsgNames empty): the terminate rule takes our hook's
-	// name alone
-	ndRules = []string{
-		`{"source":["aws.autoscaling"],"detail-type":["EC2 Instance-terminate Lifecycle Action"],"detail":{"LifecycleHookName":["` + harness.TerminateHook + `"]}}`,
-		`{"source":["aws.ec2"],"detail-type":["EC2 Spot Instance Interruption Warning"]}`,
-	}
-	// NTH v1.25.6's README (queue processor): every terminate lifecycle
-	// action of the account, and every spot warning
 	nthRules = []string{
 		`{"source":["aws.autoscaling"],"detail-type":["EC2 Instance-terminate Lifecycle Action"]}`,
 		`{"source": ["aws.ec2"],"detail-type": ["EC2 Spot Instance Interruption Warning"]}`,
@@ -122,9 +120,10 @@ func nthBeside(x *X) {
 	x.moveGroup(rt, groups[1], groupTag)
 	x.expect(slices.Equal(x.hookNames(groups[0].name), []string{nthHook}), "NTH's group's hooks after the move: %v, want NTH's %s alone", x.hookNames(groups[0].name), nthHook)
 
+	ndRules := x.templateRules("TerminateLifecycleAction", "SpotInterruption")
 	x.began = time.Now()
 	x.target = groups[1].insts[0]
-	x.nthStorm(groups, peer, []*lambdart.Runtime{rt, x.function(60*time.Second, cfg...), x.function(60*time.Second, cfg...)})
+	x.nthStorm(groups, peer, ndRules, []*lambdart.Runtime{rt, x.function(60*time.Second, cfg...), x.function(60*time.Second, cfg...)})
 	x.nthCheck(groups, map[string]*fp.Proxy{toolND: ndAPI, toolNTH: nthAPI})
 }
 
@@ -213,7 +212,7 @@ func (x *X) moveGroup(rt *lambdart.Runtime, g *nthGroup, groupTag string) {
 // node-drainer's), then waits until node-drainer's invocations have
 // answered and NTH's queue is empty (NTH deletes a message when its event
 // is done, dropped or drained and completed).
-func (x *X) nthStorm(groups []*nthGroup, peer *harness.NTH, rts []*lambdart.Runtime) {
+func (x *X) nthStorm(groups []*nthGroup, peer *harness.NTH, ndRules []string, rts []*lambdart.Runtime) {
 	var events [][]byte
 	for _, g := range groups {
 		g.token = uuid()
@@ -253,6 +252,88 @@ func (x *X) nthStorm(groups []*nthGroup, peer *harness.NTH, rts []*lambdart.Runt
 		return err == nil && n == 0, nil
 	})
 	x.expect(err == nil, "NTH did not finish its events (its queue not empty): %v", err)
+}
+
+// templateRules returns the patterns of the named events of template.yaml's
+// function, as CloudFormation renders them for this deployment: groups
+// chosen by tag (the !If of SelectsByTag takes its first branch) and the
+// hooks' default names (!Ref TerminateHookName). Any other intrinsic fails
+// the scene: the scene would not know its value.
+func (x *X) templateRules(events ...string) []string {
+	root, err := harness.RepoRoot()
+	x.must(err)
+	b, err := os.ReadFile(filepath.Join(root, "template.yaml"))
+	x.must(err)
+	var doc yaml.Node
+	x.must(yaml.Unmarshal(b, &doc))
+	var rules []string
+	for _, name := range events {
+		n := yamlPath(doc.Content[0], "Resources", "NodeDrainerFunction", "Properties", "Events", name, "Properties", "Pattern")
+		if n == nil {
+			x.must(fmt.Errorf("template.yaml has no Pattern for the function's event %s", name))
+		}
+		v, err := rendered(n)
+		x.must(err)
+		j, err := json.Marshal(v)
+		x.must(err)
+		rules = append(rules, string(j))
+	}
+	x.t.Logf("node-drainer's rules (template.yaml, groups by tag): %s", rules)
+	return rules
+}
+
+// yamlPath follows mapping keys down from n; nil when one is missing.
+func yamlPath(n *yaml.Node, keys ...string) *yaml.Node {
+	for _, k := range keys {
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				next = n.Content[i+1]
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		n = next
+	}
+	return n
+}
+
+// rendered is a template node's value with the intrinsics templateRules
+// knows resolved.
+func rendered(n *yaml.Node) (any, error) {
+	switch {
+	case n.Tag == "!Ref" && n.Value == "TerminateHookName":
+		return harness.TerminateHook, nil
+	case n.Tag == "!If" && n.Kind == yaml.SequenceNode && len(n.Content) == 3 && n.Content[0].Value == "SelectsByTag":
+		return rendered(n.Content[1])
+	case strings.HasPrefix(n.Tag, "!") && !strings.HasPrefix(n.Tag, "!!"): // an intrinsic, not YAML's own !!map, !!str...
+		return nil, fmt.Errorf("template.yaml line %d: %s %s is not rendered by the scene", n.Line, n.Tag, n.Value)
+	case n.Kind == yaml.MappingNode:
+		m := map[string]any{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			v, err := rendered(n.Content[i+1])
+			if err != nil {
+				return nil, err
+			}
+			m[n.Content[i].Value] = v
+		}
+		return m, nil
+	case n.Kind == yaml.SequenceNode:
+		var l []any
+		for _, c := range n.Content {
+			v, err := rendered(c)
+			if err != nil {
+				return nil, err
+			}
+			l = append(l, v)
+		}
+		return l, nil
+	}
+	return n.Value, nil
 }
 
 // matches reports whether any of rules matches the event (EventBridge's
