@@ -123,7 +123,7 @@ func nthBeside(x *X) {
 	ndRules := x.templateRules("TerminateLifecycleAction", "SpotInterruption")
 	x.began = time.Now()
 	x.target = groups[1].insts[0]
-	x.nthStorm(groups, peer, ndRules, []*lambdart.Runtime{rt, x.function(60*time.Second, cfg...), x.function(60*time.Second, cfg...)})
+	x.nthStorm(groups, peer, ndRules, rt, cfg)
 	x.nthCheck(groups, map[string]*fp.Proxy{toolND: ndAPI, toolNTH: nthAPI})
 }
 
@@ -212,7 +212,7 @@ func (x *X) moveGroup(rt *lambdart.Runtime, g *nthGroup, groupTag string) {
 // node-drainer's), then waits until node-drainer's invocations have
 // answered and NTH's queue is empty (NTH deletes a message when its event
 // is done, dropped or drained and completed).
-func (x *X) nthStorm(groups []*nthGroup, peer *harness.NTH, ndRules []string, rts []*lambdart.Runtime) {
+func (x *X) nthStorm(groups []*nthGroup, peer *harness.NTH, ndRules []string, warm *lambdart.Runtime, cfg []string) {
 	var events [][]byte
 	for _, g := range groups {
 		g.token = uuid()
@@ -224,18 +224,29 @@ func (x *X) nthStorm(groups []*nthGroup, peer *harness.NTH, ndRules []string, rt
 		x.must(err)
 		events = append(events, term, spot)
 	}
-	var wg sync.WaitGroup
+	// the routes first, and a function environment ready for each of
+	// node-drainer's events (the warm one that swept, then fresh ones),
+	// so that every event is delivered at once
+	toNTH := make([]bool, len(events))
+	toND := make([]*lambdart.Runtime, len(events))
 	sent, invoked := 0, 0
-	for _, ev := range events {
-		if x.matches(ev, nthRules) {
+	for i, ev := range events {
+		toNTH[i] = x.matches(ev, nthRules)
+		if x.matches(ev, ndRules) {
+			toND[i] = warm
+			if invoked > 0 {
+				toND[i] = x.function(60*time.Second, cfg...)
+			}
+			invoked++
+		}
+	}
+	var wg sync.WaitGroup
+	for i, ev := range events {
+		if toNTH[i] {
 			x.must(peer.Send(x.ctx, ev))
 			sent++
 		}
-		if x.matches(ev, ndRules) {
-			x.expect(len(rts) > 0, "more events for node-drainer than the scene has function environments")
-			rt := rts[0]
-			rts = rts[1:]
-			invoked++
+		if rt := toND[i]; rt != nil {
 			wg.Go(func() {
 				_, err := x.invoke(rt, ev)
 				x.expect(err == nil, "node-drainer's invocation failed: %v", err)
