@@ -66,9 +66,10 @@ tools: ## build the harness's control plane, kwok (cached; ~8 min the first time
 # In the order make test's stages ask for them: the control plane (integration,
 # conformance, and deploy-test, which starts right after vet), the providers
 # (deploy-test: built last, they held it back 16 minutes in a cold run), then
-# golangci-lint, tflint, actionlint, terraform-docs (golangci, deploy-check).
-tools-all: ## build every tool make test uses (control plane, kwok, the providers, golangci-lint, tflint, actionlint, terraform-docs; cached)
-	@for t in build providers golangci-lint tflint actionlint terraform-docs; do \
+# golangci-lint, tflint, actionlint, terraform-docs (golangci, deploy-check),
+# and aws-node-termination-handler (faults, last: nth-beside-node-drainer).
+tools-all: ## build every tool make test uses (control plane, kwok, the providers, golangci-lint, tflint, actionlint, terraform-docs, aws-node-termination-handler; cached)
+	@for t in build providers golangci-lint tflint actionlint terraform-docs nth; do \
 	  s=$$(date +%s); bash hack/tools/$$t.sh >/dev/null || exit 1; echo "tools: $$t ready in $$(($$(date +%s) - s)) s"; \
 	done
 
@@ -140,7 +141,7 @@ soak: tools $(HARNESS_BOOTSTRAP) ## the simulation's random days on the real har
 	SOAK_MINUTES=$(SOAK_MINUTES) SOAK_PARALLEL=$(SOAK_PARALLEL) $(if $(filter command line environment,$(origin SEED)),SOAK_SEED=$(SEED)) \
 		$(GO) test -count=1 -timeout $$(( $(SOAK_MINUTES) + 60 ))m -v -run '^TestSoak$$' ./test/soak/ | grep --line-buffered -vE '^=== RUN|^harness: '; exit $${PIPESTATUS[0]}
 
-faults: tools $(HARNESS_BOOTSTRAP) ## fault-injection suite on the real harness: one line per scenario, then faults_survived=N/M
+faults: tools tools-nth $(HARNESS_BOOTSTRAP) ## fault-injection suite on the real harness: one line per scenario, then faults_survived=N/M
 	$(GO) test -count=1 -timeout 30m -parallel 4 -v -run TestFaults ./test/faults/
 
 # SEEDS days of the simulation from SEED; SEEDS=1 replays one seed and

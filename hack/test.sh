@@ -5,7 +5,8 @@
 #   bash hack/test.sh
 #
 # - The tools (control plane and kwok, golangci-lint, tflint, actionlint,
-#   terraform-docs, the terraform providers) build in the background from the
+#   terraform-docs, the terraform providers, aws-node-termination-handler for
+#   the faults' nth-beside-node-drainer) build in the background from the
 #   start, beside the stages that need none of them (gofmt, vet, size, unit,
 #   the simulation). Each hack/tools script holds a lock per tool and returns
 #   the cached binary at once, so a stage that needs a tool still being built

@@ -59,7 +59,7 @@ func scenarios() []scenario {
 		{"hook-name-not-listed", hookNameNotListed},
 		{"listed-asg-untagged-instance", listedASGUntagged},
 		{"spot-instance-gone", spotInstanceGone},
-	}, slices.Concat(recoveryScenarios(), simScenarios(), warmPoolScenarios(), outcomeScenarios(), siblingScenarios(), uninstallScenarios())...)
+	}, slices.Concat(recoveryScenarios(), simScenarios(), warmPoolScenarios(), outcomeScenarios(), siblingScenarios(), uninstallScenarios(), nthScenarios())...)
 }
 
 // recoveryScenarios are the scenes of the recovery paths on a bad day

@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"encoding/xml"
 	"fmt"
 	"net/url"
 	"os"
@@ -73,6 +74,11 @@ type NTHOptions struct {
 	// needs (NAME=value, its environment variables; the rest stay at their
 	// shipped defaults).
 	Env []string
+	// Server is the apiserver URL NTH is given (its in-cluster
+	// KUBERNETES_SERVICE_HOST and _PORT): a proxy in front of this
+	// harness's apiserver serving its certificate (ServingTLS), to record
+	// NTH's requests apart from the function's. Empty: the apiserver.
+	Server string
 }
 
 // NTH is a running aws-node-termination-handler.
@@ -110,7 +116,11 @@ func (e *Env) StartNTH(ctx context.Context, o NTHOptions) (*NTH, error) {
 			return nil, err
 		}
 	}
-	u, err := url.Parse(e.Server)
+	server := e.Server
+	if o.Server != "" {
+		server = o.Server
+	}
+	u, err := url.Parse(server)
 	if err != nil {
 		return nil, err
 	}
@@ -173,6 +183,32 @@ exec "$0"`
 // target puts the event JSON in the message body).
 func (n *NTH) Send(ctx context.Context, event []byte) error {
 	return n.aws.SendMessage(ctx, n.QueueURL, string(event))
+}
+
+// InFlight is how many messages NTH's queue still holds, received or not.
+// NTH deletes a message once its event is done: at once when it drops the
+// event (an instance without its managed tag), after the drain and the
+// lifecycle action's completion when it acts on it. So 0 after sends means
+// NTH is done with every one.
+func (n *NTH) InFlight(ctx context.Context) (int, error) {
+	b, err := n.aws.Query(ctx, "sqs", "2012-11-05", url.Values{"Action": {"GetQueueAttributes"}, "QueueUrl": {n.QueueURL},
+		"AttributeName.1": {"ApproximateNumberOfMessages"}, "AttributeName.2": {"ApproximateNumberOfMessagesNotVisible"}})
+	if err != nil {
+		return 0, fmt.Errorf("reading the queue of aws-node-termination-handler: %w", err)
+	}
+	var out struct {
+		Attributes []struct {
+			Name  string `xml:"Name"`
+			Value int    `xml:"Value"`
+		} `xml:"GetQueueAttributesResult>Attribute"`
+	}
+	if err := xml.Unmarshal(b, &out); err != nil {
+		return 0, fmt.Errorf("reading the queue of aws-node-termination-handler: %w (%q)", err, b)
+	}
+	if len(out.Attributes) != 2 {
+		return 0, fmt.Errorf("reading the queue of aws-node-termination-handler: want 2 attributes, got %q", b)
+	}
+	return out.Attributes[0].Value + out.Attributes[1].Value, nil
 }
 
 // Running reports an error if NTH has exited, with its last log lines.

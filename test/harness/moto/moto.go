@@ -103,6 +103,10 @@ type LifecycleCall struct {
 	Params map[string]string `json:"params"`
 	// Outcome is "ok" or the error message returned.
 	Outcome string `json:"outcome"`
+	// Caller is the access key ID that signed the call: AccessKeyID for
+	// the harness's own clients and aws-node-termination-handler, a
+	// session's key for the function (the drainer role's).
+	Caller string `json:"caller"`
 }
 
 // OK reports whether the call succeeded.

@@ -148,7 +148,7 @@ class Store:
         with self.lock:
             self.actions.append(dict(action, start=now, last=now))
 
-    def record(self, operation, params, outcome):
+    def record(self, operation, params, outcome, caller=""):
         now = datetime.datetime.now(datetime.timezone.utc)
         with self.lock:
             self.calls.append(
@@ -157,6 +157,7 @@ class Store:
                     "operation": operation,
                     "params": params,
                     "outcome": outcome,
+                    "caller": caller,
                 }
             )
 
@@ -287,7 +288,16 @@ def _expire_forever():
 STORE = Store()
 
 
+def _caller(response):
+    """The access key ID that signed the request (its SigV4 Authorization
+    header's Credential), or "" when unsigned."""
+    auth = response.headers.get("Authorization", "") or ""
+    _, sep, rest = auth.partition("Credential=")
+    return rest.split("/", 1)[0] if sep else ""
+
+
 def _lifecycle_call(response, operation, complete):
+    caller = _caller(response)
     params = {}
     for name in PARAMS:
         value = response._get_param(name)
@@ -297,9 +307,9 @@ def _lifecycle_call(response, operation, complete):
         _validate(response.autoscaling_backend, params, complete)
         move = STORE.complete(params) if complete else STORE.heartbeat(params)
     except ValidationError as err:
-        STORE.record(operation, params, err.message)
+        STORE.record(operation, params, err.message, caller)
         raise
-    STORE.record(operation, params, "ok")
+    STORE.record(operation, params, "ok", caller)
     _move([move])
     return EmptyResult()
 
