@@ -37,6 +37,7 @@ cases=(
   "siblings-heartbeated|internal/handler/hook.go|s/^\t\tacts := append(\[\]lifecycle.Action{k.act}, k.siblings...)$/\t\tacts := []lifecycle.Action{k.act}/;s/^\tlifecycle.Beat(ctx, k.h.c.ASG, k.siblingActions(ctx), /\tlifecycle.Beat(ctx, k.h.c.ASG, nil, /"
   "stack-put-this-cluster|internal/hooks/stackhooks.go|s/tagged, err := s.taggedGroups(ctx, s.putTag(props))/tagged, err := s.taggedGroups(ctx, discovery.Tag{Key: props.AsgTagKey, Value: props.AsgTagValue})/"
   "one-owner-per-hook|internal/discovery/marks.go|s/^\tcase anothers:$/\tcase anothers:\n\t\treturn step{in: again(*cur, group, m.with(append(slices.Clone(m.owners), want.Owner)))}/"
+  "warm-pool-waited|internal/discovery/discovery.go|s/^\t\tif g.WarmPoolConfiguration != nil {$/\t\tif false \&\& g.WarmPoolConfiguration != nil {/"
   "watch-hears-deletions|internal/cluster/watch.go|s/\t\t\t\tDeleteFunc: changed,/\t\t\t\tDeleteFunc: nil,/"
 )
 # the four hooks rows (issue 54) revert C1 (a sweep's take-back: on a failed
