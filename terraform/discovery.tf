@@ -54,6 +54,18 @@ data "aws_iam_policy_document" "discovery" {
     }
   }
 
+  # A destroy removes the hooks this deployment put on a group that has lost
+  # the tag since (taken off, or its value changed), which the statement
+  # above no longer grants; it deletes only hooks of its names whose
+  # NotificationMetadata marks this deployment alone (internal/hooks,
+  # stackhooks.go: untaggedSince; rule 18).
+  statement {
+    sid       = "UntaggedGroupHooks"
+    effect    = "Allow"
+    actions   = ["autoscaling:DeleteLifecycleHook"]
+    resources = [local.any_asg_arn]
+  }
+
   # The removal's mark on the function itself (a tag), which the sweep reads
   # before and after putting hooks, so that none is put back once a destroy
   # has begun (internal/hooks/removal.go).

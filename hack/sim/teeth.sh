@@ -38,6 +38,8 @@ cases=(
   "stack-put-this-cluster|internal/hooks/stackhooks.go|s/tagged, err := s.taggedGroups(ctx, s.putTag(props))/tagged, err := s.taggedGroups(ctx, discovery.Tag{Key: props.AsgTagKey, Value: props.AsgTagValue})/"
   "one-owner-per-hook|internal/discovery/marks.go|s/^\tcase anothers:$/\tcase anothers:\n\t\treturn step{in: again(*cur, group, m.with(append(slices.Clone(m.owners), want.Owner)))}/"
   "least-heartbeat|test/sim/world.go|s/HeartbeatSecs: \[\]int32{360, 600}\[r.IntN(2)\]/HeartbeatSecs: []int32{180, 300}[r.IntN(2)]/"
+  "warm-pool-waited|internal/discovery/discovery.go|s/^\t\tif g.WarmPoolConfiguration != nil {$/\t\tif false \&\& g.WarmPoolConfiguration != nil {/"
+  "untagged-since-removed|internal/hooks/stackhooks.go|s/^\tgroups = append(groups, s.untaggedSince(ctx, props, groups)...)$//"
   "watch-hears-deletions|internal/cluster/watch.go|s/\t\t\t\tDeleteFunc: changed,/\t\t\t\tDeleteFunc: nil,/"
 )
 # the four hooks rows (issue 54) revert C1 (a sweep's take-back: on a failed

@@ -38,6 +38,9 @@ type API interface {
 	DescribeLifecycleHooks(ctx context.Context, in *autoscaling.DescribeLifecycleHooksInput, opts ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error)
 	PutLifecycleHook(ctx context.Context, in *autoscaling.PutLifecycleHookInput, opts ...func(*autoscaling.Options)) (*autoscaling.PutLifecycleHookOutput, error)
 	DeleteLifecycleHook(ctx context.Context, in *autoscaling.DeleteLifecycleHookInput, opts ...func(*autoscaling.Options)) (*autoscaling.DeleteLifecycleHookOutput, error)
+	// DescribeWarmPool lists the instances of a group's warm pool, which
+	// DescribeAutoScalingGroups does not (Waiting).
+	DescribeWarmPool(ctx context.Context, in *autoscaling.DescribeWarmPoolInput, opts ...func(*autoscaling.Options)) (*autoscaling.DescribeWarmPoolOutput, error)
 }
 
 // Tag is the tag that selects groups, and the cluster whose groups it
@@ -100,13 +103,19 @@ const (
 
 // OtherCluster names the tag among tags by which they are another
 // cluster's than the one clusterTagKey and clusterName name ("" when none
-// says so): kubernetes.io/cluster/<name> other than clusterTagKey, or
-// eks:cluster-name naming another cluster.
+// says so): kubernetes.io/cluster/<name> other than clusterTagKey and than
+// the cluster's own (kubernetes.io/cluster/<clusterName>, which every node
+// of it carries whatever CLUSTER_TAG_KEY is: a key of the operator's own,
+// the move from NTH), or eks:cluster-name naming another cluster.
 func OtherCluster(tags map[string]string, clusterTagKey, clusterName string) string {
+	own := ""
+	if clusterName != "" {
+		own = ClusterTagPrefix + clusterName
+	}
 	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		v := tags[k]
 		switch {
-		case strings.HasPrefix(k, ClusterTagPrefix) && k != clusterTagKey:
+		case strings.HasPrefix(k, ClusterTagPrefix) && k != clusterTagKey && k != own:
 			return k
 		case k == EKSClusterNameTag && clusterName != "" && v != clusterName:
 			return k + "=" + v
@@ -347,25 +356,63 @@ func existing(ctx context.Context, api autoscaling.DescribeAutoScalingGroupsAPIC
 // Waiting reads the named groups now and lists, of each, the instances
 // waiting in a lifecycle action ("<instance> in <state>": Pending:Wait,
 // Terminating:Wait), whatever the hook: an action pending that deleting a
-// hook of the group may complete (rule 17). A group that does not exist
-// has none. Instances of a warm pool are not read.
-func Waiting(ctx context.Context, api autoscaling.DescribeAutoScalingGroupsAPIClient, groups []string) (map[string][]string, error) {
+// hook of the group may complete (rule 17). A group with a warm pool has
+// its pool read too (DescribeWarmPool: DescribeAutoScalingGroups does not
+// list it), whose instances wait in Warmed:Pending:Wait (launched into the
+// pool, or scaled in into it with ReuseOnScaleIn, under the terminate
+// hook) and Warmed:Terminating:Wait. A group that does not exist has none.
+func Waiting(ctx context.Context, api API, groups []string) (map[string][]string, error) {
 	waiting := map[string][]string{}
+	var pooled []string
+	add := func(name string, ins []astypes.Instance) {
+		for _, in := range ins {
+			if strings.HasSuffix(string(in.LifecycleState), ":Wait") {
+				waiting[name] = append(waiting[name], aws.ToString(in.InstanceId)+" in "+string(in.LifecycleState))
+			}
+		}
+	}
 	err := describeNamed(ctx, api, groups, func(g astypes.AutoScalingGroup) {
 		name := aws.ToString(g.AutoScalingGroupName)
 		if !slices.Contains(groups, name) {
 			return
 		}
-		for _, in := range g.Instances {
-			if strings.HasSuffix(string(in.LifecycleState), ":Wait") {
-				waiting[name] = append(waiting[name], aws.ToString(in.InstanceId)+" in "+string(in.LifecycleState))
-			}
+		add(name, g.Instances)
+		if g.WarmPoolConfiguration != nil {
+			pooled = append(pooled, name)
 		}
 	})
+	for _, name := range pooled {
+		if err != nil {
+			break
+		}
+		var pool []astypes.Instance
+		pool, err = warmPool(ctx, api, name)
+		add(name, pool)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return waiting, nil
+}
+
+// warmPool lists the instances of group's warm pool, every page.
+func warmPool(ctx context.Context, api API, group string) ([]astypes.Instance, error) {
+	var pool []astypes.Instance
+	in := &autoscaling.DescribeWarmPoolInput{AutoScalingGroupName: aws.String(group), MaxRecords: aws.Int32(50)}
+	for {
+		out, err := api.DescribeWarmPool(ctx, in)
+		if isGone(err) {
+			return pool, nil // the group, or its pool, deleted since
+		}
+		if err != nil {
+			return nil, fmt.Errorf("describing the warm pool of %s: %w", group, err)
+		}
+		pool = append(pool, out.Instances...)
+		if aws.ToString(out.NextToken) == "" {
+			return pool, nil
+		}
+		in.NextToken = out.NextToken
+	}
 }
 
 // describeNamed describes the named groups, every page (the describe

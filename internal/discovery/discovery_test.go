@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -30,6 +31,27 @@ type fakeAPI struct {
 	// afterPut runs after each put has landed, outside the lock (another
 	// writer's put landing just after it)
 	afterPut func(in *autoscaling.PutLifecycleHookInput)
+	// pools are the instances of each group's warm pool (by group), one
+	// page of DescribeWarmPool each
+	pools map[string][][]astypes.Instance
+}
+
+func (f *fakeAPI) DescribeWarmPool(_ context.Context, in *autoscaling.DescribeWarmPoolInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeWarmPoolOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	pages := f.pools[aws.ToString(in.AutoScalingGroupName)]
+	page := 0
+	if t := aws.ToString(in.NextToken); t != "" {
+		page = int(t[0] - '0')
+	}
+	out := &autoscaling.DescribeWarmPoolOutput{}
+	if page < len(pages) {
+		out.Instances = pages[page]
+	}
+	if page+1 < len(pages) {
+		out.NextToken = aws.String(string(rune('0' + page + 1)))
+	}
+	return out, nil
 }
 
 func group(name string, tags ...string) astypes.AutoScalingGroup {
@@ -372,5 +394,51 @@ func TestWaiting(t *testing.T) {
 	api.listErr = errors.New("Throttling: rate exceeded")
 	if got, err := Waiting(context.Background(), api, []string{"a"}); err == nil || got != nil {
 		t.Errorf("a failed read: %v, %v; want an error and nothing", got, err)
+	}
+}
+
+// Waiting lists the instances waiting in a group's warm pool too, every
+// page of DescribeWarmPool (DescribeAutoScalingGroups does not list
+// them), and reads no pool of a group without one.
+func TestWaitingReadsTheWarmPool(t *testing.T) {
+	inst := func(id string, st astypes.LifecycleState) astypes.Instance {
+		return astypes.Instance{InstanceId: aws.String(id), LifecycleState: st}
+	}
+	warm := astypes.AutoScalingGroup{AutoScalingGroupName: aws.String("warm"), WarmPoolConfiguration: &astypes.WarmPoolConfiguration{},
+		Instances: []astypes.Instance{inst("i-1", astypes.LifecycleStateTerminatingWait), inst("i-2", astypes.LifecycleStateInService)}}
+	cold := astypes.AutoScalingGroup{AutoScalingGroupName: aws.String("cold")}
+	f := &fakeAPI{groups: []astypes.AutoScalingGroup{warm, cold}, pools: map[string][][]astypes.Instance{
+		"warm": {{inst("i-3", astypes.LifecycleStateWarmedPendingWait), inst("i-4", astypes.LifecycleStateWarmedRunning)}, {inst("i-5", astypes.LifecycleStateWarmedTerminatingWait)}},
+		"cold": {{inst("i-6", astypes.LifecycleStateWarmedPendingWait)}}, // not read: the group has no pool
+	}}
+	got, err := Waiting(context.Background(), f, []string{"warm", "cold"})
+	want := map[string][]string{"warm": {"i-1 in Terminating:Wait", "i-3 in Warmed:Pending:Wait", "i-5 in Warmed:Terminating:Wait"}}
+	if err != nil || !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("Waiting: %v, %v; want %v", got, err, want)
+	}
+}
+
+// OtherCluster: with a CLUSTER_TAG_KEY of the operator's own (the move from
+// NTH, docs/migrating-from-nth.md), the cluster's own
+// kubernetes.io/cluster/<CLUSTER_NAME>, which every node of it carries, is
+// not another cluster's; another name is.
+func TestOtherClusterOwnTagWithCustomKey(t *testing.T) {
+	const custom = "node-drainer.io/managed"
+	for _, tc := range []struct {
+		name string
+		tags map[string]string
+		key  string
+		want string
+	}{
+		{"the cluster's own tag, a custom key", map[string]string{ClusterTagPrefix + "prod": "owned"}, custom, ""},
+		{"the cluster's own tag and the custom key", map[string]string{ClusterTagPrefix + "prod": "owned", custom: ""}, custom, ""},
+		{"another cluster's tag, a custom key", map[string]string{ClusterTagPrefix + "staging": "owned"}, custom, ClusterTagPrefix + "staging"},
+		{"another cluster's tag, the default key", map[string]string{ClusterTagPrefix + "staging": "owned"}, ClusterTagPrefix + "prod", ClusterTagPrefix + "staging"},
+		{"the default key", map[string]string{ClusterTagPrefix + "prod": "owned"}, ClusterTagPrefix + "prod", ""},
+		{"EKS naming another cluster", map[string]string{EKSClusterNameTag: "staging"}, custom, EKSClusterNameTag + "=staging"},
+	} {
+		if got := OtherCluster(tc.tags, tc.key, "prod"); got != tc.want {
+			t.Errorf("%s: OtherCluster(%v, %q, prod) = %q, want %q", tc.name, tc.tags, tc.key, got, tc.want)
+		}
 	}
 }

@@ -49,6 +49,44 @@ func Remove(ctx context.Context, api API, groups, names []string, owner string, 
 	return removed, failed
 }
 
+// Marked lists the groups of the region, less those of skip, that carry a
+// hook of the names whose mark names owner (alone, or among others in a
+// mark from before one owner per hook): the hooks a deployment put on
+// groups it no longer selects (their tag taken off, or its value changed,
+// since a sweep put them), which its removal must find so that none
+// outlives it. One DescribeLifecycleHooks a group; a group that cannot be
+// read is in failed ("<group>: <error>") and the others are read on; the
+// error is the listing's.
+func Marked(ctx context.Context, api API, names []string, owner string, skip []string) (groups, failed []string, err error) {
+	if len(names) == 0 || owner == "" {
+		return nil, nil, nil
+	}
+	p := autoscaling.NewDescribeAutoScalingGroupsPaginator(api, &autoscaling.DescribeAutoScalingGroupsInput{MaxRecords: aws.Int32(100)})
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return groups, failed, fmt.Errorf("describing the auto scaling groups: %w", err)
+		}
+		for _, g := range out.AutoScalingGroups {
+			name := aws.ToString(g.AutoScalingGroupName)
+			if slices.Contains(skip, name) || slices.Contains(groups, name) {
+				continue
+			}
+			hooks, err := describeHooks(ctx, api, name, names)
+			if err != nil && !isGone(err) {
+				failed = append(failed, name+": "+err.Error())
+			}
+			if slices.ContainsFunc(hooks, func(h astypes.LifecycleHook) bool {
+				st, _ := readMark(h).of(owner, "")
+				return st == ours || st == shared
+			}) {
+				groups = append(groups, name)
+			}
+		}
+	}
+	return groups, failed, nil
+}
+
 // describeHooks reads the hooks of group of the names, and none other (the
 // describe is asked for ours: never another's).
 func describeHooks(ctx context.Context, api API, group string, names []string) ([]astypes.LifecycleHook, error) {

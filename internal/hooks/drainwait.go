@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/node-drainer/node-drainer/internal/discovery"
@@ -18,9 +19,10 @@ import (
 // removal of the deployment's hooks — an uninstall, an update's release
 // step for the groups leaving it, the old name of a hook renamed — first
 // waits for the instances waiting under the hooks it deletes when it
-// begins (in the hook's transition: Terminating:Wait, Pending:Wait, warm
-// pools' too) to leave their action: their drains, run by the function's
-// own invocations, which heartbeat them, end and complete them. It
+// begins (in the hook's transition: Terminating:Wait, Pending:Wait, and
+// a warm pool's, read with DescribeWarmPool: waitsUnder) to leave their
+// action: their drains, run by the function's own invocations, which
+// heartbeat them, end and complete them. It
 // heartbeats nothing itself (rule 17: an action is kept alive by its own
 // drain, never by a removal). The wait is bounded (drainWaitBound); once
 // it has passed the hooks are deleted all the same, and each action the
@@ -142,7 +144,7 @@ func under(p hookProperties, hooks []string, waiting map[string][]string) map[st
 				continue
 			}
 			for _, x := range w {
-				if strings.HasSuffix(x, p.waitState(n)) {
+				if p.waitsUnder(n, x) {
 					held[g+"/"+n] = append(held[g+"/"+n], x)
 				}
 			}
@@ -162,12 +164,21 @@ func still(held, now map[string][]string) map[string][]string {
 	return left
 }
 
-// waitState is the end of the lifecycle state an instance waits in under
-// the properties' hook named n: the terminate hook's Terminating:Wait, the
-// launch hook's Pending:Wait (a warm pool's Warmed:… too).
-func (p hookProperties) waitState(n string) string {
-	if n == p.TerminateHookName {
-		return "Terminating:Wait"
+// waitsUnder reports whether an instance waiting (x: "<id> in <state>")
+// may wait under the properties' hook named n: the terminate hook's
+// Terminating:Wait (Warmed:Terminating:Wait: terminated from a warm pool),
+// the launch hook's Pending:Wait; and, for both, Warmed:Pending:Wait,
+// which Auto Scaling uses for a launch into a warm pool and for a scale-in
+// into it (ReuseOnScaleIn, under the terminate hook: "Use lifecycle hooks
+// with a warm pool", the user guide). Which one holds it is not asked (a
+// heartbeat would answer; a removal heartbeats nothing, rule 17): it is
+// waited for under either, and said cut under each deleted.
+func (p hookProperties) waitsUnder(n, x string) bool {
+	if strings.HasSuffix(x, " in "+string(astypes.LifecycleStateWarmedPendingWait)) {
+		return true
 	}
-	return "Pending:Wait"
+	if n == p.TerminateHookName {
+		return strings.HasSuffix(x, "Terminating:Wait")
+	}
+	return strings.HasSuffix(x, "Pending:Wait")
 }

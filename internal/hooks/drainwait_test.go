@@ -30,7 +30,7 @@ func (c *cutWatch) DeleteLifecycleHook(ctx context.Context, in *autoscaling.Dele
 	g := aws.ToString(in.AutoScalingGroupName)
 	c.asg.mu.Lock()
 	for _, x := range c.asg.groups {
-		if aws.ToString(x.AutoScalingGroupName) == g && slices.ContainsFunc(x.Instances, func(i astypes.Instance) bool { return strings.HasSuffix(string(i.LifecycleState), ":Wait") }) {
+		if aws.ToString(x.AutoScalingGroupName) == g && slices.ContainsFunc(slices.Concat(x.Instances, c.asg.pools[g]), func(i astypes.Instance) bool { return strings.HasSuffix(string(i.LifecycleState), ":Wait") }) {
 			c.mu.Lock()
 			c.cuts = append(c.cuts, g+"/"+aws.ToString(in.LifecycleHookName))
 			c.mu.Unlock()
@@ -65,6 +65,7 @@ func drainEndsAfter(t *testing.T, e *env, group string, d time.Duration) {
 			}
 		}
 		e.asg.groups = groups
+		delete(e.asg.pools, group)
 	}()
 }
 
@@ -280,4 +281,49 @@ func TestTerraformFunctionRenameHooksTaggedGroupsAtOnce(t *testing.T) {
 			}
 		}
 	})
+}
+
+// withWarmPool is g with a warm pool (ReuseOnScaleIn) where instance id
+// waits in state (e.pools): DescribeAutoScalingGroups does not list it,
+// DescribeWarmPool does.
+func withWarmPool(e *env, g astypes.AutoScalingGroup, id string, state astypes.LifecycleState) astypes.AutoScalingGroup {
+	g.WarmPoolConfiguration = &astypes.WarmPoolConfiguration{PoolState: astypes.WarmPoolStateRunning,
+		InstanceReusePolicy: &astypes.InstanceReusePolicy{ReuseOnScaleIn: aws.Bool(true)}}
+	if e.asg.pools == nil {
+		e.asg.pools = map[string][]astypes.Instance{}
+	}
+	name := aws.ToString(g.AutoScalingGroupName)
+	e.asg.pools[name] = append(e.asg.pools[name], astypes.Instance{InstanceId: aws.String(id), LifecycleState: state, HealthStatus: aws.String("Healthy")})
+	return g
+}
+
+// A drain into a warm pool (a scale-in with ReuseOnScaleIn waits in
+// Warmed:Pending:Wait under the terminate hook, listed by DescribeWarmPool,
+// not by the group's describe) is waited for as any other, and, when it
+// outlasts the bound, said cut; so is one in Warmed:Terminating:Wait (an
+// instance terminated from the pool).
+func TestUninstallWaitsForTheDrainIntoTheWarmPool(t *testing.T) {
+	for _, state := range []astypes.LifecycleState{astypes.LifecycleStateWarmedPendingWait, astypes.LifecycleStateWarmedTerminatingWait} {
+		t.Run(string(state), clustertest.InBubble(func(t *testing.T) {
+			e := newEnv()
+			e.asg.groups = []astypes.AutoScalingGroup{withWarmPool(e, taggedGroup("warm", "true"), idA, state)}
+			hp := &cutWatch{asg: e.asg, AutoScaling: &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{"warm": {markedBy("node-drainer-terminate", "node-drainer")}}}}
+			h := New(e.cfg, Clients{Hooks: hp}, nil)
+			drainEndsAfter(t, e, "warm", 70*time.Second)
+			start := time.Now()
+			out, err := h.Serve(lambdaCtx(t, 900*time.Second), terraformPayload(t, "delete", hookProps()))
+			if err != nil || len(hp.cut()) != 0 || time.Since(start) < 70*time.Second {
+				t.Errorf("an uninstall with %s waiting in the warm pool: %+v, %v, cut %v after %s; want the drain waited for (70 s)", idA, out, err, hp.cut(), time.Since(start))
+			}
+		}))
+		t.Run(string(state)+", past the bound", clustertest.InBubble(func(t *testing.T) {
+			e := newEnv()
+			e.asg.groups = []astypes.AutoScalingGroup{withWarmPool(e, taggedGroup("warm", "true"), idA, state)}
+			hp := &cutWatch{asg: e.asg, AutoScaling: &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{"warm": {markedBy("node-drainer-terminate", "node-drainer")}}}}
+			out, err := New(e.cfg, Clients{Hooks: hp}, nil).Serve(lambdaCtx(t, 900*time.Second), terraformPayload(t, "delete", hookProps()))
+			if err != nil || !strings.Contains(out.Detail, "cut warm/node-drainer-terminate: "+idA+" in "+string(state)) {
+				t.Errorf("an uninstall past the bound with %s waiting in the warm pool: %+v, %v; want its drain said cut", idA, out, err)
+			}
+		}))
+	}
 }

@@ -3,6 +3,7 @@ package hooks
 import (
 	"context"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -61,11 +62,20 @@ func deployment(e *env, hp *hookstest.AutoScaling, fn string, self *fakeSelf) *K
 	return New(cfg, c, nil, WithClock(clocktesting.NewFakePassiveClock(e.now)))
 }
 
-// fakeASG answers DescribeAutoScalingGroups with its groups.
+// fakeASG answers DescribeAutoScalingGroups with its groups, and
+// DescribeWarmPool with the instances of each group's warm pool (pools,
+// by group), which the groups' describe does not list.
 type fakeASG struct {
 	mu          sync.Mutex
 	groups      []astypes.AutoScalingGroup
+	pools       map[string][]astypes.Instance
 	describeErr error // DescribeAutoScalingGroups fails
+}
+
+func (f *fakeASG) DescribeWarmPool(_ context.Context, in *autoscaling.DescribeWarmPoolInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeWarmPoolOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &autoscaling.DescribeWarmPoolOutput{Instances: slices.Clone(f.pools[aws.ToString(in.AutoScalingGroupName)])}, nil
 }
 
 func (f *fakeASG) DescribeAutoScalingGroups(context.Context, *autoscaling.DescribeAutoScalingGroupsInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {

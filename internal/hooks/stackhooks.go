@@ -283,13 +283,14 @@ func (s *hooksServed) left(ctx context.Context, what string, why error) {
 	s.k.log.ErrorContext(ctx, "a hook the deployment no longer wants may be left", "what", what, "error", why)
 }
 
-// removeAll removes the deployment's hooks from the listed groups and from
-// the groups carrying the tag, which the sweep put there: an uninstalled
+// removeAll removes the deployment's hooks from the listed groups, from
+// the groups carrying the tag, which the sweep put there, and from the
+// groups that carried it and no longer do (untaggedSince): an uninstalled
 // node-drainer leaves no hook that would hold every scale-in for its
 // heartbeat timeout. The removal is marked on the function first, so that
 // no sweep puts a hook back (removal.go). Only the hooks the deployment's
 // mark names go: another deployment's, another tool's, one put by hand
-// stay.
+// stay (rule 18).
 //
 // This is the uninstall, the one path that deletes a hook of ours while an
 // instance may wait under it (rule 17): the deletion completes the action
@@ -307,11 +308,34 @@ func (s *hooksServed) removeAll(ctx context.Context, props hookProperties) {
 	if err != nil {
 		s.failed = append(s.failed, err.Error())
 	}
+	groups = append(groups, s.untaggedSince(ctx, props, groups)...)
 	take := map[string][]string{}
 	for _, g := range groups {
 		take[g] = props.names()
 	}
 	s.failed = append(s.failed, s.removeAfterDrains(ctx, props, take, s.owner)...)
+}
+
+// untaggedSince are, in tag mode (else no sweep put a hook), the groups
+// other than known where a hook of the properties' names carries the
+// deployment's mark: put by a sweep, or by a create or update, while the
+// group carried the tag, which it no longer does (taken off, or its value
+// changed), or on another cluster's group before that was fixed (C3).
+// Nothing else finds them: the groups carrying the tag are read now. Every
+// group of the region is read for them (one DescribeLifecycleHooks each);
+// a group unread fails the removal, which is made again. The deletion of
+// such a hook is granted on any group (template.yaml's GroupTagPolicy,
+// discovery.tf: UntaggedGroupHooks), the tag's condition no longer met.
+func (s *hooksServed) untaggedSince(ctx context.Context, props hookProperties, known []string) []string {
+	if props.AsgTagKey == "" {
+		return nil
+	}
+	more, failed, err := discovery.Marked(ctx, s.k.c.Hooks, props.names(), s.owner, known)
+	if err != nil {
+		failed = append(failed, "the groups no longer tagged unread, their hooks left: "+err.Error())
+	}
+	s.failed = append(s.failed, failed...)
+	return more
 }
 
 // sayCut says, of the hooks a removal deleted ("<group>/<hook>"), each

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 	"github.com/node-drainer/node-drainer/internal/discovery"
 	"github.com/node-drainer/node-drainer/internal/hooks/hookstest"
 )
@@ -267,4 +268,41 @@ func TestRemovalMarkReadAtTheInvokedARN(t *testing.T) {
 	if err != nil || !slices.Equal(hp.HookNames("new-nodes"), []string{"node-drainer-terminate"}) {
 		t.Errorf("sweep through an alias: %+v, %v; new-nodes has %v, want our hook (the mark read at the unqualified ARN)", res, err, hp.HookNames("new-nodes"))
 	}
+}
+
+// An uninstall removes the hooks the deployment put on a group that no
+// longer carries the tag (the sweep put them while it did; the tag taken
+// off, or its value changed, since): found by their mark, which names the
+// deployment, on any group of the region. Another deployment's hook, one
+// no deployment marked, and another tool's stay where they are, and a
+// drain in flight under such a hook is waited for as any (rule 17).
+func TestUninstallRemovesTheHooksOfAGroupUntaggedSince(t *testing.T) {
+	clustertest.Bubble(t, func(t *testing.T) {
+		e := newEnv()
+		untagged := waitingIn(astypes.AutoScalingGroup{AutoScalingGroupName: aws.String("untagged")}, idA, astypes.LifecycleStateTerminatingWait)
+		byHand := astypes.LifecycleHook{LifecycleHookName: aws.String("node-drainer-terminate"), LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING")}
+		e.asg.groups = []astypes.AutoScalingGroup{taggedGroup("tagged", "true"), untagged, taggedGroup("other-value", "false"),
+			{AutoScalingGroupName: aws.String("anothers")}, {AutoScalingGroupName: aws.String("by-hand")}}
+		hp := &cutWatch{asg: e.asg, AutoScaling: &hookstest.AutoScaling{Groups: e.asg, Have: map[string][]astypes.LifecycleHook{
+			"tagged":      {markedBy("node-drainer-terminate", "node-drainer")},
+			"untagged":    {markedBy("node-drainer-terminate", "node-drainer"), {LifecycleHookName: aws.String("nth-terminate")}},
+			"other-value": {markedBy("node-drainer-terminate", "node-drainer")},
+			"anothers":    {markedBy("node-drainer-terminate", "node-drainer-blue")},
+			"by-hand":     {byHand},
+		}}}
+		drainEndsAfter(t, e, "untagged", 30*time.Second)
+		out, err := New(e.cfg, Clients{Hooks: hp}, nil).Serve(lambdaCtx(t, 900*time.Second), terraformPayload(t, "delete", hookProps()))
+		slices.Sort(hp.Deletes)
+		want := []string{"other-value/node-drainer-terminate", "tagged/node-drainer-terminate", "untagged/node-drainer-terminate"}
+		if err != nil || !slices.Equal(hp.Deletes, want) {
+			t.Fatalf("delete: %+v, %v, deleted %v; want %v", out, err, hp.Deletes, want)
+		}
+		if cut := hp.cut(); len(cut) != 0 {
+			t.Errorf("the uninstall deleted %v while an instance waited under it; want the drain waited for (30 s)", cut)
+		}
+		if !slices.Equal(hp.HookNames("untagged"), []string{"nth-terminate"}) || len(hp.HookNames("anothers")) != 1 ||
+			!reflect.DeepEqual(hp.Have["by-hand"], []astypes.LifecycleHook{byHand}) {
+			t.Errorf("left %v; want nth's hook on untagged, another deployment's and the hand-made hook as they were", hp.Have)
+		}
+	})
 }

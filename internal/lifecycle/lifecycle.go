@@ -69,11 +69,19 @@ func token(a Action) *string {
 }
 
 // IsNotActive reports the error AWS returns for an action that is no longer
-// active ("No active Lifecycle Action found").
+// active: a ValidationError saying "No active Lifecycle Action found" (the
+// action ended: completed, timed out, abandoned by another), or "No
+// Lifecycle Hook found" (its hook deleted, which ended every action under
+// it: an uninstall, a take-back; Auto Scaling's answer for a hook that is
+// not there, as terraform's provider reads it on a deletion, and the
+// harness's Auto Scaling's for a completion or a heartbeat of one).
 func IsNotActive(err error) bool {
 	var apiErr smithy.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationError" &&
-		strings.Contains(apiErr.ErrorMessage(), "No active Lifecycle Action found")
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "ValidationError" {
+		return false
+	}
+	msg := apiErr.ErrorMessage()
+	return strings.Contains(msg, "No active Lifecycle Action found") || strings.Contains(msg, "No Lifecycle Hook found")
 }
 
 // Heartbeat records one heartbeat, extending the hook's timeout.

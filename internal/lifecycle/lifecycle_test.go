@@ -84,6 +84,12 @@ func TestIsNotActive(t *testing.T) {
 		{"not active, by instance", &smithy.GenericAPIError{Code: "ValidationError", Message: "No active Lifecycle Action found with instance ID i-0b1f6e8d2c4a9f371"}, true},
 		{"wrapped", fmt.Errorf("completing: %w", notActive(act.Token)), true},
 		{"operation error as the SDK wraps it", &smithy.OperationError{ServiceID: "Auto Scaling", OperationName: "CompleteLifecycleAction", Err: notActive(act.Token)}, true},
+		// the hook deleted (an uninstall, a take-back): Auto Scaling answers
+		// for the hook, not the action, which ended with it
+		{"the hook gone", &smithy.GenericAPIError{Code: "ValidationError", Message: "No Lifecycle Hook found with name node-drainer-terminate in group nodes"}, true},
+		{"the hook gone, as the SDK wraps it", &smithy.OperationError{ServiceID: "Auto Scaling", OperationName: "RecordLifecycleActionHeartbeat",
+			Err: &smithy.GenericAPIError{Code: "ValidationError", Message: "No Lifecycle Hook found with name node-drainer-terminate in group nodes"}}, true},
+		{"the hook gone, other code", &smithy.GenericAPIError{Code: "Throttling", Message: "No Lifecycle Hook found"}, false},
 		{"other validation error", &smithy.GenericAPIError{Code: "ValidationError", Message: "AutoScalingGroup name not found"}, false},
 		{"same message, other code", &smithy.GenericAPIError{Code: "Throttling", Message: "No active Lifecycle Action found"}, false},
 		{"plain error with the message", errors.New("ValidationError: No active Lifecycle Action found"), false},
@@ -111,7 +117,8 @@ func TestComplete(t *testing.T) {
 		{"no longer active is done", notActive(act.Token), Continue, false, false},
 		{"no longer active, wrapped", &smithy.OperationError{ServiceID: "Auto Scaling", OperationName: "CompleteLifecycleAction", Err: notActive(act.Token)}, Abandon, false, false},
 		{"other failure", boom, Continue, false, true},
-		{"other validation failure", &smithy.GenericAPIError{Code: "ValidationError", Message: "No Lifecycle Hook found"}, Continue, false, true},
+		{"the hook gone is done", &smithy.GenericAPIError{Code: "ValidationError", Message: "No Lifecycle Hook found with name node-drainer-terminate in group nodes"}, Continue, false, false},
+		{"other validation failure", &smithy.GenericAPIError{Code: "ValidationError", Message: "AutoScalingGroup name not found - AutoScalingGroup nodes not found"}, Continue, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeASG{completeErr: tc.err}

@@ -1266,11 +1266,15 @@ func deleteEndsAction(ctx context.Context, s Side, _ string) (err error) {
 		LifecycleHookName: aws.String("node-drainer-terminate")}); err != nil {
 		return err
 	}
-	// refused: the world says "No active Lifecycle Action found", moto
-	// "No Lifecycle Hook found with name …" (docs/testing.md: a mismatch of
-	// message, recorded, which lifecycle.IsNotActive reads as a failure)
-	if code, _ := apiCode(complete(ctx, s, group, id, token, "CONTINUE")); code != "ValidationError" {
-		return fmt.Errorf("the completion after its hook's deletion: %q, want a ValidationError", code)
+	// refused for the hook, which is no longer there: "No Lifecycle Hook
+	// found with name …" (moto; AWS's answer for a hook that is not there),
+	// which lifecycle.IsNotActive reads as the action ended
+	want := "No Lifecycle Hook found with name node-drainer-terminate in group " + group
+	if code, msg := apiCode(complete(ctx, s, group, id, token, "CONTINUE")); code != "ValidationError" || !strings.Contains(msg, want) {
+		return fmt.Errorf("the completion after its hook's deletion: %s %q, want ValidationError %q", code, msg, want)
+	}
+	if code, msg := apiCode(heartbeat(ctx, s, group, id, token)); code != "ValidationError" || !strings.Contains(msg, want) {
+		return fmt.Errorf("the heartbeat after its hook's deletion: %s %q, want ValidationError %q", code, msg, want)
 	}
 	for range 20 {
 		if st, err := lifecycleState(ctx, s, group, id); err != nil || st != "Terminating:Wait" {

@@ -456,6 +456,10 @@ func (a *asgWorld) backFromPool(id string) {
 func (a *asgWorld) complete(inv *invocation, groupName, hook, id, token, result string) error {
 	a.mu.Lock()
 	var found *action
+	if gone := a.hookGone(groupName, hook); gone != nil {
+		a.mu.Unlock()
+		return gone
+	}
 	if g := a.groups[groupName]; g != nil {
 		if m := g.members[id]; m != nil {
 			for _, ac := range m.actions {
@@ -477,6 +481,25 @@ func (a *asgWorld) complete(inv *invocation, groupName, hook, id, token, result 
 	}
 	a.finish(found, result)
 	return nil
+}
+
+// hookGone is Auto Scaling's answer to a completion or a heartbeat under
+// a hook the group does not have (deleted: its actions ended with it),
+// asked before the action is (as moto does, test/harness/moto/motoext.py,
+// and as AWS answers for a hook that is not there: the conformance suite
+// holds the two to it); nil: the group has it, or no such group. a.mu held.
+func (a *asgWorld) hookGone(group, hook string) error {
+	g := a.groups[group]
+	if g == nil || slices.ContainsFunc(g.hooks, func(h hookDef) bool { return h.name == hook }) {
+		return nil
+	}
+	return noHook(group, hook)
+}
+
+// noHook is the ValidationError Auto Scaling answers for a hook of group
+// that does not exist.
+func noHook(group, hook string) error {
+	return &smithy.GenericAPIError{Code: "ValidationError", Message: "No Lifecycle Hook found with name " + hook + " in group " + group}
 }
 
 type asgClient struct {
@@ -511,6 +534,9 @@ func (c asgClient) RecordLifecycleActionHeartbeat(_ context.Context, in *autosca
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	id, hook := aws.ToString(in.InstanceId), aws.ToString(in.LifecycleHookName)
+	if gone := a.hookGone(aws.ToString(in.AutoScalingGroupName), hook); gone != nil {
+		return nil, gone
+	}
 	if g := a.groups[aws.ToString(in.AutoScalingGroupName)]; g != nil {
 		if m := g.members[id]; m != nil {
 			for _, ac := range m.actions {

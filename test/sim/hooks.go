@@ -318,7 +318,7 @@ func (c asgClient) DeleteLifecycleHook(_ context.Context, in *autoscaling.Delete
 	c.w.writeLatency(c.inv, "delete")
 	name, group := aws.ToString(in.LifecycleHookName), aws.ToString(in.AutoScalingGroupName)
 	if !c.w.asg.deleteHook(c.inv, group, name) {
-		return nil, &smithy.GenericAPIError{Code: "ValidationError", Message: "No Lifecycle Hook found for " + name + " on group " + group}
+		return nil, noHook(group, name)
 	}
 	return &autoscaling.DeleteLifecycleHookOutput{}, nil
 }

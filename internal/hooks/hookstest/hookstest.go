@@ -70,6 +70,17 @@ func (a *AutoScaling) DeleteLifecycleHook(_ context.Context, in *autoscaling.Del
 	return &autoscaling.DeleteLifecycleHookOutput{}, nil
 }
 
+// DescribeWarmPool is Groups' when it reads warm pools; else no group has
+// an instance in one.
+func (a *AutoScaling) DescribeWarmPool(ctx context.Context, in *autoscaling.DescribeWarmPoolInput, opts ...func(*autoscaling.Options)) (*autoscaling.DescribeWarmPoolOutput, error) {
+	if wp, ok := a.Groups.(interface {
+		DescribeWarmPool(context.Context, *autoscaling.DescribeWarmPoolInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeWarmPoolOutput, error)
+	}); ok {
+		return wp.DescribeWarmPool(ctx, in, opts...)
+	}
+	return &autoscaling.DescribeWarmPoolOutput{}, nil
+}
+
 // HookNames are the names of the hooks on group, sorted.
 func (a *AutoScaling) HookNames(group string) []string {
 	a.mu.Lock()
