@@ -589,6 +589,7 @@ func (c asgClient) DescribeAutoScalingGroups(_ context.Context, in *autoscaling.
 			ag.Instances = append(ag.Instances, astypes.Instance{InstanceId: aws.String(id), LifecycleState: astypes.LifecycleState(g.members[id].state),
 				HealthStatus: aws.String("Healthy"), AvailabilityZone: aws.String("us-east-1a")})
 		}
+		c.inv.readGroup(n, c.w.now())
 		out = append(out, ag)
 	}
 	return &autoscaling.DescribeAutoScalingGroupsOutput{AutoScalingGroups: out}, nil
@@ -615,6 +616,7 @@ func (c asgClient) DescribeWarmPool(_ context.Context, in *autoscaling.DescribeW
 		}
 	}
 	sort.Strings(ids)
+	c.inv.readGroup(g.name, c.w.now())
 	out := &autoscaling.DescribeWarmPoolOutput{}
 	for _, id := range ids {
 		out.Instances = append(out.Instances, astypes.Instance{InstanceId: aws.String(id), LifecycleState: astypes.LifecycleState(g.members[id].state),
@@ -699,6 +701,27 @@ func sweepEvent() []byte {
 // Lambda.
 
 // invocation is one run of the function.
+// readGroup records that inv read group's instances at now.
+func (inv *invocation) readGroup(group string, now time.Duration) {
+	if inv == nil {
+		return
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if inv.groupRead == nil {
+		inv.groupRead = map[string]time.Duration{}
+	}
+	inv.groupRead[group] = now
+}
+
+// readSince is when inv last read group's instances (false: never).
+func (inv *invocation) readSince(group string) (time.Duration, bool) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	t, ok := inv.groupRead[group]
+	return t, ok
+}
+
 type invocation struct {
 	id       string
 	payload  []byte
@@ -710,6 +733,9 @@ type invocation struct {
 	dead     bool // killed at its deadline
 	ended    bool
 	listed   map[string]time.Duration // when it last listed each node's pods (I1)
+	// groupRead is when it last read each group's instances (H1: an
+	// uninstall cannot see an action begun after its last read)
+	groupRead map[string]time.Duration
 	// when it first called CompleteLifecycleAction (I1: what it knew
 	// then is what it completed on; its retries add nothing)
 	completeFrom time.Duration
