@@ -48,6 +48,11 @@ type Continuation struct {
 	// Started is still to be told, by the first invocation that evicts.
 	// False (a payload of an earlier version too): told, or not ours.
 	StartUntold bool `json:"startUntold,omitempty"`
+	// DrainTimeout is the timeout the drain began with (its group's
+	// node-drainer.io/drain-timeout, or DRAIN_TIMEOUT): a continuation that
+	// cannot read its group keeps it. Zero (a payload of an earlier
+	// version too): DRAIN_TIMEOUT then.
+	DrainTimeout time.Duration `json:"drainTimeout,omitempty"`
 }
 
 // MayTakeFrom is every invocation the continuation may take the lease from.

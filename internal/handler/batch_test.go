@@ -182,6 +182,7 @@ func TestDrainNodeConditions(t *testing.T) {
 	}
 	t.Run("on", clustertest.InBubble(func(t *testing.T) {
 		e := newEnv(aNode()...)
+		clustertest.KeepNodeStatus(e.kube) // the unmark's update leaves the status to nodes/status
 		e.ec2.readings[idA] = []reading{running}
 		e.cfg.NodeConditions = true
 		out, err := e.handle(t, terminateEvent(idA), 2*time.Minute)

@@ -77,10 +77,16 @@ func (r policy) of(ctx context.Context, group string) config.GroupOverrides {
 	return o
 }
 
-// drainTimeout is DRAIN_TIMEOUT, or what group's tag sets.
-func (r policy) drainTimeout(ctx context.Context, group string) time.Duration {
+// timeout is DRAIN_TIMEOUT, or what group's tag sets. A continuation
+// whose group cannot be read keeps the timeout its drain began with: an
+// unread group shortens no drain already given longer (a hook completed at
+// a deadline shorter than its drain's leaves its pods running).
+func (r policy) timeout(ctx context.Context, group string) time.Duration {
 	if d := r.of(ctx, group).DrainTimeout; d > 0 {
 		return d
+	}
+	if p := r.out.GroupPolicy; p != nil && p.Unread != "" && r.drainTimeout > 0 {
+		return r.drainTimeout
 	}
 	return r.h.cfg.DrainTimeout
 }

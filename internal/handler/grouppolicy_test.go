@@ -217,3 +217,30 @@ func TestGroupPolicyContinuationOfALongerDrain(t *testing.T) {
 		}
 	})
 }
+
+// A drain the group gave longer than DRAIN_TIMEOUT keeps that time in its
+// continuations when the group cannot be read there (found by the
+// simulation's I1, seed 615: a drain-timeout of 20m, DRAIN_TIMEOUT 10m, a
+// continuation 14 minutes in whose DescribeAutoScalingGroups was throttled
+// completed the hook at once, a pod still running): the continuation
+// carries the timeout its drain began with, and an unread group leaves it.
+func TestGroupPolicyContinuationUnreadKeepsItsTimeout(t *testing.T) {
+	clustertest.Bubble(t, func(t *testing.T) {
+		e := newEnv(aNode()...)
+		e.cfg.GroupTags, e.cfg.HeartbeatTimeout, e.cfg.DrainTimeout = true, 300*time.Second, 10*time.Minute
+		e.ec2.readings[idA] = []reading{running}
+		e.blocked = []string{"db-0"} // the drain cannot end
+		e.asg.groups = []astypes.AutoScalingGroup{policyGroup(map[string]string{config.TagDrainTimeout: "20m"})}
+		out, err := e.handle(t, terminateEvent(idA), 300*time.Millisecond)
+		if err != nil || out.Action != ActionContinued || len(e.lam.invoked) != 1 {
+			t.Fatalf("first attempt: %+v, %v, %d invocations: want it continued", out, err, len(e.lam.invoked))
+		}
+		next := e.lam.invoked[0].Payload
+		e.now = e.now.Add(14 * time.Minute) // past DRAIN_TIMEOUT, within the group's 20m
+		e.asg.describeErr = errors.New("throttled")
+		out, err = e.handle(t, next, 300*time.Millisecond)
+		if err != nil || len(e.asg.results()) != 0 || out.Action != ActionContinued {
+			t.Fatalf("continuation, the group unread: %s (%s), %v, completions %v: want the drain to go on within its 20m", out.Action, out.Detail, err, e.asg.results())
+		}
+	})
+}

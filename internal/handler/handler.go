@@ -236,7 +236,7 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Outcome,
 		out: Outcome{Event: ev.Kind, DryRun: h.cfg.DryRun}}
 	if cont != nil {
 		r.raw, r.started, r.attempt, r.predecessors = cont.Event, cont.StartedAt, cont.Attempt, cont.MayTakeFrom()
-		r.startUntold = cont.StartUntold
+		r.startUntold, r.drainTimeout = cont.StartUntold, cont.DrainTimeout
 		r.out.Attempt = cont.Attempt
 	}
 	r.deadline, _ = ctx.Deadline()
@@ -290,6 +290,9 @@ type invocation struct {
 	// predecessors are the invocations that handed this drain over (a
 	// continuation's): the lease may be taken from them at once
 	predecessors []string
+	// drainTimeout is the timeout of the drain (a continuation's: the one
+	// it began with; zero: not known yet), handed over with it
+	drainTimeout time.Duration
 	// fromSweep: the sweep took this lifecycle action; its age is unknown
 	fromSweep bool
 	// recording: the Events recordSoon is writing and the reads begun

@@ -137,7 +137,8 @@ func (k *hook) continueLater(ctx context.Context, n *corev1.Node, holders []stri
 	payload, err := event.Continuation{Event: k.raw, StartedAt: k.started, Attempt: k.attempt + 1,
 		Holder: holders[len(holders)-1], Holders: holders,
 		// this drain's start, ours to tell, not told yet: the next tells it
-		StartUntold: (k.marked || k.startUntold) && !k.told.Load()}.Payload()
+		StartUntold:  (k.marked || k.startUntold) && !k.told.Load(),
+		DrainTimeout: k.drainTimeout}.Payload()
 	if err != nil {
 		return err
 	}

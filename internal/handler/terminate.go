@@ -62,7 +62,8 @@ func (t *terminateHook) drainDeadline(ctx context.Context, inst instance.Instanc
 		// instance back from a warm pool), not this drain's start
 		t.resumeStart(ctx, inst, t.ev.Time.Add(-markSkew))
 	}
-	timeout := policy{t.invocation}.drainTimeout(ctx, t.act.ASG) // the group's tag, or DRAIN_TIMEOUT
+	timeout := policy{t.invocation}.timeout(ctx, t.act.ASG) // the group's tag, or DRAIN_TIMEOUT
+	t.drainTimeout = timeout
 	if t.h.cfg.DryRun {
 		return t.h.now().Add(dryRunLimit) // plan, then complete at once (the outcome shows the group's policy)
 	}

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/node-drainer/node-drainer/internal/cluster/clustertest"
 )
 
 func kubeletReady(n *corev1.Node) {
@@ -37,6 +39,7 @@ func TestDrainConditionsOwnedAndRemovedWithTheMarks(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
 	c := fake.NewClientset(newNode(nodeName, "", kubeletReady))
+	clustertest.KeepNodeStatus(c)
 	m := drainMark
 	m.Conditions = true
 	made, err := ApplyTo(ctx, c, get(t, c, nodeName), m, now, false)
@@ -175,4 +178,76 @@ func TestIfSchedulableLeavesACordonedNode(t *testing.T) {
 	if w := writes(c) - before; w != 1 || Holds(get(t, c, nodeName), CauseBatch) {
 		t.Errorf("%d writes (the one that met the conflict, want it alone); held for the batch: %v", w, Holds(get(t, c, nodeName), CauseBatch))
 	}
+}
+
+// The drain's conditions go with the marks whatever the apiserver answered
+// (found by the simulation's P3, seed 231): an unmark whose update was done
+// but whose answer was lost (a timeout, retried: the node read again shows
+// no mark, so nothing recorded the conditions as ours any more), and a
+// removal of the conditions refused once (the next release finds the
+// marks, and the record, still there).
+func TestDrainConditionsRemovedWhateverTheAnswer(t *testing.T) {
+	now := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
+	marked := func(t *testing.T) *fake.Clientset {
+		ctx := context.Background()
+		c := fake.NewClientset(newNode(nodeName, "", kubeletReady))
+		m := drainMark
+		m.Conditions = true
+		if _, err := ApplyTo(ctx, c, get(t, c, nodeName), m, now, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := SetDrainConditions(ctx, c, nodeName, PhaseDrained, CauseTerminate, now, false); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ready := map[corev1.NodeConditionType]string{corev1.NodeReady: "True/KubeletReady"}
+	t.Run("the unmark's answer lost", clustertest.InBubble(func(t *testing.T) {
+		c := marked(t)
+		lost := false
+		c.PrependReactor("update", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if lost {
+				return false, nil, nil
+			}
+			lost = true
+			if err := c.Tracker().Update(a.GetResource(), a.(k8stesting.UpdateAction).GetObject(), ""); err != nil {
+				t.Fatal(err)
+			}
+			return true, nil, apierrors.NewServerTimeout(schema.GroupResource{Resource: "nodes"}, "update", 1)
+		})
+		clustertest.KeepNodeStatus(c)
+		if _, err := Release(context.Background(), c, nodeName, CauseTerminate, now.Add(time.Minute), false); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		if _, ok := Marks(get(t, c, nodeName)); ok {
+			t.Fatal("the marks are still there")
+		}
+		if got := conditionsOf(t, c); !equalMaps(got, ready) {
+			t.Fatalf("conditions %v after the marks went, want the kubelet's Ready alone", got)
+		}
+	}))
+	t.Run("the conditions' removal refused once", clustertest.InBubble(func(t *testing.T) {
+		c := marked(t)
+		refused := false
+		c.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if refused || a.GetSubresource() != "status" {
+				return false, nil, nil
+			}
+			refused = true
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes/status"}, nodeName, errors.New("denied once"))
+		})
+		clustertest.KeepNodeStatus(c)
+		if _, err := Release(context.Background(), c, nodeName, CauseTerminate, now.Add(time.Minute), false); err == nil {
+			t.Fatal("Release refused its conditions' removal: want an error")
+		}
+		if _, err := Release(context.Background(), c, nodeName, CauseTerminate, now.Add(2*time.Minute), false); err != nil {
+			t.Fatalf("Release again: %v", err)
+		}
+		if _, ok := Marks(get(t, c, nodeName)); ok {
+			t.Fatal("the marks are still there")
+		}
+		if got := conditionsOf(t, c); !equalMaps(got, ready) {
+			t.Fatalf("conditions %v after the second release, want the kubelet's Ready alone", got)
+		}
+	}))
 }

@@ -267,7 +267,21 @@ func Release(ctx context.Context, c kubernetes.Interface, name string, cause Cau
 // since then (another action's, Mark.Renew) stays, with its marks.
 func ReleaseHolds(ctx context.Context, c kubernetes.Interface, name string, holds map[Cause]time.Time, now time.Time, dryRun bool) (Changes, error) {
 	var undone Changes
-	err := update(ctx, c, name, nil, dryRun, nil, func(n *corev1.Node, s *State) bool {
+	// the conditions go before the record that they are ours (rule 10):
+	// an update done whose answer was lost is retried on a node that no
+	// longer says so, and a removal refused must find the record again at
+	// the next release. The removal changes the node's resourceVersion,
+	// so that the update after it meets a conflict and reads the node
+	// again, which shows them gone: they are removed only from a node
+	// that shows them
+	strip := false
+	unset := func(ctx context.Context) error {
+		if !strip || dryRun {
+			return nil
+		}
+		return removeDrainConditions(ctx, c, name, dryRun)
+	}
+	err := update(ctx, c, name, nil, dryRun, unset, func(n *corev1.Node, s *State) bool {
 		undone = Changes{}
 		before := len(s.Causes)
 		for k, h := range s.Causes {
@@ -291,6 +305,7 @@ func ReleaseHolds(ctx context.Context, c kubernetes.Interface, name string, hold
 			return (undone.Draining && t.Key == TaintDraining) || (undone.OutOfService && t.Key == TaintOutOfService)
 		})
 		s.Owned = s.Owned.and(undone.not())
+		strip = undone.Conditions && hasDrainCondition(n)
 		return undone.Any() || len(s.Causes) != before
 	})
 	if err != nil {
@@ -299,13 +314,6 @@ func ReleaseHolds(ctx context.Context, c kubernetes.Interface, name string, hold
 			causes = append(causes, string(k))
 		}
 		return Changes{}, fmt.Errorf("unmarking node %s (%s): %w", name, strings.Join(causes, ", "), err)
-	}
-	if undone.Conditions && !dryRun {
-		// the annotation no longer says they are ours: a failure here
-		// leaves them, and says so
-		if err := removeDrainConditions(ctx, c, name, dryRun); err != nil {
-			return undone, err
-		}
 	}
 	return undone, nil
 }

@@ -906,6 +906,7 @@ func (l *lambdaWorld) run(inv *invocation) {
 		detail = detail[:160] + "…"
 	}
 	l.w.tracef("%s: returned %s %s (error: %v)", inv.id, out.Action, detail, err)
+	l.w.inv.returned(inv, err)
 	if s := out.Sweep; s != nil && (len(s.Held)+len(s.Notes)+len(s.Failed) > 0) {
 		l.w.tracef("%s: sweep held %v; notes %q; failed %q", inv.id, s.Held, s.Notes, s.Failed)
 	}

@@ -36,7 +36,12 @@ const (
 	H4
 	H5
 	H6
-	numInvariants = H6
+	P1
+	P2
+	P3
+	P4
+	P5
+	numInvariants = P5
 )
 
 // Names names each invariant.
@@ -59,6 +64,11 @@ var Names = [numInvariants + 1]string{"",
 	"H4 after the last deployment is removed, no hook of ours, nor a mark naming a removed deployment, remains",
 	"H5 every action of ours pending on a transition is heartbeated until it is completed, siblings included: none times out while the function holds the instance",
 	"H6 no put that Auto Scaling would refuse for its limits (metadata over 1,023 characters, heartbeat timeout outside 30-7,200 s, 50 hooks a group)",
+	"P1 with POD_POLICY=honor, no pod that asks not to be disrupted is evicted on a voluntary drain (its instance in service, no terminate action of ours pending)",
+	"P2 with POD_POLICY=honor, a forced drain evicts such a pod of a live node no earlier than its deadline (DRAIN_TIMEOUT or the group's, from the terminate action's start) less its grace period and 3 s",
+	"P3 the drain's Node conditions are written only with NODE_CONDITIONS, and none is left on a node whose marks were lifted",
+	"P4 with LB_DRAIN_WAIT, no pod of a live node is evicted before the wait from its exclusion from load balancers ends, unless the drain's deadline comes first",
+	"P5 a group policy tag with a bad value never fails an event",
 }
 
 // releaseBound is I10's bound: events may be lost (the sweep, every 5
@@ -173,7 +183,7 @@ func (v *Invariants) completing(inv *invocation, ac *action, result string) {
 	if n == nil || n.skipped || v.w.kube.getNode(n.name) == nil || !n.alive {
 		return // no node, another owner's, gone, or nothing runs there
 	}
-	if v.w.now()-ac.start >= v.w.lambda.cfg.DrainTimeout-time.Second { // (its deadline counts from the event's time)
+	if v.w.now()-ac.start >= v.w.groupTimeout(ac.group)-time.Second { // (its deadline counts from the event's time; a group's tag may set it)
 		return
 	}
 	if _, c, err := event.ParseInvocation(inv.payload); err == nil && c != nil && c.Attempt > v.w.lambda.cfg.MaxContinuations {
@@ -249,6 +259,7 @@ func (v *Invariants) evicted(inv *invocation, p *corev1.Pod) {
 	if n := v.w.kube.node(p.Spec.NodeName); n != nil && n.skipped {
 		v.violate(I6, "%s evicted %s from %s, a skipped owner's node", inv.id, p.Name, n.name)
 	}
+	v.policyEvicted(inv, p)
 }
 
 // releasable: a managed node group's node whose instance is down is
@@ -465,6 +476,7 @@ func (v *Invariants) final() {
 	if v.w.lambda.gone(mainOwner) {
 		return // uninstalled: a node's marks outlive the function (docs/deploy.md asks the drains to end first)
 	}
+	v.finalConditions()
 	k := v.w.kube
 	for _, n := range k.alive() {
 		if v.w.ec2.truth(n.id) != "running" {

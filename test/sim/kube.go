@@ -242,6 +242,7 @@ func (k *kube) addPod(name, app, on, ownerKind, claim string) {
 	if ownerKind != "" {
 		p.OwnerReferences = []metav1.OwnerReference{owner(ownerKind, app)}
 	}
+	k.annotate(p, app)
 	if claim != "" {
 		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}
@@ -566,6 +567,9 @@ func (k *kube) serve(inv *invocation, a k8stesting.Action, objects k8stesting.Re
 		if c, _ := meta.Accessor(cur); m.GetResourceVersion() != "" && m.GetResourceVersion() != c.GetResourceVersion() {
 			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), m.GetName(),
 				errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+		}
+		if n, ok := obj.(*corev1.Node); ok && a.GetSubresource() == "" {
+			n.Status = cur.(*corev1.Node).Status // an update keeps the status (the nodes/status subresource's)
 		}
 	case a.GetVerb() == "delete":
 		if err := k.preconditions(a); err != nil {

@@ -34,6 +34,8 @@ type Result struct {
 	// Deploys counts what the day's deployments played: days, each kind
 	// of change, the faults answered to calls about hooks (by call)
 	Deploys map[string]int
+	// Policies counts what the day's policies played (policy.go)
+	Policies map[string]int
 }
 
 // Run plays one seed's day. Call it inside a synctest bubble: it sleeps
@@ -57,6 +59,8 @@ func Run(seed int64, log *slog.Logger) Result {
 	w.deploys = &deploys{w: w, uninstalls: map[string][]string{}, counts: map[string]int{}}
 
 	w.asg.addGroup("nodes", w.Plan.WarmPool)
+	w.tagGroup()
+	w.policyDay()
 	for i := range w.Plan.Nodes {
 		w.ec2.add(instanceID(i), nodeName(i), "nodes", i == 0, "running")
 		w.asg.addMember("nodes", instanceID(i), "InService")
@@ -117,7 +121,7 @@ func Run(seed int64, log *slog.Logger) Result {
 	w.deploys.mu.Lock()
 	deploys := w.deploys.counts
 	w.deploys.mu.Unlock()
-	return Result{Deploys: deploys, Seed: seed, Steps: w.steps, Checks: inv.Checks, Violations: inv.Violations, Plan: w.Plan, Trace: w.trace,
+	return Result{Deploys: deploys, Policies: w.policies, Seed: seed, Steps: w.steps, Checks: inv.Checks, Violations: inv.Violations, Plan: w.Plan, Trace: w.trace,
 		WatchesFrom: from, Replayed: replayed, Duplicates: dups, Throttled: throttled, Dropped: dropped, NewUnseen: newUnseen}
 }
 
@@ -200,6 +204,8 @@ func (w *World) happen(h Happening) {
 		w.after(time.Duration(45+w.roll("unready-scale-in/"+id)*60)*time.Second, func() {
 			w.asg.transition(id, "autoscaling:EC2_INSTANCE_TERMINATING")
 		})
+	case "rebalance":
+		w.rebalance(id)
 	case "kubelet-death":
 		w.kube.die(name)
 		if h.For > 0 {

@@ -40,6 +40,7 @@ func TestSim(t *testing.T) {
 		dups, throttled, dropped int
 		newUnseen                int
 		deploys                  = map[string]int{}
+		policies                 = map[string]int{}
 
 		found atomic.Bool
 		// the first failing seed, told to a goroutine outside the bubbles,
@@ -77,6 +78,9 @@ func TestSim(t *testing.T) {
 					for k, n := range r.Deploys {
 						deploys[k] += n
 					}
+					for k, n := range r.Policies {
+						policies[k] += n
+					}
 					for i := range checks {
 						checks[i] += r.Checks[i]
 					}
@@ -112,6 +116,14 @@ func TestSim(t *testing.T) {
 	sort.Strings(keys)
 	for _, k := range keys { // days of deployments, each kind of change, the faults on calls about hooks
 		fmt.Printf("sim_deploy_%s=%d\n", k, deploys[k])
+	}
+	keys = keys[:0]
+	for k := range policies {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys { // what the policies' days played (policy.go)
+		fmt.Printf("sim_policy_%s=%d\n", k, policies[k])
 	}
 	fmt.Printf("sim_violations=%d\nsim_seconds=%.1f\n", violations, time.Since(begun).Seconds())
 	if found.Load() {

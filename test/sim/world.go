@@ -53,6 +53,8 @@ type World struct {
 	deploys *deploys
 	// calm: no fault is drawn (a deployment's installation before the day)
 	calm atomic.Bool
+	// policies counts what the day's policies played (policy.go)
+	policies map[string]int
 }
 
 // newWorld builds the world of a seed; call in the bubble (it reads the
@@ -173,6 +175,10 @@ type Plan struct {
 	SiblingSecs int32
 	OtherMeta   string  // the NotificationMetadata of another tool's hook (JSON or not)
 	Deploy      *Deploy // the day's deployments (nil: the groups' hooks are the template's, put before the day)
+	// the policies of issue 55 (policy.go): the annotation each app's pods
+	// carry ("key=value"; some protect nothing), the node group's policy tags
+	Protect   map[string]string
+	GroupTags map[string]string
 
 	// cluster
 	Nodes        int    // in the node group
@@ -224,7 +230,7 @@ type Refusal struct {
 // Happening is one event of the world: what befalls which node, when.
 type Happening struct {
 	At   time.Duration
-	What string // scale-in, stop, hibernate, crash, kubelet-death, launch, bind, duplicate-scale-in, unready
+	What string // scale-in, stop, hibernate, crash, kubelet-death, launch, bind, duplicate-scale-in, unready, rebalance
 	Node int    // index of the node (0-based; Nodes is the skipped group's)
 	For  time.Duration
 }
@@ -321,6 +327,7 @@ func NewPlan(seed int64) Plan {
 	sort.SliceStable(p.Events, func(i, j int) bool { return p.Events[i].At < p.Events[j].At })
 	p.WarmPool = chance(0.25) // drawn last: the plans drawn before warm pools came stay as they were
 	drawDeploy(seed, &p)
+	drawPolicies(seed, &p)
 	return p
 }
 
@@ -335,7 +342,7 @@ func (p Plan) String() string {
 	for _, e := range p.Events {
 		evs = append(evs, e.String())
 	}
-	return fmt.Sprintf("nodes=%d skippedGroup=%v/%s warmPool=%v web=%d dbs=%d unmanaged=%v lambdaTimeout=%s concurrency=%d heartbeat=%ds default=%s otherHook=%v extraHook=%v sibling=%s/%ds apiFault=%.2f outages=%v refusals=%v controller=%v\n  deploy: %s\n  env: %s\n  events: %s",
+	return fmt.Sprintf("nodes=%d skippedGroup=%v/%s warmPool=%v web=%d dbs=%d unmanaged=%v lambdaTimeout=%s concurrency=%d heartbeat=%ds default=%s otherHook=%v extraHook=%v sibling=%s/%ds apiFault=%.2f outages=%v refusals=%v controller=%v\n  deploy: %s\n  policies: pods %v, group tags %v\n  env: %s\n  events: %s",
 		p.Nodes, p.SkippedGroup, p.SkippedOwner, p.WarmPool, p.Web, p.DBs, p.Unmanaged, p.LambdaTimeout, p.Concurrency, p.HeartbeatSecs, p.DefaultResult,
-		p.OtherHook, p.ExtraOwnedHook, p.Sibling, p.SiblingSecs, p.APIFault, p.Outages, p.Refusals, p.ControllerUp, p.Deploy, strings.Join(env, " "), strings.Join(evs, ", "))
+		p.OtherHook, p.ExtraOwnedHook, p.Sibling, p.SiblingSecs, p.APIFault, p.Outages, p.Refusals, p.ControllerUp, p.Deploy, p.Protect, p.GroupTags, strings.Join(env, " "), strings.Join(evs, ", "))
 }

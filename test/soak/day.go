@@ -166,6 +166,8 @@ func (d *day) functionEnv() ([]string, error) {
 		switch k {
 		case "CLUSTER_NAME", "AWS_LAMBDA_FUNCTION_NAME":
 			continue // the harness's own
+		case "POD_POLICY", "GROUP_POLICY_TAGS", "LB_DRAIN_WAIT", "BATCH_CORDON", "NODE_CONDITIONS", "REBALANCE_ACTION":
+			continue // the simulation's policies (issue 55, test/sim/policy.go): the soak's days stay as they were
 		case "DRAIN_TIMEOUT", "STOPPING_WAIT_TIMEOUT", "VOLUME_DETACH_TIMEOUT":
 			if dur, err := time.ParseDuration(v); err == nil {
 				v = max(scaled(dur), 5*time.Second).String()
