@@ -34,6 +34,17 @@ type fakeAPI struct {
 	// pools are the instances of each group's warm pool (by group), one
 	// page of DescribeWarmPool each
 	pools map[string][][]astypes.Instance
+	// beats are the heartbeats recorded ("<group>/<hook>/<instance>"),
+	// calls every put and heartbeat in turn
+	beats, calls []string
+}
+
+func (f *fakeAPI) RecordLifecycleActionHeartbeat(_ context.Context, in *autoscaling.RecordLifecycleActionHeartbeatInput, _ ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := aws.ToString(in.AutoScalingGroupName) + "/" + aws.ToString(in.LifecycleHookName) + "/" + aws.ToString(in.InstanceId)
+	f.beats, f.calls = append(f.beats, b), append(f.calls, "heartbeat "+b)
+	return &autoscaling.RecordLifecycleActionHeartbeatOutput{}, nil
 }
 
 func (f *fakeAPI) DescribeWarmPool(_ context.Context, in *autoscaling.DescribeWarmPoolInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeWarmPoolOutput, error) {
@@ -124,6 +135,7 @@ func (f *fakeAPI) PutLifecycleHook(_ context.Context, in *autoscaling.PutLifecyc
 		return nil, err
 	}
 	f.puts = append(f.puts, *in)
+	f.calls = append(f.calls, "put "+aws.ToString(in.AutoScalingGroupName)+"/"+aws.ToString(in.LifecycleHookName))
 	g := aws.ToString(in.AutoScalingGroupName)
 	if f.hooks == nil {
 		f.hooks = map[string][]astypes.LifecycleHook{}

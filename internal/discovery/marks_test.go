@@ -258,3 +258,35 @@ func TestReadMark(t *testing.T) {
 		t.Errorf("Mark = %s; want terraform's jsonencode of the same (main.tf)", got)
 	}
 }
+
+// A put that shortens a hook's HeartbeatTimeout heartbeats the actions
+// waiting under it first: Auto Scaling applies the new timeout to them from
+// their last heartbeat, and a drain last heartbeated longer ago would end at
+// the put (rule 3; the simulation's I3, seeds 2826 and 3376). A put that
+// lengthens it heartbeats none.
+func TestShorterHeartbeatBeatsTheWaitingFirst(t *testing.T) {
+	waitingIn := func(g astypes.AutoScalingGroup) astypes.AutoScalingGroup {
+		g.Instances = []astypes.Instance{
+			{InstanceId: aws.String("i-1"), LifecycleState: astypes.LifecycleStateTerminatingWait},
+			{InstanceId: aws.String("i-2"), LifecycleState: astypes.LifecycleStateInService},
+		}
+		return g
+	}
+	for _, tc := range []struct {
+		was  int32
+		want []string
+	}{
+		{600, []string{"heartbeat a/node-drainer-terminate/i-1", "put a/node-drainer-terminate"}},
+		{60, []string{"put a/node-drainer-terminate"}},
+	} {
+		gs := groups()
+		gs[0] = waitingIn(gs[0])
+		f := &fakeAPI{groups: gs, hooks: map[string][]astypes.LifecycleHook{"a": {hookWith(`{"node-drainer":["drainer-a"]}`, tc.was)}}}
+		if _, err := EnsureNamed(context.Background(), f, []string{"a"}, []Hook{ownedBy("drainer-a")}, everywhere, false); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(f.calls, tc.want) {
+			t.Errorf("from %d s to 300 s: calls %v, want %v", tc.was, f.calls, tc.want)
+		}
+	}
+}

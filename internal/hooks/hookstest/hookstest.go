@@ -23,7 +23,7 @@ type AutoScaling struct {
 	Have      map[string][]astypes.LifecycleHook
 	Puts      []string // "<group>/<hook>/<transition>"
 	Deletes   []string // "<group>/<hook>"
-	Calls     []string // "put <group>/<hook>", "delete <group>/<hook>", in turn
+	Calls     []string // "put <group>/<hook>", "delete <group>/<hook>", "heartbeat <group>/<hook>/<instance>", in turn
 	DeleteErr error    // DeleteLifecycleHook fails
 }
 
@@ -68,6 +68,14 @@ func (a *AutoScaling) DeleteLifecycleHook(_ context.Context, in *autoscaling.Del
 		return aws.ToString(x.LifecycleHookName) == aws.ToString(in.LifecycleHookName)
 	})
 	return &autoscaling.DeleteLifecycleHookOutput{}, nil
+}
+
+// RecordLifecycleActionHeartbeat records the heartbeat.
+func (a *AutoScaling) RecordLifecycleActionHeartbeat(_ context.Context, in *autoscaling.RecordLifecycleActionHeartbeatInput, _ ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.Calls = append(a.Calls, "heartbeat "+aws.ToString(in.AutoScalingGroupName)+"/"+aws.ToString(in.LifecycleHookName)+"/"+aws.ToString(in.InstanceId))
+	return &autoscaling.RecordLifecycleActionHeartbeatOutput{}, nil
 }
 
 // DescribeWarmPool is Groups' when it reads warm pools; else no group has
