@@ -195,15 +195,7 @@ func (k *hook) complete(ctx context.Context, result lifecycle.Result, n *corev1.
 	}
 	k.completeSiblings(cctx, result)
 	if !completed {
-		note := " (lifecycle action was no longer active)"
-		if k.out.Action == ActionDrained {
-			// not this drain's end: the instance may have left with pods
-			// on it (issue 54, C1)
-			k.out.Action = ActionEndedElsewhere
-			note = " the node drained, but its lifecycle action was no longer active: it had ended otherwise (its hook timed out or was deleted, or someone else completed it), maybe before the drain did"
-		}
-		k.out.Detail = strings.TrimSpace(k.out.Detail + note)
-		k.step(StepHookCompleted, "no longer active (completed by someone else, or timed out)")
+		k.endedElsewhere()
 	} else {
 		k.hookCompleted(string(result))
 	}
@@ -214,6 +206,19 @@ func (k *hook) complete(ctx context.Context, result lifecycle.Result, n *corev1.
 		}
 	}
 	return nil
+}
+
+// endedElsewhere says that the action was no longer active when completed:
+// a drain's is then not "drained" (issue 54, C1: the instance may have
+// left with pods on it).
+func (k *hook) endedElsewhere() {
+	note := " (lifecycle action was no longer active)"
+	if k.out.Action == ActionDrained {
+		k.out.Action = ActionEndedElsewhere
+		note = " the node drained, but its lifecycle action was no longer active: it had ended otherwise (its hook timed out or was deleted, or someone else completed it), maybe before the drain did"
+	}
+	k.out.Detail = strings.TrimSpace(k.out.Detail + note)
+	k.step(StepHookCompleted, "no longer active (completed by someone else, or timed out)")
 }
 
 // awsRetryable: an AWS error the SDK's own retryer would retry (throttling,

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/cfn"
-
-	"github.com/node-drainer/node-drainer/internal/hooks"
 )
 
 // Deploy is a day's deployments: how node-drainer was installed, what
@@ -296,6 +294,3 @@ var cfnOnce sync.Once
 func installCFN() {
 	cfnOnce.Do(func() { http.DefaultTransport = cfnTransport{next: http.DefaultTransport} })
 }
-
-// isRequest reports whether payload is a hooks request (hooks.Request).
-func isRequest(payload []byte) bool { return hooks.Request(payload) }
