@@ -172,6 +172,7 @@ func (k *hook) complete(ctx context.Context, result lifecycle.Result, n *corev1.
 	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
 	defer cancel()
 	completed, err := lifecycle.Complete(cctx, k.h.c.ASG, k.act, result)
+	retried := false
 	// the SDK's retries given up (a throttling storm) leave the rest of the
 	// margin: tried again within it, not left to Lambda's retry a minute
 	// later, past a short heartbeat timeout
@@ -189,10 +190,14 @@ func (k *hook) complete(ctx context.Context, result lifecycle.Result, n *corev1.
 			break
 		}
 		completed, err = lifecycle.Complete(cctx, k.h.c.ASG, k.act, result)
+		// an attempt that failed may have landed (its answer lost): the
+		// action then found no longer active is most likely ours
+		retried = true
 	}
 	if err != nil {
 		return err
 	}
+	completed = completed || retried
 	k.completeSiblings(cctx, result)
 	if !completed {
 		k.endedElsewhere()

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 	"k8s.io/utils/clock"
 )
 
@@ -42,21 +43,40 @@ type Action struct {
 
 // Complete completes the action with result. It reports whether this call
 // completed it (false: no active action any more, which is not an error).
+// An action found no longer active by an attempt after the SDK's first (a
+// retry of one whose answer was lost: a connection dropped after the
+// request was sent) is taken as completed by that first attempt: its
+// request may have landed, and most likely did.
 func Complete(ctx context.Context, api API, a Action, result Result) (bool, error) {
+	attempts := 0
 	_, err := api.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
 		AutoScalingGroupName:  aws.String(a.ASG),
 		LifecycleHookName:     aws.String(a.Hook),
 		LifecycleActionToken:  token(a),
 		InstanceId:            aws.String(a.InstanceID),
 		LifecycleActionResult: aws.String(string(result)),
-	})
+	}, countAttempts(&attempts))
 	if IsNotActive(err) {
-		return false, nil
+		return attempts > 1, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("completing lifecycle action (%s, %s, %s): %w", a.ASG, a.Hook, a.InstanceID, err)
 	}
 	return true, nil
+}
+
+// countAttempts counts the SDK's attempts of a call (its retries
+// included): a middleware after the retry middleware runs once per attempt.
+func countAttempts(n *int) func(*autoscaling.Options) {
+	return func(o *autoscaling.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("nodeDrainerCountAttempts",
+				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+					*n++
+					return next.HandleFinalize(ctx, in)
+				}), middleware.After)
+		})
+	}
 }
 
 // token is the action's token, or nil for an action the sweep found without

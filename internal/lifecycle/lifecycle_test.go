@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/smithy-go"
@@ -306,5 +311,45 @@ func TestGroupState(t *testing.T) {
 	f.err = errors.New("Throttling")
 	if _, err := GroupState(t.Context(), f, "eks-general", act.InstanceID); err == nil || !strings.Contains(err.Error(), "eks-general") {
 		t.Errorf("a failed read: %v", err)
+	}
+}
+
+// A completion whose first attempt failed after it was sent (a 500 here,
+// or a connection dropped) and whose retry finds the action no longer
+// active was most likely this call's own: reported completed. One whose
+// first and only attempt finds it no longer active is not.
+func TestCompleteRetriedAfterALostAnswer(t *testing.T) {
+	notActive := `<ErrorResponse><Error><Type>Sender</Type><Code>ValidationError</Code><Message>No active Lifecycle Action found with instance ID i-1</Message></Error><RequestId>r</RequestId></ErrorResponse>`
+	for _, tc := range []struct {
+		name  string
+		first int // the first answer's status (400: not active at once)
+		want  bool
+	}{
+		{"first attempt lost, the retry finds it ended", http.StatusInternalServerError, true},
+		{"not active at the first attempt", http.StatusBadRequest, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/xml")
+				if calls.Add(1) == 1 && tc.first == http.StatusInternalServerError {
+					w.WriteHeader(http.StatusInternalServerError)
+					_, _ = w.Write([]byte(`<ErrorResponse><Error><Type>Receiver</Type><Code>InternalFailure</Code><Message>x</Message></Error><RequestId>r</RequestId></ErrorResponse>`))
+					return
+				}
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write([]byte(notActive))
+			}))
+			defer srv.Close()
+			api := autoscaling.New(autoscaling.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
+				Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
+				Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
+					o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+				})})
+			got, err := Complete(context.Background(), api, Action{ASG: "g", Hook: "h", InstanceID: "i-1"}, Continue)
+			if err != nil || got != tc.want {
+				t.Errorf("Complete = %v, %v after %d calls; want %v", got, err, calls.Load(), tc.want)
+			}
+		})
 	}
 }
