@@ -330,7 +330,7 @@ func TestCompleteRetriedAfterALostAnswer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls atomic.Int32
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				w.Header().Set("Content-Type", "text/xml")
 				if calls.Add(1) == 1 && tc.first == http.StatusInternalServerError {
 					w.WriteHeader(http.StatusInternalServerError)
