@@ -106,19 +106,13 @@ const (
 
 // OtherCluster names the tag among tags by which they are another
 // cluster's than the one clusterTagKey and clusterName name ("" when none
-// says so): kubernetes.io/cluster/<name> other than clusterTagKey and than
-// the cluster's own (kubernetes.io/cluster/<clusterName>, which every node
-// of it carries whatever CLUSTER_TAG_KEY is: a key of the operator's own,
-// the move from NTH), or eks:cluster-name naming another cluster.
+// says so): kubernetes.io/cluster/<name> other than clusterTagKey, or
+// eks:cluster-name naming another cluster.
 func OtherCluster(tags map[string]string, clusterTagKey, clusterName string) string {
-	own := ""
-	if clusterName != "" {
-		own = ClusterTagPrefix + clusterName
-	}
 	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		v := tags[k]
 		switch {
-		case strings.HasPrefix(k, ClusterTagPrefix) && k != clusterTagKey && k != own:
+		case strings.HasPrefix(k, ClusterTagPrefix) && k != clusterTagKey:
 			return k
 		case k == EKSClusterNameTag && clusterName != "" && v != clusterName:
 			return k + "=" + v

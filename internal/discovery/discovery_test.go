@@ -429,28 +429,3 @@ func TestWaitingReadsTheWarmPool(t *testing.T) {
 		t.Errorf("Waiting: %v, %v; want %v", got, err, want)
 	}
 }
-
-// OtherCluster: with a CLUSTER_TAG_KEY of the operator's own (the move from
-// NTH, docs/migrating-from-nth.md), the cluster's own
-// kubernetes.io/cluster/<CLUSTER_NAME>, which every node of it carries, is
-// not another cluster's; another name is.
-func TestOtherClusterOwnTagWithCustomKey(t *testing.T) {
-	const custom = "node-drainer.io/managed"
-	for _, tc := range []struct {
-		name string
-		tags map[string]string
-		key  string
-		want string
-	}{
-		{"the cluster's own tag, a custom key", map[string]string{ClusterTagPrefix + "prod": "owned"}, custom, ""},
-		{"the cluster's own tag and the custom key", map[string]string{ClusterTagPrefix + "prod": "owned", custom: ""}, custom, ""},
-		{"another cluster's tag, a custom key", map[string]string{ClusterTagPrefix + "staging": "owned"}, custom, ClusterTagPrefix + "staging"},
-		{"another cluster's tag, the default key", map[string]string{ClusterTagPrefix + "staging": "owned"}, ClusterTagPrefix + "prod", ClusterTagPrefix + "staging"},
-		{"the default key", map[string]string{ClusterTagPrefix + "prod": "owned"}, ClusterTagPrefix + "prod", ""},
-		{"EKS naming another cluster", map[string]string{EKSClusterNameTag: "staging"}, custom, EKSClusterNameTag + "=staging"},
-	} {
-		if got := OtherCluster(tc.tags, tc.key, "prod"); got != tc.want {
-			t.Errorf("%s: OtherCluster(%v, %q, prod) = %q, want %q", tc.name, tc.tags, tc.key, got, tc.want)
-		}
-	}
-}

@@ -49,9 +49,7 @@ func TestMoveFromNTHByClusterTagKey(t *testing.T) {
 		{"rebalance with drain, NTH's instance: ignored", rebalanceDrains, nthInstance, rebalanceEvent(idA), ActionIgnored, nil, false},
 		{"stopped, NTH's stopped instance: ignored, nothing released", nil, reading{state: instance.StateStopped, tagged: true}, stateEvent(idA, "stopped", time.Now()), ActionIgnored, nil, false},
 		{"our hook, listed group, NTH's instance: completed CONTINUE, nothing drained", listed, nthInstance, terminateEvent(idA), "", []lifecycle.Result{lifecycle.Continue}, false},
-		// its kubernetes.io/cluster/<name> is this cluster's own, not another's
-		// (discovery.OtherCluster): as in a listed group
-		{"our hook, group by tag, NTH's instance: completed CONTINUE, nothing drained", byTag, nthInstance, terminateEvent(idA), "", []lifecycle.Result{lifecycle.Continue}, false},
+		{"our hook, group by tag, NTH's instance: left to its timeout", byTag, nthInstance, terminateEvent(idA), "", nil, false},
 		{"spot warning, moved instance: drained", nil, movedInstance, spotEvent(idA, time.Now()), ActionDrained, nil, true},
 		{"our hook, listed group, moved instance: drained, CONTINUE", listed, movedInstance, terminateEvent(idA), ActionDrained, []lifecycle.Result{lifecycle.Continue}, true},
 		{"our hook, group by tag, moved instance: drained, CONTINUE", byTag, movedInstance, terminateEvent(idA), ActionDrained, []lifecycle.Result{lifecycle.Continue}, true},
