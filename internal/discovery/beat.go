@@ -4,8 +4,7 @@ import (
 	"context"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/node-drainer/node-drainer/internal/lifecycle"
 )
 
 // beatBeforeShortening heartbeats every action waiting under hook of group
@@ -24,7 +23,6 @@ func beatBeforeShortening(ctx context.Context, api API, group, hook string) {
 	}
 	for _, w := range waiting[group] {
 		id, _, _ := strings.Cut(w, " ")
-		_, _ = api.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
-			AutoScalingGroupName: aws.String(group), LifecycleHookName: aws.String(hook), InstanceId: aws.String(id)})
+		_ = lifecycle.Heartbeat(ctx, api, lifecycle.Action{ASG: group, Hook: hook, InstanceID: id})
 	}
 }

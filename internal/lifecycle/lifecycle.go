@@ -104,8 +104,13 @@ func IsNotActive(err error) bool {
 	return strings.Contains(msg, "No active Lifecycle Action found") || strings.Contains(msg, "No Lifecycle Hook found")
 }
 
+// Heartbeater is the one call Heartbeat needs (API has it).
+type Heartbeater interface {
+	RecordLifecycleActionHeartbeat(ctx context.Context, in *autoscaling.RecordLifecycleActionHeartbeatInput, opts ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error)
+}
+
 // Heartbeat records one heartbeat, extending the hook's timeout.
-func Heartbeat(ctx context.Context, api API, a Action) error {
+func Heartbeat(ctx context.Context, api Heartbeater, a Action) error {
 	_, err := api.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
 		AutoScalingGroupName: aws.String(a.ASG),
 		LifecycleHookName:    aws.String(a.Hook),
