@@ -171,8 +171,8 @@ func (k *hook) complete(ctx context.Context, result lifecycle.Result, n *corev1.
 	}
 	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
 	defer cancel()
-	completed, err := lifecycle.Complete(cctx, k.h.c.ASG, k.act, result)
-	retried := false
+	c := lifecycle.NewCompletion(k.h.c.ASG, k.act, result)
+	completed, err := c.Try(cctx)
 	// the SDK's retries given up (a throttling storm) leave the rest of the
 	// margin: tried again within it, not left to Lambda's retry a minute
 	// later, past a short heartbeat timeout
@@ -189,15 +189,13 @@ func (k *hook) complete(ctx context.Context, result lifecycle.Result, n *corev1.
 		if cctx.Err() != nil {
 			break
 		}
-		completed, err = lifecycle.Complete(cctx, k.h.c.ASG, k.act, result)
 		// an attempt that failed may have landed (its answer lost): the
-		// action then found no longer active is most likely ours
-		retried = true
+		// action then found no longer active is taken as ours (Completion)
+		completed, err = c.Try(cctx)
 	}
 	if err != nil {
 		return err
 	}
-	completed = completed || retried
 	k.completeSiblings(cctx, result)
 	if !completed {
 		k.endedElsewhere()

@@ -31,8 +31,9 @@ func (k *hook) completeSiblings(ctx context.Context, result lifecycle.Result) {
 		// timeout, or end the instance's actions with an ABANDON (rule 17;
 		// the simulation's I3, seed 9552)
 		var completed bool
+		c := lifecycle.NewCompletion(k.h.c.ASG, sib, result)
 		err := kretry.OnError(siblingCompleteBackoff, awsRetryable, func() (err error) {
-			completed, err = lifecycle.Complete(ctx, k.h.c.ASG, sib, result)
+			completed, err = c.Try(ctx)
 			return err
 		})
 		switch {

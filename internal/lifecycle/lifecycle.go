@@ -41,23 +41,44 @@ type Action struct {
 	ASG, Hook, Token, InstanceID string
 }
 
-// Complete completes the action with result. It reports whether this call
-// completed it (false: no active action any more, which is not an error).
-// An action found no longer active by an attempt after the SDK's first (a
-// retry of one whose answer was lost: a connection dropped after the
-// request was sent) is taken as completed by that first attempt: its
-// request may have landed, and most likely did.
+// Complete completes the action with result, once (the SDK's retries
+// aside): Completion's first Try.
 func Complete(ctx context.Context, api API, a Action, result Result) (bool, error) {
-	attempts := 0
-	_, err := api.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
+	return NewCompletion(api, a, result).Try(ctx)
+}
+
+// Completion is one completion of an action, which its caller may try
+// again after a failure (the handler's backoff, a sibling's): each Try
+// reports whether this completion completed the action (false: no active
+// action any more, which is not an error). An action found no longer
+// active by an attempt after the first (the SDK's retry, or a later Try,
+// of one whose answer was lost: a connection dropped after the request
+// was sent) is taken as completed by that earlier attempt: its request
+// may have landed, and most likely did.
+type Completion struct {
+	api    API
+	act    Action
+	result Result
+	sent   int // the attempts made so far, by every Try (the SDK's retries included)
+}
+
+// NewCompletion is the completion of a with result, not yet tried.
+func NewCompletion(api API, a Action, result Result) *Completion {
+	return &Completion{api: api, act: a, result: result}
+}
+
+// Try makes one call (with the SDK's retries) to complete the action.
+func (c *Completion) Try(ctx context.Context) (bool, error) {
+	a := c.act
+	_, err := c.api.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
 		AutoScalingGroupName:  aws.String(a.ASG),
 		LifecycleHookName:     aws.String(a.Hook),
 		LifecycleActionToken:  token(a),
 		InstanceId:            aws.String(a.InstanceID),
-		LifecycleActionResult: aws.String(string(result)),
-	}, countAttempts(&attempts))
+		LifecycleActionResult: aws.String(string(c.result)),
+	}, countAttempts(&c.sent))
 	if IsNotActive(err) {
-		return attempts > 1, nil
+		return c.sent > 1, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("completing lifecycle action (%s, %s, %s): %w", a.ASG, a.Hook, a.InstanceID, err)

@@ -353,3 +353,35 @@ func TestCompleteRetriedAfterALostAnswer(t *testing.T) {
 		})
 	}
 }
+
+// A completion tried again by its caller (the handler's backoff after the
+// SDK's retries are spent, a sibling's) holds the same rule: a Try after
+// one that failed, finding the action no longer active, is taken as the
+// completion's own.
+func TestCompletionTriedAgainAfterALostAnswer(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/xml")
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`<ErrorResponse><Error><Type>Receiver</Type><Code>InternalFailure</Code><Message>x</Message></Error><RequestId>r</RequestId></ErrorResponse>`))
+			return
+		}
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`<ErrorResponse><Error><Type>Sender</Type><Code>ValidationError</Code><Message>No active Lifecycle Action found with instance ID i-1</Message></Error><RequestId>r</RequestId></ErrorResponse>`))
+	}))
+	defer srv.Close()
+	api := autoscaling.New(autoscaling.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
+		Retryer:     aws.NopRetryer{}}) // the SDK does not try again: the caller does
+	c := NewCompletion(api, Action{ASG: "g", Hook: "h", InstanceID: "i-1"}, Continue)
+	if got, err := c.Try(context.Background()); got || err == nil {
+		t.Fatalf("first Try = %v, %v; want the 500's error", got, err)
+	}
+	if got, err := c.Try(context.Background()); !got || err != nil {
+		t.Errorf("second Try = %v, %v after %d calls; want true (the first may have landed)", got, err, calls.Load())
+	}
+	if got, err := NewCompletion(api, Action{ASG: "g", Hook: "h", InstanceID: "i-1"}, Continue).Try(context.Background()); got || err != nil {
+		t.Errorf("a new completion's first Try finding it not active = %v, %v; want false", got, err)
+	}
+}
