@@ -68,11 +68,29 @@ func (r *invocation) holder(ctx context.Context) string {
 }
 
 // giveUpLease gives claim up, recording doneKey as done when it is not
-// empty, even when ctx has ended (bounded on its own).
+// empty, even when ctx has ended: bounded on its own (leaseReleaseLimit),
+// never past the invocation's deadline (Lambda would time the invocation
+// out and retry its event). With no time left it is not tried: the lease
+// lapses on its own.
 func (r *invocation) giveUpLease(ctx context.Context, claim *lease.Claim, doneKey string) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	bound := leaseReleaseLimit
+	if !r.deadline.IsZero() {
+		bound = min(bound, time.Until(r.deadline)-leaseReleaseReserve)
+	}
+	if bound <= 0 {
+		r.log.WarnContext(ctx, "no time left to give the lease up: it lapses on its own")
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
 	if err := claim.Release(rctx, doneKey); err != nil {
 		r.log.WarnContext(ctx, "could not give the lease up", "error", err)
 	}
 }
+
+// leaseReleaseLimit bounds giveUpLease; leaseReleaseReserve is what it
+// leaves of the invocation's time, for the answer to Lambda.
+const (
+	leaseReleaseLimit   = 5 * time.Second
+	leaseReleaseReserve = 50 * time.Millisecond
+)
