@@ -314,38 +314,43 @@ func TestGroupState(t *testing.T) {
 	}
 }
 
+// lostThenEnded is an Auto Scaling whose first answer is a 500 when
+// lost500 (an attempt sent, its answer lost) and every other answer "No
+// active Lifecycle Action found"; calls counts what it was asked.
+func lostThenEnded(t *testing.T, lost500 bool, retryer aws.Retryer) (api *autoscaling.Client, calls *atomic.Int32) {
+	calls = new(atomic.Int32)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/xml")
+		if calls.Add(1) == 1 && lost500 {
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`<ErrorResponse><Error><Type>Receiver</Type><Code>InternalFailure</Code><Message>x</Message></Error><RequestId>r</RequestId></ErrorResponse>`))
+			return
+		}
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`<ErrorResponse><Error><Type>Sender</Type><Code>ValidationError</Code><Message>No active Lifecycle Action found with instance ID i-1</Message></Error><RequestId>r</RequestId></ErrorResponse>`))
+	}))
+	t.Cleanup(srv.Close)
+	return autoscaling.New(autoscaling.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""), Retryer: retryer}), calls
+}
+
 // A completion whose first attempt failed after it was sent (a 500 here,
 // or a connection dropped) and whose retry finds the action no longer
 // active was most likely this call's own: reported completed. One whose
 // first and only attempt finds it no longer active is not.
 func TestCompleteRetriedAfterALostAnswer(t *testing.T) {
-	notActive := `<ErrorResponse><Error><Type>Sender</Type><Code>ValidationError</Code><Message>No active Lifecycle Action found with instance ID i-1</Message></Error><RequestId>r</RequestId></ErrorResponse>`
 	for _, tc := range []struct {
-		name  string
-		first int // the first answer's status (400: not active at once)
-		want  bool
+		name string
+		lost bool // the first answer a 500 (else: not active at once)
+		want bool
 	}{
-		{"first attempt lost, the retry finds it ended", http.StatusInternalServerError, true},
-		{"not active at the first attempt", http.StatusBadRequest, false},
+		{"first attempt lost, the retry finds it ended", true, true},
+		{"not active at the first attempt", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var calls atomic.Int32
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				w.Header().Set("Content-Type", "text/xml")
-				if calls.Add(1) == 1 && tc.first == http.StatusInternalServerError {
-					w.WriteHeader(http.StatusInternalServerError)
-					_, _ = w.Write([]byte(`<ErrorResponse><Error><Type>Receiver</Type><Code>InternalFailure</Code><Message>x</Message></Error><RequestId>r</RequestId></ErrorResponse>`))
-					return
-				}
-				w.WriteHeader(http.StatusBadRequest)
-				_, _ = w.Write([]byte(notActive))
+			api, calls := lostThenEnded(t, tc.lost, retry.NewStandard(func(o *retry.StandardOptions) {
+				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
 			}))
-			defer srv.Close()
-			api := autoscaling.New(autoscaling.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
-				Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
-				Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
-					o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
-				})})
 			got, err := Complete(context.Background(), api, Action{ASG: "g", Hook: "h", InstanceID: "i-1"}, Continue)
 			if err != nil || got != tc.want {
 				t.Errorf("Complete = %v, %v after %d calls; want %v", got, err, calls.Load(), tc.want)
@@ -359,21 +364,7 @@ func TestCompleteRetriedAfterALostAnswer(t *testing.T) {
 // one that failed, finding the action no longer active, is taken as the
 // completion's own.
 func TestCompletionTriedAgainAfterALostAnswer(t *testing.T) {
-	var calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/xml")
-		if calls.Add(1) == 1 {
-			w.WriteHeader(http.StatusInternalServerError)
-			_, _ = w.Write([]byte(`<ErrorResponse><Error><Type>Receiver</Type><Code>InternalFailure</Code><Message>x</Message></Error><RequestId>r</RequestId></ErrorResponse>`))
-			return
-		}
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = w.Write([]byte(`<ErrorResponse><Error><Type>Sender</Type><Code>ValidationError</Code><Message>No active Lifecycle Action found with instance ID i-1</Message></Error><RequestId>r</RequestId></ErrorResponse>`))
-	}))
-	defer srv.Close()
-	api := autoscaling.New(autoscaling.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
-		Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
-		Retryer:     aws.NopRetryer{}}) // the SDK does not try again: the caller does
+	api, calls := lostThenEnded(t, true, aws.NopRetryer{}) // the SDK does not try again: the caller does
 	c := NewCompletion(api, Action{ASG: "g", Hook: "h", InstanceID: "i-1"}, Continue)
 	if got, err := c.Try(context.Background()); got || err == nil {
 		t.Fatalf("first Try = %v, %v; want the 500's error", got, err)
